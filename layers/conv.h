@@ -1,0 +1,30 @@
+/* The convolutional layer's public ids: its CPU algorithms and its hyper-parameters.
+ *
+ * Code that builds a convolution without a config file (tests, benchmarks) fills a
+ * conv_params through layer_create_with(); code that picks algorithms (the profiler,
+ * tests) uses the CONV_ALGO_* ids, which are the same for all three passes. */
+#ifndef VDNN_LAYERS_CONV_H
+#define VDNN_LAYERS_CONV_H
+
+#include "layers/layer.h"
+
+/* CPU algorithms, per pass (PASS_FWD, PASS_BWD_DATA, PASS_BWD_FILTER). */
+enum {
+    CONV_ALGO_DIRECT = 0,        /* plain loops, no workspace */
+    CONV_ALGO_IM2COL = 1,        /* im2col of one image + GEMM, per image */
+    CONV_ALGO_IM2COL_BATCH = 2,  /* im2col of the whole batch + one GEMM */
+    CONV_ALGO_COUNT = 3
+};
+
+/* The layer's per-type state (l->priv); every field must be valid when built in code. */
+typedef struct conv_params {
+    int filters;   /* OC, 1..65536 */
+    int size;      /* K: square kernel side, 1..64 */
+    int stride;    /* 1..64 */
+    int pad;       /* zero padding on each side, 0..64 */
+    int bias;      /* 1: a learned bias per filter */
+} conv_params;
+
+extern const layer_ops conv_ops;
+
+#endif

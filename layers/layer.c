@@ -1,0 +1,178 @@
+/* Layer life cycle, parameter allocation and the device dispatch of forward/backward. */
+#include "layers/layer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vdnn/rng.h"
+
+static vdnn_status finish_create(layer *l, const cfg_file *f, const cfg_section *s)
+{
+    vdnn_status st = l->ops->setup(l, f, s);
+    if (st != VDNN_OK) return st;
+    if (l->out.n != l->in.n || l->out.c < 1 || l->out.h < 1 || l->out.w < 1) {
+        if (f && s)
+            return cfg_error(f, s, NULL, "output shape %dx%dx%d goes to zero (input %dx%dx%d)",
+                             l->out.c, l->out.h, l->out.w, l->in.c, l->in.h, l->in.w);
+        return vdnn_fail(VDNN_EINVAL, "%s: output shape %dx%dx%d goes to zero", l->name,
+                         l->out.c, l->out.h, l->out.w);
+    }
+    return VDNN_OK;
+}
+
+static vdnn_status alloc_layer(const layer_ops *ops, int index, shape4 in, layer **out)
+{
+    if (in.n < 1 || in.c < 1 || in.h < 1 || in.w < 1)
+        return vdnn_fail(VDNN_EINVAL, "%s: input shape %dx%dx%dx%d is empty", ops->type, in.n,
+                         in.c, in.h, in.w);
+    layer *l = calloc(1, sizeof *l);
+    if (!l) return vdnn_fail(VDNN_ENOMEM, "out of host memory creating a %s layer", ops->type);
+    l->ops = ops;
+    l->index = index;
+    l->in = in;
+    l->out = in;
+    l->offload = -1;
+    snprintf(l->name, sizeof l->name, "%s%d", ops->prefix, index + 1);
+    if (ops->priv_bytes) {
+        l->priv = calloc(1, ops->priv_bytes);
+        if (!l->priv) {
+            free(l);
+            return vdnn_fail(VDNN_ENOMEM, "out of host memory creating a %s layer", ops->type);
+        }
+    }
+    *out = l;
+    return VDNN_OK;
+}
+
+vdnn_status layer_create(const layer_ops *ops, int index, shape4 in, const cfg_file *f,
+                         const cfg_section *s, layer **out)
+{
+    layer *l = NULL;
+    vdnn_status st = alloc_layer(ops, index, in, &l);
+    if (st != VDNN_OK) return st;
+    if (s) l->line = s->line;
+    st = finish_create(l, f, s);
+    if (st != VDNN_OK) {
+        layer_destroy(l, NULL);
+        return st;
+    }
+    *out = l;
+    return VDNN_OK;
+}
+
+vdnn_status layer_create_with(const layer_ops *ops, int index, shape4 in,
+                              void (*init_priv)(void *priv, const void *arg), const void *arg,
+                              layer **out)
+{
+    layer *l = NULL;
+    vdnn_status st = alloc_layer(ops, index, in, &l);
+    if (st != VDNN_OK) return st;
+    if (init_priv) init_priv(l->priv, arg);
+    st = finish_create(l, NULL, NULL);
+    if (st != VDNN_OK) {
+        layer_destroy(l, NULL);
+        return st;
+    }
+    *out = l;
+    return VDNN_OK;
+}
+
+void layer_destroy(layer *l, device *d)
+{
+    if (!l) return;
+    for (int i = 0; i < l->nparams && d; i++) {
+        param *p = &l->params[i];
+        if (p->value) device_free(d, p->value);
+        if (p->grad) device_free(d, p->grad);
+        if (p->momentum) device_free(d, p->momentum);
+    }
+    free(l->priv);
+    free(l);
+}
+
+static void fill_init(const param *p, float *h, size_t count, rng *r)
+{
+    switch (p->init) {
+    case INIT_HE: {
+        float sd = sqrtf(2.0f / (float)(p->fan_in > 0 ? p->fan_in : 1));
+        for (size_t i = 0; i < count; i++) h[i] = sd * rng_normal(r);
+        break;
+    }
+    case INIT_ZERO: memset(h, 0, count * sizeof *h); break;
+    case INIT_ONE:
+        for (size_t i = 0; i < count; i++) h[i] = 1.0f;
+        break;
+    }
+}
+
+vdnn_status layer_alloc_params(layer *l, device *d, uint64_t seed)
+{
+    for (int i = 0; i < l->nparams; i++) {
+        param *p = &l->params[i];
+        size_t count = shape_count(p->shape), bytes = count * sizeof(float);
+        char tname[64];
+        snprintf(tname, sizeof tname, "%s", p->name);
+        vdnn_status st = device_alloc(d, bytes, l->name, tname, (void **)&p->value);
+        if (st == VDNN_OK && p->trainable) {
+            snprintf(tname, sizeof tname, "%s.grad", p->name);
+            st = device_alloc(d, bytes, l->name, tname, (void **)&p->grad);
+            if (st == VDNN_OK) {
+                snprintf(tname, sizeof tname, "%s.momentum", p->name);
+                st = device_alloc(d, bytes, l->name, tname, (void **)&p->momentum);
+            }
+        }
+        if (st != VDNN_OK) return st;
+        float *h = malloc(bytes);
+        if (!h) return vdnn_fail(VDNN_ENOMEM, "out of host memory initialising %s.%s", l->name, p->name);
+        rng r;
+        rng_seed(&r, rng_hash(seed, (uint64_t)l->index, (uint64_t)i));
+        fill_init(p, h, count, &r);
+        st = device_upload(d, p->value, h, bytes);
+        free(h);
+        if (st == VDNN_OK && p->trainable) st = device_zero(d, p->grad, bytes);
+        if (st == VDNN_OK && p->trainable) st = device_zero(d, p->momentum, bytes);
+        if (st != VDNN_OK) return st;
+    }
+    return VDNN_OK;
+}
+
+size_t layer_param_bytes(const layer *l)
+{
+    size_t total = 0;
+    for (int i = 0; i < l->nparams; i++) {
+        const param *p = &l->params[i];
+        size_t b = pool_round(shape_count(p->shape) * sizeof(float));
+        total += p->trainable ? 3 * b : b;
+    }
+    return total;
+}
+
+vdnn_status layer_forward(layer *l, const exec_ctx *c, const float *x, float *y)
+{
+    if (device_get_kind(c->dev) == DEVICE_CPU) return l->ops->forward_cpu(l, c, x, y);
+    return vdnn_fail(VDNN_EDEVICE, "%s: no implementation for this device", l->name);
+}
+
+vdnn_status layer_backward(layer *l, const exec_ctx *c, const float *x, const float *y,
+                           const float *dy, float *dx)
+{
+    if (device_get_kind(c->dev) == DEVICE_CPU) return l->ops->backward_cpu(l, c, x, y, dy, dx);
+    return vdnn_fail(VDNN_EDEVICE, "%s: no implementation for this device", l->name);
+}
+
+int layer_algo_count(const layer *l, int pass)
+{
+    return l->ops->algo_count ? l->ops->algo_count(l, pass) : 1;
+}
+
+const char *layer_algo_name(const layer *l, int pass, int algo)
+{
+    return l->ops->algo_name ? l->ops->algo_name(l, pass, algo) : "default";
+}
+
+size_t layer_workspace_bytes(const layer *l, int pass, int algo)
+{
+    return l->ops->workspace_bytes ? l->ops->workspace_bytes(l, pass, algo) : 0;
+}

@@ -1,0 +1,142 @@
+/* The common layer interface.
+ *
+ * A layer type is one file pair (`conv.c` for shape inference and the CPU half,
+ * `conv.cu` for the CUDA half) plus one entry in layers/registry.c. It exports a
+ * `layer_ops` table: its config keys, a setup function that infers shapes and declares
+ * its parameters, and the forward/backward halves per device.
+ *
+ * Tensors in a chain: layer i reads x (its input, shape l->in) and writes y (shape
+ * l->out). Each layer declares what its backward pass reads: x (needs_input) and/or y
+ * (needs_output). These two flags drive what the memory manager must keep or offload.
+ * All tensor pointers passed to forward/backward are device memory, NCHW, float32,
+ * and hold c->n items (c->n <= l->in.n, the max batch the shapes were inferred for).
+ *
+ * Backward conventions:
+ *  - dx may be NULL (the first layer's input needs no gradient): skip computing it.
+ *  - parameter gradients are overwritten, or added to when c->accumulate is set.
+ *  - the loss layer ignores dy and writes d(loss * c->grad_scale)/dx.
+ * Forward and backward must be deterministic for a given (x, params, c->seed, c->step,
+ * c->item_offset): recomputation and policy invariance rely on it. */
+#ifndef VDNN_LAYER_H
+#define VDNN_LAYER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nets/config.h"
+#include "vdnn/device.h"
+#include "vdnn/shape.h"
+#include "vdnn/status.h"
+
+#define LAYER_MAX_PARAMS 4
+#define LAYER_NAME_MAX 32
+
+/* Passes that may have several algorithms (convolution). */
+enum { PASS_FWD = 0, PASS_BWD_DATA = 1, PASS_BWD_FILTER = 2, PASS_COUNT = 3 };
+
+typedef enum {
+    INIT_HE = 0,   /* normal(0, sqrt(2 / fan_in)) */
+    INIT_ZERO,
+    INIT_ONE
+} param_init;
+
+/* A parameter tensor with its gradient and optimizer state. */
+typedef struct param {
+    char name[16];        /* "weights", "bias", "gamma", "beta", "running_mean", ... */
+    shape4 shape;         /* e.g. weights (OC, IC, KH, KW), bias (OC, 1, 1, 1) */
+    param_init init;
+    int fan_in;           /* for INIT_HE */
+    int trainable;        /* has grad and momentum; updated by the solver */
+    int decay;            /* weight decay applies (weights yes, biases and BN no) */
+    float *value;         /* device memory, shape_count(shape) floats */
+    float *grad;          /* device memory; NULL unless trainable */
+    float *momentum;      /* device memory; NULL unless trainable */
+} param;
+
+typedef struct layer layer;
+
+/* What one forward or backward call runs with. */
+typedef struct exec_ctx {
+    device *dev;
+    int n;                    /* items in this batch, 1 <= n <= l->in.n */
+    int item_offset;          /* index of item 0 inside the mini-batch (micro-batching) */
+    int train;                /* training mode: dropout active, batch norm uses batch stats */
+    int accumulate;           /* add to parameter gradients instead of overwriting */
+    uint64_t seed;            /* the net's seed (dropout masks) */
+    uint64_t step;            /* optimizer step (a fresh dropout mask per step) */
+    void *workspace;          /* device memory for the chosen algorithm, or NULL */
+    size_t workspace_bytes;
+    const int32_t *labels;    /* device memory, n labels: for the loss layer */
+    float grad_scale;         /* loss layer: gradient of (loss sum * grad_scale) */
+    double *loss_sum;         /* host: the loss layer adds the summed loss of its n items */
+    int *correct;             /* host: the loss layer adds the count of correct top-1 */
+} exec_ctx;
+
+typedef struct layer_ops {
+    const char *type;         /* config section name, e.g. "convolutional" */
+    const char *prefix;       /* short name stem, e.g. "conv" (conv1, conv2, ...) */
+    const cfg_key *keys;      /* its own config keys (NULL-terminated), may be NULL */
+    size_t priv_bytes;        /* per-layer state, zero-filled by layer_create */
+    /* Reads its section (already checked against `keys`; s is NULL when built in code
+     * with no config, and then uses l->priv as filled by the caller), sets l->out,
+     * declares params (shape, init, fan_in, trainable, decay), needs_input/needs_output.
+     * Reports bad values with cfg_error (f and s non-NULL) or vdnn_fail. */
+    vdnn_status (*setup)(layer *l, const cfg_file *f, const cfg_section *s);
+    vdnn_status (*forward_cpu)(layer *l, const exec_ctx *c, const float *x, float *y);
+    vdnn_status (*backward_cpu)(layer *l, const exec_ctx *c, const float *x, const float *y,
+                                const float *dy, float *dx);
+    /* Optional: several algorithms per pass. NULL means one algorithm, no workspace. */
+    int (*algo_count)(const layer *l, int pass);
+    const char *(*algo_name)(const layer *l, int pass, int algo);
+    size_t (*workspace_bytes)(const layer *l, int pass, int algo);  /* at the max batch */
+    /* Optional: one line of hyper-parameters for `vdnn info`, e.g. "3x3/1 p1 32". */
+    void (*describe)(const layer *l, char *buf, size_t len);
+} layer_ops;
+
+struct layer {
+    const layer_ops *ops;
+    int index;                /* position in the chain, 0-based */
+    char name[LAYER_NAME_MAX];/* unique: conv1, relu2, ... */
+    int line;                 /* config line of its section header (0 if none) */
+    shape4 in, out;           /* (N, C, H, W) at the max batch */
+    int needs_input;          /* backward reads x */
+    int needs_output;         /* backward reads y */
+    int is_loss;              /* the last layer: softmax with cross-entropy */
+    int nparams;
+    param params[LAYER_MAX_PARAMS];
+    int algo[PASS_COUNT];     /* chosen algorithm per pass */
+    int offload;              /* config override: -1 the policy decides, 0 keep, 1 offload */
+    void *priv;               /* priv_bytes of per-type state; owned by the layer */
+};
+
+/* The registry: the ops for a config section name, or NULL. */
+const layer_ops *layer_find_type(const char *type);
+/* All registered types, NULL-terminated (for docs and help). */
+const layer_ops *const *layer_types(void);
+
+/* Allocates a layer of type `ops` with input shape `in`, runs setup. The layer owns
+ * nothing on the device until layer_alloc_params(). Free with layer_destroy(). */
+vdnn_status layer_create(const layer_ops *ops, int index, shape4 in, const cfg_file *f,
+                         const cfg_section *s, layer **out);
+/* As layer_create, for code (tests) that fills priv itself: `init_priv` is called with
+ * the zeroed priv before setup, with `arg`. */
+vdnn_status layer_create_with(const layer_ops *ops, int index, shape4 in,
+                              void (*init_priv)(void *priv, const void *arg), const void *arg,
+                              layer **out);
+void layer_destroy(layer *l, device *d);
+
+/* Allocates every param's value (and grad and momentum if trainable) from the device
+ * pool and fills values per their init, from `seed` (deterministic). Momenta are zeroed. */
+vdnn_status layer_alloc_params(layer *l, device *d, uint64_t seed);
+size_t layer_param_bytes(const layer *l);   /* values + grads + momenta */
+
+/* Forward/backward on whatever device c->dev is; the training loop never branches. */
+vdnn_status layer_forward(layer *l, const exec_ctx *c, const float *x, float *y);
+vdnn_status layer_backward(layer *l, const exec_ctx *c, const float *x, const float *y,
+                           const float *dy, float *dx);
+
+int layer_algo_count(const layer *l, int pass);
+const char *layer_algo_name(const layer *l, int pass, int algo);
+size_t layer_workspace_bytes(const layer *l, int pass, int algo);
+
+#endif

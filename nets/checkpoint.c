@@ -1,0 +1,335 @@
+/* Checkpoint writing and reading (see checkpoint.h and docs/checkpoint.md). */
+#include "nets/checkpoint.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#define CKPT_HEADER_BYTES 40u   /* step, epoch, index, seed (u64), batch, ntensors (u32) */
+#define CKPT_DTYPE_F32 0u
+
+/* A growing byte buffer that the whole file is assembled in. */
+typedef struct buf {
+    unsigned char *p;
+    size_t len, cap;
+    int oom;
+} buf;
+
+static void put(buf *b, const void *src, size_t n)
+{
+    if (b->oom) return;
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n) cap *= 2;
+        unsigned char *p = realloc(b->p, cap);
+        if (!p) { b->oom = 1; return; }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, src, n);
+    b->len += n;
+}
+
+static void put_u32(buf *b, uint32_t v)
+{
+    unsigned char c[4] = {v, v >> 8, v >> 16, v >> 24};
+    put(b, c, 4);
+}
+
+static void put_u64(buf *b, uint64_t v)
+{
+    put_u32(b, (uint32_t)v);
+    put_u32(b, (uint32_t)(v >> 32));
+}
+
+typedef struct tensor_ref {
+    char name[80];
+    const param *p;
+    float *dev;          /* value or momentum */
+} tensor_ref;
+
+/* Every tensor of the net in file order: layer by layer, each param then its momentum. */
+static int list_tensors(const net *n, tensor_ref *out, int max)
+{
+    int k = 0;
+    for (int i = 0; i < n->nlayers; i++) {
+        const layer *l = n->layers[i];
+        for (int j = 0; j < l->nparams; j++) {
+            const param *p = &l->params[j];
+            if (k < max) out[k] = (tensor_ref){"", p, p->value};
+            if (k < max) snprintf(out[k].name, sizeof out[k].name, "%s.%s", l->name, p->name);
+            k++;
+            if (!p->trainable) continue;
+            if (k < max) out[k] = (tensor_ref){"", p, p->momentum};
+            if (k < max) snprintf(out[k].name, sizeof out[k].name, "%s.%s.momentum", l->name, p->name);
+            k++;
+        }
+    }
+    return k;
+}
+
+static vdnn_status list_all(const net *n, tensor_ref **out, int *count)
+{
+    int k = list_tensors(n, NULL, 0);
+    *out = calloc((size_t)k + 1, sizeof **out);
+    if (!*out) return vdnn_fail(VDNN_ENOMEM, "out of host memory");
+    *count = list_tensors(n, *out, k);
+    return VDNN_OK;
+}
+
+static vdnn_status put_tensor(net *n, buf *b, const tensor_ref *t, float *host)
+{
+    shape4 s = t->p->shape;
+    size_t bytes = shape_count(s) * sizeof(float);
+    put_u32(b, (uint32_t)strlen(t->name));
+    put(b, t->name, strlen(t->name));
+    put_u32(b, CKPT_DTYPE_F32);
+    put_u32(b, 4);
+    put_u32(b, (uint32_t)s.n);
+    put_u32(b, (uint32_t)s.c);
+    put_u32(b, (uint32_t)s.h);
+    put_u32(b, (uint32_t)s.w);
+    put_u64(b, bytes);
+    vdnn_status st = device_download(n->dev, host, t->dev, bytes);
+    if (st != VDNN_OK) return st;
+    size_t count = shape_count(s);
+    for (size_t i = 0; i < count; i++) {
+        uint32_t v;
+        memcpy(&v, &host[i], 4);
+        put_u32(b, v);
+    }
+    return VDNN_OK;
+}
+
+static vdnn_status write_file(const char *path, const buf *b)
+{
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return vdnn_fail(VDNN_EIO, "%s: cannot write checkpoint: %s", tmp, strerror(errno));
+    int ok = fwrite(b->p, 1, b->len, f) == b->len;
+    ok = fflush(f) == 0 && ok;
+    ok = fsync(fileno(f)) == 0 && ok;
+    int err = errno;
+    ok = fclose(f) == 0 && ok;
+    if (!ok) {
+        remove(tmp);
+        return vdnn_fail(VDNN_EIO, "%s: writing the checkpoint failed: %s (the previous %s is untouched)", tmp,
+                         strerror(err), path);
+    }
+    if (rename(tmp, path) != 0) {
+        err = errno;
+        remove(tmp);
+        return vdnn_fail(VDNN_EIO, "%s: cannot rename the checkpoint into place: %s", path, strerror(err));
+    }
+    return VDNN_OK;
+}
+
+vdnn_status checkpoint_save(net *n, const char *path, const ckpt_state *s)
+{
+    tensor_ref *t = NULL;
+    int count = 0;
+    vdnn_status st = list_all(n, &t, &count);
+    if (st != VDNN_OK) return st;
+    size_t max_count = 0;
+    for (int i = 0; i < count; i++)
+        if (shape_count(t[i].p->shape) > max_count) max_count = shape_count(t[i].p->shape);
+    float *host = malloc((max_count ? max_count : 1) * sizeof *host);
+    buf b = {0};
+    if (!host) st = vdnn_fail(VDNN_ENOMEM, "out of host memory saving %s", path);
+    put(&b, CKPT_MAGIC, 8);
+    put_u32(&b, CKPT_VERSION);
+    put_u32(&b, CKPT_HEADER_BYTES);
+    put_u64(&b, s->step);
+    put_u64(&b, s->epoch);
+    put_u64(&b, s->index);
+    put_u64(&b, s->seed);
+    put_u32(&b, (uint32_t)n->input.n);
+    put_u32(&b, (uint32_t)count);
+    for (int i = 0; i < count && st == VDNN_OK; i++) st = put_tensor(n, &b, &t[i], host);
+    if (st == VDNN_OK) put_u32(&b, (uint32_t)crc32(0L, b.p, (uInt)b.len));
+    if (st == VDNN_OK && b.oom) st = vdnn_fail(VDNN_ENOMEM, "out of host memory saving %s", path);
+    if (st == VDNN_OK) st = write_file(path, &b);
+    free(b.p);
+    free(host);
+    free(t);
+    return st;
+}
+
+/* ---- reading ---- */
+
+typedef struct reader {
+    const unsigned char *p;
+    size_t len, pos;
+    const char *path;
+} reader;
+
+static vdnn_status need(reader *r, size_t n, const char *what)
+{
+    if (n > r->len - r->pos)
+        return vdnn_fail(VDNN_EFORMAT, "%s: truncated checkpoint: %s needs %zu bytes at offset %zu, the file has %zu",
+                         r->path, what, n, r->pos, r->len);
+    return VDNN_OK;
+}
+
+static uint32_t get_u32(reader *r)
+{
+    const unsigned char *c = r->p + r->pos;
+    r->pos += 4;
+    return (uint32_t)c[0] | (uint32_t)c[1] << 8 | (uint32_t)c[2] << 16 | (uint32_t)c[3] << 24;
+}
+
+static uint64_t get_u64(reader *r)
+{
+    uint64_t lo = get_u32(r);
+    return lo | (uint64_t)get_u32(r) << 32;
+}
+
+static vdnn_status read_all(const char *path, unsigned char **data, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return vdnn_fail(VDNN_EIO, "%s: cannot open checkpoint: %s", path, strerror(errno));
+    size_t cap = 1 << 20, n = 0;
+    unsigned char *p = malloc(cap);
+    while (p) {
+        n += fread(p + n, 1, cap - n, f);
+        if (n < cap) break;
+        unsigned char *q = realloc(p, cap * 2);
+        if (!q) { free(p); p = NULL; break; }
+        p = q;
+        cap *= 2;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (!p) return vdnn_fail(VDNN_ENOMEM, "%s: out of host memory reading the checkpoint", path);
+    if (err) {
+        free(p);
+        return vdnn_fail(VDNN_EIO, "%s: read error", path);
+    }
+    *data = p;
+    *len = n;
+    return VDNN_OK;
+}
+
+static vdnn_status read_header(reader *r, const net *n, ckpt_state *s, uint32_t *ntensors)
+{
+    vdnn_status st = need(r, 16, "the header");
+    if (st != VDNN_OK) return st;
+    if (memcmp(r->p, CKPT_MAGIC, 8) != 0)
+        return vdnn_fail(VDNN_EFORMAT, "%s: not a vdnn checkpoint (bad magic)", r->path);
+    r->pos = 8;
+    uint32_t version = get_u32(r), hbytes = get_u32(r);
+    if (version != CKPT_VERSION)
+        return vdnn_fail(VDNN_EFORMAT, "%s: checkpoint version %u, this vdnn reads version %u", r->path, version,
+                         CKPT_VERSION);
+    if (hbytes != CKPT_HEADER_BYTES)
+        return vdnn_fail(VDNN_EFORMAT, "%s: header of %u bytes, expected %u", r->path, hbytes, CKPT_HEADER_BYTES);
+    if ((st = need(r, hbytes + 4, "the header")) != VDNN_OK) return st;
+    uint32_t crc_stored = (uint32_t)r->p[r->len - 4] | (uint32_t)r->p[r->len - 3] << 8 |
+                 (uint32_t)r->p[r->len - 2] << 16 | (uint32_t)r->p[r->len - 1] << 24;
+    if ((uint32_t)crc32(0L, r->p, (uInt)(r->len - 4)) != crc_stored)
+        return vdnn_fail(VDNN_EFORMAT, "%s: checksum mismatch: the checkpoint is corrupt or truncated", r->path);
+    s->step = get_u64(r);
+    s->epoch = get_u64(r);
+    s->index = get_u64(r);
+    s->seed = get_u64(r);
+    uint32_t batch = get_u32(r);
+    *ntensors = get_u32(r);
+    (void)batch;
+    (void)n;
+    r->len -= 4;   /* the CRC is not part of the tensor table */
+    return VDNN_OK;
+}
+
+static const tensor_ref *find_ref(const tensor_ref *t, int count, const char *name)
+{
+    for (int i = 0; i < count; i++)
+        if (!strcmp(t[i].name, name)) return &t[i];
+    return NULL;
+}
+
+/* Parses one record; on success *ref is the matching tensor (or NULL to skip) and
+ * *data points at its little-endian floats. */
+static vdnn_status read_record(reader *r, const tensor_ref *t, int count, const tensor_ref **ref,
+                               const unsigned char **data)
+{
+    vdnn_status st = need(r, 4, "a tensor name length");
+    if (st != VDNN_OK) return st;
+    uint32_t nlen = get_u32(r);
+    if (nlen == 0 || nlen >= 80) return vdnn_fail(VDNN_EFORMAT, "%s: bad tensor name length %u at offset %zu", r->path, nlen, r->pos - 4);
+    if ((st = need(r, nlen + 8, "a tensor name")) != VDNN_OK) return st;
+    char name[80];
+    memcpy(name, r->p + r->pos, nlen);
+    name[nlen] = 0;
+    r->pos += nlen;
+    uint32_t dtype = get_u32(r), ndim = get_u32(r);
+    if (dtype != CKPT_DTYPE_F32) return vdnn_fail(VDNN_EFORMAT, "%s: tensor %s has dtype %u (only 0 = float32)", r->path, name, dtype);
+    if (ndim > 8) return vdnn_fail(VDNN_EFORMAT, "%s: tensor %s has %u dimensions", r->path, name, ndim);
+    if ((st = need(r, 4 * ndim + 8, "a tensor shape")) != VDNN_OK) return st;
+    uint32_t dims[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    for (uint32_t d = 0; d < ndim; d++) dims[d] = get_u32(r);
+    uint64_t bytes = get_u64(r);
+    if ((st = need(r, bytes, name)) != VDNN_OK) return st;
+    *ref = find_ref(t, count, name);
+    if (!*ref) return vdnn_fail(VDNN_EFORMAT, "%s: tensor %s is not in this net (a checkpoint of another config?)", r->path, name);
+    shape4 s = (*ref)->p->shape;
+    if (ndim != 4 || dims[0] != (uint32_t)s.n || dims[1] != (uint32_t)s.c || dims[2] != (uint32_t)s.h ||
+        dims[3] != (uint32_t)s.w || bytes != shape_count(s) * sizeof(float))
+        return vdnn_fail(VDNN_EFORMAT, "%s: tensor %s has shape %ux%ux%ux%u in the file, %dx%dx%dx%d in the net",
+                         r->path, name, dims[0], dims[1], dims[2], dims[3], s.n, s.c, s.h, s.w);
+    *data = r->p + r->pos;
+    r->pos += bytes;
+    return VDNN_OK;
+}
+
+vdnn_status checkpoint_load(net *n, const char *path, ckpt_state *s, int weights_only)
+{
+    unsigned char *data = NULL;
+    size_t len = 0;
+    vdnn_status st = read_all(path, &data, &len);
+    if (st != VDNN_OK) return st;
+    tensor_ref *t = NULL;
+    int count = 0;
+    reader r = {data, len, 0, path};
+    ckpt_state state;
+    uint32_t ntensors = 0;
+    st = list_all(n, &t, &count);
+    if (st == VDNN_OK) st = read_header(&r, n, &state, &ntensors);
+    const unsigned char **found = NULL;
+    if (st == VDNN_OK && !(found = calloc((size_t)count + 1, sizeof *found)))
+        st = vdnn_fail(VDNN_ENOMEM, "out of host memory");
+    for (uint32_t i = 0; i < ntensors && st == VDNN_OK; i++) {
+        const tensor_ref *ref = NULL;
+        const unsigned char *p = NULL;
+        st = read_record(&r, t, count, &ref, &p);
+        if (st == VDNN_OK) found[ref - t] = p;
+    }
+    if (st == VDNN_OK && r.pos != r.len)
+        st = vdnn_fail(VDNN_EFORMAT, "%s: %zu unexpected bytes after the last tensor", path, r.len - r.pos);
+    for (int i = 0; i < count && st == VDNN_OK; i++) {
+        int is_momentum = strstr(t[i].name, ".momentum") != NULL;
+        if (!found[i] && !(weights_only && is_momentum))
+            st = vdnn_fail(VDNN_EFORMAT, "%s: tensor %s is missing", path, t[i].name);
+    }
+    for (int i = 0; i < count && st == VDNN_OK; i++) {
+        if (!found[i]) continue;
+        size_t cnt = shape_count(t[i].p->shape);
+        float *h = malloc(cnt * sizeof *h);
+        if (!h) { st = vdnn_fail(VDNN_ENOMEM, "out of host memory"); break; }
+        for (size_t k = 0; k < cnt; k++) {
+            const unsigned char *c = found[i] + 4 * k;
+            uint32_t v = (uint32_t)c[0] | (uint32_t)c[1] << 8 | (uint32_t)c[2] << 16 | (uint32_t)c[3] << 24;
+            memcpy(&h[k], &v, 4);
+        }
+        st = device_upload(n->dev, t[i].dev, h, cnt * sizeof *h);
+        free(h);
+    }
+    if (st == VDNN_OK && s) *s = state;
+    free(found);
+    free(t);
+    free(data);
+    return st;
+}

@@ -1,0 +1,34 @@
+/* Checkpoints: every parameter and optimizer tensor by name, with the training
+ * position, in one little-endian file (format in docs/checkpoint.md).
+ *
+ * Saving writes PATH.tmp, flushes and fsyncs it, then renames it over PATH, so a crash
+ * at any moment leaves the previous checkpoint intact. Loading reads the whole file,
+ * checks the magic, version, every length against the file's real size, the CRC and
+ * that every tensor matches the net by name and shape, before it changes anything. */
+#ifndef VDNN_CHECKPOINT_H
+#define VDNN_CHECKPOINT_H
+
+#include <stdint.h>
+
+#include "nets/net.h"
+
+#define CKPT_MAGIC "VDNNCKPT"
+#define CKPT_VERSION 1u
+
+/* Where training stands. All randomness is counter-based on (seed, step, epoch, index),
+ * so these four numbers are the whole RNG state. */
+typedef struct ckpt_state {
+    uint64_t step;       /* optimizer steps taken */
+    uint64_t epoch;      /* current epoch, 0-based */
+    uint64_t index;      /* next item of that epoch's shuffled order */
+    uint64_t seed;
+} ckpt_state;
+
+/* Saves the attached net's parameters, momenta and running statistics. */
+vdnn_status checkpoint_save(net *n, const char *path, const ckpt_state *s);
+
+/* Loads into an attached net. With weights_only, momenta are not required (a file
+ * written by checkpoint_save always has them) and *s may be NULL. */
+vdnn_status checkpoint_load(net *n, const char *path, ckpt_state *s, int weights_only);
+
+#endif

@@ -1,0 +1,312 @@
+/* Building a net from a config file: the [net], [train], [data] sections and the
+ * layer chain, with every shape inferred and every value checked. */
+#include "nets/net.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const cfg_key net_keys[] = {
+    {"batch", CFG_INT, 1, 1, 65536, NULL, 0, "items per mini-batch"},
+    {"channels", CFG_INT, 1, 1, 4096, NULL, 0, "input channels"},
+    {"height", CFG_INT, 1, 1, 16384, NULL, 0, "input height"},
+    {"width", CFG_INT, 1, 1, 16384, NULL, 0, "input width"},
+    {NULL, 0, 0, 0, 0, NULL, 0, NULL},
+};
+
+static const cfg_key train_keys[] = {
+    {"epochs", CFG_INT, 1, 1, 1000000, NULL, 0, "passes over the training set"},
+    {"learning_rate", CFG_FLOAT, 1, 1e-12, 100, NULL, 0, "base learning rate"},
+    {"momentum", CFG_FLOAT, 0, 0, 0.999999, NULL, 0, "SGD momentum (default 0)"},
+    {"weight_decay", CFG_FLOAT, 0, 0, 1, NULL, 0, "L2 weight decay on weights (default 0)"},
+    {"lr_schedule", CFG_ENUM, 0, 0, 0, "const|step|cosine", 0, "learning-rate schedule (default const)"},
+    {"step_epochs", CFG_INT, 0, 1, 1000000, NULL, 0, "step: epochs between decays"},
+    {"gamma", CFG_FLOAT, 0, 1e-9, 1, NULL, 0, "step: decay factor (default 0.1)"},
+    {"min_lr", CFG_FLOAT, 0, 0, 100, NULL, 0, "cosine: final learning rate (default 0)"},
+    {"seed", CFG_INT, 0, 0, 2147483647, NULL, 0, "seed of init, shuffle, dropout (default 1)"},
+    {NULL, 0, 0, 0, 0, NULL, 0, NULL},
+};
+
+static const cfg_key data_keys[] = {
+    {"set", CFG_ENUM, 1, 0, 0, "fashion-mnist|mnist|cifar10|png|synthetic", 0, "data set kind"},
+    {"path", CFG_STRING, 0, 0, 0, NULL, 0, "folder with the files (all but synthetic)"},
+    {"crop_pad", CFG_INT, 0, 0, 64, NULL, 0, "random crop after zero padding (default 0: off)"},
+    {"flip", CFG_BOOL, 0, 0, 1, NULL, 0, "random horizontal flip (default 0)"},
+    {"mean", CFG_FLOATS, 0, -1e6, 1e6, NULL, DATA_MAX_CHANNELS, "per-channel mean of [0,1] pixels"},
+    {"std", CFG_FLOATS, 0, 1e-9, 1e6, NULL, DATA_MAX_CHANNELS, "per-channel std"},
+    {"train_size", CFG_INT, 0, 1, 100000000, NULL, 0, "synthetic: training items"},
+    {"test_size", CFG_INT, 0, 1, 100000000, NULL, 0, "synthetic: test items"},
+    {"classes", CFG_INT, 0, 2, 1000000, NULL, 0, "synthetic: classes"},
+    {NULL, 0, 0, 0, 0, NULL, 0, NULL},
+};
+
+static const cfg_key no_keys[] = {{NULL, 0, 0, 0, 0, NULL, 0, NULL}};
+
+net_overrides net_no_overrides(void)
+{
+    net_overrides o = {-1, -1, 0, -1, NULL};
+    return o;
+}
+
+static int is_meta(const char *name)
+{
+    return !strcmp(name, "net") || !strcmp(name, "train") || !strcmp(name, "data");
+}
+
+static const cfg_section *find_section(const cfg_file *f, const char *name)
+{
+    for (int i = 0; i < f->nsec; i++)
+        if (!strcmp(f->sec[i].name, name)) return &f->sec[i];
+    return NULL;
+}
+
+/* Each of [net], [train], [data] exactly once; no unknown section. */
+static vdnn_status check_sections(const cfg_file *f)
+{
+    if (f->nsec == 0 || strcmp(f->sec[0].name, "net") != 0)
+        return vdnn_fail(VDNN_EINVAL, "%s:%d: the first section must be [net] (batch, channels, height, width)",
+                         f->path, f->nsec ? f->sec[0].line : 1);
+    const char *meta[] = {"net", "train", "data"};
+    for (int m = 0; m < 3; m++) {
+        const cfg_section *first = NULL;
+        for (int i = 0; i < f->nsec; i++) {
+            if (strcmp(f->sec[i].name, meta[m])) continue;
+            if (first) return cfg_error(f, &f->sec[i], NULL, "section given twice (first at line %d)", first->line);
+            first = &f->sec[i];
+        }
+        if (!first) return vdnn_fail(VDNN_EINVAL, "%s: missing section [%s]", f->path, meta[m]);
+    }
+    for (int i = 0; i < f->nsec; i++) {
+        const cfg_section *s = &f->sec[i];
+        if (!is_meta(s->name) && !layer_find_type(s->name)) {
+            char known[512] = "";
+            for (const layer_ops *const *t = layer_types(); *t; t++) {
+                strncat(known, (*t)->type, sizeof known - strlen(known) - 3);
+                strncat(known, ", ", sizeof known - strlen(known) - 1);
+            }
+            known[strlen(known) - 2] = 0;
+            return vdnn_fail(VDNN_EINVAL, "%s:%d: unknown section [%s] (known: net, train, data, %s)",
+                             f->path, s->line, s->name, known);
+        }
+    }
+    return VDNN_OK;
+}
+
+static vdnn_status read_train(const cfg_file *f, train_cfg *t)
+{
+    const cfg_section *s = find_section(f, "train");
+    vdnn_status st = cfg_check(f, s, train_keys);
+    if (st != VDNN_OK) return st;
+    t->epochs = cfg_int(s, "epochs", 1);
+    t->learning_rate = cfg_float(s, "learning_rate", 0.01);
+    t->momentum = cfg_float(s, "momentum", 0);
+    t->weight_decay = cfg_float(s, "weight_decay", 0);
+    const char *sched = cfg_str(s, "lr_schedule", "const");
+    t->schedule = !strcmp(sched, "step") ? LR_STEP : !strcmp(sched, "cosine") ? LR_COSINE : LR_CONST;
+    t->step_epochs = cfg_int(s, "step_epochs", 0);
+    t->gamma = cfg_float(s, "gamma", 0.1);
+    t->min_lr = cfg_float(s, "min_lr", 0);
+    t->seed = (uint64_t)cfg_int(s, "seed", 1);
+    if (t->schedule == LR_STEP && !cfg_find(s, "step_epochs"))
+        return cfg_error(f, s, "lr_schedule", "'step' needs step_epochs (and optionally gamma)");
+    if (t->schedule != LR_STEP && (cfg_find(s, "step_epochs") || cfg_find(s, "gamma")))
+        return cfg_error(f, s, cfg_find(s, "gamma") ? "gamma" : "step_epochs",
+                         "only used with lr_schedule = step");
+    if (t->schedule != LR_COSINE && cfg_find(s, "min_lr"))
+        return cfg_error(f, s, "min_lr", "only used with lr_schedule = cosine");
+    if (t->schedule == LR_COSINE && t->min_lr > t->learning_rate)
+        return cfg_error(f, s, "min_lr", "%g is above learning_rate %g", t->min_lr, t->learning_rate);
+    return VDNN_OK;
+}
+
+static vdnn_status read_data(const cfg_file *f, int channels, data_cfg *d)
+{
+    const cfg_section *s = find_section(f, "data");
+    vdnn_status st = cfg_check(f, s, data_keys);
+    if (st != VDNN_OK) return st;
+    memset(d, 0, sizeof *d);
+    snprintf(d->set, sizeof d->set, "%s", cfg_str(s, "set", ""));
+    snprintf(d->path, sizeof d->path, "%s", cfg_str(s, "path", ""));
+    int synthetic = !strcmp(d->set, "synthetic");
+    if (!synthetic && !cfg_find(s, "path")) return cfg_error(f, s, "path", "required for set = %s", d->set);
+    const char *synth_only[] = {"train_size", "test_size", "classes"};
+    for (int i = 0; i < 3; i++) {
+        if (synthetic && !cfg_find(s, synth_only[i]))
+            return cfg_error(f, s, synth_only[i], "required for set = synthetic");
+        if (!synthetic && cfg_find(s, synth_only[i]))
+            return cfg_error(f, s, synth_only[i], "only used with set = synthetic");
+    }
+    d->crop_pad = cfg_int(s, "crop_pad", 0);
+    d->flip = cfg_int(s, "flip", 0);
+    d->nmean = cfg_floats(s, "mean", d->mean, DATA_MAX_CHANNELS);
+    d->nstd = cfg_floats(s, "std", d->std, DATA_MAX_CHANNELS);
+    if (d->nmean > 1 && d->nmean != channels)
+        return cfg_error(f, s, "mean", "%d values for %d channels (give 1 or %d)", d->nmean, channels, channels);
+    if (d->nstd > 1 && d->nstd != channels)
+        return cfg_error(f, s, "std", "%d values for %d channels (give 1 or %d)", d->nstd, channels, channels);
+    d->synthetic_train = cfg_int(s, "train_size", 0);
+    d->synthetic_test = cfg_int(s, "test_size", 0);
+    d->classes = cfg_int(s, "classes", 0);
+    return VDNN_OK;
+}
+
+static vdnn_status build_layers(net *n)
+{
+    const cfg_file *f = n->cfg;
+    int count = 0;
+    for (int i = 0; i < f->nsec; i++) count += !is_meta(f->sec[i].name);
+    if (!count) return vdnn_fail(VDNN_EINVAL, "%s: no layers (add sections such as [convolutional] ... [softmax])", f->path);
+    n->layers = calloc((size_t)count, sizeof *n->layers);
+    if (!n->layers) return vdnn_fail(VDNN_ENOMEM, "out of host memory");
+    shape4 shape = n->input;
+    const cfg_section *prev = NULL;
+    for (int i = 0; i < f->nsec; i++) {
+        const cfg_section *s = &f->sec[i];
+        if (is_meta(s->name)) continue;
+        if (prev && !strcmp(prev->name, "softmax"))
+            return cfg_error(f, prev, NULL, "[softmax] must be the last layer, but [%s] follows at line %d",
+                             s->name, s->line);
+        const layer_ops *ops = layer_find_type(s->name);
+        const cfg_key *keys = ops->keys ? ops->keys : no_keys;
+        vdnn_status st = cfg_check(f, s, keys);
+        if (st == VDNN_OK) st = layer_create(ops, n->nlayers, shape, f, s, &n->layers[n->nlayers]);
+        if (st != VDNN_OK) return st;
+        layer *l = n->layers[n->nlayers++];
+        for (int p = 0; p < PASS_COUNT; p++) l->algo[p] = layer_algo_count(l, p) - 1;
+        shape = l->out;
+        prev = s;
+    }
+    layer *last = n->layers[n->nlayers - 1];
+    if (!last->is_loss)
+        return cfg_error(f, prev, NULL, "the last layer must be [softmax] (the loss), not [%s]", prev->name);
+    n->classes = (int)shape_per_item(last->in);
+    if (n->classes < 2)
+        return cfg_error(f, prev, NULL, "the loss sees %d output(s); a classifier needs at least 2", n->classes);
+    return VDNN_OK;
+}
+
+static vdnn_status apply_net(net *n, const net_overrides *ov)
+{
+    const cfg_file *f = n->cfg;
+    const cfg_section *s = &f->sec[0];
+    vdnn_status st = cfg_check(f, s, net_keys);
+    if (st != VDNN_OK) return st;
+    n->input = shape_make(cfg_int(s, "batch", 1), cfg_int(s, "channels", 1), cfg_int(s, "height", 1),
+                          cfg_int(s, "width", 1));
+    if (ov->batch > 0) n->input.n = ov->batch;
+    if ((size_t)n->input.n * shape_per_item(n->input) > (size_t)1 << 40)
+        return cfg_error(f, s, "batch", "the input batch is too large");
+    st = read_train(f, &n->train);
+    if (st == VDNN_OK) st = read_data(f, n->input.c, &n->data);
+    if (st != VDNN_OK) return st;
+    if (ov->epochs > 0) n->train.epochs = ov->epochs;
+    if (ov->lr > 0) n->train.learning_rate = ov->lr;
+    if (ov->seed >= 0) n->train.seed = (uint64_t)ov->seed;
+    if (ov->data_path) snprintf(n->data.path, sizeof n->data.path, "%s", ov->data_path);
+    return VDNN_OK;
+}
+
+static vdnn_status net_from_cfg(cfg_file *f, const net_overrides *ov, net **out)
+{
+    *out = NULL;
+    net *n = calloc(1, sizeof *n);
+    if (!n) {
+        cfg_free(f);
+        return vdnn_fail(VDNN_ENOMEM, "out of host memory");
+    }
+    n->cfg = f;
+    vdnn_status st = check_sections(f);
+    if (st == VDNN_OK) st = apply_net(n, ov);
+    if (st == VDNN_OK) st = build_layers(n);
+    if (st != VDNN_OK) {
+        net_free(n);
+        return st;
+    }
+    *out = n;
+    return VDNN_OK;
+}
+
+vdnn_status net_load(const char *path, const net_overrides *ov, net **out)
+{
+    cfg_file *f;
+    vdnn_status st = cfg_load(path, &f);
+    if (st != VDNN_OK) return st;
+    return net_from_cfg(f, ov, out);
+}
+
+vdnn_status net_parse(const char *text, const char *name, const net_overrides *ov, net **out)
+{
+    cfg_file *f;
+    vdnn_status st = cfg_parse(text, name, &f);
+    if (st != VDNN_OK) return st;
+    return net_from_cfg(f, ov, out);
+}
+
+void net_free(net *n)
+{
+    if (!n) return;
+    for (int i = 0; i < n->nlayers; i++) layer_destroy(n->layers[i], n->dev);
+    if (n->dev && n->labels) device_free(n->dev, n->labels);
+    free(n->layers);
+    free(n->x);
+    free(n->dx);
+    cfg_free(n->cfg);
+    free(n);
+}
+
+vdnn_status net_attach(net *n, device *d)
+{
+    n->dev = d;
+    n->x = calloc((size_t)n->nlayers + 1, sizeof *n->x);
+    n->dx = calloc((size_t)n->nlayers + 1, sizeof *n->dx);
+    if (!n->x || !n->dx) return vdnn_fail(VDNN_ENOMEM, "out of host memory");
+    for (int i = 0; i < n->nlayers; i++) {
+        vdnn_status st = layer_alloc_params(n->layers[i], d, n->train.seed);
+        if (st != VDNN_OK) return st;
+    }
+    return device_alloc(d, (size_t)n->input.n * sizeof(int32_t), "input", "labels", (void **)&n->labels);
+}
+
+size_t net_param_bytes(const net *n)
+{
+    size_t total = 0;
+    for (int i = 0; i < n->nlayers; i++) total += layer_param_bytes(n->layers[i]);
+    return total;
+}
+
+size_t net_max_workspace_bytes(const net *n)
+{
+    size_t m = 0;
+    for (int i = 0; i < n->nlayers; i++)
+        for (int p = 0; p < PASS_COUNT; p++) {
+            size_t w = layer_workspace_bytes(n->layers[i], p, n->layers[i]->algo[p]);
+            if (w > m) m = w;
+        }
+    return m;
+}
+
+size_t net_train_bytes_bound(const net *n)
+{
+    size_t maps = pool_round(shape_bytes(n->input)), max_map = maps;
+    for (int i = 0; i < n->nlayers; i++) {
+        size_t b = pool_round(shape_bytes(n->layers[i]->out));
+        maps += b;
+        if (b > max_map) max_map = b;
+    }
+    return net_param_bytes(n) + maps + 2 * max_map + pool_round(net_max_workspace_bytes(n)) +
+           pool_round((size_t)n->input.n * sizeof(int32_t)) + 16 * POOL_ALIGN;
+}
+
+double net_lr_at(const train_cfg *t, int epoch)
+{
+    switch (t->schedule) {
+    case LR_STEP: return t->learning_rate * pow(t->gamma, epoch / t->step_epochs);
+    case LR_COSINE:
+        if (t->epochs <= 1) return t->learning_rate;
+        return t->min_lr + (t->learning_rate - t->min_lr) * 0.5 *
+                               (1 + cos(3.14159265358979323846 * epoch / (t->epochs - 1)));
+    case LR_CONST: break;
+    }
+    return t->learning_rate;
+}

@@ -1,0 +1,23 @@
+/* SGD with momentum and weight decay (see solver.h). */
+#include "nets/solver.h"
+
+static void sgd_cpu(float *w, const float *g, float *v, size_t count, float lr, float mom, float wd)
+{
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < count; i++) {
+        float gi = g[i] + wd * w[i];
+        v[i] = mom * v[i] + gi;
+        w[i] -= lr * v[i];
+    }
+}
+
+vdnn_status solver_update(device *d, param *p, double lr, double momentum, double weight_decay)
+{
+    if (!p->trainable) return VDNN_OK;
+    float wd = p->decay ? (float)weight_decay : 0.0f;
+    if (device_get_kind(d) == DEVICE_CPU) {
+        sgd_cpu(p->value, p->grad, p->momentum, shape_count(p->shape), (float)lr, (float)momentum, wd);
+        return VDNN_OK;
+    }
+    return vdnn_fail(VDNN_EDEVICE, "solver: no implementation for this device");
+}

@@ -1,0 +1,13 @@
+/* The optimizer: SGD with momentum and L2 weight decay, PyTorch's formulation
+ *   g' = g + weight_decay * w   (weights only: biases and batch-norm params have no decay)
+ *   v  = momentum * v + g'
+ *   w  = w - lr * v
+ * run on the device that holds the parameters. */
+#ifndef VDNN_SOLVER_H
+#define VDNN_SOLVER_H
+
+#include "layers/layer.h"
+
+vdnn_status solver_update(device *d, param *p, double lr, double momentum, double weight_decay);
+
+#endif

@@ -1,0 +1,245 @@
+/* The training loop (see trainer.h). */
+#include "nets/trainer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nets/checkpoint.h"
+
+vdnn_status check_classes(const net *n, const dataset *d)
+{
+    if (d->classes == n->classes) return VDNN_OK;
+    const layer *last = n->layers[n->nlayers - 1];
+    return vdnn_fail(VDNN_EINVAL, "%s:%d: the net classifies into %d outputs but %s has %d classes "
+                     "(set the last [connected] layer's output = %d)", n->cfg->path, last->line, n->classes,
+                     d->source, d->classes, d->classes);
+}
+
+/* Host staging buffers and the device input buffer for one batch. */
+typedef struct batch_io {
+    float *host_x;      /* (N, C, H, W) */
+    int32_t *host_y;    /* (N) */
+    float *dev_x;       /* device (N, C, H, W) */
+} batch_io;
+
+static vdnn_status io_open(net *n, batch_io *b)
+{
+    size_t bytes = shape_bytes(n->input);
+    b->host_x = device_host_alloc(n->dev, bytes);
+    b->host_y = device_host_alloc(n->dev, (size_t)n->input.n * sizeof(int32_t));
+    if (!b->host_x || !b->host_y) return vdnn_fail(VDNN_ENOMEM, "out of host memory for the input batch");
+    return device_alloc(n->dev, bytes, "input", "x[0]", (void **)&b->dev_x);
+}
+
+static void io_close(net *n, batch_io *b)
+{
+    device_host_free(n->dev, b->host_x);
+    device_host_free(n->dev, b->host_y);
+    if (b->dev_x) device_free(n->dev, b->dev_x);
+}
+
+static vdnn_status upload(net *n, batch_io *b, int items)
+{
+    size_t per = shape_per_item(n->input) * sizeof(float);
+    vdnn_status st = device_upload(n->dev, b->dev_x, b->host_x, (size_t)items * per);
+    if (st == VDNN_OK) st = device_upload(n->dev, n->labels, b->host_y, (size_t)items * sizeof(int32_t));
+    return st;
+}
+
+vdnn_status evaluate(net *n, const dataset *d, double *acc, double *loss)
+{
+    loader_opts lo = {n->input.n, 0, 0, n->train.seed, &n->data};
+    loader *ld = NULL;
+    batch_io b = {0};
+    step_result r = {0};
+    vdnn_status st = check_classes(n, d);
+    if (st == VDNN_OK) st = io_open(n, &b);
+    if (st == VDNN_OK) st = loader_create(d, &lo, &ld);
+    for (int items = 1; st == VDNN_OK;) {
+        st = loader_next(ld, b.host_x, b.host_y, &items);
+        if (st != VDNN_OK || items == 0) break;
+        st = upload(n, &b, items);
+        if (st == VDNN_OK) st = net_eval_batch(n, b.dev_x, items, &r);
+    }
+    loader_destroy(ld);
+    io_close(n, &b);
+    if (st != VDNN_OK) return st;
+    *acc = r.n ? (double)r.correct / r.n : 0;
+    *loss = r.n ? r.loss_sum / r.n : 0;
+    return VDNN_OK;
+}
+
+/* ---- progress ---- */
+
+typedef struct progress {
+    const train_opts *o;
+    const net *n;
+    int epoch, epochs;
+    long long epoch_items, epoch_total;
+    double epoch_start, train_time, last_draw;
+    double loss_sum;
+    long long correct, seen;
+} progress;
+
+static void fmt_time(double s, char *buf, size_t len)
+{
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(buf, len, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else snprintf(buf, len, "%ld:%02ld", t / 60, t % 60);
+}
+
+static void draw_bar(progress *p, int force)
+{
+    double now = vdnn_now_s();
+    if (!p->o->tty || p->o->quiet || (!force && now - p->last_draw < 0.1)) return;
+    p->last_draw = now;
+    double frac = p->epoch_total ? (double)p->epoch_items / (double)p->epoch_total : 0;
+    double el = now - p->epoch_start, ips = el > 0 ? p->epoch_items / el : 0;
+    char bar[31], eta[16], peak[32];
+    int fill = (int)(frac * 30);
+    for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '.';
+    bar[30] = 0;
+    fmt_time(ips > 0 ? (p->epoch_total - p->epoch_items) / ips : 0, eta, sizeof eta);
+    vdnn_fmt_bytes(p->n->peak_iter_bytes, peak, sizeof peak);
+    fprintf(p->o->out, "\repoch %d/%d [%s] %3.0f%%  %.0f img/s  loss %.4f  acc %.1f%%  ETA %s  pool %s \033[K",
+            p->epoch + 1, p->epochs, bar, 100 * frac, ips, p->seen ? p->loss_sum / p->seen : 0,
+            p->seen ? 100.0 * p->correct / p->seen : 0, eta, peak);
+    fflush(p->o->out);
+}
+
+static void log_step(const train_opts *o, const net *n, int epoch, double loss, double lr)
+{
+    if (!o->log) return;
+    fprintf(o->log, "{\"step\": %llu, \"epoch\": %d, \"loss\": %.6g, \"lr\": %.6g}\n",
+            (unsigned long long)n->step, epoch + 1, loss, lr);
+}
+
+static void report_epoch(progress *p, double test_acc, double test_loss, double lr)
+{
+    const train_opts *o = p->o;
+    double ips = p->train_time > 0 ? p->seen / p->train_time : 0;
+    double loss = p->seen ? p->loss_sum / p->seen : 0, acc = p->seen ? (double)p->correct / p->seen : 0;
+    char peak[32];
+    vdnn_fmt_bytes(p->n->peak_iter_bytes, peak, sizeof peak);
+    if (!o->quiet) {
+        if (o->tty) fprintf(o->out, "\r\033[K");
+        fprintf(o->out, "epoch %d/%d  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  %.0f img/s  %.1f s  pool peak %s\n",
+                p->epoch + 1, p->epochs, loss, 100 * acc, test_loss, 100 * test_acc, ips,
+                vdnn_now_s() - p->epoch_start, peak);
+        fflush(o->out);
+    }
+    if (o->log) {
+        fprintf(o->log, "{\"epoch\": %d, \"step\": %llu, \"lr\": %.6g, \"train_loss\": %.6g, \"train_acc\": %.6g, "
+                "\"test_loss\": %.6g, \"test_acc\": %.6g, \"images_per_s\": %.6g, \"epoch_time_s\": %.6g, "
+                "\"pool_peak_bytes\": %zu}\n",
+                p->epoch + 1, (unsigned long long)p->n->step, lr, loss, acc, test_loss, test_acc, ips,
+                vdnn_now_s() - p->epoch_start, p->n->peak_iter_bytes);
+        fflush(o->log);
+    }
+}
+
+/* ---- the loop ---- */
+
+static vdnn_status save(net *n, const train_opts *o, loader *ld)
+{
+    if (!o->save_path) return VDNN_OK;
+    int epoch, index;
+    loader_position(ld, &epoch, &index);
+    ckpt_state s = {n->step, (uint64_t)epoch, (uint64_t)index, n->train.seed};
+    return checkpoint_save(n, o->save_path, &s);
+}
+
+static vdnn_status resume(net *n, const train_opts *o, int *epoch, int *index)
+{
+    *epoch = 0;
+    *index = 0;
+    if (!o->resume_path) return VDNN_OK;
+    ckpt_state s;
+    vdnn_status st = checkpoint_load(n, o->resume_path, &s, 0);
+    if (st != VDNN_OK) return st;
+    if (s.seed != n->train.seed)
+        return vdnn_fail(VDNN_EINVAL, "%s: saved with seed %llu but the run uses seed %llu (resume with --seed %llu)",
+                         o->resume_path, (unsigned long long)s.seed, (unsigned long long)n->train.seed,
+                         (unsigned long long)s.seed);
+    n->step = s.step;
+    *epoch = (int)s.epoch;
+    *index = (int)s.index;
+    return VDNN_OK;
+}
+
+/* Runs the rest of one epoch; *stop is set when max_steps is reached. */
+static vdnn_status run_epoch(net *n, loader *ld, batch_io *b, progress *p, double lr, long long *steps, int *stop)
+{
+    const train_opts *o = p->o;
+    for (;;) {
+        int items = 0;
+        vdnn_status st = loader_next(ld, b->host_x, b->host_y, &items);
+        if (st != VDNN_OK || items == 0) return st;
+        double t0 = vdnn_now_s();
+        step_result r;
+        st = upload(n, b, items);
+        if (st == VDNN_OK) st = net_train_step(n, b->dev_x, items, lr, &r);
+        if (st != VDNN_OK) return st;
+        p->train_time += vdnn_now_s() - t0;
+        p->loss_sum += r.loss_sum;
+        p->correct += r.correct;
+        p->seen += items;
+        p->epoch_items += items;
+        (*steps)++;
+        log_step(o, n, p->epoch, r.loss_sum / items, lr);
+        draw_bar(p, 0);
+        if (o->max_steps > 0 && *steps >= o->max_steps) {
+            *stop = 1;
+            return VDNN_OK;
+        }
+    }
+}
+
+vdnn_status train_run(net *n, const dataset *train, const dataset *test, const train_opts *o, train_summary *s)
+{
+    memset(s, 0, sizeof *s);
+    s->test_acc = -1;
+    vdnn_status st = check_classes(n, train);
+    if (st == VDNN_OK && test) st = check_classes(n, test);
+    int epoch = 0, index = 0;
+    if (st == VDNN_OK) st = resume(n, o, &epoch, &index);
+    if (st != VDNN_OK) return st;
+    loader_opts lo = {n->input.n, 1, 1, n->train.seed, &n->data};
+    loader *ld = NULL;
+    batch_io b = {0};
+    st = io_open(n, &b);
+    if (st == VDNN_OK) st = loader_create(train, &lo, &ld);
+    if (st == VDNN_OK) loader_seek(ld, epoch, index);
+    progress p = {.o = o, .n = n, .epochs = n->train.epochs};
+    double train_time = 0;
+    long long seen = 0;
+    int stop = 0;
+    for (; st == VDNN_OK && !stop && epoch < n->train.epochs; epoch++) {
+        double lr = net_lr_at(&n->train, epoch);
+        p.epoch = epoch;
+        p.epoch_items = index;
+        p.epoch_total = train->count;
+        p.epoch_start = p.last_draw = vdnn_now_s();
+        p.train_time = p.loss_sum = 0;
+        p.correct = p.seen = 0;
+        index = 0;
+        st = run_epoch(n, ld, &b, &p, lr, &s->steps, &stop);
+        train_time += p.train_time;
+        seen += p.seen;
+        s->train_loss = p.seen ? p.loss_sum / p.seen : 0;
+        if (st != VDNN_OK || stop) break;
+        if (test) st = evaluate(n, test, &s->test_acc, &s->test_loss);
+        if (st == VDNN_OK) report_epoch(&p, s->test_acc, s->test_loss, lr);
+        if (st == VDNN_OK) st = save(n, o, ld);
+    }
+    if (st == VDNN_OK && stop) {
+        if (o->tty && !o->quiet) fprintf(o->out, "\r\033[K");
+        st = save(n, o, ld);
+    }
+    s->images_per_s = train_time > 0 ? seen / train_time : 0;
+    s->pool_peak_bytes = pool_peak_bytes(device_pool(n->dev));
+    loader_destroy(ld);
+    io_close(n, &b);
+    return st;
+}

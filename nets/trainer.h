@@ -1,0 +1,40 @@
+/* The training loop: batches from the background loader, one step each, evaluation on
+ * the test split at every epoch end, progress on the terminal, JSON-lines logs, and
+ * checkpoints (at every epoch end, at --steps, and at the end). */
+#ifndef VDNN_TRAINER_H
+#define VDNN_TRAINER_H
+
+#include <stdio.h>
+
+#include "data/data.h"
+#include "nets/net.h"
+
+typedef struct train_opts {
+    long long max_steps;      /* stop after this many steps in this run; <= 0: no limit */
+    const char *save_path;    /* checkpoint to write, or NULL */
+    const char *resume_path;  /* checkpoint to start from, or NULL */
+    FILE *log;                /* JSON lines, or NULL */
+    int quiet;                /* nothing on stdout/stderr but errors */
+    FILE *out;                /* progress and epoch lines (stderr when a terminal bar is drawn) */
+    int tty;                  /* draw a live progress bar */
+} train_opts;
+
+typedef struct train_summary {
+    long long steps;          /* steps taken in this run */
+    double train_loss;        /* mean loss of the last epoch (or partial epoch) */
+    double test_acc;          /* of the last evaluation; < 0 if none ran */
+    double test_loss;
+    double images_per_s;
+    size_t pool_peak_bytes;
+} train_summary;
+
+/* Trains an attached net. Checks that the data sets match the net's classes. */
+vdnn_status train_run(net *n, const dataset *train, const dataset *test, const train_opts *o, train_summary *s);
+
+/* Accuracy and mean loss of an attached net on a whole data set. */
+vdnn_status evaluate(net *n, const dataset *d, double *acc, double *loss);
+
+/* Errors unless the data set has the classes the net's last layer outputs. */
+vdnn_status check_classes(const net *n, const dataset *d);
+
+#endif

@@ -1,0 +1,24 @@
+#!/bin/sh
+# Runs each Check suite binary given as an argument and prints one closing line:
+# "tests: N passed, N failed, N skipped". Exits non-zero if any check failed.
+# A suite prints "SKIPPED: ..." for each check it could not run (no GPU); those are
+# counted as skipped, never as passed.
+passed=0; failed=0; skipped=0; bad=""
+for t in "$@"; do
+    out=$("$t" 2>&1); rc=$?
+    printf '%s\n' "$out"
+    line=$(printf '%s\n' "$out" | grep -E '^[0-9]+%: Checks: ' | tail -n 1)
+    s=$(printf '%s\n' "$out" | grep -c '^SKIPPED:')
+    if [ -z "$line" ]; then
+        failed=$((failed + 1)); bad="$bad $t(crashed:rc=$rc)"; continue
+    fi
+    n=$(printf '%s' "$line" | sed -E 's/.*Checks: ([0-9]+).*/\1/')
+    f=$(printf '%s' "$line" | sed -E 's/.*Failures: ([0-9]+).*/\1/')
+    e=$(printf '%s' "$line" | sed -E 's/.*Errors: ([0-9]+).*/\1/')
+    passed=$((passed + n - f - e - s)); failed=$((failed + f + e)); skipped=$((skipped + s))
+    [ "$rc" -ne 0 ] && [ $((f + e)) -eq 0 ] && { failed=$((failed + 1)); bad="$bad $t(rc=$rc)"; }
+    [ $((f + e)) -gt 0 ] && bad="$bad $t"
+done
+[ -n "$bad" ] && echo "failing suites:$bad"
+echo "tests: $passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]

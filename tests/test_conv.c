@@ -1,0 +1,710 @@
+/* Tests for the convolutional layer: every algorithm of every pass against a naive
+ * double-precision reference on odd shapes, the shared gradient checker, workspace
+ * sizes, gradient accumulation, dx == NULL, too-small workspaces, the config keys and
+ * the parameter declarations. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layers/conv.h"
+#include "nets/config.h"
+#include "tests/gradcheck.h"
+
+/* One geometry: input (n, c, h, w) and the layer's keys. */
+typedef struct conv_case {
+    int n, c, h, w;
+    int filters, size, stride, pad, bias;
+} conv_case;
+
+static const conv_case cases[] = {
+    {3, 3, 7, 5, 4, 3, 2, 1, 1},   /* odd shape, stride 2, pad 1 */
+    {2, 5, 4, 6, 3, 1, 1, 0, 1},   /* 1x1, stride 1, pad 0: the pointwise path */
+    {2, 2, 6, 7, 3, 5, 1, 2, 1},   /* 5x5 pad 2 */
+    {3, 3, 9, 8, 5, 3, 2, 0, 0},   /* kernel larger than stride, no bias */
+    {2, 2, 8, 7, 3, 2, 3, 0, 1},   /* stride larger than kernel: pixels skipped */
+    {2, 3, 5, 4, 2, 1, 2, 1, 1},   /* 1x1 with pad: border outputs see only padding */
+    {2, 3, 11, 10, 4, 4, 3, 2, 1}, /* even kernel, stride 3, pad 2 */
+    {4, 16, 13, 13, 32, 3, 1, 1, 1}, /* big enough for OpenBLAS and OpenMP to split */
+};
+#define NCASES ((int)(sizeof cases / sizeof cases[0]))
+
+static int out_side(int in, int k, int s, int p) { return (in + 2 * p - k) / s + 1; }
+
+static layer *make_conv(const conv_case *k)
+{
+    char text[256];
+    snprintf(text, sizeof text,
+             "[convolutional]\nfilters=%d\nsize=%d\nstride=%d\npad=%d\nbias=%d\n", k->filters,
+             k->size, k->stride, k->pad, k->bias);
+    cfg_file *f;
+    ck_assert_msg(cfg_parse(text, "test.cfg", &f) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_int_eq(f->nsec, 1);
+    ck_assert_msg(cfg_check(f, &f->sec[0], conv_ops.keys) == VDNN_OK, "%s", vdnn_errmsg());
+    layer *l;
+    ck_assert_msg(layer_create(&conv_ops, 0, shape_make(k->n, k->c, k->h, k->w), f, &f->sec[0],
+                               &l) == VDNN_OK,
+                  "%s", vdnn_errmsg());
+    cfg_free(f);
+    return l;
+}
+
+/* What cfg_check and layer_create say about a config, on a 5x5 input. */
+static vdnn_status config_status(const char *text)
+{
+    cfg_file *f;
+    ck_assert_msg(cfg_parse(text, "test.cfg", &f) == VDNN_OK, "%s", vdnn_errmsg());
+    vdnn_status st = cfg_check(f, &f->sec[0], conv_ops.keys);
+    layer *l = NULL;
+    if (st == VDNN_OK) st = layer_create(&conv_ops, 0, shape_make(2, 3, 5, 5), f, &f->sec[0], &l);
+    layer_destroy(l, NULL);
+    cfg_free(f);
+    return st;
+}
+
+/* ---- the naive reference, in double --------------------------------------------- */
+
+/* x (N, C, H, W), w (OC, C, K, K), b (OC) or NULL -> y (N, OC, OH, OW). */
+static void ref_forward(const conv_case *k, int n, const float *x, const float *w,
+                        const float *b, double *y)
+{
+    const int oh = out_side(k->h, k->size, k->stride, k->pad);
+    const int ow = out_side(k->w, k->size, k->stride, k->pad), K = k->size;
+    for (int i = 0; i < n; i++)
+        for (int o = 0; o < k->filters; o++)
+            for (int p = 0; p < oh; p++)
+                for (int q = 0; q < ow; q++) {
+                    double s = b ? b[o] : 0.0;
+                    for (int c = 0; c < k->c; c++)
+                        for (int u = 0; u < K; u++)
+                            for (int v = 0; v < K; v++) {
+                                int ih = p * k->stride - k->pad + u;
+                                int iw = q * k->stride - k->pad + v;
+                                if (ih < 0 || ih >= k->h || iw < 0 || iw >= k->w) continue;
+                                s += (double)w[((o * k->c + c) * K + u) * K + v] *
+                                     x[((i * k->c + c) * k->h + ih) * k->w + iw];
+                            }
+                    y[((i * k->filters + o) * oh + p) * ow + q] = s;
+                }
+}
+
+/* dy (N, OC, OH, OW) -> dx (N, C, H, W), dw (OC, C, K, K), db (OC); all overwritten. */
+static void ref_backward(const conv_case *k, int n, const float *x, const float *w,
+                         const float *dy, double *dx, double *dw, double *db)
+{
+    const int oh = out_side(k->h, k->size, k->stride, k->pad);
+    const int ow = out_side(k->w, k->size, k->stride, k->pad), K = k->size;
+    memset(dx, 0, (size_t)n * k->c * k->h * k->w * sizeof *dx);
+    memset(dw, 0, (size_t)k->filters * k->c * K * K * sizeof *dw);
+    memset(db, 0, (size_t)k->filters * sizeof *db);
+    for (int i = 0; i < n; i++)
+        for (int o = 0; o < k->filters; o++)
+            for (int p = 0; p < oh; p++)
+                for (int q = 0; q < ow; q++) {
+                    double g = dy[((i * k->filters + o) * oh + p) * ow + q];
+                    db[o] += g;
+                    for (int c = 0; c < k->c; c++)
+                        for (int u = 0; u < K; u++)
+                            for (int v = 0; v < K; v++) {
+                                int ih = p * k->stride - k->pad + u;
+                                int iw = q * k->stride - k->pad + v;
+                                if (ih < 0 || ih >= k->h || iw < 0 || iw >= k->w) continue;
+                                size_t xi = (((size_t)i * k->c + c) * k->h + ih) * k->w + iw;
+                                size_t wi = (((size_t)o * k->c + c) * K + u) * K + v;
+                                dx[xi] += g * w[wi];
+                                dw[wi] += g * x[xi];
+                            }
+                }
+}
+
+/* got agrees with want within 1e-4 of the largest |want| (a norm-wise relative error:
+ * single entries may cancel to near zero). */
+static void expect_close(const float *got, const double *want, size_t count, const char *what)
+{
+    double scale = 1e-6;
+    for (size_t i = 0; i < count; i++) scale = fmax(scale, fabs(want[i]));
+    for (size_t i = 0; i < count; i++)
+        ck_assert_msg(fabs(got[i] - want[i]) <= 1e-4 * scale, "%s[%zu]: got %.7g, want %.7g",
+                      what, i, got[i], want[i]);
+}
+
+/* ---- a layer with random tensors on a CPU device ---------------------------------- */
+
+typedef struct rig {
+    const conv_case *k;
+    device *d;
+    layer *l;
+    size_t xcount, ycount, wcount;   /* at the max batch */
+    float *x, *y, *dy, *dx;          /* device: (N, C, H, W), (N, OC, OH, OW) x2, (N, C, H, W) */
+    float *ws;                       /* device: the largest workspace of any algorithm */
+    size_t ws_bytes;
+    float *hx, *hw, *hb, *hdy;       /* host copies of the random x, weights, bias, dy */
+} rig;
+
+static float *dev_alloc(rig *r, size_t bytes, const char *what)
+{
+    void *p = NULL;
+    ck_assert_msg(device_alloc(r->d, bytes, "test", what, &p) == VDNN_OK, "%s", vdnn_errmsg());
+    return p;
+}
+
+static float *host_random(size_t count, float scale, uint64_t seed)
+{
+    float *h = malloc(count * sizeof *h);
+    ck_assert_ptr_nonnull(h);
+    test_fill_uniform(h, count, scale, seed);
+    return h;
+}
+
+static void upload(rig *r, float *dev, const float *host, size_t count)
+{
+    ck_assert_int_eq(device_upload(r->d, dev, host, count * sizeof *host), VDNN_OK);
+}
+
+static void rig_init(rig *r, const conv_case *k)
+{
+    memset(r, 0, sizeof *r);
+    r->k = k;
+    r->d = test_cpu_device();
+    r->l = make_conv(k);
+    ck_assert_msg(layer_alloc_params(r->l, r->d, 7) == VDNN_OK, "%s", vdnn_errmsg());
+    r->xcount = shape_count(r->l->in);
+    r->ycount = shape_count(r->l->out);
+    r->wcount = shape_count(r->l->params[0].shape);
+    r->x = dev_alloc(r, r->xcount * sizeof(float), "x");
+    r->dx = dev_alloc(r, r->xcount * sizeof(float), "dx");
+    r->y = dev_alloc(r, r->ycount * sizeof(float), "y");
+    r->dy = dev_alloc(r, r->ycount * sizeof(float), "dy");
+    for (int pass = 0; pass < PASS_COUNT; pass++)
+        for (int a = 0; a < layer_algo_count(r->l, pass); a++) {
+            size_t b = layer_workspace_bytes(r->l, pass, a);
+            if (b > r->ws_bytes) r->ws_bytes = b;
+        }
+    if (r->ws_bytes) r->ws = dev_alloc(r, r->ws_bytes, "workspace");
+    r->hx = host_random(r->xcount, 1.0f, 1);
+    r->hw = host_random(r->wcount, 0.5f, 2);
+    r->hb = host_random((size_t)k->filters, 1.0f, 3);
+    r->hdy = host_random(r->ycount, 1.0f, 4);
+    upload(r, r->x, r->hx, r->xcount);
+    upload(r, r->l->params[0].value, r->hw, r->wcount);
+    if (k->bias) upload(r, r->l->params[1].value, r->hb, (size_t)k->filters);
+    upload(r, r->dy, r->hdy, r->ycount);
+}
+
+static void rig_free(rig *r)
+{
+    float *dev[] = {r->x, r->y, r->dy, r->dx, r->ws};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
+        if (dev[i]) device_free(r->d, dev[i]);
+    layer_destroy(r->l, r->d);
+    device_destroy(r->d);
+    free(r->hx);
+    free(r->hw);
+    free(r->hb);
+    free(r->hdy);
+}
+
+static exec_ctx rig_ctx(const rig *r, int n, int accumulate)
+{
+    exec_ctx c;
+    memset(&c, 0, sizeof c);
+    c.dev = r->d;
+    c.n = n;
+    c.train = 1;
+    c.accumulate = accumulate;
+    c.grad_scale = 1.0f;
+    c.workspace = r->ws;
+    c.workspace_bytes = r->ws_bytes;
+    return c;
+}
+
+/* y of the first n items with forward algorithm `algo`, into hy (host). */
+static void rig_forward(rig *r, int algo, int n, float *hy)
+{
+    r->l->algo[PASS_FWD] = algo;
+    exec_ctx c = rig_ctx(r, n, 0);
+    ck_assert_msg(layer_forward(r->l, &c, r->x, r->y) == VDNN_OK, "%s", vdnn_errmsg());
+    size_t count = (size_t)n * shape_per_item(r->l->out);
+    ck_assert_int_eq(device_download(r->d, hy, r->y, count * sizeof *hy), VDNN_OK);
+}
+
+/* Backward of the first n items with data algorithm da and filter algorithm fa; hdx
+ * NULL passes dx = NULL. hdw/hdb receive the parameter gradients (hdb only with bias). */
+static void rig_backward(rig *r, int da, int fa, int n, int accumulate, float *hdx,
+                         float *hdw, float *hdb)
+{
+    r->l->algo[PASS_BWD_DATA] = da;
+    r->l->algo[PASS_BWD_FILTER] = fa;
+    exec_ctx c = rig_ctx(r, n, accumulate);
+    ck_assert_msg(layer_backward(r->l, &c, r->x, r->y, r->dy, hdx ? r->dx : NULL) == VDNN_OK,
+                  "%s", vdnn_errmsg());
+    size_t count = (size_t)n * shape_per_item(r->l->in);
+    if (hdx) ck_assert_int_eq(device_download(r->d, hdx, r->dx, count * sizeof *hdx), VDNN_OK);
+    ck_assert_int_eq(device_download(r->d, hdw, r->l->params[0].grad, r->wcount * sizeof *hdw),
+                     VDNN_OK);
+    if (r->k->bias)
+        ck_assert_int_eq(device_download(r->d, hdb, r->l->params[1].grad,
+                                         (size_t)r->k->filters * sizeof *hdb),
+                         VDNN_OK);
+}
+
+/* The reference gradients of the first n items. */
+typedef struct ref_grads { double *dx, *dw, *db; } ref_grads;
+
+static ref_grads ref_grads_of(const rig *r, int n)
+{
+    ref_grads g;
+    g.dx = malloc(r->xcount * sizeof *g.dx);
+    g.dw = malloc(r->wcount * sizeof *g.dw);
+    g.db = malloc((size_t)r->k->filters * sizeof *g.db);
+    ck_assert(g.dx && g.dw && g.db);
+    ref_backward(r->k, n, r->hx, r->hw, r->hdy, g.dx, g.dw, g.db);
+    return g;
+}
+
+static void ref_grads_free(ref_grads *g)
+{
+    free(g->dx);
+    free(g->dw);
+    free(g->db);
+}
+
+static const char *algo_label(const layer *l, int pass, int a, char *buf, size_t len)
+{
+    static const char *const pass_names[PASS_COUNT] = {"fwd", "bwd-data", "bwd-filter"};
+    snprintf(buf, len, "%s %s", pass_names[pass], layer_algo_name(l, pass, a));
+    return buf;
+}
+
+/* ---- tests ------------------------------------------------------------------------ */
+
+START_TEST(test_setup_shapes)
+{
+    const conv_case *k = &cases[_i];
+    layer *l = make_conv(k);
+    ck_assert_int_eq(l->out.n, k->n);
+    ck_assert_int_eq(l->out.c, k->filters);
+    ck_assert_int_eq(l->out.h, out_side(k->h, k->size, k->stride, k->pad));
+    ck_assert_int_eq(l->out.w, out_side(k->w, k->size, k->stride, k->pad));
+    ck_assert_int_eq(l->needs_input, 1);
+    ck_assert_int_eq(l->needs_output, 0);
+    ck_assert_int_eq(l->nparams, k->bias ? 2 : 1);
+    const param *w = &l->params[0];
+    ck_assert_str_eq(w->name, "weights");
+    ck_assert_int_eq(w->shape.n, k->filters);
+    ck_assert_int_eq(w->shape.c, k->c);
+    ck_assert_int_eq(w->shape.h, k->size);
+    ck_assert_int_eq(w->shape.w, k->size);
+    ck_assert_int_eq(w->init, INIT_HE);
+    ck_assert_int_eq(w->fan_in, k->c * k->size * k->size);
+    ck_assert_int_eq(w->trainable, 1);
+    ck_assert_int_eq(w->decay, 1);
+    if (k->bias) {
+        const param *b = &l->params[1];
+        ck_assert_str_eq(b->name, "bias");
+        ck_assert_int_eq(b->shape.n, k->filters);
+        ck_assert_int_eq((int)shape_count(b->shape), k->filters);
+        ck_assert_int_eq(b->init, INIT_ZERO);
+        ck_assert_int_eq(b->trainable, 1);
+        ck_assert_int_eq(b->decay, 0);
+    }
+    ck_assert_str_eq(l->name, "conv1");
+    for (int pass = 0; pass < PASS_COUNT; pass++) {
+        ck_assert_int_eq(layer_algo_count(l, pass), CONV_ALGO_COUNT);
+        ck_assert_str_eq(layer_algo_name(l, pass, CONV_ALGO_DIRECT), "direct");
+        ck_assert_str_eq(layer_algo_name(l, pass, CONV_ALGO_IM2COL), "im2col");
+        ck_assert_str_eq(layer_algo_name(l, pass, CONV_ALGO_IM2COL_BATCH), "im2col-batch");
+    }
+    layer_destroy(l, NULL);
+}
+END_TEST
+
+/* Every forward algorithm agrees with the reference, on the whole batch and on one item. */
+START_TEST(test_forward_reference)
+{
+    rig r;
+    rig_init(&r, &cases[_i]);
+    float *hy = malloc(r.ycount * sizeof *hy);
+    double *want = malloc(r.ycount * sizeof *want);
+    ck_assert(hy && want);
+    const int sizes[2] = {r.k->n, 1};
+    for (int s = 0; s < 2; s++) {
+        ref_forward(r.k, sizes[s], r.hx, r.hw, r.k->bias ? r.hb : NULL, want);
+        size_t count = (size_t)sizes[s] * shape_per_item(r.l->out);
+        for (int a = 0; a < CONV_ALGO_COUNT; a++) {
+            char what[64];
+            rig_forward(&r, a, sizes[s], hy);
+            expect_close(hy, want, count, algo_label(r.l, PASS_FWD, a, what, sizeof what));
+        }
+    }
+    free(hy);
+    free(want);
+    rig_free(&r);
+}
+END_TEST
+
+/* Every pair (data algorithm, filter algorithm) agrees with the reference. */
+START_TEST(test_backward_reference)
+{
+    rig r;
+    rig_init(&r, &cases[_i]);
+    float *hdx = malloc(r.xcount * sizeof *hdx), *hdw = malloc(r.wcount * sizeof *hdw);
+    float *hdb = malloc((size_t)r.k->filters * sizeof *hdb);
+    ck_assert(hdx && hdw && hdb);
+    const int sizes[2] = {r.k->n, 1};
+    for (int s = 0; s < 2; s++) {
+        ref_grads g = ref_grads_of(&r, sizes[s]);
+        size_t xcount = (size_t)sizes[s] * shape_per_item(r.l->in);
+        for (int da = 0; da < CONV_ALGO_COUNT; da++)
+            for (int fa = 0; fa < CONV_ALGO_COUNT; fa++) {
+                char what[64];
+                rig_backward(&r, da, fa, sizes[s], 0, hdx, hdw, hdb);
+                expect_close(hdx, g.dx, xcount, algo_label(r.l, PASS_BWD_DATA, da, what, 64));
+                expect_close(hdw, g.dw, r.wcount, algo_label(r.l, PASS_BWD_FILTER, fa, what, 64));
+                if (r.k->bias) expect_close(hdb, g.db, (size_t)r.k->filters, "bias grad");
+            }
+        ref_grads_free(&g);
+    }
+    free(hdx);
+    free(hdw);
+    free(hdb);
+    rig_free(&r);
+}
+END_TEST
+
+/* The shared checker on each algorithm (the same one for all three passes). */
+START_TEST(test_gradcheck)
+{
+    rig r;
+    rig_init(&r, &cases[_i]);
+    for (int a = 0; a < CONV_ALGO_COUNT; a++) {
+        for (int pass = 0; pass < PASS_COUNT; pass++) r.l->algo[pass] = a;
+        gradcheck_opts o = gradcheck_defaults();
+        o.seed = 100 + (uint64_t)a;
+        char msg[512];
+        ck_assert_msg(gradcheck(r.l, r.d, &o, msg, sizeof msg) == 0, "%s: %s",
+                      layer_algo_name(r.l, PASS_FWD, a), msg);
+    }
+    rig_free(&r);
+}
+END_TEST
+
+START_TEST(test_workspace_bytes)
+{
+    /* case 0: KDIM = 3*3*3 = 27, OH*OW = 4*3 = 12, OC = 4, N = 3 */
+    layer *l = make_conv(&cases[0]);
+    /* case 1: pointwise, KDIM = 5, OH*OW = 4*6 = 24, OC = 3, N = 2 */
+    layer *p = make_conv(&cases[1]);
+    for (int pass = 0; pass < PASS_COUNT; pass++) {
+        ck_assert_uint_eq(layer_workspace_bytes(l, pass, CONV_ALGO_DIRECT), 0);
+        ck_assert_uint_eq(layer_workspace_bytes(l, pass, CONV_ALGO_IM2COL), 27 * 12 * 4);
+        ck_assert_uint_eq(layer_workspace_bytes(l, pass, CONV_ALGO_IM2COL_BATCH),
+                          (27 + 4) * 3 * 12 * 4);
+        ck_assert_uint_eq(layer_workspace_bytes(p, pass, CONV_ALGO_DIRECT), 0);
+        ck_assert_uint_eq(layer_workspace_bytes(p, pass, CONV_ALGO_IM2COL), 0);
+        ck_assert_uint_eq(layer_workspace_bytes(p, pass, CONV_ALGO_IM2COL_BATCH),
+                          (5 + 3) * 2 * 24 * 4);
+    }
+    layer_destroy(l, NULL);
+    layer_destroy(p, NULL);
+}
+END_TEST
+
+/* accumulate = 0 overwrites whatever the gradients held; accumulate = 1 adds to them. */
+START_TEST(test_accumulate)
+{
+    rig r;
+    rig_init(&r, &cases[0]);
+    const int oc = r.k->filters;
+    float *hdw = malloc(r.wcount * sizeof *hdw), *hdb = malloc((size_t)oc * sizeof *hdb);
+    float *junk = host_random(r.wcount, 1000.0f, 9);
+    ck_assert(hdw && hdb);
+    ref_grads g = ref_grads_of(&r, r.k->n);
+    double *twice_w = malloc(r.wcount * sizeof *twice_w), *twice_b = malloc(oc * sizeof *twice_b);
+    ck_assert(twice_w && twice_b);
+    for (size_t i = 0; i < r.wcount; i++) twice_w[i] = 2.0 * g.dw[i];
+    for (int i = 0; i < oc; i++) twice_b[i] = 2.0 * g.db[i];
+    for (int a = 0; a < CONV_ALGO_COUNT; a++) {
+        upload(&r, r.l->params[0].grad, junk, r.wcount);
+        upload(&r, r.l->params[1].grad, junk, (size_t)oc);
+        rig_backward(&r, a, a, r.k->n, 0, NULL, hdw, hdb);
+        expect_close(hdw, g.dw, r.wcount, "overwritten weights grad");
+        expect_close(hdb, g.db, (size_t)oc, "overwritten bias grad");
+        rig_backward(&r, a, a, r.k->n, 1, NULL, hdw, hdb);
+        expect_close(hdw, twice_w, r.wcount, "accumulated weights grad");
+        expect_close(hdb, twice_b, (size_t)oc, "accumulated bias grad");
+    }
+    ref_grads_free(&g);
+    free(twice_w);
+    free(twice_b);
+    free(junk);
+    free(hdw);
+    free(hdb);
+    rig_free(&r);
+}
+END_TEST
+
+/* dx == NULL: parameter gradients as usual, dx untouched, and no workspace is needed
+ * for a data algorithm that does not run. */
+START_TEST(test_dx_null)
+{
+    rig r;
+    rig_init(&r, &cases[0]);
+    float *hdw = malloc(r.wcount * sizeof *hdw), *hdb = malloc(4 * sizeof *hdb);
+    float *sentinel = host_random(r.xcount, 3.0f, 8), *after = malloc(r.xcount * sizeof *after);
+    ck_assert(hdw && hdb && after);
+    ref_grads g = ref_grads_of(&r, r.k->n);
+    upload(&r, r.dx, sentinel, r.xcount);
+    for (int a = 0; a < CONV_ALGO_COUNT; a++) {
+        rig_backward(&r, a, a, r.k->n, 0, NULL, hdw, hdb);
+        expect_close(hdw, g.dw, r.wcount, "weights grad");
+        expect_close(hdb, g.db, 4, "bias grad");
+    }
+    ck_assert_int_eq(device_download(r.d, after, r.dx, r.xcount * sizeof *after), VDNN_OK);
+    ck_assert_mem_eq(after, sentinel, r.xcount * sizeof *after);
+
+    r.l->algo[PASS_BWD_DATA] = CONV_ALGO_IM2COL_BATCH;
+    r.l->algo[PASS_BWD_FILTER] = CONV_ALGO_DIRECT;
+    exec_ctx c = rig_ctx(&r, r.k->n, 0);
+    c.workspace = NULL;
+    c.workspace_bytes = 0;
+    ck_assert_msg(layer_backward(r.l, &c, r.x, r.y, r.dy, NULL) == VDNN_OK, "%s", vdnn_errmsg());
+    ref_grads_free(&g);
+    free(hdw);
+    free(hdb);
+    free(sentinel);
+    free(after);
+    rig_free(&r);
+}
+END_TEST
+
+/* Runs the pass `pass` alone (the others direct) with `bytes` of workspace. */
+static vdnn_status run_pass(rig *r, int pass, int algo, int n, void *ws, size_t bytes)
+{
+    for (int p = 0; p < PASS_COUNT; p++) r->l->algo[p] = p == pass ? algo : CONV_ALGO_DIRECT;
+    exec_ctx c = rig_ctx(r, n, 0);
+    c.workspace = ws;
+    c.workspace_bytes = bytes;
+    if (pass == PASS_FWD) return layer_forward(r->l, &c, r->x, r->y);
+    return layer_backward(r->l, &c, r->x, r->y, r->dy, r->dx);
+}
+
+/* A workspace one byte short (or missing) is an error naming the workspace, never a
+ * crash; a smaller batch needs only its own share. */
+START_TEST(test_small_workspace)
+{
+    rig r;
+    rig_init(&r, &cases[0]);
+    for (int pass = 0; pass < PASS_COUNT; pass++)
+        for (int a = CONV_ALGO_IM2COL; a < CONV_ALGO_COUNT; a++) {
+            size_t need = layer_workspace_bytes(r.l, pass, a);
+            ck_assert_int_eq(run_pass(&r, pass, a, r.k->n, r.ws, need - 1), VDNN_EINVAL);
+            ck_assert_ptr_nonnull(strstr(vdnn_errmsg(), "workspace"));
+            ck_assert_int_eq(run_pass(&r, pass, a, r.k->n, NULL, 0), VDNN_EINVAL);
+            ck_assert_int_eq(run_pass(&r, pass, a, r.k->n, r.ws, need), VDNN_OK);
+        }
+    /* the batch algorithm for one item of three: a third of the max-batch workspace */
+    size_t one = layer_workspace_bytes(r.l, PASS_FWD, CONV_ALGO_IM2COL_BATCH) / 3;
+    ck_assert_int_eq(run_pass(&r, PASS_FWD, CONV_ALGO_IM2COL_BATCH, 1, r.ws, one), VDNN_OK);
+    ck_assert_int_eq(run_pass(&r, PASS_FWD, CONV_ALGO_IM2COL_BATCH, 2, r.ws, one), VDNN_EINVAL);
+    rig_free(&r);
+}
+END_TEST
+
+START_TEST(test_bad_algo_and_batch)
+{
+    rig r;
+    rig_init(&r, &cases[0]);
+    ck_assert_int_eq(run_pass(&r, PASS_FWD, CONV_ALGO_COUNT, r.k->n, r.ws, r.ws_bytes),
+                     VDNN_EINVAL);
+    ck_assert_int_eq(run_pass(&r, PASS_BWD_DATA, -1, r.k->n, r.ws, r.ws_bytes), VDNN_EINVAL);
+    ck_assert_int_eq(run_pass(&r, PASS_BWD_FILTER, 7, r.k->n, r.ws, r.ws_bytes), VDNN_EINVAL);
+    ck_assert_int_eq(run_pass(&r, PASS_FWD, CONV_ALGO_DIRECT, r.k->n + 1, r.ws, r.ws_bytes),
+                     VDNN_EINVAL);
+    ck_assert_int_eq(run_pass(&r, PASS_FWD, CONV_ALGO_DIRECT, 0, r.ws, r.ws_bytes), VDNN_EINVAL);
+    rig_free(&r);
+}
+END_TEST
+
+START_TEST(test_config_keys)
+{
+    ck_assert_int_eq(config_status("[convolutional]\nsize=3\n"), VDNN_EINVAL);
+    ck_assert_int_eq(config_status("[convolutional]\nfilters=2\n"), VDNN_EINVAL);
+    ck_assert_int_eq(config_status("[convolutional]\nfilters=0\nsize=3\n"), VDNN_EINVAL);
+    ck_assert_int_eq(config_status("[convolutional]\nfilters=65537\nsize=3\n"), VDNN_EINVAL);
+    ck_assert_int_eq(config_status("[convolutional]\nfilters=2\nsize=65\n"), VDNN_EINVAL);
+    ck_assert_int_eq(config_status("[convolutional]\nfilters=2\nsize=3\nstride=0\n"),
+                     VDNN_EINVAL);
+    ck_assert_int_eq(config_status("[convolutional]\nfilters=2\nsize=3\npad=65\n"), VDNN_EINVAL);
+    ck_assert_int_eq(config_status("[convolutional]\nfilters=2\nsize=3\nbias=2\n"), VDNN_EINVAL);
+    ck_assert_int_eq(config_status("[convolutional]\nfilters=2\nsize=3\ndilation=2\n"),
+                     VDNN_EINVAL);
+    ck_assert_int_eq(config_status("[convolutional]\nfilters=2.5\nsize=3\n"), VDNN_EINVAL);
+    /* a kernel larger than the padded 5x5 input names the file, line and key */
+    ck_assert_int_eq(config_status("[convolutional]\nfilters=2\nsize=8\npad=1\n"), VDNN_EINVAL);
+    ck_assert_ptr_nonnull(strstr(vdnn_errmsg(), "test.cfg:3"));
+    ck_assert_ptr_nonnull(strstr(vdnn_errmsg(), "size"));
+    ck_assert_int_eq(config_status("[convolutional]\nfilters=2\nsize=7\npad=1\n"), VDNN_OK);
+}
+END_TEST
+
+START_TEST(test_defaults_and_describe)
+{
+    cfg_file *f;
+    ck_assert_int_eq(cfg_parse("[convolutional]\nfilters=32\nsize=3\n", "t", &f), VDNN_OK);
+    ck_assert_int_eq(cfg_check(f, &f->sec[0], conv_ops.keys), VDNN_OK);
+    layer *l;
+    ck_assert_int_eq(layer_create(&conv_ops, 2, shape_make(2, 3, 8, 6), f, &f->sec[0], &l),
+                     VDNN_OK);
+    cfg_free(f);
+    ck_assert_str_eq(l->name, "conv3");
+    ck_assert_int_eq(l->out.h, 6);   /* stride 1, pad 0 */
+    ck_assert_int_eq(l->out.w, 4);
+    ck_assert_int_eq(l->nparams, 2); /* bias on */
+    char buf[64];
+    l->ops->describe(l, buf, sizeof buf);
+    ck_assert_str_eq(buf, "3x3/1 p0, 32 filters");
+    layer_destroy(l, NULL);
+    l = make_conv(&cases[3]);
+    l->ops->describe(l, buf, sizeof buf);
+    ck_assert_str_eq(buf, "3x3/2 p0, 5 filters, no bias");
+    layer_destroy(l, NULL);
+}
+END_TEST
+
+/* Host buffers of exactly `count` floats between two guard bands of canaries. On the
+ * CPU device, device pointers are host addresses, so kernels can run on these directly:
+ * inside the device arena an overrun would land in a neighbour block unnoticed (even by
+ * ASan), here it hits a canary or ASan's redzone. */
+enum { GUARD = 64 };
+static const float canary = -12345.0f;
+
+static float *guarded(size_t count, const float *init)
+{
+    float *b = malloc((count + 2 * GUARD) * sizeof *b);
+    ck_assert_ptr_nonnull(b);
+    for (size_t i = 0; i < count + 2 * GUARD; i++) b[i] = canary;
+    if (init) memcpy(b + GUARD, init, count * sizeof *b);
+    return b + GUARD;
+}
+
+static void guarded_free(float *p, size_t count, const char *what)
+{
+    float *b = p - GUARD;
+    for (size_t i = 0; i < GUARD; i++) {
+        ck_assert_msg(b[i] == canary, "%s: written before its start", what);
+        ck_assert_msg(p[count + i] == canary, "%s: written past its end", what);
+    }
+    free(b);
+}
+
+/* Every algorithm of every pass, on exact-size buffers and an exact-size workspace, for
+ * the whole batch and for one item; the results still match the reference. */
+START_TEST(test_stays_in_bounds)
+{
+    rig r;
+    rig_init(&r, &cases[_i]);
+    const int oc = r.k->filters;
+    float *w0 = r.l->params[0].value, *gw0 = r.l->params[0].grad;
+    float *w = guarded(r.wcount, r.hw), *gw = guarded(r.wcount, NULL);
+    float *b = guarded((size_t)oc, r.hb), *gb = guarded((size_t)oc, NULL);
+    float *b0 = r.k->bias ? r.l->params[1].value : NULL;
+    float *gb0 = r.k->bias ? r.l->params[1].grad : NULL;
+    r.l->params[0].value = w, r.l->params[0].grad = gw;
+    if (r.k->bias) r.l->params[1].value = b, r.l->params[1].grad = gb;
+    const int sizes[2] = {r.k->n, 1};
+    for (int s = 0; s < 2; s++) {
+        const int n = sizes[s];
+        const size_t xc = (size_t)n * shape_per_item(r.l->in);
+        const size_t yc = (size_t)n * shape_per_item(r.l->out);
+        ref_grads g = ref_grads_of(&r, n);
+        double *want = malloc(yc * sizeof *want);
+        ck_assert_ptr_nonnull(want);
+        ref_forward(r.k, n, r.hx, r.hw, r.k->bias ? r.hb : NULL, want);
+        for (int a = 0; a < CONV_ALGO_COUNT; a++) {
+            for (int p = 0; p < PASS_COUNT; p++) r.l->algo[p] = a;
+            /* the workspace for n items is n/N of the max-batch one, or per-image */
+            size_t need = layer_workspace_bytes(r.l, PASS_FWD, a);
+            if (a == CONV_ALGO_IM2COL_BATCH) need = need / (size_t)r.k->n * (size_t)n;
+            float *x = guarded(xc, r.hx), *dy = guarded(yc, r.hdy);
+            float *y = guarded(yc, NULL), *dx = guarded(xc, NULL);
+            float *ws = guarded(need / sizeof(float), NULL);
+            exec_ctx c = rig_ctx(&r, n, 0);
+            c.workspace = need ? ws : NULL;
+            c.workspace_bytes = need;
+            ck_assert_msg(layer_forward(r.l, &c, x, y) == VDNN_OK, "%s", vdnn_errmsg());
+            ck_assert_msg(layer_backward(r.l, &c, x, y, dy, dx) == VDNN_OK, "%s", vdnn_errmsg());
+            expect_close(y, want, yc, layer_algo_name(r.l, PASS_FWD, a));
+            expect_close(dx, g.dx, xc, layer_algo_name(r.l, PASS_BWD_DATA, a));
+            expect_close(gw, g.dw, r.wcount, layer_algo_name(r.l, PASS_BWD_FILTER, a));
+            guarded_free(x, xc, "x");
+            guarded_free(dy, yc, "dy");
+            guarded_free(y, yc, "y");
+            guarded_free(dx, xc, "dx");
+            guarded_free(ws, need / sizeof(float), "workspace");
+        }
+        free(want);
+        ref_grads_free(&g);
+    }
+    guarded_free(w, r.wcount, "weights");
+    guarded_free(gw, r.wcount, "weights grad");
+    guarded_free(b, (size_t)oc, "bias");
+    guarded_free(gb, (size_t)oc, "bias grad");
+    r.l->params[0].value = w0, r.l->params[0].grad = gw0;
+    if (r.k->bias) r.l->params[1].value = b0, r.l->params[1].grad = gb0;
+    rig_free(&r);
+}
+END_TEST
+
+static void copy_params(void *priv, const void *arg) { memcpy(priv, arg, sizeof(conv_params)); }
+
+START_TEST(test_create_in_code)
+{
+    conv_params p = {8, 3, 2, 1, 1};
+    layer *l = NULL;
+    ck_assert_int_eq(layer_create_with(&conv_ops, 0, shape_make(2, 3, 9, 9), copy_params, &p, &l),
+                     VDNN_OK);
+    ck_assert_int_eq(l->out.c, 8);
+    ck_assert_int_eq(l->out.h, 5);
+    layer_destroy(l, NULL);
+    p.stride = 0;
+    ck_assert_int_eq(layer_create_with(&conv_ops, 0, shape_make(2, 3, 9, 9), copy_params, &p, &l),
+                     VDNN_EINVAL);
+    p.stride = 1;
+    p.size = 12;
+    ck_assert_int_eq(layer_create_with(&conv_ops, 0, shape_make(2, 3, 9, 9), copy_params, &p, &l),
+                     VDNN_EINVAL);
+}
+END_TEST
+
+static Suite *conv_suite(void)
+{
+    Suite *s = suite_create("conv");
+    TCase *tc = tcase_create("conv");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_setup_shapes, 0, NCASES);
+    tcase_add_loop_test(tc, test_forward_reference, 0, NCASES);
+    tcase_add_loop_test(tc, test_backward_reference, 0, NCASES);
+    tcase_add_loop_test(tc, test_gradcheck, 0, NCASES);
+    tcase_add_loop_test(tc, test_stays_in_bounds, 0, NCASES);
+    tcase_add_test(tc, test_workspace_bytes);
+    tcase_add_test(tc, test_accumulate);
+    tcase_add_test(tc, test_dx_null);
+    tcase_add_test(tc, test_small_workspace);
+    tcase_add_test(tc, test_bad_algo_and_batch);
+    tcase_add_test(tc, test_config_keys);
+    tcase_add_test(tc, test_defaults_and_describe);
+    tcase_add_test(tc, test_create_in_code);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(conv_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

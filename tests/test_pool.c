@@ -1,0 +1,410 @@
+/* Tests for max and average pooling: forward and backward against a naive reference on
+ * odd shapes, the shared gradient checker, padding that never wins a max, ties routed
+ * to the first maximum, the average's divisor that counts padding, dx == NULL, and the
+ * config keys. */
+#include <check.h>
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "layers/layer.h"
+#include "nets/config.h"
+#include "tests/gradcheck.h"
+
+extern const layer_ops maxpool_ops, avgpool_ops;
+
+typedef struct pool_case {
+    int n, c, h, w;
+    int size, stride, pad;
+} pool_case;
+
+static const pool_case cases[] = {
+    {3, 3, 7, 5, 3, 2, 1},   /* odd shape, overlapping windows, pad 1 */
+    {2, 2, 7, 5, 2, 2, 0},   /* the usual 2x2/2 on odd sides: the last row/column dropped */
+    {2, 3, 6, 6, 3, 1, 0},   /* stride 1 */
+    {2, 2, 4, 5, 1, 1, 0},   /* 1x1: the identity */
+    {2, 2, 9, 8, 4, 3, 2},   /* even window, stride 3, pad 2 */
+    {2, 2, 8, 9, 2, 3, 1},   /* stride larger than the window: cells skipped */
+};
+#define NCASES ((int)(sizeof cases / sizeof cases[0]))
+
+static int out_side(int in, int k, int s, int p) { return (in + 2 * p - k) / s + 1; }
+
+static const layer_ops *ops_of(int is_max) { return is_max ? &maxpool_ops : &avgpool_ops; }
+
+static layer *make_pool(int is_max, const pool_case *k)
+{
+    char text[128];
+    snprintf(text, sizeof text, "[%s]\nsize=%d\nstride=%d\npad=%d\n", ops_of(is_max)->type,
+             k->size, k->stride, k->pad);
+    cfg_file *f;
+    ck_assert_msg(cfg_parse(text, "test.cfg", &f) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_msg(cfg_check(f, &f->sec[0], ops_of(is_max)->keys) == VDNN_OK, "%s", vdnn_errmsg());
+    layer *l;
+    ck_assert_msg(layer_create(ops_of(is_max), 0, shape_make(k->n, k->c, k->h, k->w), f,
+                               &f->sec[0], &l) == VDNN_OK,
+                  "%s", vdnn_errmsg());
+    cfg_free(f);
+    return l;
+}
+
+/* What cfg_check and layer_create say about a config, on a 5x5 input. */
+static vdnn_status config_status(const char *text, const layer_ops *ops)
+{
+    cfg_file *f;
+    ck_assert_msg(cfg_parse(text, "test.cfg", &f) == VDNN_OK, "%s", vdnn_errmsg());
+    vdnn_status st = cfg_check(f, &f->sec[0], ops->keys);
+    layer *l = NULL;
+    if (st == VDNN_OK) st = layer_create(ops, 0, shape_make(2, 3, 5, 5), f, &f->sec[0], &l);
+    layer_destroy(l, NULL);
+    cfg_free(f);
+    return st;
+}
+
+/* ---- the naive reference ----------------------------------------------------------- */
+
+/* For output (i, c, p, q): the index in x of its first maximum over the real cells,
+ * and the sum over the real cells. */
+static void ref_window(const pool_case *k, const float *x, int i, int c, int p, int q,
+                       size_t *argmax, double *sum)
+{
+    double best = -INFINITY;
+    *sum = 0.0;
+    for (int u = 0; u < k->size; u++)
+        for (int v = 0; v < k->size; v++) {
+            int ih = p * k->stride - k->pad + u, iw = q * k->stride - k->pad + v;
+            if (ih < 0 || ih >= k->h || iw < 0 || iw >= k->w) continue;
+            size_t xi = (((size_t)i * k->c + c) * k->h + ih) * k->w + iw;
+            *sum += x[xi];
+            if (x[xi] > best) {
+                best = x[xi];
+                *argmax = xi;
+            }
+        }
+}
+
+/* y (N, C, OH, OW), and dx (N, C, H, W) for dy (N, C, OH, OW). */
+static void ref_pool(int is_max, const pool_case *k, const float *x, const float *dy, double *y,
+                     double *dx)
+{
+    const int oh = out_side(k->h, k->size, k->stride, k->pad);
+    const int ow = out_side(k->w, k->size, k->stride, k->pad), area = k->size * k->size;
+    memset(dx, 0, (size_t)k->n * k->c * k->h * k->w * sizeof *dx);
+    for (int i = 0; i < k->n; i++)
+        for (int c = 0; c < k->c; c++)
+            for (int p = 0; p < oh; p++)
+                for (int q = 0; q < ow; q++) {
+                    size_t yi = (((size_t)i * k->c + c) * oh + p) * ow + q, am = 0;
+                    double sum;
+                    ref_window(k, x, i, c, p, q, &am, &sum);
+                    y[yi] = is_max ? x[am] : sum / area;
+                    if (is_max) {
+                        dx[am] += dy[yi];
+                        continue;
+                    }
+                    for (int u = 0; u < k->size; u++)
+                        for (int v = 0; v < k->size; v++) {
+                            int ih = p * k->stride - k->pad + u, iw = q * k->stride - k->pad + v;
+                            if (ih < 0 || ih >= k->h || iw < 0 || iw >= k->w) continue;
+                            dx[(((size_t)i * k->c + c) * k->h + ih) * k->w + iw] += dy[yi] / area;
+                        }
+                }
+}
+
+static void expect_close(const float *got, const double *want, size_t count, const char *what)
+{
+    for (size_t i = 0; i < count; i++)
+        ck_assert_msg(fabs(got[i] - want[i]) <= 1e-5 * (1.0 + fabs(want[i])),
+                      "%s[%zu]: got %.7g, want %.7g", what, i, got[i], want[i]);
+}
+
+/* ---- running a layer ---------------------------------------------------------------- */
+
+static float *dev_upload(device *d, const float *h, size_t count)
+{
+    void *p = NULL;
+    ck_assert_msg(device_alloc(d, count * sizeof *h, "test", "tensor", &p) == VDNN_OK, "%s",
+                  vdnn_errmsg());
+    if (h) ck_assert_int_eq(device_upload(d, p, h, count * sizeof *h), VDNN_OK);
+    return p;
+}
+
+static exec_ctx make_ctx(device *d, int n)
+{
+    exec_ctx c;
+    memset(&c, 0, sizeof c);
+    c.dev = d;
+    c.n = n;
+    c.train = 1;
+    c.grad_scale = 1.0f;
+    return c;
+}
+
+/* Forward then backward of layer l on host x and dy; y and dx come back to the host.
+ * With pass_x == 0 backward gets x = NULL and y = NULL (for a layer that needs neither). */
+static void run_layer(device *d, layer *l, const float *x, const float *dy, float *y, float *dx,
+                      int pass_x)
+{
+    const size_t xc = shape_count(l->in), yc = shape_count(l->out);
+    float *dxd = dev_upload(d, NULL, xc), *yd = dev_upload(d, NULL, yc);
+    float *xd = dev_upload(d, x, xc), *dyd = dev_upload(d, dy, yc);
+    exec_ctx c = make_ctx(d, l->in.n);
+    ck_assert_msg(layer_forward(l, &c, xd, yd) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_msg(layer_backward(l, &c, pass_x ? xd : NULL, pass_x ? yd : NULL, dyd, dxd) ==
+                      VDNN_OK,
+                  "%s", vdnn_errmsg());
+    ck_assert_int_eq(device_download(d, y, yd, yc * sizeof *y), VDNN_OK);
+    ck_assert_int_eq(device_download(d, dx, dxd, xc * sizeof *dx), VDNN_OK);
+    float *bufs[] = {xd, yd, dyd, dxd};
+    for (int i = 0; i < 4; i++) device_free(d, bufs[i]);
+}
+
+/* ---- tests -------------------------------------------------------------------------- */
+
+/* Loop tests run over (case, kind): _i / 2 is the case, _i % 2 == 1 is max pooling. */
+
+START_TEST(test_setup_shapes)
+{
+    const pool_case *k = &cases[_i / 2];
+    const int is_max = _i % 2;
+    layer *l = make_pool(is_max, k);
+    ck_assert_int_eq(l->out.n, k->n);
+    ck_assert_int_eq(l->out.c, k->c);
+    ck_assert_int_eq(l->out.h, out_side(k->h, k->size, k->stride, k->pad));
+    ck_assert_int_eq(l->out.w, out_side(k->w, k->size, k->stride, k->pad));
+    ck_assert_int_eq(l->needs_input, is_max);
+    ck_assert_int_eq(l->needs_output, 0);
+    ck_assert_int_eq(l->nparams, 0);
+    ck_assert_str_eq(l->name, is_max ? "maxpool1" : "avgpool1");
+    layer_destroy(l, NULL);
+}
+END_TEST
+
+/* Forward and backward against the reference; average pooling gets x = y = NULL in
+ * backward, since it declares it needs neither. */
+START_TEST(test_reference)
+{
+    const pool_case *k = &cases[_i / 2];
+    const int is_max = _i % 2;
+    device *d = test_cpu_device();
+    layer *l = make_pool(is_max, k);
+    const size_t xc = shape_count(l->in), yc = shape_count(l->out);
+    float *x = malloc(xc * sizeof *x), *dy = malloc(yc * sizeof *dy);
+    float *y = malloc(yc * sizeof *y), *dx = malloc(xc * sizeof *dx);
+    double *ry = malloc(yc * sizeof *ry), *rdx = malloc(xc * sizeof *rdx);
+    ck_assert(x && dy && y && dx && ry && rdx);
+    test_fill_uniform(x, xc, 1.0f, 1 + (uint64_t)_i);
+    test_fill_uniform(dy, yc, 1.0f, 100 + (uint64_t)_i);
+    run_layer(d, l, x, dy, y, dx, is_max);
+    ref_pool(is_max, k, x, dy, ry, rdx);
+    expect_close(y, ry, yc, "y");
+    expect_close(dx, rdx, xc, "dx");
+    free(x);
+    free(dy);
+    free(y);
+    free(dx);
+    free(ry);
+    free(rdx);
+    layer_destroy(l, d);
+    device_destroy(d);
+}
+END_TEST
+
+START_TEST(test_gradcheck)
+{
+    const int is_max = _i % 2;
+    device *d = test_cpu_device();
+    layer *l = make_pool(is_max, &cases[_i / 2]);
+    gradcheck_opts o = gradcheck_defaults();
+    o.seed = 7 + (uint64_t)_i;
+    char msg[512];
+    ck_assert_msg(gradcheck(l, d, &o, msg, sizeof msg) == 0, "%s", msg);
+    layer_destroy(l, d);
+    device_destroy(d);
+}
+END_TEST
+
+/* A smaller batch (c->n = 1 of 3) writes only its own outputs. */
+START_TEST(test_smaller_batch)
+{
+    const pool_case *k = &cases[0];
+    device *d = test_cpu_device();
+    layer *l = make_pool(_i, k);
+    const size_t xc = shape_count(l->in), yc = shape_count(l->out), per = yc / (size_t)k->n;
+    float *x = malloc(xc * sizeof *x), *y = malloc(yc * sizeof *y), *dy = calloc(yc, sizeof *dy);
+    double *ry = malloc(yc * sizeof *ry), *rdx = malloc(xc * sizeof *rdx);
+    ck_assert(x && y && dy && ry && rdx);
+    test_fill_uniform(x, xc, 1.0f, 3);
+    float *xd = dev_upload(d, x, xc), *yd = dev_upload(d, NULL, yc);
+    ck_assert_int_eq(device_zero(d, yd, yc * sizeof *y), VDNN_OK);
+    exec_ctx c = make_ctx(d, 1);
+    ck_assert_msg(layer_forward(l, &c, xd, yd) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_int_eq(device_download(d, y, yd, yc * sizeof *y), VDNN_OK);
+    ref_pool(_i, k, x, dy, ry, rdx);
+    expect_close(y, ry, per, "y of item 0");
+    for (size_t i = per; i < yc; i++) ck_assert_float_eq(y[i], 0.0f);
+    device_free(d, xd);
+    device_free(d, yd);
+    free(x);
+    free(y);
+    free(dy);
+    free(ry);
+    free(rdx);
+    layer_destroy(l, d);
+    device_destroy(d);
+}
+END_TEST
+
+/* All-negative input with pad 1: a padded zero never wins, every output is negative. */
+START_TEST(test_max_padding_never_wins)
+{
+    const pool_case k = {2, 2, 5, 5, 3, 2, 1};
+    device *d = test_cpu_device();
+    layer *l = make_pool(1, &k);
+    const size_t xc = shape_count(l->in), yc = shape_count(l->out);
+    float *x = malloc(xc * sizeof *x), *dy = malloc(yc * sizeof *dy);
+    float *y = malloc(yc * sizeof *y), *dx = malloc(xc * sizeof *dx);
+    ck_assert(x && dy && y && dx);
+    for (size_t i = 0; i < xc; i++) x[i] = -1.0f - (float)(i % 7);
+    for (size_t i = 0; i < yc; i++) dy[i] = 1.0f;
+    run_layer(d, l, x, dy, y, dx, 1);
+    for (size_t i = 0; i < yc; i++) ck_assert_float_lt(y[i], 0.0f);
+    /* the gradient lands on real cells only, one unit per output */
+    double total = 0.0;
+    for (size_t i = 0; i < xc; i++) total += dx[i];
+    ck_assert_double_eq_tol(total, (double)yc, 1e-9);
+    free(x);
+    free(dy);
+    free(y);
+    free(dx);
+    layer_destroy(l, d);
+    device_destroy(d);
+}
+END_TEST
+
+/* Constant input: every window ties; dy goes to its first cell in row-major order. */
+START_TEST(test_max_ties_first_wins)
+{
+    const pool_case k = {1, 1, 4, 4, 2, 2, 0};
+    device *d = test_cpu_device();
+    layer *l = make_pool(1, &k);
+    float x[16], dy[4] = {1.0f, 2.0f, 3.0f, 4.0f}, y[4], dx[16];
+    for (int i = 0; i < 16; i++) x[i] = 0.5f;
+    const float want[16] = {1, 0, 2, 0, 0, 0, 0, 0, 3, 0, 4, 0, 0, 0, 0, 0};
+    for (int rep = 0; rep < 2; rep++) {
+        run_layer(d, l, x, dy, y, dx, 1);
+        for (int i = 0; i < 4; i++) ck_assert_float_eq(y[i], 0.5f);
+        for (int i = 0; i < 16; i++) ck_assert_float_eq(dx[i], want[i]);
+    }
+    layer_destroy(l, d);
+    device_destroy(d);
+}
+END_TEST
+
+/* Average pooling divides by size*size even where the window covers padding. */
+START_TEST(test_avg_counts_padding)
+{
+    const pool_case k = {1, 1, 5, 5, 3, 2, 1};
+    device *d = test_cpu_device();
+    layer *l = make_pool(0, &k);
+    ck_assert_int_eq(l->out.h, 3);
+    float x[25], dy[9], y[9], dx[25];
+    for (int i = 0; i < 25; i++) x[i] = 1.0f;
+    for (int i = 0; i < 9; i++) dy[i] = 9.0f;
+    run_layer(d, l, x, dy, y, dx, 0);
+    ck_assert_float_eq_tol(y[0], 4.0f / 9.0f, 1e-6f);   /* corner: 2x2 real cells */
+    ck_assert_float_eq_tol(y[1], 6.0f / 9.0f, 1e-6f);   /* edge: 2x3 */
+    ck_assert_float_eq_tol(y[4], 1.0f, 1e-6f);          /* centre: all real */
+    ck_assert_float_eq_tol(dx[0], 1.0f, 1e-6f);         /* in one window, dy/9 * 9 */
+    ck_assert_float_eq_tol(dx[1], 2.0f, 1e-6f);         /* in two windows */
+    ck_assert_float_eq_tol(dx[6], 4.0f, 1e-6f);         /* in four windows */
+    ck_assert_float_eq_tol(dx[12], 1.0f, 1e-6f);        /* the centre: in one */
+    layer_destroy(l, d);
+    device_destroy(d);
+}
+END_TEST
+
+START_TEST(test_dx_null)
+{
+    device *d = test_cpu_device();
+    layer *l = make_pool(_i, &cases[0]);
+    const size_t xc = shape_count(l->in), yc = shape_count(l->out);
+    float *xd = dev_upload(d, NULL, xc), *yd = dev_upload(d, NULL, yc);
+    float *dyd = dev_upload(d, NULL, yc);
+    ck_assert_int_eq(device_zero(d, xd, xc * sizeof(float)), VDNN_OK);
+    ck_assert_int_eq(device_zero(d, dyd, yc * sizeof(float)), VDNN_OK);
+    exec_ctx c = make_ctx(d, l->in.n);
+    ck_assert_int_eq(layer_forward(l, &c, xd, yd), VDNN_OK);
+    ck_assert_int_eq(layer_backward(l, &c, xd, yd, dyd, NULL), VDNN_OK);
+    device_free(d, xd);
+    device_free(d, yd);
+    device_free(d, dyd);
+    layer_destroy(l, d);
+    device_destroy(d);
+}
+END_TEST
+
+START_TEST(test_config_keys)
+{
+    const layer_ops *ops = ops_of(_i);
+    char text[128];
+    /* stride defaults to size */
+    snprintf(text, sizeof text, "[%s]\nsize=2\n", ops->type);
+    cfg_file *f;
+    ck_assert_int_eq(cfg_parse(text, "test.cfg", &f), VDNN_OK);
+    ck_assert_int_eq(cfg_check(f, &f->sec[0], ops->keys), VDNN_OK);
+    layer *l;
+    ck_assert_int_eq(layer_create(ops, 0, shape_make(2, 3, 5, 5), f, &f->sec[0], &l), VDNN_OK);
+    cfg_free(f);
+    ck_assert_int_eq(l->out.h, 2);
+    ck_assert_int_eq(l->out.w, 2);
+    char buf[64];
+    ops->describe(l, buf, sizeof buf);
+    ck_assert_str_eq(buf, "2x2/2 p0");
+    layer_destroy(l, NULL);
+
+    static const char *const bad[] = {
+        "stride=2\n", "size=0\n", "size=65\n", "size=2\nstride=0\n", "size=2\nstride=65\n",
+        "size=2\npad=33\n", "size=2\npad=-1\n", "size=2\nkernel=2\n", "size=two\n",
+        "size=6\n",            /* larger than the 5x5 input */
+        "size=3\npad=3\n",     /* pad must be less than size */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(text, sizeof text, "[%s]\n%s", ops->type, bad[i]);
+        ck_assert_msg(config_status(text, ops) == VDNN_EINVAL, "accepted: %s", bad[i]);
+    }
+    ck_assert_ptr_nonnull(strstr(vdnn_errmsg(), "test.cfg:3"));
+    ck_assert_ptr_nonnull(strstr(vdnn_errmsg(), "pad"));
+    snprintf(text, sizeof text, "[%s]\nsize=3\nstride=2\npad=2\n", ops->type);
+    ck_assert_int_eq(config_status(text, ops), VDNN_OK);
+}
+END_TEST
+
+static Suite *pool_suite(void)
+{
+    Suite *s = suite_create("pool");
+    TCase *tc = tcase_create("pool");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_setup_shapes, 0, 2 * NCASES);
+    tcase_add_loop_test(tc, test_reference, 0, 2 * NCASES);
+    tcase_add_loop_test(tc, test_gradcheck, 0, 2 * NCASES);
+    tcase_add_loop_test(tc, test_smaller_batch, 0, 2);
+    tcase_add_test(tc, test_max_padding_never_wins);
+    tcase_add_test(tc, test_max_ties_first_wins);
+    tcase_add_test(tc, test_avg_counts_padding);
+    tcase_add_loop_test(tc, test_dx_null, 0, 2);
+    tcase_add_loop_test(tc, test_config_keys, 0, 2);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(pool_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

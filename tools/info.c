@@ -1,0 +1,79 @@
+/* `vdnn info`: per layer shapes, parameter bytes, feature-map bytes and the workspace
+ * of every convolution algorithm; totals. Text or JSON. */
+#include "tools/commands.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void json_layer(FILE *f, const layer *l, int last)
+{
+    fprintf(f, "    {\"index\": %d, \"name\": \"%s\", \"type\": \"%s\", \"output\": [%d, %d, %d, %d], "
+               "\"param_bytes\": %zu, \"output_bytes\": %zu, \"needs_input\": %d, \"needs_output\": %d, "
+               "\"workspace_bytes\": {",
+            l->index, l->name, l->ops->type, l->out.n, l->out.c, l->out.h, l->out.w, layer_param_bytes(l),
+            shape_bytes(l->out), l->needs_input, l->needs_output);
+    static const char *passes[] = {"forward", "backward_data", "backward_filter"};
+    int first = 1;
+    for (int p = 0; p < PASS_COUNT && l->ops->algo_count; p++) {
+        fprintf(f, "%s\"%s\": {", first ? "" : ", ", passes[p]);
+        first = 0;
+        for (int a = 0; a < layer_algo_count(l, p); a++)
+            fprintf(f, "%s\"%s\": %zu", a ? ", " : "", layer_algo_name(l, p, a), layer_workspace_bytes(l, p, a));
+        fprintf(f, "}");
+    }
+    fprintf(f, "}}%s\n", last ? "" : ",");
+}
+
+static void text_layer(FILE *f, const layer *l)
+{
+    char desc[64] = "", pb[32], ob[32], shape[40];
+    if (l->ops->describe) l->ops->describe(l, desc, sizeof desc);
+    snprintf(shape, sizeof shape, "%dx%dx%dx%d", l->out.n, l->out.c, l->out.h, l->out.w);
+    fprintf(f, "%3d  %-10s %-13s %-22s %-17s %12s %12s\n", l->index, l->name, l->ops->type, desc, shape,
+            vdnn_fmt_bytes(layer_param_bytes(l), pb, sizeof pb), vdnn_fmt_bytes(shape_bytes(l->out), ob, sizeof ob));
+    static const char *passes[] = {"fwd", "bwd-data", "bwd-filter"};
+    for (int p = 0; p < PASS_COUNT && l->ops->algo_count; p++) {
+        fprintf(f, "       workspace %-10s", passes[p]);
+        for (int a = 0; a < layer_algo_count(l, p); a++)
+            fprintf(f, "  %s %s", layer_algo_name(l, p, a), vdnn_fmt_bytes(layer_workspace_bytes(l, p, a), pb, sizeof pb));
+        fprintf(f, "\n");
+    }
+}
+
+int cmd_info(int argc, char **argv)
+{
+    long long batch = -1;
+    int json = 0;
+    const char *cfg = NULL;
+    arg_spec specs[] = {
+        {"--batch", ARG_INT, &batch, 1, 65536, "override [net] batch", 0},
+        {"--json", ARG_FLAG, &json, 0, 0, "JSON output", 0},
+        {NULL, 0, NULL, 0, 0, NULL, 0},
+    };
+    if (args_parse(argc, argv, 2, specs, &cfg, 1, "vdnn info CFG [--batch N] [--json]") != VDNN_OK) return cli_error();
+    net_overrides ov = net_no_overrides();
+    ov.batch = (int)batch;
+    net *n;
+    if (net_load(cfg, &ov, &n) != VDNN_OK) return cli_error();
+    size_t maps = shape_bytes(n->input);
+    for (int i = 0; i < n->nlayers; i++) maps += shape_bytes(n->layers[i]->out);
+    size_t params = net_param_bytes(n), ws = net_max_workspace_bytes(n), bound = net_train_bytes_bound(n);
+    if (json) {
+        printf("{\n  \"config\": \"%s\", \"input\": [%d, %d, %d, %d], \"classes\": %d,\n  \"layers\": [\n", cfg,
+               n->input.n, n->input.c, n->input.h, n->input.w, n->classes);
+        for (int i = 0; i < n->nlayers; i++) json_layer(stdout, n->layers[i], i == n->nlayers - 1);
+        printf("  ],\n  \"param_bytes\": %zu, \"feature_map_bytes\": %zu, \"max_workspace_bytes\": %zu, "
+               "\"train_bytes_bound\": %zu\n}\n", params, maps, ws, bound);
+    } else {
+        char a[32], b[32], c[32], d[32];
+        printf("%s: input %dx%dx%dx%d, %d classes, %d layers\n", cfg, n->input.n, n->input.c, n->input.h,
+               n->input.w, n->classes, n->nlayers);
+        printf("%3s  %-10s %-13s %-22s %-17s %12s %12s\n", "#", "name", "type", "", "output", "params", "output map");
+        for (int i = 0; i < n->nlayers; i++) text_layer(stdout, n->layers[i]);
+        printf("totals: params+grads+momenta %s, feature maps %s, largest workspace %s, "
+               "training needs at most %s\n", vdnn_fmt_bytes(params, a, sizeof a), vdnn_fmt_bytes(maps, b, sizeof b),
+               vdnn_fmt_bytes(ws, c, sizeof c), vdnn_fmt_bytes(bound, d, sizeof d));
+    }
+    net_free(n);
+    return 0;
+}

@@ -1,0 +1,17 @@
+#!/bin/sh
+# Installs what vdnn needs on Debian 12 (build tools, OpenBLAS, libpng, zlib, Check and
+# the Fashion-MNIST data set). Uses sudo when not run as root. Safe to run twice.
+set -eu
+pkgs="build-essential pkg-config check libopenblas-dev libopenblas0-openmp libopenblas-openmp-dev
+      libpng-dev zlib1g-dev dataset-fashion-mnist"
+missing=""
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+as_root=""
+[ "$(id -u)" -ne 0 ] && as_root="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$as_root apt-get update -q
+# shellcheck disable=SC2086
+$as_root apt-get install -y -q --no-install-recommends $missing

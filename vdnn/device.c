@@ -1,0 +1,142 @@
+/* The device interface: the parts common to every implementation (pool-backed
+ * allocation, event reference counts) and the dispatch to the implementation. */
+#include <stdlib.h>
+#include <time.h>
+
+#include "vdnn/device_impl.h"
+
+static int sync_done(void *ctx, void *ev) { return device_event_done(ctx, ev); }
+static void sync_wait(void *ctx, void *ev) { device_event_wait(ctx, ev); }
+static void sync_release(void *ctx, void *ev) { device_event_release(ctx, ev); }
+
+vdnn_status device_init_pool(device *d)
+{
+    pool_sync s = {d, sync_done, sync_wait, sync_release};
+    d->pool = pool_create(d->budget_bytes, &s);
+    if (!d->pool) return vdnn_fail(VDNN_ENOMEM, "out of host memory creating the device pool");
+    return VDNN_OK;
+}
+
+vdnn_status device_create(const device_options *opt, device **out)
+{
+    *out = NULL;
+    if (opt->budget_bytes < POOL_ALIGN)
+        return vdnn_fail(VDNN_EINVAL, "device budget of %zu bytes is too small", opt->budget_bytes);
+    if (opt->kind == DEVICE_CUDA) return device_create_cuda(opt, out);
+    return device_create_cpu(opt, out);
+}
+
+void device_destroy(device *d)
+{
+    if (!d) return;
+    device_stream_sync(d, STREAM_MEMORY);
+    device_stream_sync(d, STREAM_COMPUTE);
+    pool_destroy(d->pool);
+    d->pool = NULL;
+    d->impl->destroy(d);
+}
+
+device_kind device_get_kind(const device *d) { return d->kind; }
+const char *device_describe(const device *d) { return d->desc; }
+pool *device_pool(device *d) { return d->pool; }
+
+vdnn_status device_alloc(device *d, size_t bytes, const char *layer, const char *tensor, void **ptr)
+{
+    size_t off = 0;
+    vdnn_status st = pool_alloc(d->pool, bytes, layer, tensor, &off);
+    *ptr = st == VDNN_OK ? d->slab + off : NULL;
+    return st;
+}
+
+static vdnn_status offset_of(device *d, const void *ptr, size_t *off)
+{
+    const char *p = ptr;
+    if (!p || p < d->slab || p >= d->slab + d->budget_bytes)
+        return vdnn_fail(VDNN_EINVAL, "device free of a pointer outside the device pool");
+    *off = (size_t)(p - d->slab);
+    return VDNN_OK;
+}
+
+vdnn_status device_free(device *d, void *ptr)
+{
+    size_t off = 0;
+    vdnn_status st = offset_of(d, ptr, &off);
+    return st == VDNN_OK ? pool_free(d->pool, off) : st;
+}
+
+vdnn_status device_free_after(device *d, void *ptr, dev_event *ev)
+{
+    size_t off = 0;
+    vdnn_status st = offset_of(d, ptr, &off);
+    if (st != VDNN_OK) {
+        device_event_release(d, ev);
+        return st;
+    }
+    return pool_free_after(d->pool, off, ev);
+}
+
+void *device_host_alloc(device *d, size_t bytes) { return d->impl->host_alloc(d, bytes); }
+void device_host_free(device *d, void *ptr) { if (ptr) d->impl->host_free(d, ptr); }
+
+vdnn_status device_copy(device *d, stream_id s, void *dst, const void *src, size_t bytes, copy_kind k)
+{
+    if (!bytes) return VDNN_OK;
+    return d->impl->copy(d, s, dst, src, bytes, k);
+}
+
+vdnn_status device_upload(device *d, void *dst_dev, const void *src_host, size_t bytes)
+{
+    vdnn_status st = device_copy(d, STREAM_COMPUTE, dst_dev, src_host, bytes, COPY_H2D);
+    if (st == VDNN_OK) device_stream_sync(d, STREAM_COMPUTE);
+    return st;
+}
+
+vdnn_status device_download(device *d, void *dst_host, const void *src_dev, size_t bytes)
+{
+    vdnn_status st = device_copy(d, STREAM_COMPUTE, dst_host, src_dev, bytes, COPY_D2H);
+    if (st == VDNN_OK) device_stream_sync(d, STREAM_COMPUTE);
+    return st;
+}
+
+vdnn_status device_zero(device *d, void *dst_dev, size_t bytes)
+{
+    return bytes ? d->impl->zero(d, dst_dev, bytes) : VDNN_OK;
+}
+
+dev_event *device_event_record(device *d, stream_id s)
+{
+    dev_event *ev = calloc(1, sizeof *ev);
+    if (!ev) return NULL;
+    atomic_init(&ev->refs, 1);
+    ev->stream = s;
+    if (d->impl->record(d, s, ev) != VDNN_OK) {
+        free(ev);
+        return NULL;
+    }
+    return ev;
+}
+
+dev_event *device_event_retain(dev_event *ev)
+{
+    if (ev) atomic_fetch_add(&ev->refs, 1);
+    return ev;
+}
+
+void device_event_release(device *d, dev_event *ev)
+{
+    if (!ev || atomic_fetch_sub(&ev->refs, 1) != 1) return;
+    if (d->impl->event_free) d->impl->event_free(d, ev);
+    free(ev);
+}
+
+int device_event_done(device *d, dev_event *ev) { return !ev || d->impl->done(d, ev); }
+void device_event_wait(device *d, dev_event *ev) { if (ev) d->impl->wait(d, ev); }
+void device_stream_wait(device *d, stream_id s, dev_event *ev) { if (ev) d->impl->stream_wait(d, s, ev); }
+void device_stream_sync(device *d, stream_id s) { d->impl->stream_sync(d, s); }
+
+double vdnn_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}

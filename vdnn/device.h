@@ -1,0 +1,80 @@
+/* The device: memory spaces, streams and events, behind one interface.
+ *
+ * Two implementations, chosen at run time: the CPU device (an emulated GPU: a device
+ * arena capped at the budget, host memory apart from it, compute on the calling
+ * thread, and a copy-engine thread as the memory-manager stream), and later CUDA.
+ * Code above this interface never asks which one it has, except to dispatch a layer to
+ * its CPU or CUDA half.
+ *
+ * Streams: STREAM_COMPUTE runs layers; STREAM_MEMORY runs copies asynchronously. On the
+ * CPU device, compute-stream work runs synchronously on the caller's thread, so an
+ * event recorded on the compute stream is complete when recorded.
+ *
+ * Device memory comes only from the device's pool (device_alloc); nothing bypasses it.
+ * On the CPU device, device pointers are ordinary addresses (inside the arena). */
+#ifndef VDNN_DEVICE_H
+#define VDNN_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vdnn/pool.h"
+#include "vdnn/status.h"
+
+typedef enum { DEVICE_CPU = 0, DEVICE_CUDA = 1 } device_kind;
+typedef enum { STREAM_COMPUTE = 0, STREAM_MEMORY = 1 } stream_id;
+typedef enum { COPY_H2D = 0, COPY_D2H = 1, COPY_D2D = 2, COPY_H2H = 3 } copy_kind;
+
+typedef struct device device;
+typedef struct dev_event dev_event;   /* reference-counted; see device_event_record */
+
+typedef struct device_options {
+    device_kind kind;
+    int cuda_index;        /* for DEVICE_CUDA */
+    size_t budget_bytes;   /* capacity of the device pool (the slab) */
+    int threads;           /* CPU compute threads (OpenMP/OpenBLAS); 0 = all cores */
+    double link_gbps;      /* CPU device: copy-engine throttle in GB/s per direction; 0 = none */
+} device_options;
+
+/* Creates a device; on failure returns a status and a message ("no CUDA device", "budget
+ * of X could not be reserved", ...). Free with device_destroy(). */
+vdnn_status device_create(const device_options *opt, device **out);
+void device_destroy(device *d);
+
+device_kind device_get_kind(const device *d);
+const char *device_describe(const device *d);   /* e.g. "cpu (2 threads, link 12 GB/s)" */
+pool *device_pool(device *d);
+
+/* Device memory from the pool. `layer` and `tensor` name the request in a budget error. */
+vdnn_status device_alloc(device *d, size_t bytes, const char *layer, const char *tensor, void **ptr);
+vdnn_status device_free(device *d, void *ptr);
+/* Frees once `ev` completes; takes ownership of the caller's reference to `ev`. */
+vdnn_status device_free_after(device *d, void *ptr, dev_event *ev);
+
+/* Host memory (pinned on CUDA). Returns NULL on failure. */
+void *device_host_alloc(device *d, size_t bytes);
+void device_host_free(device *d, void *ptr);
+
+/* Enqueues a copy on `stream`. On STREAM_MEMORY it returns at once; the caller keeps
+ * src and dst alive and unmodified until an event recorded after it completes. */
+vdnn_status device_copy(device *d, stream_id stream, void *dst, const void *src, size_t bytes, copy_kind kind);
+
+/* Synchronous helpers, for set-up, checkpoints and tests. */
+vdnn_status device_upload(device *d, void *dst_dev, const void *src_host, size_t bytes);
+vdnn_status device_download(device *d, void *dst_host, const void *src_dev, size_t bytes);
+vdnn_status device_zero(device *d, void *dst_dev, size_t bytes);
+
+/* Records an event after all work enqueued so far on `stream`; returns a new reference
+ * (never NULL unless out of host memory). Release with device_event_release(). */
+dev_event *device_event_record(device *d, stream_id stream);
+dev_event *device_event_retain(dev_event *ev);
+void device_event_release(device *d, dev_event *ev);
+int device_event_done(device *d, dev_event *ev);
+void device_event_wait(device *d, dev_event *ev);          /* blocks the calling thread */
+void device_stream_wait(device *d, stream_id stream, dev_event *ev);  /* stream waits, host does not (CUDA) */
+void device_stream_sync(device *d, stream_id stream);
+
+/* Monotonic time in seconds, for progress, logs and traces. */
+double vdnn_now_s(void);
+
+#endif

@@ -1,0 +1,267 @@
+/* The CPU device: an emulated GPU.
+ *
+ * Device memory is one arena of exactly the budget, managed by the pool; host memory
+ * is ordinary heap memory apart from it. Compute-stream work runs synchronously on the
+ * calling thread. The memory stream is a copy-engine thread that runs copies in FIFO
+ * order; with a link bandwidth set, each copy takes at least bytes / bandwidth, so
+ * overlap of copies with compute can be studied and tested on a machine without a GPU. */
+#include <cblas.h>
+#include <errno.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "vdnn/device_impl.h"
+
+typedef struct copy_req {
+    void *dst;
+    const void *src;
+    size_t bytes;
+} copy_req;
+
+typedef struct cpu_state {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work, cv_done;
+    copy_req *queue;          /* ring buffer of pending copies */
+    size_t cap, head, len;
+    uint64_t submitted, completed;
+    int stop;
+    double bytes_per_s;       /* 0: unthrottled */
+} cpu_state;
+
+static cpu_state *state(device *d) { return d->priv; }
+
+/* Copies, then sleeps until the copy has taken at least bytes / bandwidth. */
+static void throttled_copy(const cpu_state *s, void *dst, const void *src, size_t bytes)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    memmove(dst, src, bytes);
+    if (s->bytes_per_s <= 0) return;
+    double secs = (double)bytes / s->bytes_per_s;
+    struct timespec until = t0;
+    until.tv_sec += (time_t)secs;
+    until.tv_nsec += (long)((secs - (double)(time_t)secs) * 1e9);
+    if (until.tv_nsec >= 1000000000L) { until.tv_sec++; until.tv_nsec -= 1000000000L; }
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR) {}
+}
+
+static void *copy_engine(void *arg)
+{
+    cpu_state *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->len && !s->stop) pthread_cond_wait(&s->cv_work, &s->mu);
+        if (!s->len) break;
+        copy_req r = s->queue[s->head];
+        pthread_mutex_unlock(&s->mu);
+        throttled_copy(s, r.dst, r.src, r.bytes);
+        pthread_mutex_lock(&s->mu);
+        s->head = (s->head + 1) % s->cap;
+        s->len--;
+        s->completed++;
+        pthread_cond_broadcast(&s->cv_done);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+static vdnn_status enqueue(cpu_state *s, void *dst, const void *src, size_t bytes)
+{
+    pthread_mutex_lock(&s->mu);
+    if (s->len == s->cap) {
+        size_t ncap = s->cap ? 2 * s->cap : 64;
+        copy_req *q = malloc(ncap * sizeof *q);
+        if (!q) {
+            pthread_mutex_unlock(&s->mu);
+            return vdnn_fail(VDNN_ENOMEM, "out of host memory queueing a copy");
+        }
+        for (size_t i = 0; i < s->len; i++) q[i] = s->queue[(s->head + i) % s->cap];
+        free(s->queue);
+        s->queue = q;
+        s->cap = ncap;
+        s->head = 0;
+    }
+    s->queue[(s->head + s->len) % s->cap] = (copy_req){dst, src, bytes};
+    s->len++;
+    s->submitted++;
+    pthread_cond_signal(&s->cv_work);
+    pthread_mutex_unlock(&s->mu);
+    return VDNN_OK;
+}
+
+static vdnn_status cpu_copy(device *d, stream_id sid, void *dst, const void *src, size_t bytes, copy_kind k)
+{
+    cpu_state *s = state(d);
+    if (sid == STREAM_MEMORY) return enqueue(s, dst, src, bytes);
+    if (k == COPY_D2D || k == COPY_H2H) memmove(dst, src, bytes);
+    else throttled_copy(s, dst, src, bytes);
+    return VDNN_OK;
+}
+
+static vdnn_status cpu_zero(device *d, void *dst, size_t bytes)
+{
+    (void)d;
+    memset(dst, 0, bytes);
+    return VDNN_OK;
+}
+
+static vdnn_status cpu_record(device *d, stream_id sid, dev_event *ev)
+{
+    cpu_state *s = state(d);
+    if (sid == STREAM_COMPUTE) {
+        ev->ticket = 0;
+        return VDNN_OK;
+    }
+    pthread_mutex_lock(&s->mu);
+    ev->ticket = s->submitted;
+    pthread_mutex_unlock(&s->mu);
+    return VDNN_OK;
+}
+
+static int cpu_done(device *d, dev_event *ev)
+{
+    cpu_state *s = state(d);
+    if (ev->stream == STREAM_COMPUTE) return 1;
+    pthread_mutex_lock(&s->mu);
+    int done = s->completed >= ev->ticket;
+    pthread_mutex_unlock(&s->mu);
+    return done;
+}
+
+static void cpu_wait(device *d, dev_event *ev)
+{
+    cpu_state *s = state(d);
+    if (ev->stream == STREAM_COMPUTE) return;
+    pthread_mutex_lock(&s->mu);
+    while (s->completed < ev->ticket) pthread_cond_wait(&s->cv_done, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Compute work is synchronous, so the compute stream waiting on an event means the
+ * host waiting; the memory stream is FIFO and compute events are complete at record. */
+static void cpu_stream_wait(device *d, stream_id sid, dev_event *ev)
+{
+    if (sid == STREAM_COMPUTE) cpu_wait(d, ev);
+}
+
+static void cpu_stream_sync(device *d, stream_id sid)
+{
+    cpu_state *s = state(d);
+    if (sid == STREAM_COMPUTE) return;
+    pthread_mutex_lock(&s->mu);
+    while (s->completed < s->submitted) pthread_cond_wait(&s->cv_done, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void *cpu_host_alloc(device *d, size_t bytes)
+{
+    (void)d;
+    void *p = NULL;
+    return posix_memalign(&p, 64, bytes ? bytes : 1) == 0 ? p : NULL;
+}
+
+static void cpu_host_free(device *d, void *ptr)
+{
+    (void)d;
+    free(ptr);
+}
+
+static void cpu_destroy(device *d)
+{
+    cpu_state *s = state(d);
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1;
+    pthread_cond_signal(&s->cv_work);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->thread, NULL);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv_work);
+    pthread_cond_destroy(&s->cv_done);
+    free(s->queue);
+    free(s);
+    free(d->slab);
+    free(d);
+}
+
+static const device_impl cpu_impl = {
+    .destroy = cpu_destroy,
+    .host_alloc = cpu_host_alloc,
+    .host_free = cpu_host_free,
+    .copy = cpu_copy,
+    .zero = cpu_zero,
+    .record = cpu_record,
+    .done = cpu_done,
+    .wait = cpu_wait,
+    .stream_wait = cpu_stream_wait,
+    .stream_sync = cpu_stream_sync,
+    .event_free = NULL,
+};
+
+static void set_threads(int threads)
+{
+    if (threads <= 0) return;
+    omp_set_num_threads(threads);
+    openblas_set_num_threads(threads);
+}
+
+vdnn_status device_create_cpu(const device_options *opt, device **out)
+{
+    device *d = calloc(1, sizeof *d);
+    cpu_state *s = calloc(1, sizeof *s);
+    size_t budget = opt->budget_bytes / POOL_ALIGN * POOL_ALIGN;
+    char b[32];
+    if (!d || !s) goto nomem;
+    d->kind = DEVICE_CPU;
+    d->impl = &cpu_impl;
+    d->priv = s;
+    d->budget_bytes = budget;
+    if (posix_memalign((void **)&d->slab, 4096, budget) != 0) {
+        d->slab = NULL;
+        free(s);
+        free(d);
+        return vdnn_fail(VDNN_ENOMEM, "the CPU device arena of %s could not be reserved",
+                         vdnn_fmt_bytes(budget, b, sizeof b));
+    }
+    s->bytes_per_s = opt->link_gbps > 0 ? opt->link_gbps * 1e9 : 0;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv_work, NULL);
+    pthread_cond_init(&s->cv_done, NULL);
+    if (pthread_create(&s->thread, NULL, copy_engine, s) != 0) {
+        free(d->slab);
+        free(s);
+        free(d);
+        return vdnn_fail(VDNN_EDEVICE, "could not start the CPU device's copy engine thread");
+    }
+    set_threads(opt->threads);
+    int nthreads = opt->threads > 0 ? opt->threads : omp_get_max_threads();
+    if (s->bytes_per_s > 0)
+        snprintf(d->desc, sizeof d->desc, "cpu (%d threads, link %.3g GB/s, budget %s)", nthreads,
+                 opt->link_gbps, vdnn_fmt_bytes(budget, b, sizeof b));
+    else
+        snprintf(d->desc, sizeof d->desc, "cpu (%d threads, budget %s)", nthreads,
+                 vdnn_fmt_bytes(budget, b, sizeof b));
+    vdnn_status st = device_init_pool(d);
+    if (st != VDNN_OK) {
+        cpu_destroy(d);
+        return st;
+    }
+    *out = d;
+    return VDNN_OK;
+nomem:
+    free(s);
+    free(d);
+    return vdnn_fail(VDNN_ENOMEM, "out of host memory creating the CPU device");
+}
+
+vdnn_status device_create_cuda(const device_options *opt, device **out)
+{
+    (void)opt;
+    *out = NULL;
+    return vdnn_fail(VDNN_EDEVICE, "--device cuda: this vdnn was built without CUDA support "
+                                   "(the CUDA backend is not part of this build); use --device cpu");
+}

@@ -1,0 +1,46 @@
+/* What a device implementation provides; private to vdnn/device*.c. */
+#ifndef VDNN_DEVICE_IMPL_H
+#define VDNN_DEVICE_IMPL_H
+
+#include <stdatomic.h>
+
+#include "vdnn/device.h"
+
+struct dev_event {
+    atomic_int refs;
+    stream_id stream;
+    uint64_t ticket;       /* CPU: completed once the stream's done count reaches it */
+    void *handle;          /* CUDA: the cudaEvent_t */
+};
+
+typedef struct device_impl {
+    void (*destroy)(device *d);
+    void *(*host_alloc)(device *d, size_t bytes);
+    void (*host_free)(device *d, void *ptr);
+    vdnn_status (*copy)(device *d, stream_id s, void *dst, const void *src, size_t bytes, copy_kind k);
+    vdnn_status (*zero)(device *d, void *dst, size_t bytes);
+    vdnn_status (*record)(device *d, stream_id s, dev_event *ev);
+    int (*done)(device *d, dev_event *ev);
+    void (*wait)(device *d, dev_event *ev);
+    void (*stream_wait)(device *d, stream_id s, dev_event *ev);
+    void (*stream_sync)(device *d, stream_id s);
+    void (*event_free)(device *d, dev_event *ev);
+} device_impl;
+
+struct device {
+    device_kind kind;
+    const device_impl *impl;
+    pool *pool;
+    char *slab;            /* base of the budgeted device memory */
+    size_t budget_bytes;
+    char desc[160];
+    void *priv;            /* the implementation's state */
+};
+
+/* Sets up the pool over d->slab / d->budget_bytes (called by implementations). */
+vdnn_status device_init_pool(device *d);
+
+vdnn_status device_create_cpu(const device_options *opt, device **out);
+vdnn_status device_create_cuda(const device_options *opt, device **out);
+
+#endif

@@ -1,0 +1,233 @@
+/* The budgeted asynchronous pool: best fit over an address-ordered block list. */
+#include "vdnn/pool.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "vdnn/status.h"
+
+typedef enum { BLOCK_FREE = 0, BLOCK_USED, BLOCK_PENDING } block_state;
+
+typedef struct block {
+    size_t off, size;
+    block_state state;
+    void *ev;              /* BLOCK_PENDING: the event it waits for */
+    uint64_t seq;          /* BLOCK_PENDING: order of the free, oldest first */
+    struct block *prev, *next;
+} block;
+
+struct pool {
+    size_t capacity;
+    pool_sync sync;
+    block *head;
+    size_t used, peak, pending;
+    uint64_t seq, allocs, frees, failures;
+};
+
+size_t pool_round(size_t bytes)
+{
+    return (bytes + POOL_ALIGN - 1) / POOL_ALIGN * POOL_ALIGN;
+}
+
+pool *pool_create(size_t capacity_bytes, const pool_sync *sync)
+{
+    pool *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->capacity = capacity_bytes / POOL_ALIGN * POOL_ALIGN;
+    if (sync) p->sync = *sync;
+    if (p->capacity) {
+        p->head = calloc(1, sizeof *p->head);
+        if (!p->head) { free(p); return NULL; }
+        p->head->size = p->capacity;
+    }
+    return p;
+}
+
+void pool_destroy(pool *p)
+{
+    if (!p) return;
+    for (block *b = p->head, *n; b; b = n) {
+        n = b->next;
+        if (b->state == BLOCK_PENDING && p->sync.release) p->sync.release(p->sync.ctx, b->ev);
+        free(b);
+    }
+    free(p);
+}
+
+/* Merges b with free neighbours; returns the surviving block. */
+static block *coalesce(block *b)
+{
+    if (b->next && b->next->state == BLOCK_FREE) {
+        block *n = b->next;
+        b->size += n->size;
+        b->next = n->next;
+        if (n->next) n->next->prev = b;
+        free(n);
+    }
+    if (b->prev && b->prev->state == BLOCK_FREE) {
+        block *q = b->prev;
+        q->size += b->size;
+        q->next = b->next;
+        if (b->next) b->next->prev = q;
+        free(b);
+        b = q;
+    }
+    return b;
+}
+
+static void release_block(pool *p, block *b)
+{
+    if (b->state == BLOCK_PENDING) {
+        p->pending -= b->size;
+        if (p->sync.release) p->sync.release(p->sync.ctx, b->ev);
+        b->ev = NULL;
+    }
+    p->used -= b->size;
+    b->state = BLOCK_FREE;
+    coalesce(b);
+}
+
+void pool_reclaim(pool *p, int wait)
+{
+    /* Releasing coalesces neighbours, which frees list nodes: rescan after each. */
+    for (block *b = p->head; b;) {
+        if (b->state == BLOCK_PENDING) {
+            if (wait && p->sync.wait) p->sync.wait(p->sync.ctx, b->ev);
+            if (!p->sync.done || p->sync.done(p->sync.ctx, b->ev)) {
+                release_block(p, b);
+                b = p->head;
+                continue;
+            }
+        }
+        b = b->next;
+    }
+}
+
+static block *oldest_pending(pool *p)
+{
+    block *best = NULL;
+    for (block *b = p->head; b; b = b->next)
+        if (b->state == BLOCK_PENDING && (!best || b->seq < best->seq)) best = b;
+    return best;
+}
+
+static block *best_fit(pool *p, size_t size)
+{
+    block *best = NULL;
+    for (block *b = p->head; b; b = b->next)
+        if (b->state == BLOCK_FREE && b->size >= size && (!best || b->size < best->size)) best = b;
+    return best;
+}
+
+static size_t largest_free(const pool *p)
+{
+    size_t m = 0;
+    for (const block *b = p->head; b; b = b->next)
+        if (b->state == BLOCK_FREE && b->size > m) m = b->size;
+    return m;
+}
+
+static vdnn_status take(pool *p, block *b, size_t size, size_t *offset)
+{
+    if (b->size > size) {
+        block *rest = calloc(1, sizeof *rest);
+        if (!rest) return vdnn_fail(VDNN_ENOMEM, "out of host memory in the device pool");
+        rest->off = b->off + size;
+        rest->size = b->size - size;
+        rest->prev = b;
+        rest->next = b->next;
+        if (b->next) b->next->prev = rest;
+        b->next = rest;
+        b->size = size;
+    }
+    b->state = BLOCK_USED;
+    p->used += size;
+    if (p->used > p->peak) p->peak = p->used;
+    p->allocs++;
+    *offset = b->off;
+    return VDNN_OK;
+}
+
+vdnn_status pool_alloc(pool *p, size_t bytes, const char *layer, const char *tensor, size_t *offset)
+{
+    size_t size = pool_round(bytes ? bytes : 1);
+    if (size < bytes)
+        return vdnn_fail(VDNN_EINVAL, "%s %s: %zu bytes is too large", layer ? layer : "?",
+                         tensor ? tensor : "?", bytes);
+    pool_reclaim(p, 0);
+    block *b = best_fit(p, size);
+    while (!b) {
+        block *old = oldest_pending(p);
+        if (!old) break;
+        if (p->sync.wait) p->sync.wait(p->sync.ctx, old->ev);
+        release_block(p, old);
+        pool_reclaim(p, 0);
+        b = best_fit(p, size);
+    }
+    if (!b) {
+        char a[32], f[32], l[32], c[32];
+        p->failures++;
+        return vdnn_fail(VDNN_EBUDGET,
+                         "device budget exceeded: layer %s, tensor %s asks %s (%zu bytes); "
+                         "%s free of %s, largest free block %s",
+                         layer ? layer : "-", tensor ? tensor : "-", vdnn_fmt_bytes(size, a, sizeof a),
+                         size, vdnn_fmt_bytes(p->capacity - p->used, f, sizeof f),
+                         vdnn_fmt_bytes(p->capacity, c, sizeof c),
+                         vdnn_fmt_bytes(largest_free(p), l, sizeof l));
+    }
+    return take(p, b, size, offset);
+}
+
+static block *find_used(pool *p, size_t offset)
+{
+    for (block *b = p->head; b; b = b->next)
+        if (b->off == offset) return b->state == BLOCK_USED ? b : NULL;
+    return NULL;
+}
+
+vdnn_status pool_free(pool *p, size_t offset)
+{
+    block *b = find_used(p, offset);
+    if (!b) return vdnn_fail(VDNN_EINVAL, "pool: free of offset %zu, which is not allocated", offset);
+    p->frees++;
+    release_block(p, b);
+    return VDNN_OK;
+}
+
+vdnn_status pool_free_after(pool *p, size_t offset, void *ev)
+{
+    block *b = find_used(p, offset);
+    if (!b) {
+        if (p->sync.release) p->sync.release(p->sync.ctx, ev);
+        return vdnn_fail(VDNN_EINVAL, "pool: free of offset %zu, which is not allocated", offset);
+    }
+    p->frees++;
+    b->state = BLOCK_PENDING;
+    b->ev = ev;
+    b->seq = p->seq++;
+    p->pending += b->size;
+    return VDNN_OK;
+}
+
+void pool_get_stats(const pool *p, pool_stats *o)
+{
+    memset(o, 0, sizeof *o);
+    o->capacity_bytes = p->capacity;
+    o->used_bytes = p->used;
+    o->peak_bytes = p->peak;
+    o->free_bytes = p->capacity - p->used;
+    o->largest_free_bytes = largest_free(p);
+    o->pending_bytes = p->pending;
+    for (const block *b = p->head; b; b = b->next) {
+        if (b->state == BLOCK_FREE) o->free_blocks++;
+        else o->live_blocks++;
+    }
+    o->fragmentation = o->free_bytes ? 1.0 - (double)o->largest_free_bytes / (double)o->free_bytes : 0.0;
+    o->allocs = p->allocs;
+    o->frees = p->frees;
+    o->failures = p->failures;
+}
+
+size_t pool_peak_bytes(const pool *p) { return p->peak; }
+size_t pool_used_bytes(const pool *p) { return p->used; }
+void pool_reset_peak(pool *p) { p->peak = p->used; }

@@ -1,0 +1,77 @@
+/* The budgeted, asynchronous device memory pool.
+ *
+ * The pool manages offsets inside one slab of `capacity` bytes; it never touches the
+ * memory itself, so the same code serves the real device (offset + slab base) and the
+ * planner's simulator (sizes only). Best fit over an address-ordered free list with
+ * coalescing; every block is aligned to POOL_ALIGN bytes.
+ *
+ * Asynchronous frees: pool_free_after() hands back a block that becomes reusable only
+ * once an event has completed. The issuing thread never waits; an allocation that does
+ * not fit first reclaims completed pending frees and then, if still short, waits for
+ * the oldest pending events one by one before it gives up.
+ *
+ * A failed request returns VDNN_EBUDGET with a message naming the layer, the tensor,
+ * the bytes asked, the bytes free and the largest free block. Not thread-safe: one
+ * thread (the one issuing work) owns a pool. */
+#ifndef VDNN_POOL_H
+#define VDNN_POOL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vdnn/status.h"
+
+#define POOL_ALIGN 256
+
+/* How the pool asks about events it was handed; `ev` is opaque to the pool. */
+typedef struct pool_sync {
+    void *ctx;
+    int (*done)(void *ctx, void *ev);     /* non-zero once the event has completed */
+    void (*wait)(void *ctx, void *ev);    /* blocks until it has */
+    void (*release)(void *ctx, void *ev); /* drops the pool's reference */
+} pool_sync;
+
+typedef struct pool pool;
+
+typedef struct pool_stats {
+    size_t capacity_bytes;
+    size_t used_bytes;        /* allocated, including blocks pending an async free */
+    size_t peak_bytes;        /* high-water mark of used_bytes since create/reset */
+    size_t free_bytes;        /* capacity - used */
+    size_t largest_free_bytes;
+    size_t pending_bytes;     /* freed-after-event, not yet reclaimed */
+    size_t live_blocks;
+    size_t free_blocks;
+    double fragmentation;     /* 1 - largest_free / free (0 when free is 0) */
+    uint64_t allocs, frees, failures;
+} pool_stats;
+
+/* Creates a pool of `capacity_bytes`. `sync` may be NULL when no async frees are used;
+ * it is copied. Returns NULL on a host allocation failure. Free with pool_destroy(). */
+pool *pool_create(size_t capacity_bytes, const pool_sync *sync);
+void pool_destroy(pool *p);
+
+/* Bytes a request of `bytes` really takes (rounded up to the alignment). */
+size_t pool_round(size_t bytes);
+
+/* Allocates `bytes` (> 0); *offset receives the block's offset in the slab.
+ * `layer` and `tensor` only name the request in an error message (may be NULL). */
+vdnn_status pool_alloc(pool *p, size_t bytes, const char *layer, const char *tensor, size_t *offset);
+
+/* Returns a block at once. Freeing an offset that is not live is a programming error
+ * reported as VDNN_EINVAL. */
+vdnn_status pool_free(pool *p, size_t offset);
+
+/* Returns a block once `ev` has completed; the pool takes ownership of the event
+ * reference and releases it through the sync interface. */
+vdnn_status pool_free_after(pool *p, size_t offset, void *ev);
+
+/* Reclaims every pending block whose event has completed; with `wait`, waits for all. */
+void pool_reclaim(pool *p, int wait);
+
+void pool_get_stats(const pool *p, pool_stats *out);
+size_t pool_peak_bytes(const pool *p);
+size_t pool_used_bytes(const pool *p);
+void pool_reset_peak(pool *p);
+
+#endif

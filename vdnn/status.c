@@ -1,0 +1,98 @@
+/* Thread-local error messages and small shared parsing/formatting helpers. */
+#include "vdnn/status.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static _Thread_local char err_buf[1024];
+
+vdnn_status vdnn_fail(vdnn_status s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err_buf, sizeof err_buf, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+vdnn_status vdnn_wrap(vdnn_status s, const char *fmt, ...)
+{
+    char prefix[512], joined[sizeof prefix + sizeof err_buf + 2];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    snprintf(joined, sizeof joined, "%s: %s", prefix, err_buf);
+    size_t n = strlen(joined);
+    if (n >= sizeof err_buf) n = sizeof err_buf - 1;
+    memcpy(err_buf, joined, n);
+    err_buf[n] = 0;
+    return s;
+}
+
+const char *vdnn_errmsg(void)
+{
+    return err_buf[0] ? err_buf : "unknown error";
+}
+
+const char *vdnn_status_name(vdnn_status s)
+{
+    switch (s) {
+    case VDNN_OK: return "ok";
+    case VDNN_EINVAL: return "invalid";
+    case VDNN_ENOMEM: return "out of host memory";
+    case VDNN_EBUDGET: return "over budget";
+    case VDNN_EIO: return "io";
+    case VDNN_EFORMAT: return "format";
+    case VDNN_EDEVICE: return "device";
+    case VDNN_ENUMERIC: return "numeric";
+    }
+    return "?";
+}
+
+vdnn_status vdnn_parse_bytes(const char *text, const char *what, size_t *out)
+{
+    const char *p = text;
+    while (isspace((unsigned char)*p)) p++;
+    if (!isdigit((unsigned char)*p))
+        return vdnn_fail(VDNN_EINVAL, "%s: '%s' is not a size (expected e.g. 512M, 6G, 1048576)", what, text);
+    errno = 0;
+    char *end;
+    double v = strtod(p, &end);
+    if (errno || end == p)
+        return vdnn_fail(VDNN_EINVAL, "%s: '%s' is not a size", what, text);
+    double mul = 1;
+    switch (toupper((unsigned char)*end)) {
+    case 'K': mul = 1024.0; end++; break;
+    case 'M': mul = 1024.0 * 1024; end++; break;
+    case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
+    case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    default: break;
+    }
+    if (toupper((unsigned char)*end) == 'I') end++;
+    if (toupper((unsigned char)*end) == 'B') end++;
+    while (isspace((unsigned char)*end)) end++;
+    if (*end)
+        return vdnn_fail(VDNN_EINVAL, "%s: '%s' has trailing characters (expected e.g. 512M, 6G)", what, text);
+    double bytes = v * mul;
+    if (!(bytes >= 1) || bytes > (double)(SIZE_MAX / 2))
+        return vdnn_fail(VDNN_EINVAL, "%s: '%s' is out of range", what, text);
+    *out = (size_t)bytes;
+    return VDNN_OK;
+}
+
+char *vdnn_fmt_bytes(size_t bytes, char *buf, size_t buflen)
+{
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 4) { v /= 1024; u++; }
+    if (u == 0) snprintf(buf, buflen, "%zu B", bytes);
+    else snprintf(buf, buflen, "%.2f %s", v, units[u]);
+    return buf;
+}
