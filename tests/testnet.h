@@ -1,0 +1,67 @@
+/* Helpers shared by the net, checkpoint, trainer and CLI suites: small nets from config
+ * text on a CPU device, temporary folders, whole-file reads and writes, and message
+ * checks. Every helper fails the running check (ck_assert) instead of returning an
+ * error, so a test reads as the steps it takes. */
+#ifndef VDNN_TESTNET_H
+#define VDNN_TESTNET_H
+
+#include <stddef.h>
+
+#include "nets/net.h"
+#include "vdnn/device.h"
+
+/* The name net_parse() gets, so messages read "t.cfg:LINE: ...". */
+#define TN_NAME "t.cfg"
+
+/* A 1x8x8 synthetic net: [net] is lines 1-5, [train] 6-10, [data] 11-15, and the
+ * layers start at line 16. TN_HEAD is everything before the layers. */
+#define TN_NET "[net]\nbatch = 16\nchannels = 1\nheight = 8\nwidth = 8\n"
+#define TN_TRAIN "[train]\nepochs = 2\nlearning_rate = 0.05\nmomentum = 0.9\nseed = 3\n"
+#define TN_DATA "[data]\nset = synthetic\ntrain_size = 256\ntest_size = 64\nclasses = 4\n"
+#define TN_HEAD TN_NET TN_TRAIN TN_DATA
+#define TN_LAYERS "[convolutional]\nfilters = 4\nsize = 3\npad = 1\n[relu]\n[maxpool]\nsize = 2\n" \
+                  "[connected]\noutput = 4\n[softmax]\n"
+#define TN_SMALL TN_HEAD TN_LAYERS
+
+/* net_parse(text) under TN_NAME with `ov` (NULL: none); the check fails unless it
+ * succeeds. Free with net_free(). */
+net *tn_parse(const char *text, const net_overrides *ov);
+
+/* net_parse must fail with `status`; the message must contain `a` and, if non-NULL, `b`. */
+void tn_parse_fails(const char *text, int status, const char *a, const char *b);
+
+/* The current vdnn_errmsg() contains `a` and, if non-NULL, `b`. */
+void tn_msg_has(const char *a, const char *b);
+
+/* A CPU device with room for training `n` (parameters, one iteration, the input batch
+ * of the trainer and of evaluate()). Free with device_destroy() after net_free(). */
+device *tn_device_for(const net *n);
+
+/* tn_parse + tn_device_for + net_attach. Free with tn_free(). */
+net *tn_attached(const char *text, const net_overrides *ov, device **d);
+void tn_free(net *n, device *d);
+
+/* The host copy of a device tensor of `count` floats; free() it. */
+float *tn_download(net *n, const float *dev, size_t count);
+/* Uploads `count` copies of `v` into a device tensor. */
+void tn_fill(net *n, float *dev, size_t count, float v);
+
+/* The param named "LAYER.PARAM" (e.g. "conv1.weights"), or NULL. */
+param *tn_param(net *n, const char *name);
+
+/* A new empty folder under $TMPDIR or /tmp, its path in buf. */
+void tn_tmpdir(char *buf, size_t len, const char *tag);
+/* Removes a folder and everything in it. */
+void tn_rmtree(const char *dir);
+/* dir/name into buf. */
+const char *tn_join(char *buf, size_t len, const char *dir, const char *name);
+
+/* The whole file, NUL-terminated (len excludes the NUL), or NULL if it cannot be read. */
+char *tn_read(const char *path, size_t *len);
+void tn_write(const char *path, const void *data, size_t len);
+void tn_write_text(const char *path, const char *text);
+int tn_exists(const char *path);
+/* Whether two files exist and hold the same bytes. */
+int tn_same_file(const char *a, const char *b);
+
+#endif
