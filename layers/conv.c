@@ -35,7 +35,18 @@ static const cfg_key conv_keys[] = {
     {NULL, 0, 0, 0, 0, NULL, 0, NULL},
 };
 
-static const char *const algo_names[CONV_ALGO_COUNT] = {"direct", "im2col", "im2col-batch"};
+static const char *const algo_names[CONV_ALGO_COUNT] = {"direct", "im2col", "im2col-batch",
+                                                         "im2col-chunk"};
+
+/* im2col-chunk takes as many images per GEMM as keep one chunk's column buffer near
+ * CHUNK_COL_BYTES (so that it is still in cache when the GEMM reads it), but at least
+ * CHUNK_MIN_COLS columns (so that small feature maps still make a wide GEMM). */
+#ifndef CONV_CHUNK_COL_BYTES
+#define CONV_CHUNK_COL_BYTES ((size_t)2 << 20)
+#endif
+#ifndef CONV_CHUNK_MIN_COLS
+#define CONV_CHUNK_MIN_COLS 1024
+#endif
 
 /* Everything a kernel needs, for one call with n items. */
 typedef struct conv_geom {
@@ -146,17 +157,23 @@ static vdnn_status conv_setup(layer *l, const cfg_file *f, const cfg_section *s)
 
 /* ---- workspace ------------------------------------------------------------------- */
 
-/* Floats of workspace that `algo` of `pass` needs for n items. */
+/* Images per GEMM of the batched algorithms for g->n items; 0 for the others. */
+static int chunk_images(const conv_geom *g, int algo)
+{
+    if (algo == CONV_ALGO_IM2COL_BATCH) return g->n;
+    if (algo != CONV_ALGO_IM2COL_CHUNK) return 0;
+    size_t by_bytes = CONV_CHUNK_COL_BYTES / ((size_t)g->kdim * g->opix * sizeof(float));
+    size_t by_cols = (CONV_CHUNK_MIN_COLS + (size_t)g->opix - 1) / (size_t)g->opix;
+    size_t k = by_bytes > by_cols ? by_bytes : by_cols;
+    return k < (size_t)g->n ? (int)k : g->n;
+}
+
+/* Floats of workspace that `algo` needs for g->n items: the column buffer of one image
+ * (per-image), or of one chunk plus the (OC, chunk*OH*OW) reorder buffer (batched). */
 static size_t workspace_floats(const conv_geom *g, int algo)
 {
-    switch (algo) {
-    case CONV_ALGO_IM2COL:
-        return g->pointwise ? 0 : (size_t)g->kdim * g->opix;
-    case CONV_ALGO_IM2COL_BATCH:
-        return ((size_t)g->kdim + g->oc) * g->n * g->opix;
-    default:
-        return 0;
-    }
+    if (algo == CONV_ALGO_IM2COL) return g->pointwise ? 0 : (size_t)g->kdim * g->opix;
+    return ((size_t)g->kdim + g->oc) * (size_t)chunk_images(g, algo) * g->opix;
 }
 
 static int conv_algo_count(const layer *l, int pass)
@@ -392,6 +409,24 @@ static void fwd_im2col_batch(const conv_geom *g, const float *x, const float *w,
     channels_to_nchw(g, t, bias, y);
 }
 
+/* The items [i0, i0 + chunk) of g, clipped to g->n, as a geometry of their own. */
+static conv_geom chunk_of(const conv_geom *g, int i0, int chunk)
+{
+    conv_geom sub = *g;
+    sub.n = chunk < g->n - i0 ? chunk : g->n - i0;
+    return sub;
+}
+
+static void fwd_chunks(const conv_geom *g, int chunk, const float *x, const float *w,
+                       const float *bias, float *y, float *ws)
+{
+    for (int i0 = 0; i0 < g->n; i0 += chunk) {
+        conv_geom sub = chunk_of(g, i0, chunk);
+        fwd_im2col_batch(&sub, x + (size_t)i0 * g->ic * g->ipix, w, bias,
+                         y + (size_t)i0 * g->oc * g->opix, ws);
+    }
+}
+
 static vdnn_status conv_forward(layer *l, const exec_ctx *c, const float *x, float *y)
 {
     const conv_params *p = l->priv;
@@ -403,7 +438,7 @@ static vdnn_status conv_forward(layer *l, const exec_ctx *c, const float *x, flo
     switch (l->algo[PASS_FWD]) {
     case CONV_ALGO_DIRECT: fwd_direct(&g, x, w, b, y); break;
     case CONV_ALGO_IM2COL: fwd_im2col(&g, x, w, b, y, c->workspace); break;
-    default: fwd_im2col_batch(&g, x, w, b, y, c->workspace); break;
+    default: fwd_chunks(&g, chunk_images(&g, l->algo[PASS_FWD]), x, w, b, y, c->workspace); break;
     }
     return VDNN_OK;
 }
@@ -455,7 +490,8 @@ static void bwd_data_im2col(const conv_geom *g, const float *dy, const float *w,
     }
 }
 
-/* t (OC, N*OH*OW) must already hold dy in channel-major order (nchw_to_channels). */
+/* t (OC, N*OH*OW) must already hold dy in channel-major order (nchw_to_channels);
+ * overwrites the column part of the workspace. */
 static void bwd_data_im2col_batch(const conv_geom *g, const float *w, float *dx, float *ws)
 {
     const int cols = g->n * g->opix;
@@ -520,7 +556,7 @@ static void bwd_filter_im2col(const conv_geom *g, const float *x, const float *d
 }
 
 /* t (OC, N*OH*OW) must already hold dy in channel-major order; overwrites the column
- * part of the workspace. */
+ * part of the workspace. dW is added to when `accumulate`, else overwritten. */
 static void bwd_filter_im2col_batch(const conv_geom *g, const float *x, int accumulate,
                                     float *dw, float *ws)
 {
@@ -548,6 +584,22 @@ static void bias_grad(const conv_geom *g, const float *dy, int accumulate, float
     }
 }
 
+/* The batched backward passes, chunk by chunk: dy of each chunk is reordered once and
+ * serves the filter pass (dw non-NULL, which runs first: it needs the column buffer of x)
+ * and the data pass (dx non-NULL, which then reuses the column buffer for its own). */
+static void bwd_chunks(const conv_geom *g, int chunk, const float *x, const float *dy,
+                       const float *w, int accumulate, float *dw, float *dx, float *ws)
+{
+    for (int i0 = 0; i0 < g->n; i0 += chunk) {
+        conv_geom sub = chunk_of(g, i0, chunk);
+        const size_t xoff = (size_t)i0 * g->ic * g->ipix;
+        nchw_to_channels(&sub, dy + (size_t)i0 * g->oc * g->opix,
+                         ws + (size_t)sub.kdim * sub.n * sub.opix);
+        if (dw) bwd_filter_im2col_batch(&sub, x + xoff, accumulate || i0 > 0, dw, ws);
+        if (dx) bwd_data_im2col_batch(&sub, w, dx + xoff, ws);
+    }
+}
+
 static vdnn_status conv_backward(layer *l, const exec_ctx *c, const float *x, const float *y,
                                  const float *dy, float *dx)
 {
@@ -558,29 +610,24 @@ static vdnn_status conv_backward(layer *l, const exec_ctx *c, const float *x, co
     if (st != VDNN_OK) return st;
     const param *w = &l->params[CONV_WEIGHTS];
     const int fa = l->algo[PASS_BWD_FILTER], da = l->algo[PASS_BWD_DATA];
+    const int fchunk = chunk_images(&g, fa), dchunk = dx ? chunk_images(&g, da) : 0;
     float *ws = c->workspace;
-    /* Both batch algorithms read dy in channel-major order from the same place in the
-     * workspace, so it is reordered once. The filter pass runs first: the data pass may
-     * then overwrite the column buffer. */
-    int dy_reordered = 0;
-    if (fa == CONV_ALGO_IM2COL_BATCH || (dx && da == CONV_ALGO_IM2COL_BATCH)) {
-        nchw_to_channels(&g, dy, ws + (size_t)g.kdim * g.n * g.opix);
-        dy_reordered = 1;
+    if (p->bias) bias_grad(&g, dy, c->accumulate, l->params[CONV_BIAS].grad);
+    /* Batched filter and data passes with the same chunks share one reorder of dy. */
+    if (fchunk && fchunk == dchunk) {
+        bwd_chunks(&g, fchunk, x, dy, w->value, c->accumulate, w->grad, dx, ws);
+        return VDNN_OK;
     }
     switch (fa) {
     case CONV_ALGO_DIRECT: bwd_filter_direct(&g, x, dy, c->accumulate, w->grad); break;
     case CONV_ALGO_IM2COL: bwd_filter_im2col(&g, x, dy, c->accumulate, w->grad, ws); break;
-    default: bwd_filter_im2col_batch(&g, x, c->accumulate, w->grad, ws); break;
+    default: bwd_chunks(&g, fchunk, x, dy, w->value, c->accumulate, w->grad, NULL, ws); break;
     }
-    if (p->bias) bias_grad(&g, dy, c->accumulate, l->params[CONV_BIAS].grad);
     if (!dx) return VDNN_OK;
     switch (da) {
     case CONV_ALGO_DIRECT: bwd_data_direct(&g, dy, w->value, dx); break;
     case CONV_ALGO_IM2COL: bwd_data_im2col(&g, dy, w->value, dx, ws); break;
-    default:
-        if (!dy_reordered) nchw_to_channels(&g, dy, ws + (size_t)g.kdim * g.n * g.opix);
-        bwd_data_im2col_batch(&g, w->value, dx, ws);
-        break;
+    default: bwd_chunks(&g, dchunk, x, dy, w->value, 0, NULL, dx, ws); break;
     }
     return VDNN_OK;
 }

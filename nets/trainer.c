@@ -108,11 +108,11 @@ static void draw_bar(progress *p, int force)
     fflush(p->o->out);
 }
 
-static void log_step(const train_opts *o, const net *n, int epoch, double loss, double lr)
+static void log_step(const train_opts *o, const net *n, int epoch, double loss, double lr, double secs)
 {
     if (!o->log) return;
-    fprintf(o->log, "{\"step\": %llu, \"epoch\": %d, \"loss\": %.6g, \"lr\": %.6g}\n",
-            (unsigned long long)n->step, epoch + 1, loss, lr);
+    fprintf(o->log, "{\"step\": %llu, \"epoch\": %d, \"loss\": %.6g, \"lr\": %.6g, \"step_time_ms\": %.4f}\n",
+            (unsigned long long)n->step, epoch + 1, loss, lr, 1e3 * secs);
 }
 
 static void report_epoch(progress *p, double test_acc, double test_loss, double lr)
@@ -181,13 +181,14 @@ static vdnn_status run_epoch(net *n, loader *ld, batch_io *b, progress *p, doubl
         st = upload(n, b, items);
         if (st == VDNN_OK) st = net_train_step(n, b->dev_x, items, lr, &r);
         if (st != VDNN_OK) return st;
-        p->train_time += vdnn_now_s() - t0;
+        double secs = vdnn_now_s() - t0;
+        p->train_time += secs;
         p->loss_sum += r.loss_sum;
         p->correct += r.correct;
         p->seen += items;
         p->epoch_items += items;
         (*steps)++;
-        log_step(o, n, p->epoch, r.loss_sum / items, lr);
+        log_step(o, n, p->epoch, r.loss_sum / items, lr, secs);
         draw_bar(p, 0);
         if (o->max_steps > 0 && *steps >= o->max_steps) {
             *stop = 1;

@@ -20,6 +20,7 @@ typedef struct copy_req {
     void *dst;
     const void *src;
     size_t bytes;
+    int over_link;            /* H2D or D2H: crosses the (throttled) link */
 } copy_req;
 
 typedef struct cpu_state {
@@ -35,13 +36,14 @@ typedef struct cpu_state {
 
 static cpu_state *state(device *d) { return d->priv; }
 
-/* Copies, then sleeps until the copy has taken at least bytes / bandwidth. */
-static void throttled_copy(const cpu_state *s, void *dst, const void *src, size_t bytes)
+/* Copies; a copy over the link then sleeps until it has taken at least
+ * bytes / bandwidth. D2D and H2H copies never cross the link and are not throttled. */
+static void throttled_copy(const cpu_state *s, void *dst, const void *src, size_t bytes, int over_link)
 {
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     memmove(dst, src, bytes);
-    if (s->bytes_per_s <= 0) return;
+    if (!over_link || s->bytes_per_s <= 0) return;
     double secs = (double)bytes / s->bytes_per_s;
     struct timespec until = t0;
     until.tv_sec += (time_t)secs;
@@ -59,7 +61,7 @@ static void *copy_engine(void *arg)
         if (!s->len) break;
         copy_req r = s->queue[s->head];
         pthread_mutex_unlock(&s->mu);
-        throttled_copy(s, r.dst, r.src, r.bytes);
+        throttled_copy(s, r.dst, r.src, r.bytes, r.over_link);
         pthread_mutex_lock(&s->mu);
         s->head = (s->head + 1) % s->cap;
         s->len--;
@@ -70,7 +72,7 @@ static void *copy_engine(void *arg)
     return NULL;
 }
 
-static vdnn_status enqueue(cpu_state *s, void *dst, const void *src, size_t bytes)
+static vdnn_status enqueue(cpu_state *s, void *dst, const void *src, size_t bytes, int over_link)
 {
     pthread_mutex_lock(&s->mu);
     if (s->len == s->cap) {
@@ -86,7 +88,7 @@ static vdnn_status enqueue(cpu_state *s, void *dst, const void *src, size_t byte
         s->cap = ncap;
         s->head = 0;
     }
-    s->queue[(s->head + s->len) % s->cap] = (copy_req){dst, src, bytes};
+    s->queue[(s->head + s->len) % s->cap] = (copy_req){dst, src, bytes, over_link};
     s->len++;
     s->submitted++;
     pthread_cond_signal(&s->cv_work);
@@ -97,9 +99,9 @@ static vdnn_status enqueue(cpu_state *s, void *dst, const void *src, size_t byte
 static vdnn_status cpu_copy(device *d, stream_id sid, void *dst, const void *src, size_t bytes, copy_kind k)
 {
     cpu_state *s = state(d);
-    if (sid == STREAM_MEMORY) return enqueue(s, dst, src, bytes);
-    if (k == COPY_D2D || k == COPY_H2H) memmove(dst, src, bytes);
-    else throttled_copy(s, dst, src, bytes);
+    int over_link = k == COPY_H2D || k == COPY_D2H;
+    if (sid == STREAM_MEMORY) return enqueue(s, dst, src, bytes, over_link);
+    throttled_copy(s, dst, src, bytes, over_link);
     return VDNN_OK;
 }
 

@@ -1,0 +1,102 @@
+#!/usr/bin/python3
+"""Times training steps of a vdnn config in PyTorch (CPU), as the peer to compare with.
+
+Builds the same net as vdnn from the config file (same layers, shapes, batch, SGD with
+momentum and weight decay), trains on random data of the same shape, and prints the
+median step time in ms after warm-up. Usage: torch_step.py CFG [--steps N] [--threads N]
+"""
+import argparse
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+
+
+def parse_cfg(path):
+    sections = []
+    for raw in open(path):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if line.startswith("["):
+            sections.append((line.strip("[] "), {}))
+        else:
+            key, value = (s.strip() for s in line.split("=", 1))
+            sections[-1][1][key] = value
+    return sections
+
+
+def build(sections):
+    net = dict(sections[0][1])
+    shape = [int(net["channels"]), int(net["height"]), int(net["width"])]
+    train = next(s for n, s in sections if n == "train")
+    layers = []
+    for name, kv in sections:
+        g = lambda k, d=None: kv.get(k, d)
+        if name == "convolutional":
+            k, s, p, f = int(g("size")), int(g("stride", 1)), int(g("pad", 0)), int(g("filters"))
+            layers.append(nn.Conv2d(shape[0], f, k, s, p, bias=g("bias", "1") == "1"))
+            shape = [f, (shape[1] + 2 * p - k) // s + 1, (shape[2] + 2 * p - k) // s + 1]
+        elif name in ("maxpool", "avgpool"):
+            k = int(g("size")); s = int(g("stride", k)); p = int(g("pad", 0))
+            cls = nn.MaxPool2d if name == "maxpool" else nn.AvgPool2d
+            layers.append(cls(k, s, p))
+            shape = [shape[0], (shape[1] + 2 * p - k) // s + 1, (shape[2] + 2 * p - k) // s + 1]
+        elif name == "relu":
+            layers.append(nn.ReLU())
+        elif name == "leaky":
+            layers.append(nn.LeakyReLU(float(g("slope", 0.01))))
+        elif name == "tanh":
+            layers.append(nn.Tanh())
+        elif name == "sigmoid":
+            layers.append(nn.Sigmoid())
+        elif name == "connected":
+            inputs = shape[0] * shape[1] * shape[2]
+            layers += [nn.Flatten(), nn.Linear(inputs, int(g("output")), bias=g("bias", "1") == "1")]
+            shape = [int(g("output")), 1, 1]
+        elif name == "batchnorm":
+            layers.append(nn.BatchNorm2d(shape[0], momentum=float(g("momentum", 0.1)), eps=float(g("eps", 1e-5))))
+        elif name == "dropout":
+            layers.append(nn.Dropout(float(g("probability", 0.5))))
+        elif name == "lrn":
+            layers.append(nn.LocalResponseNorm(int(g("size", 5)), float(g("alpha", 1e-4)),
+                                               float(g("beta", 0.75)), float(g("k", 1))))
+    # a connected layer after a flatten needs the 4-D input back for later convs: vdnn nets end in fc layers
+    return nn.Sequential(*layers), int(net["batch"]), shape, train
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("cfg")
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=0)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(1)
+    sections = parse_cfg(a.cfg)
+    model, batch, _, train = build(sections)
+    batch = a.batch or batch
+    net = sections[0][1]
+    x = torch.randn(batch, int(net["channels"]), int(net["height"]), int(net["width"]))
+    classes = model[-1].out_features
+    y = torch.randint(0, classes, (batch,))
+    opt = torch.optim.SGD(model.parameters(), lr=float(train["learning_rate"]),
+                          momentum=float(train.get("momentum", 0)), weight_decay=float(train.get("weight_decay", 0)))
+    loss_fn = nn.CrossEntropyLoss()
+    times = []
+    for i in range(a.warmup + a.steps):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        if i >= a.warmup:
+            times.append(1e3 * (time.perf_counter() - t0))
+    print(f"{statistics.median(times):.3f}")
+
+
+if __name__ == "__main__":
+    main()

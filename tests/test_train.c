@@ -1,0 +1,486 @@
+/* Check suite for nets/trainer: exact resume (a run stopped and resumed from its
+ * checkpoint writes the same bytes as an uninterrupted one, mid-epoch and at an epoch
+ * boundary, with dropout and batch norm in the net), learning (the loss falls and test
+ * accuracy beats chance, on synthetic data and on Fashion-MNIST when it is installed),
+ * the class check, and divergence (a NaN stops training with ENUMERIC and the last
+ * checkpoint stays as it was). */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nets/checkpoint.h"
+#include "nets/trainer.h"
+#include "tests/testnet.h"
+
+#define FMNIST_DIR "/usr/share/datasets/fashion-mnist"
+
+/* 200 training items at batch 16: 13 steps per epoch, the last one short (8 items). */
+#define RESUME_NET                                                                                   \
+    "[net]\nbatch = 16\nchannels = 1\nheight = 8\nwidth = 8\n"                                       \
+    "[train]\nepochs = 3\nlearning_rate = 0.05\nmomentum = 0.9\nweight_decay = 0.0005\nseed = 3\n"   \
+    "[data]\nset = synthetic\ntrain_size = 200\ntest_size = 48\nclasses = 4\n"                       \
+    "[convolutional]\nfilters = 4\nsize = 3\npad = 1\n[batchnorm]\n[relu]\n[maxpool]\nsize = 2\n"    \
+    "[dropout]\nprobability = 0.3\n[connected]\noutput = 4\n[softmax]\n"
+#define STEPS_PER_EPOCH 13
+
+static char tmp_dir[256];
+static char last_msg[1024];
+
+static void tmp_setup(void)
+{
+    tn_tmpdir(tmp_dir, sizeof tmp_dir, "test_train");
+}
+
+static void tmp_teardown(void)
+{
+    tn_rmtree(tmp_dir);
+}
+
+static const char *tmp_path(char *buf, size_t len, const char *name)
+{
+    return tn_join(buf, len, tmp_dir, name);
+}
+
+/* A fresh net from `text` trained by train_run with these options, then freed. The
+ * status is returned, its message kept in last_msg. */
+static vdnn_status run_train(const char *text, const net_overrides *ov, long long max_steps, const char *resume,
+                             const char *save, FILE *log, train_summary *sum)
+{
+    device *d;
+    net *n = tn_attached(text, ov, &d);
+    dataset *train = NULL, *test = NULL;
+    vdnn_status st = dataset_load(&n->data, SPLIT_TRAIN, n->input.c, n->input.h, n->input.w, &train);
+    ck_assert_msg(st == VDNN_OK, "%s", vdnn_errmsg());
+    st = dataset_load(&n->data, SPLIT_TEST, n->input.c, n->input.h, n->input.w, &test);
+    ck_assert_msg(st == VDNN_OK, "%s", vdnn_errmsg());
+    train_opts o = {max_steps, save, resume, log, 1, stdout, 0};
+    train_summary s;
+    st = train_run(n, train, test, &o, &s);
+    snprintf(last_msg, sizeof last_msg, "%s", st == VDNN_OK ? "" : vdnn_errmsg());
+    if (sum) *sum = s;
+    dataset_free(train);
+    dataset_free(test);
+    tn_free(n, d);
+    return st;
+}
+
+static void run_ok(long long max_steps, const char *resume, const char *save, train_summary *sum)
+{
+    vdnn_status st = run_train(RESUME_NET, NULL, max_steps, resume, save, NULL, sum);
+    ck_assert_msg(st == VDNN_OK, "train_run (max_steps %lld, resume %s): %s", max_steps, resume ? resume : "-",
+                  last_msg);
+}
+
+/* The step count and data position stored in a checkpoint. */
+static ckpt_state state_of(const char *path)
+{
+    device *d;
+    net *n = tn_attached(RESUME_NET, NULL, &d);
+    ckpt_state s;
+    vdnn_status st = checkpoint_load(n, path, &s, 0);
+    ck_assert_msg(st == VDNN_OK, "%s", vdnn_errmsg());
+    tn_free(n, d);
+    return s;
+}
+
+static void assert_same_bytes(const char *a, const char *b)
+{
+    size_t la = 0, lb = 0;
+    char *pa = tn_read(a, &la), *pb = tn_read(b, &lb);
+    ck_assert_msg(pa && pb, "missing checkpoint %s or %s", a, b);
+    ck_assert_msg(la == lb, "%s has %zu bytes, %s %zu", a, la, b, lb);
+    size_t first = la;
+    for (size_t i = 0; i < la && first == la; i++)
+        if (pa[i] != pb[i]) first = i;
+    free(pa);
+    free(pb);
+    ck_assert_msg(first == la, "%s and %s differ first at byte %zu of %zu", a, b, first, la);
+}
+
+/* An uninterrupted run of `total` steps (0: to the end) against `first` steps, a save,
+ * and a resumed run of the rest: the two final checkpoints hold the same bytes. */
+static void check_resume(long long first, long long total)
+{
+    char a[512], b[512], c[512];
+    tmp_path(a, sizeof a, "a.ckpt");
+    tmp_path(b, sizeof b, "b.ckpt");
+    tmp_path(c, sizeof c, "c.ckpt");
+    train_summary sa, sb, sc;
+    run_ok(total, NULL, a, &sa);
+    run_ok(first, NULL, b, &sb);
+    ck_assert_int_eq(sb.steps, first);
+    ck_assert_uint_eq(state_of(b).step, (uint64_t)first);
+    run_ok(total ? total - first : 0, b, c, &sc);
+    ck_assert_int_eq(sa.steps, sb.steps + sc.steps);
+    ck_assert_msg(!tn_same_file(a, b), "the first part's checkpoint equals the whole run's");
+    assert_same_bytes(a, c);
+    ckpt_state s = state_of(c);
+    ck_assert_uint_eq(s.step, (uint64_t)sa.steps);
+    ck_assert_uint_eq(s.seed, 3);
+}
+
+START_TEST(test_resume_mid_epoch)
+{
+    /* Stopped at step 10 of 13 in epoch 0, resumed through the end of epoch 0 (test
+     * evaluation, epoch checkpoint) to step 20 in epoch 1. */
+    check_resume(10, 20);
+    ckpt_state s = state_of(tmp_path((char[512]){0}, 512, "c.ckpt"));
+    ck_assert_uint_eq(s.epoch, 1);
+    ck_assert_uint_eq(s.index, 7 * 16);
+}
+END_TEST
+
+START_TEST(test_resume_at_epoch_boundary)
+{
+    /* Stopped right after the last (short) batch of epoch 0, before its evaluation. */
+    check_resume(STEPS_PER_EPOCH, 2 * STEPS_PER_EPOCH);
+}
+END_TEST
+
+START_TEST(test_resume_to_the_end)
+{
+    /* Stopped in epoch 1 and resumed without a step limit: both runs finish epoch 2. */
+    char c[512];
+    check_resume(STEPS_PER_EPOCH + 4, 0);
+    ckpt_state s = state_of(tmp_path(c, sizeof c, "c.ckpt"));
+    ck_assert_uint_eq(s.step, 3 * STEPS_PER_EPOCH);
+}
+END_TEST
+
+START_TEST(test_resume_twice)
+{
+    /* 5 + 5 + 10 steps equal 20. */
+    char a[512], b[512], b2[512], c[512];
+    tmp_path(a, sizeof a, "a.ckpt");
+    tmp_path(b, sizeof b, "b.ckpt");
+    tmp_path(b2, sizeof b2, "b2.ckpt");
+    tmp_path(c, sizeof c, "c.ckpt");
+    run_ok(20, NULL, a, NULL);
+    run_ok(5, NULL, b, NULL);
+    run_ok(5, b, b2, NULL);
+    run_ok(10, b2, c, NULL);
+    assert_same_bytes(a, c);
+}
+END_TEST
+
+START_TEST(test_resume_other_seed)
+{
+    char b[512];
+    tmp_path(b, sizeof b, "b.ckpt");
+    run_ok(4, NULL, b, NULL);
+    net_overrides ov = net_no_overrides();
+    ov.seed = 4;
+    vdnn_status st = run_train(RESUME_NET, &ov, 4, b, NULL, NULL, NULL);
+    ck_assert_int_eq(st, VDNN_EINVAL);
+    ck_assert_msg(strstr(last_msg, b) && strstr(last_msg, "seed"), "message: %s", last_msg);
+}
+END_TEST
+
+START_TEST(test_resume_missing_file)
+{
+    char b[512];
+    tmp_path(b, sizeof b, "none.ckpt");
+    vdnn_status st = run_train(RESUME_NET, NULL, 4, b, NULL, NULL, NULL);
+    ck_assert_int_eq(st, VDNN_EIO);
+    ck_assert_msg(strstr(last_msg, b) != NULL, "message: %s", last_msg);
+}
+END_TEST
+
+/* ---- learning ---- */
+
+/* The values of `key` ("\"train_loss\": ") on each line of a log, in order. */
+static int log_values(FILE *log, const char *key, const char *line_has, double *out, int max)
+{
+    char line[1024];
+    int n = 0;
+    rewind(log);
+    while (fgets(line, sizeof line, log)) {
+        if (line_has && !strstr(line, line_has)) continue;
+        const char *p = strstr(line, key);
+        if (!p || n >= max) continue;
+        out[n++] = strtod(p + strlen(key), NULL);
+    }
+    return n;
+}
+
+START_TEST(test_loss_falls_synthetic)
+{
+    FILE *log = tmpfile();
+    ck_assert_ptr_nonnull(log);
+    net_overrides ov = net_no_overrides();
+    ov.epochs = 4;
+    train_summary s;
+    vdnn_status st = run_train(RESUME_NET, &ov, 0, NULL, NULL, log, &s);
+    ck_assert_msg(st == VDNN_OK, "%s", last_msg);
+    double loss[8], acc[8];
+    ck_assert_int_eq(log_values(log, "\"train_loss\": ", NULL, loss, 8), 4);
+    ck_assert_int_eq(log_values(log, "\"test_acc\": ", NULL, acc, 8), 4);
+    for (int e = 0; e < 4; e++) ck_assert(isfinite(loss[e]) && loss[e] > 0);
+    ck_assert_msg(loss[3] < 0.5 * loss[0], "epoch losses %g .. %g", loss[0], loss[3]);
+    /* Four classes: chance is 0.25. */
+    ck_assert_msg(s.test_acc > 0.8, "test accuracy %g", s.test_acc);
+    ck_assert(fabs(s.test_acc - acc[3]) < 1e-6);
+    ck_assert(fabs(s.train_loss - loss[3]) < 1e-5 * loss[3] + 1e-9);
+    ck_assert_int_eq(s.steps, 4 * STEPS_PER_EPOCH);
+    ck_assert_uint_gt(s.pool_peak_bytes, 0);
+    ck_assert(s.images_per_s > 0);
+    /* One step line per step. */
+    double steps[64];
+    ck_assert_int_eq(log_values(log, "{\"step\": ", "\"loss\": ", steps, 64), 4 * STEPS_PER_EPOCH);
+    ck_assert(steps[0] == 1 && steps[4 * STEPS_PER_EPOCH - 1] == 4 * STEPS_PER_EPOCH);
+    fclose(log);
+}
+END_TEST
+
+START_TEST(test_fashion_mnist)
+{
+    FILE *probe = fopen(FMNIST_DIR "/train-images-idx3-ubyte.gz", "rb");
+    if (!probe) probe = fopen(FMNIST_DIR "/train-images-idx3-ubyte", "rb");
+    if (!probe) {
+        printf("SKIPPED: test_fashion_mnist: no Fashion-MNIST in " FMNIST_DIR "\n");
+        return;
+    }
+    fclose(probe);
+    const char *text = "[net]\nbatch = 64\nchannels = 1\nheight = 28\nwidth = 28\n"
+                       "[train]\nepochs = 1\nlearning_rate = 0.05\nmomentum = 0.9\nseed = 1\n"
+                       "[data]\nset = fashion-mnist\npath = " FMNIST_DIR "\nmean = 0.286\nstd = 0.353\n"
+                       "[convolutional]\nfilters = 8\nsize = 3\npad = 1\n[relu]\n[maxpool]\nsize = 2\n"
+                       "[connected]\noutput = 10\n[softmax]\n";
+    device *d;
+    net *n = tn_attached(text, NULL, &d);
+    dataset *train = NULL, *test = NULL;
+    ck_assert_msg(dataset_load(&n->data, SPLIT_TRAIN, 1, 28, 28, &train) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_msg(dataset_load(&n->data, SPLIT_TEST, 1, 28, 28, &test) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_int_eq(train->count, 60000);
+    ck_assert_int_eq(test->count, 10000);
+    ck_assert_int_eq(train->classes, 10);
+    FILE *log = tmpfile();
+    ck_assert_ptr_nonnull(log);
+    train_opts o = {150, NULL, NULL, log, 1, stdout, 0};
+    train_summary s;
+    vdnn_status st = train_run(n, train, test, &o, &s);
+    ck_assert_msg(st == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_int_eq(s.steps, 150);
+    double loss[200];
+    ck_assert_int_eq(log_values(log, "\"loss\": ", "{\"step\": ", loss, 200), 150);
+    double first = 0, last = 0;
+    for (int i = 0; i < 15; i++) {
+        first += loss[i] / 15;
+        last += loss[135 + i] / 15;
+    }
+    ck_assert_msg(first > 1.5, "initial loss %g (chance is ln 10 = 2.3)", first);
+    ck_assert_msg(last < 0.5 * first, "loss %g over the first 15 steps, %g over the last 15", first, last);
+    double acc = 0, test_loss = 0;
+    st = evaluate(n, test, &acc, &test_loss);
+    ck_assert_msg(st == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_msg(acc > 0.6, "test accuracy %g after 150 steps (chance 0.1)", acc);
+    ck_assert(isfinite(test_loss) && test_loss < 1.5);
+    fclose(log);
+    dataset_free(train);
+    dataset_free(test);
+    tn_free(n, d);
+}
+END_TEST
+
+/* ---- checks and divergence ---- */
+
+START_TEST(test_check_classes)
+{
+    device *d;
+    net *n = tn_attached(RESUME_NET, NULL, &d);
+    dataset *five = NULL, *four = NULL;
+    ck_assert_int_eq(synthetic_make(32, 1, 8, 8, 5, 1, &five), VDNN_OK);
+    ck_assert_int_eq(synthetic_make(32, 1, 8, 8, 4, 1, &four), VDNN_OK);
+    ck_assert_int_eq(check_classes(n, four), VDNN_OK);
+    ck_assert_int_eq(check_classes(n, five), VDNN_EINVAL);
+    /* The file, a line of the layer that sets the classes ([connected] output on line
+     * 28, or the [softmax] header on line 29), and both counts. */
+    const char *msg = vdnn_errmsg();
+    ck_assert_msg(strstr(msg, TN_NAME ":28:") || strstr(msg, TN_NAME ":29:"), "message: %s", msg);
+    ck_assert_msg(strstr(msg, "4") && strstr(msg, "5"), "message: %s", msg);
+    /* train_run and evaluate check too. */
+    train_opts o = {2, NULL, NULL, NULL, 1, stdout, 0};
+    train_summary s;
+    ck_assert_int_eq(train_run(n, five, four, &o, &s), VDNN_EINVAL);
+    tn_msg_has(TN_NAME ":", "5");
+    ck_assert_int_eq(train_run(n, four, five, &o, &s), VDNN_EINVAL);
+    ck_assert_uint_eq(n->step, 0);
+    double acc, loss;
+    ck_assert_int_eq(evaluate(n, five, &acc, &loss), VDNN_EINVAL);
+    dataset_free(five);
+    dataset_free(four);
+    tn_free(n, d);
+}
+END_TEST
+
+/* One batch of the synthetic training set on the device at x, labels in n->labels. */
+static float *upload_batch(net *n, const dataset *train)
+{
+    float *x = NULL;
+    ck_assert_int_eq(device_alloc(n->dev, shape_bytes(n->input), "input", "x", (void **)&x), VDNN_OK);
+    size_t per = shape_per_item(n->input), bytes = shape_bytes(n->input);
+    float *h = malloc(bytes);
+    int32_t y[64];
+    ck_assert_int_le(n->input.n, 64);
+    for (int i = 0; i < n->input.n; i++) {
+        for (size_t k = 0; k < per; k++) h[i * per + k] = train->images[i * per + k] / 255.0f;
+        y[i] = train->labels[i];
+    }
+    ck_assert_int_eq(device_upload(n->dev, x, h, bytes), VDNN_OK);
+    ck_assert_int_eq(device_upload(n->dev, n->labels, y, (size_t)n->input.n * sizeof *y), VDNN_OK);
+    free(h);
+    return x;
+}
+
+/* Trains on one batch at `lr` until a step fails (at most 30 steps); returns the status
+ * and the steps taken before the failing one in *ok_steps. */
+static vdnn_status train_until_failure(const char *text, double lr, int *ok_steps)
+{
+    device *d;
+    net *n = tn_attached(text, NULL, &d);
+    dataset *train = NULL;
+    ck_assert_int_eq(synthetic_make(16, 1, 8, 8, 4, 1, &train), VDNN_OK);
+    float *x = upload_batch(n, train);
+    size_t used = pool_used_bytes(device_pool(d));
+    vdnn_status st = VDNN_OK;
+    int step;
+    for (step = 0; step < 30 && st == VDNN_OK; step++) {
+        step_result r;
+        st = net_train_step(n, x, 16, lr, &r);
+    }
+    *ok_steps = step - 1;
+    /* The failed step is not counted and returned everything it took from the pool. */
+    ck_assert_uint_eq(n->step, (uint64_t)*ok_steps);
+    ck_assert_uint_eq(pool_used_bytes(device_pool(d)), used);
+    snprintf(last_msg, sizeof last_msg, "%s", st == VDNN_OK ? "" : vdnn_errmsg());
+    device_free(d, x);
+    dataset_free(train);
+    tn_free(n, d);
+    return st;
+}
+
+START_TEST(test_huge_lr_diverges)
+{
+    /* Without a ReLU to die, lr 1e6 overflows the logits within a few steps. (With one,
+     * the net can die instead: its loss then grows without bound but stays finite.) */
+    int ok = 0;
+    vdnn_status st = train_until_failure(TN_HEAD "[convolutional]\nfilters = 4\nsize = 3\npad = 1\n"
+                                         "[connected]\noutput = 4\n[softmax]\n", 1e6, &ok);
+    ck_assert_msg(st == VDNN_ENUMERIC, "no ENUMERIC after %d steps at lr 1e6 (status %d)", ok, (int)st);
+    ck_assert_msg(strstr(last_msg, "loss") && strstr(last_msg, "step"), "message: %s", last_msg);
+    st = train_until_failure(TN_SMALL, 1e30, &ok);
+    ck_assert_msg(st == VDNN_ENUMERIC, "no ENUMERIC after %d steps at lr 1e30 (status %d)", ok, (int)st);
+    ck_assert_int_ge(ok, 1);
+}
+END_TEST
+
+START_TEST(test_nan_param)
+{
+    device *d;
+    net *n = tn_attached(TN_SMALL, NULL, &d);
+    dataset *train = NULL;
+    ck_assert_int_eq(synthetic_make(16, 1, 8, 8, 4, 1, &train), VDNN_OK);
+    float *x = upload_batch(n, train);
+    step_result r;
+    ck_assert_int_eq(net_train_step(n, x, 16, 0.01, &r), VDNN_OK);
+    ck_assert(isfinite(r.loss_sum));
+    param *w = tn_param(n, "fc4.weights");
+    ck_assert_ptr_nonnull(w);
+    size_t count = shape_count(w->shape);
+    float *before = tn_download(n, w->value, count);
+    before[count / 2] = NAN;
+    ck_assert_int_eq(device_upload(d, w->value, before, count * sizeof(float)), VDNN_OK);
+    size_t used = pool_used_bytes(device_pool(d));
+    ck_assert_int_eq(net_train_step(n, x, 16, 0.01, &r), VDNN_ENUMERIC);
+    tn_msg_has("loss", "step 2");
+    ck_assert_uint_eq(n->step, 1);
+    ck_assert_uint_eq(pool_used_bytes(device_pool(d)), used);
+    /* The weights were not updated by the failed step. */
+    float *after = tn_download(n, w->value, count);
+    ck_assert_int_eq(memcmp(before, after, count * sizeof(float)), 0);
+    free(before);
+    free(after);
+    device_free(d, x);
+    dataset_free(train);
+    tn_free(n, d);
+}
+END_TEST
+
+START_TEST(test_nan_keeps_checkpoint)
+{
+    char ck[512];
+    tmp_path(ck, sizeof ck, "last.ckpt");
+    device *d;
+    net *n = tn_attached(RESUME_NET, NULL, &d);
+    dataset *train = NULL, *test = NULL;
+    ck_assert_int_eq(dataset_load(&n->data, SPLIT_TRAIN, 1, 8, 8, &train), VDNN_OK);
+    ck_assert_int_eq(dataset_load(&n->data, SPLIT_TEST, 1, 8, 8, &test), VDNN_OK);
+    train_opts o = {5, ck, NULL, NULL, 1, stdout, 0};
+    train_summary s;
+    ck_assert_msg(train_run(n, train, test, &o, &s) == VDNN_OK, "%s", vdnn_errmsg());
+    size_t len = 0, len2 = 0;
+    char *before = tn_read(ck, &len);
+    ck_assert_ptr_nonnull(before);
+    /* The last layer's bias goes NaN: every logit is NaN from the next step on. */
+    param *b = tn_param(n, "fc6.bias");
+    ck_assert_ptr_nonnull(b);
+    tn_fill(n, b->value, shape_count(b->shape), NAN);
+    o.max_steps = 0;
+    vdnn_status st = train_run(n, train, test, &o, &s);
+    ck_assert_int_eq(st, VDNN_ENUMERIC);
+    tn_msg_has("loss", NULL);
+    char *after = tn_read(ck, &len2);
+    ck_assert_ptr_nonnull(after);
+    ck_assert_uint_eq(len, len2);
+    ck_assert_msg(memcmp(before, after, len) == 0, "a diverged run changed the last checkpoint");
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp", ck);
+    ck_assert(!tn_exists(tmp));
+    free(before);
+    free(after);
+    dataset_free(train);
+    dataset_free(test);
+    tn_free(n, d);
+}
+END_TEST
+
+static Suite *train_suite(void)
+{
+    Suite *s = suite_create("train");
+    TCase *resume = tcase_create("resume");
+    tcase_add_checked_fixture(resume, tmp_setup, tmp_teardown);
+    tcase_set_timeout(resume, 60);
+    tcase_add_test(resume, test_resume_mid_epoch);
+    tcase_add_test(resume, test_resume_at_epoch_boundary);
+    tcase_add_test(resume, test_resume_to_the_end);
+    tcase_add_test(resume, test_resume_twice);
+    tcase_add_test(resume, test_resume_other_seed);
+    tcase_add_test(resume, test_resume_missing_file);
+    suite_add_tcase(s, resume);
+
+    TCase *learn = tcase_create("learning");
+    tcase_set_timeout(learn, 120);
+    tcase_add_test(learn, test_loss_falls_synthetic);
+    tcase_add_test(learn, test_fashion_mnist);
+    suite_add_tcase(s, learn);
+
+    TCase *checks = tcase_create("checks");
+    tcase_add_checked_fixture(checks, tmp_setup, tmp_teardown);
+    tcase_add_test(checks, test_check_classes);
+    tcase_add_test(checks, test_huge_lr_diverges);
+    tcase_add_test(checks, test_nan_param);
+    tcase_add_test(checks, test_nan_keeps_checkpoint);
+    suite_add_tcase(s, checks);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(train_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

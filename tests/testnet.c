@@ -1,0 +1,174 @@
+/* Helpers shared by the net, checkpoint, trainer and CLI suites (see testnet.h). */
+#include "tests/testnet.h"
+
+#include <check.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+net *tn_parse(const char *text, const net_overrides *ov)
+{
+    net_overrides none = net_no_overrides();
+    net *n = NULL;
+    vdnn_status st = net_parse(text, TN_NAME, ov ? ov : &none, &n);
+    ck_assert_msg(st == VDNN_OK, "net_parse failed: %s", vdnn_errmsg());
+    ck_assert_ptr_nonnull(n);
+    return n;
+}
+
+void tn_msg_has(const char *a, const char *b)
+{
+    const char *msg = vdnn_errmsg();
+    ck_assert_msg(strstr(msg, a) != NULL, "message '%s' lacks '%s'", msg, a);
+    if (b) ck_assert_msg(strstr(msg, b) != NULL, "message '%s' lacks '%s'", msg, b);
+}
+
+void tn_parse_fails(const char *text, int status, const char *a, const char *b)
+{
+    net_overrides none = net_no_overrides();
+    net *n = (net *)&n;
+    vdnn_status st = net_parse(text, TN_NAME, &none, &n);
+    ck_assert_msg((int)st == status, "net_parse returned %d (want %d): %s", (int)st, status,
+                  st == VDNN_OK ? "(no message)" : vdnn_errmsg());
+    ck_assert_ptr_null(n);
+    tn_msg_has(a, b);
+}
+
+device *tn_device_for(const net *n)
+{
+    device_options o = {0};
+    o.kind = DEVICE_CPU;
+    o.threads = getenv("TN_THREADS") ? atoi(getenv("TN_THREADS")) : 0;
+    o.budget_bytes = net_train_bytes_bound(n) + 2 * pool_round(shape_bytes(n->input)) + (1 << 16);
+    device *d = NULL;
+    vdnn_status st = device_create(&o, &d);
+    ck_assert_msg(st == VDNN_OK, "device_create failed: %s", vdnn_errmsg());
+    return d;
+}
+
+net *tn_attached(const char *text, const net_overrides *ov, device **d)
+{
+    net *n = tn_parse(text, ov);
+    *d = tn_device_for(n);
+    vdnn_status st = net_attach(n, *d);
+    ck_assert_msg(st == VDNN_OK, "net_attach failed: %s", vdnn_errmsg());
+    return n;
+}
+
+void tn_free(net *n, device *d)
+{
+    net_free(n);
+    device_destroy(d);
+}
+
+float *tn_download(net *n, const float *dev, size_t count)
+{
+    float *h = malloc((count ? count : 1) * sizeof *h);
+    ck_assert_ptr_nonnull(h);
+    vdnn_status st = device_download(n->dev, h, dev, count * sizeof *h);
+    ck_assert_msg(st == VDNN_OK, "device_download failed: %s", vdnn_errmsg());
+    return h;
+}
+
+void tn_fill(net *n, float *dev, size_t count, float v)
+{
+    float *h = malloc((count ? count : 1) * sizeof *h);
+    ck_assert_ptr_nonnull(h);
+    for (size_t i = 0; i < count; i++) h[i] = v;
+    vdnn_status st = device_upload(n->dev, dev, h, count * sizeof *h);
+    free(h);
+    ck_assert_msg(st == VDNN_OK, "device_upload failed: %s", vdnn_errmsg());
+}
+
+param *tn_param(net *n, const char *name)
+{
+    for (int i = 0; i < n->nlayers; i++) {
+        layer *l = n->layers[i];
+        for (int j = 0; j < l->nparams; j++) {
+            char full[96];
+            snprintf(full, sizeof full, "%s.%s", l->name, l->params[j].name);
+            if (!strcmp(full, name)) return &l->params[j];
+        }
+    }
+    return NULL;
+}
+
+void tn_tmpdir(char *buf, size_t len, const char *tag)
+{
+    const char *root = getenv("TMPDIR");
+    snprintf(buf, len, "%s/vdnn_%s_XXXXXX", root && *root ? root : "/tmp", tag);
+    ck_assert_msg(mkdtemp(buf) != NULL, "mkdtemp(%s) failed", buf);
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+void tn_rmtree(const char *dir)
+{
+    if (dir && *dir) nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+const char *tn_join(char *buf, size_t len, const char *dir, const char *name)
+{
+    int k = snprintf(buf, len, "%s/%s", dir, name);
+    ck_assert_msg(k > 0 && (size_t)k < len, "path %s/%s is too long", dir, name);
+    return buf;
+}
+
+char *tn_read(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, n = 0;
+    char *p = malloc(cap);
+    while (p) {
+        n += fread(p + n, 1, cap - 1 - n, f);
+        if (n < cap - 1) break;
+        char *q = realloc(p, cap * 2);
+        if (!q) free(p);
+        p = q;
+        cap *= 2;
+    }
+    fclose(f);
+    ck_assert_ptr_nonnull(p);
+    p[n] = 0;
+    if (len) *len = n;
+    return p;
+}
+
+void tn_write(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_msg(f != NULL, "cannot write %s", path);
+    ck_assert_uint_eq(fwrite(data, 1, len, f), len);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+void tn_write_text(const char *path, const char *text)
+{
+    tn_write(path, text, strlen(text));
+}
+
+int tn_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+int tn_same_file(const char *a, const char *b)
+{
+    size_t la = 0, lb = 0;
+    char *pa = tn_read(a, &la), *pb = tn_read(b, &lb);
+    int same = pa && pb && la == lb && memcmp(pa, pb, la) == 0;
+    free(pa);
+    free(pb);
+    return same;
+}
