@@ -34,6 +34,7 @@ static vdnn_status alloc_layer(const layer_ops *ops, int index, shape4 in, layer
     l->in = in;
     l->out = in;
     l->offload = -1;
+    for (int p = 0; p < PASS_COUNT; p++) l->algo_pinned[p] = -1;
     snprintf(l->name, sizeof l->name, "%s%d", ops->prefix, index + 1);
     if (ops->priv_bytes) {
         l->priv = calloc(1, ops->priv_bytes);
@@ -79,15 +80,21 @@ vdnn_status layer_create_with(const layer_ops *ops, int index, shape4 in,
     return VDNN_OK;
 }
 
-void layer_destroy(layer *l, device *d)
+void layer_free_params(layer *l, device *d)
 {
-    if (!l) return;
     for (int i = 0; i < l->nparams && d; i++) {
         param *p = &l->params[i];
         if (p->value) device_free(d, p->value);
         if (p->grad) device_free(d, p->grad);
         if (p->momentum) device_free(d, p->momentum);
+        p->value = p->grad = p->momentum = NULL;
     }
+}
+
+void layer_destroy(layer *l, device *d)
+{
+    if (!l) return;
+    layer_free_params(l, d);
     free(l->priv);
     free(l);
 }
@@ -124,6 +131,7 @@ vdnn_status layer_alloc_params(layer *l, device *d, uint64_t seed)
             }
         }
         if (st != VDNN_OK) return st;
+        if (device_get_kind(d) == DEVICE_SIM) continue;
         float *h = malloc(bytes);
         if (!h) return vdnn_fail(VDNN_ENOMEM, "out of host memory initialising %s.%s", l->name, p->name);
         rng r;
@@ -151,14 +159,18 @@ size_t layer_param_bytes(const layer *l)
 
 vdnn_status layer_forward(layer *l, const exec_ctx *c, const float *x, float *y)
 {
-    if (device_get_kind(c->dev) == DEVICE_CPU) return l->ops->forward_cpu(l, c, x, y);
+    device_kind k = device_get_kind(c->dev);
+    if (k == DEVICE_SIM) return VDNN_OK;
+    if (k == DEVICE_CPU) return l->ops->forward_cpu(l, c, x, y);
     return vdnn_fail(VDNN_EDEVICE, "%s: no implementation for this device", l->name);
 }
 
 vdnn_status layer_backward(layer *l, const exec_ctx *c, const float *x, const float *y,
                            const float *dy, float *dx)
 {
-    if (device_get_kind(c->dev) == DEVICE_CPU) return l->ops->backward_cpu(l, c, x, y, dy, dx);
+    device_kind k = device_get_kind(c->dev);
+    if (k == DEVICE_SIM) return VDNN_OK;
+    if (k == DEVICE_CPU) return l->ops->backward_cpu(l, c, x, y, dy, dx);
     return vdnn_fail(VDNN_EDEVICE, "%s: no implementation for this device", l->name);
 }
 

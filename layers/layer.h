@@ -105,7 +105,8 @@ struct layer {
     int nparams;
     param params[LAYER_MAX_PARAMS];
     int algo[PASS_COUNT];     /* chosen algorithm per pass */
-    int offload;              /* config override: -1 the policy decides, 0 keep, 1 offload */
+    int algo_pinned[PASS_COUNT]; /* config override per pass: -1 the algo mode decides */
+    int offload;              /* config override for its input: -1 the policy decides, 0 keep, 1 offload */
     void *priv;               /* priv_bytes of per-type state; owned by the layer */
 };
 
@@ -129,6 +130,8 @@ void layer_destroy(layer *l, device *d);
  * pool and fills values per their init, from `seed` (deterministic). Momenta are zeroed. */
 vdnn_status layer_alloc_params(layer *l, device *d, uint64_t seed);
 size_t layer_param_bytes(const layer *l);   /* values + grads + momenta */
+/* Returns the params' device memory (layer_alloc_params undone). */
+void layer_free_params(layer *l, device *d);
 
 /* Forward/backward on whatever device c->dev is; the training loop never branches. */
 vdnn_status layer_forward(layer *l, const exec_ctx *c, const float *x, float *y);

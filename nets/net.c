@@ -49,9 +49,28 @@ net_overrides net_no_overrides(void)
     return o;
 }
 
+static const cfg_key memory_keys[] = {
+    {"budget", CFG_BYTES, 0, 4096, 1e15, NULL, 0, "device-memory budget (K/M/G suffixes)"},
+    {"policy", CFG_ENUM, 0, 0, 0, "none|all|conv", 0, "which feature maps are offloaded (default none)"},
+    {"algo", CFG_ENUM, 0, 0, 0, "perf|mem", 0, "convolution algorithms: fastest or smallest workspace (default perf)"},
+    {"sync", CFG_BOOL, 0, 0, 1, NULL, 0, "vDNN's per-layer barrier on both streams (default 0)"},
+    {NULL, 0, 0, 0, 0, NULL, 0, NULL},
+};
+
 static int is_meta(const char *name)
 {
-    return !strcmp(name, "net") || !strcmp(name, "train") || !strcmp(name, "data");
+    return !strcmp(name, "net") || !strcmp(name, "train") || !strcmp(name, "data") || !strcmp(name, "memory");
+}
+
+const char *policy_name(mem_policy p)
+{
+    static const char *names[] = {"none", "all", "conv"};
+    return p < POLICY_COUNT ? names[p] : "?";
+}
+
+const char *algo_mode_name(algo_mode a)
+{
+    return a == ALGO_MEM ? "mem" : "perf";
 }
 
 static const cfg_section *find_section(const cfg_file *f, const char *name)
@@ -67,15 +86,15 @@ static vdnn_status check_sections(const cfg_file *f)
     if (f->nsec == 0 || strcmp(f->sec[0].name, "net") != 0)
         return vdnn_fail(VDNN_EINVAL, "%s:%d: the first section must be [net] (batch, channels, height, width)",
                          f->path, f->nsec ? f->sec[0].line : 1);
-    const char *meta[] = {"net", "train", "data"};
-    for (int m = 0; m < 3; m++) {
+    const char *meta[] = {"net", "train", "data", "memory"};
+    for (int m = 0; m < 4; m++) {
         const cfg_section *first = NULL;
         for (int i = 0; i < f->nsec; i++) {
             if (strcmp(f->sec[i].name, meta[m])) continue;
             if (first) return cfg_error(f, &f->sec[i], NULL, "section given twice (first at line %d)", first->line);
             first = &f->sec[i];
         }
-        if (!first) return vdnn_fail(VDNN_EINVAL, "%s: missing section [%s]", f->path, meta[m]);
+        if (!first && m < 3) return vdnn_fail(VDNN_EINVAL, "%s: missing section [%s]", f->path, meta[m]);
     }
     for (int i = 0; i < f->nsec; i++) {
         const cfg_section *s = &f->sec[i];
@@ -86,7 +105,7 @@ static vdnn_status check_sections(const cfg_file *f)
                 strncat(known, ", ", sizeof known - strlen(known) - 1);
             }
             known[strlen(known) - 2] = 0;
-            return vdnn_fail(VDNN_EINVAL, "%s:%d: unknown section [%s] (known: net, train, data, %s)",
+            return vdnn_fail(VDNN_EINVAL, "%s:%d: unknown section [%s] (known: net, train, data, memory, %s)",
                              f->path, s->line, s->name, known);
         }
     }
@@ -151,6 +170,60 @@ static vdnn_status read_data(const cfg_file *f, int channels, data_cfg *d)
     return VDNN_OK;
 }
 
+/* Keys every layer section accepts besides its own: the memory plan's overrides. */
+static const cfg_key common_layer_keys[] = {
+    {"offload", CFG_BOOL, 0, 0, 1, NULL, 0, "offload this layer's input (1) or keep it (0), whatever the policy"},
+    {"algo", CFG_STRING, 0, 0, 0, NULL, 0, "convolution algorithm for every pass"},
+    {"algo_fwd", CFG_STRING, 0, 0, 0, NULL, 0, "convolution algorithm, forward"},
+    {"algo_bwd_data", CFG_STRING, 0, 0, 0, NULL, 0, "convolution algorithm, backward data"},
+    {"algo_bwd_filter", CFG_STRING, 0, 0, 0, NULL, 0, "convolution algorithm, backward filter"},
+    {NULL, 0, 0, 0, 0, NULL, 0, NULL},
+};
+
+static vdnn_status layer_keys(const layer_ops *ops, cfg_key *out, int max)
+{
+    int k = 0;
+    for (const cfg_key *c = ops->keys; c && c->name && k < max - 1; c++) out[k++] = *c;
+    for (const cfg_key *c = common_layer_keys; c->name && k < max - 1; c++) out[k++] = *c;
+    out[k] = no_keys[0];
+    return VDNN_OK;
+}
+
+static vdnn_status pin_algo(const cfg_file *f, const cfg_section *s, layer *l, const char *key, int pass)
+{
+    const char *v = cfg_str(s, key, NULL);
+    if (!v) return VDNN_OK;
+    if (!l->ops->algo_count)
+        return cfg_error(f, s, key, "[%s] has no algorithms to choose from", s->name);
+    char names[256] = "";
+    for (int a = 0; a < layer_algo_count(l, pass); a++) {
+        if (!strcmp(v, layer_algo_name(l, pass, a))) {
+            l->algo_pinned[pass] = a;
+            return VDNN_OK;
+        }
+        strncat(names, a ? ", " : "", sizeof names - strlen(names) - 1);
+        strncat(names, layer_algo_name(l, pass, a), sizeof names - strlen(names) - 1);
+    }
+    return cfg_error(f, s, key, "'%s' is not one of: %s", v, names);
+}
+
+static vdnn_status read_layer_memory_keys(const cfg_file *f, const cfg_section *s, layer *l)
+{
+    static const char *pass_keys[PASS_COUNT] = {"algo_fwd", "algo_bwd_data", "algo_bwd_filter"};
+    if (cfg_find(s, "offload")) l->offload = cfg_int(s, "offload", 0);
+    vdnn_status st = VDNN_OK;
+    for (int p = 0; p < PASS_COUNT && st == VDNN_OK; p++) st = pin_algo(f, s, l, "algo", p);
+    for (int p = 0; p < PASS_COUNT && st == VDNN_OK; p++) st = pin_algo(f, s, l, pass_keys[p], p);
+    return st;
+}
+
+int net_first_reader(const net *n, int j)
+{
+    if (j < n->nlayers && n->layers[j]->needs_input) return j;
+    if (j > 0 && n->layers[j - 1]->needs_output) return j - 1;
+    return -1;
+}
+
 static vdnn_status build_layers(net *n)
 {
     const cfg_file *f = n->cfg;
@@ -168,14 +241,22 @@ static vdnn_status build_layers(net *n)
             return cfg_error(f, prev, NULL, "[softmax] must be the last layer, but [%s] follows at line %d",
                              s->name, s->line);
         const layer_ops *ops = layer_find_type(s->name);
-        const cfg_key *keys = ops->keys ? ops->keys : no_keys;
-        vdnn_status st = cfg_check(f, s, keys);
+        cfg_key keys[64];
+        vdnn_status st = layer_keys(ops, keys, 64);
+        if (st == VDNN_OK) st = cfg_check(f, s, keys);
         if (st == VDNN_OK) st = layer_create(ops, n->nlayers, shape, f, s, &n->layers[n->nlayers]);
         if (st != VDNN_OK) return st;
         layer *l = n->layers[n->nlayers++];
-        for (int p = 0; p < PASS_COUNT; p++) l->algo[p] = layer_algo_count(l, p) - 1;
+        st = read_layer_memory_keys(f, s, l);
+        if (st != VDNN_OK) return st;
         shape = l->out;
         prev = s;
+    }
+    for (int i = 0; i < n->nlayers; i++) {
+        const layer *l = n->layers[i];
+        if (l->offload == 1 && (i == n->nlayers - 1 || net_first_reader(n, i) < 0))
+            return vdnn_fail(VDNN_EINVAL, "%s:%d: [%s] offload: no backward pass reads this layer's input, "
+                             "so there is nothing to offload", f->path, l->line, l->ops->type);
     }
     layer *last = n->layers[n->nlayers - 1];
     if (!last->is_loss)
@@ -183,6 +264,22 @@ static vdnn_status build_layers(net *n)
     n->classes = (int)shape_per_item(last->in);
     if (n->classes < 2)
         return cfg_error(f, prev, NULL, "the loss sees %d output(s); a classifier needs at least 2", n->classes);
+    return VDNN_OK;
+}
+
+static vdnn_status read_memory(const cfg_file *f, net *n)
+{
+    const cfg_section *s = find_section(f, "memory");
+    n->policy = POLICY_NONE;
+    n->algo = ALGO_PERF;
+    if (!s) return VDNN_OK;
+    vdnn_status st = cfg_check(f, s, memory_keys);
+    if (st != VDNN_OK) return st;
+    n->budget_bytes = cfg_bytes(s, "budget", 0);
+    const char *p = cfg_str(s, "policy", "none");
+    n->policy = !strcmp(p, "all") ? POLICY_ALL : !strcmp(p, "conv") ? POLICY_CONV : POLICY_NONE;
+    n->algo = !strcmp(cfg_str(s, "algo", "perf"), "mem") ? ALGO_MEM : ALGO_PERF;
+    n->sync_layers = cfg_int(s, "sync", 0);
     return VDNN_OK;
 }
 
@@ -199,6 +296,7 @@ static vdnn_status apply_net(net *n, const net_overrides *ov)
         return cfg_error(f, s, "batch", "the input batch is too large");
     st = read_train(f, &n->train);
     if (st == VDNN_OK) st = read_data(f, n->input.c, &n->data);
+    if (st == VDNN_OK) st = read_memory(f, n);
     if (st != VDNN_OK) return st;
     if (ov->epochs > 0) n->train.epochs = ov->epochs;
     if (ov->lr > 0) n->train.learning_rate = ov->lr;
@@ -207,15 +305,18 @@ static vdnn_status apply_net(net *n, const net_overrides *ov)
     return VDNN_OK;
 }
 
-static vdnn_status net_from_cfg(cfg_file *f, const net_overrides *ov, net **out)
+static vdnn_status net_from_cfg(cfg_file *f, int borrowed, const net_overrides *ov, net **out)
 {
     *out = NULL;
     net *n = calloc(1, sizeof *n);
     if (!n) {
-        cfg_free(f);
+        if (!borrowed) cfg_free(f);
         return vdnn_fail(VDNN_ENOMEM, "out of host memory");
     }
     n->cfg = f;
+    n->cfg_borrowed = borrowed;
+    n->ov = *ov;
+    n->ov.data_path = NULL;   /* not kept: the caller owns the string */
     vdnn_status st = check_sections(f);
     if (st == VDNN_OK) st = apply_net(n, ov);
     if (st == VDNN_OK) st = build_layers(n);
@@ -229,43 +330,71 @@ static vdnn_status net_from_cfg(cfg_file *f, const net_overrides *ov, net **out)
 
 vdnn_status net_load(const char *path, const net_overrides *ov, net **out)
 {
+    *out = NULL;
     cfg_file *f;
     vdnn_status st = cfg_load(path, &f);
     if (st != VDNN_OK) return st;
-    return net_from_cfg(f, ov, out);
+    return net_from_cfg(f, 0, ov, out);
+}
+
+vdnn_status net_clone(const net *n, net **out)
+{
+    return net_from_cfg(n->cfg, 1, &n->ov, out);
 }
 
 vdnn_status net_parse(const char *text, const char *name, const net_overrides *ov, net **out)
 {
+    *out = NULL;
     cfg_file *f;
     vdnn_status st = cfg_parse(text, name, &f);
     if (st != VDNN_OK) return st;
-    return net_from_cfg(f, ov, out);
+    return net_from_cfg(f, 0, ov, out);
 }
 
 void net_free(net *n)
 {
     if (!n) return;
-    for (int i = 0; i < n->nlayers; i++) layer_destroy(n->layers[i], n->dev);
-    if (n->dev && n->labels) device_free(n->dev, n->labels);
+    net_detach(n);
+    for (int i = 0; i < n->nlayers; i++) layer_destroy(n->layers[i], NULL);
     free(n->layers);
-    free(n->x);
-    free(n->dx);
-    cfg_free(n->cfg);
+    if (!n->cfg_borrowed) cfg_free(n->cfg);
     free(n);
+}
+
+void net_detach(net *n)
+{
+    if (!n->dev) return;
+    for (int i = 0; n->maps && i <= n->nlayers; i++) mm_destroy(n->dev, &n->maps[i]);
+    for (int i = 0; n->dx && i <= n->nlayers; i++)
+        if (n->dx[i]) device_free(n->dev, n->dx[i]);
+    for (int i = 0; i < n->nlayers; i++) layer_free_params(n->layers[i], n->dev);
+    if (n->labels) device_free(n->dev, n->labels);
+    pool_reclaim(device_pool(n->dev), 1);
+    free(n->maps);
+    free(n->dx);
+    n->maps = NULL;
+    n->dx = NULL;
+    n->labels = NULL;
+    n->dev = NULL;
 }
 
 vdnn_status net_attach(net *n, device *d)
 {
+    if (n->dev) return vdnn_fail(VDNN_EINVAL, "the net is already on a device");
     n->dev = d;
-    n->x = calloc((size_t)n->nlayers + 1, sizeof *n->x);
+    n->maps = calloc((size_t)n->nlayers + 1, sizeof *n->maps);
     n->dx = calloc((size_t)n->nlayers + 1, sizeof *n->dx);
-    if (!n->x || !n->dx) return vdnn_fail(VDNN_ENOMEM, "out of host memory");
+    if (!n->maps || !n->dx) return vdnn_fail(VDNN_ENOMEM, "out of host memory");
+    for (int j = 0; j <= n->nlayers; j++) {
+        snprintf(n->maps[j].name, sizeof n->maps[j].name, "x[%d]", j);
+        n->maps[j].first_reader = net_first_reader(n, j);
+    }
     for (int i = 0; i < n->nlayers; i++) {
         vdnn_status st = layer_alloc_params(n->layers[i], d, n->train.seed);
         if (st != VDNN_OK) return st;
     }
-    return device_alloc(d, (size_t)n->input.n * sizeof(int32_t), "input", "labels", (void **)&n->labels);
+    vdnn_status st = device_alloc(d, (size_t)n->input.n * sizeof(int32_t), "input", "labels", (void **)&n->labels);
+    return st;
 }
 
 size_t net_param_bytes(const net *n)
@@ -302,10 +431,12 @@ double net_lr_at(const train_cfg *t, int epoch)
 {
     switch (t->schedule) {
     case LR_STEP: return t->learning_rate * pow(t->gamma, epoch / t->step_epochs);
-    case LR_COSINE:
+    case LR_COSINE: {
+        /* a --lr below the config's min_lr makes the schedule flat at --lr */
+        double lo = t->min_lr < t->learning_rate ? t->min_lr : t->learning_rate;
         if (t->epochs <= 1) return t->learning_rate;
-        return t->min_lr + (t->learning_rate - t->min_lr) * 0.5 *
-                               (1 + cos(3.14159265358979323846 * epoch / (t->epochs - 1)));
+        return lo + (t->learning_rate - lo) * 0.5 * (1 + cos(3.14159265358979323846 * epoch / (t->epochs - 1)));
+    }
     case LR_CONST: break;
     }
     return t->learning_rate;

@@ -1,15 +1,20 @@
 /* A net: the config it came from, its chain of layers, and the iteration that runs it
- * on a device.
+ * on a device under a memory policy.
  *
  * net_load() reads a config file and infers every shape (no device needed: `vdnn info`
  * stops there). net_attach() puts the parameters on a device, from its pool. The
- * iteration allocates every feature map, gradient map and workspace from the pool when
- * it is needed and frees it as soon as its last reader is done:
- *  forward, layer i:  x[i+1] and the workspace come from the pool; in evaluation x[i]
- *                     is freed at once; in training x[i] is kept if a backward pass
- *                     reads it (layer i's needs_input, layer i-1's needs_output);
- *  backward, layer i: dx[i] and the workspace come from the pool; dx[i+1] is freed as
- *                     soon as layer i is done with it, and so is x[i+1]. */
+ * iteration (nets/iteration.c) takes every feature map, gradient map and workspace from
+ * the pool when it is needed and returns it as soon as its last reader is done, and
+ * offloads/prefetches feature maps as the policy says (DESIGN.md, "The iteration"):
+ *  forward, layer i:  x[i] is on the device; if the plan offloads x[i], its copy to host
+ *                     starts on the memory stream and overlaps layer i's compute; x[i+1]
+ *                     and the workspace come from the pool; after the layer, x[i] is
+ *                     released (after its copy, if offloaded) unless backward reads it
+ *                     from the device;
+ *  backward, layer i: the next offloaded map an earlier layer needs is prefetched first;
+ *                     layer i waits on events for its own inputs only; dx[i] and the
+ *                     workspace come from the pool; dx[i+1] and x[i+1] are freed as soon
+ *                     as layer i is done with them. */
 #ifndef VDNN_NET_H
 #define VDNN_NET_H
 
@@ -20,6 +25,16 @@
 #include "layers/layer.h"
 #include "nets/config.h"
 #include "vdnn/device.h"
+#include "vdnn/mm.h"
+#include "vdnn/trace.h"
+
+/* Which feature maps leave the device between forward and backward. */
+typedef enum { POLICY_NONE = 0, POLICY_ALL, POLICY_CONV, POLICY_COUNT } mem_policy;
+/* Which convolution algorithm each pass uses: fastest measured, or smallest workspace. */
+typedef enum { ALGO_PERF = 0, ALGO_MEM, ALGO_MODE_COUNT } algo_mode;
+
+const char *policy_name(mem_policy p);
+const char *algo_mode_name(algo_mode a);
 
 typedef enum { LR_CONST = 0, LR_STEP, LR_COSINE } lr_schedule;
 
@@ -35,24 +50,6 @@ typedef struct train_cfg {
     uint64_t seed;
 } train_cfg;
 
-typedef struct net {
-    cfg_file *cfg;            /* owned */
-    shape4 input;             /* (N, C, H, W): N is the batch */
-    int classes;              /* outputs of the last layer before softmax */
-    train_cfg train;
-    data_cfg data;
-    int nlayers;
-    layer **layers;           /* owned */
-    device *dev;              /* not owned; set by net_attach */
-    uint64_t step;            /* optimizer steps taken */
-    float **x;                /* (nlayers + 1) feature maps of the running iteration */
-    float **dx;               /* (nlayers + 1) gradient maps */
-    int32_t *labels;          /* device, (N) */
-    size_t peak_iter_bytes;   /* pool peak over the last iteration */
-} net;
-
-/* Overrides from the command line; a field < 0 (or 0 for doubles, NULL for strings)
- * leaves the config's value. */
 typedef struct net_overrides {
     int batch;
     int epochs;
@@ -61,6 +58,32 @@ typedef struct net_overrides {
     const char *data_path;
 } net_overrides;
 
+typedef struct net {
+    cfg_file *cfg;            /* owned unless cfg_borrowed (a clone) */
+    int cfg_borrowed;
+    net_overrides ov;         /* as given to net_load (data_path is not kept) */
+    shape4 input;             /* (N, C, H, W): N is the batch */
+    int classes;              /* outputs of the last layer before softmax */
+    train_cfg train;
+    data_cfg data;
+    int nlayers;
+    layer **layers;           /* owned */
+    mem_policy policy;        /* [memory] policy or --policy */
+    algo_mode algo;           /* [memory] algo or --algo */
+    size_t budget_bytes;      /* [memory] budget or --budget; 0: enough for the net */
+    int sync_layers;          /* vDNN's original per-layer barrier on both streams */
+    device *dev;              /* not owned; set by net_attach */
+    uint64_t step;            /* optimizer steps taken */
+    fmap *maps;               /* (nlayers + 1) feature maps x[i] with residency and plan */
+    float **dx;               /* (nlayers + 1) gradient maps */
+    int32_t *labels;          /* device, (N) */
+    size_t peak_iter_bytes;   /* pool high-water mark so far */
+    mm_stats stats;           /* offloaded/prefetched bytes and copy waits, cumulative */
+    trace *trace;             /* not owned; NULL: no trace */
+} net;
+
+/* Overrides from the command line (net_overrides above); a field < 0 (or 0 for doubles,
+ * NULL for strings) leaves the config's value. */
 net_overrides net_no_overrides(void);
 
 /* Loads and checks a config, applies overrides, builds the layers (shapes only).
@@ -69,10 +92,36 @@ vdnn_status net_load(const char *path, const net_overrides *ov, net **out);
 /* As net_load, from a string (tests). */
 vdnn_status net_parse(const char *text, const char *name, const net_overrides *ov, net **out);
 void net_free(net *n);
+/* A second net of the same config and overrides, sharing n's config (n must outlive
+ * it), with no device: for replaying n's iteration on a simulated device. */
+vdnn_status net_clone(const net *n, net **out);
 
 /* Allocates and initialises every parameter on `d` (from the seed), and the label
- * buffer. The net keeps `d` until net_free(). */
+ * buffer. The net keeps `d` until net_detach() or net_free(). */
 vdnn_status net_attach(net *n, device *d);
+/* Returns everything the net holds on its device (parameters, host buffers). */
+void net_detach(net *n);
+
+/* Sets the policy and plans which maps to offload: per-layer `offload=` overrides win.
+ * Sets each convolution's algorithm per pass for the mode (per-layer `algo` overrides
+ * win); ALGO_PERF measures on the attached device (or, unattached, assumes the
+ * largest-workspace algorithm is the fastest, an upper bound for memory). */
+vdnn_status net_plan(net *n, mem_policy p, algo_mode a);
+
+/* The smallest budget (bytes, a multiple of POOL_ALIGN) in which one training
+ * iteration of the net, planned as it is now, fits: found by replaying the iteration
+ * on a simulated device; the pool's behaviour is deterministic, so a real device with
+ * this budget has exactly this high-water mark. */
+vdnn_status net_min_budget(net *n, size_t *bytes);
+
+/* The minimum budget of every policy and algorithm mode: perf with the algorithms the
+ * net has now (measured once attached; before that the largest-workspace ones, an upper
+ * bound), mem with the smallest-workspace ones. The net's own plan is left as it was. */
+vdnn_status net_budget_table(net *n, size_t table[POLICY_COUNT][ALGO_MODE_COUNT]);
+
+/* The first layer, counting backward, whose backward pass reads x[j]: j if layer j reads
+ * its input, else j-1 if layer j-1 reads its output, else -1. */
+int net_first_reader(const net *n, int j);
 
 /* Sizes, for `info` and the default budget. */
 size_t net_param_bytes(const net *n);                 /* values, grads, momenta */
@@ -86,11 +135,11 @@ typedef struct step_result {
     int n;
 } step_result;
 
-/* One training step on a batch already on the device at x0 (n items, labels in
- * n->labels): forward, backward, SGD update with `lr`. x0 stays owned by the caller. */
-vdnn_status net_train_step(net *n, float *x0, int items, double lr, step_result *r);
+/* One training step on a batch in host memory (items x C x H x W floats, items labels):
+ * the input is copied into x[0] from the pool; forward, backward, SGD update with lr. */
+vdnn_status net_train_step(net *n, const float *x, const int32_t *y, int items, double lr, step_result *r);
 /* Forward in evaluation mode; adds to r. */
-vdnn_status net_eval_batch(net *n, float *x0, int items, step_result *r);
+vdnn_status net_eval_batch(net *n, const float *x, const int32_t *y, int items, step_result *r);
 
 /* The learning rate for `epoch` (0-based) under the schedule. */
 double net_lr_at(const train_cfg *t, int epoch);

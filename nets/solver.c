@@ -13,7 +13,7 @@ static void sgd_cpu(float *w, const float *g, float *v, size_t count, float lr, 
 
 vdnn_status solver_update(device *d, param *p, double lr, double momentum, double weight_decay)
 {
-    if (!p->trainable) return VDNN_OK;
+    if (!p->trainable || device_get_kind(d) == DEVICE_SIM) return VDNN_OK;
     float wd = p->decay ? (float)weight_decay : 0.0f;
     if (device_get_kind(d) == DEVICE_CPU) {
         sgd_cpu(p->value, p->grad, p->momentum, shape_count(p->shape), (float)lr, (float)momentum, wd);

@@ -16,35 +16,25 @@ vdnn_status check_classes(const net *n, const dataset *d)
                      d->source, d->classes, d->classes);
 }
 
-/* Host staging buffers and the device input buffer for one batch. */
+/* Host staging buffers (pinned on CUDA) for one batch; the iteration copies them into
+ * x[0] and the labels, which come from the pool. */
 typedef struct batch_io {
     float *host_x;      /* (N, C, H, W) */
     int32_t *host_y;    /* (N) */
-    float *dev_x;       /* device (N, C, H, W) */
 } batch_io;
 
 static vdnn_status io_open(net *n, batch_io *b)
 {
-    size_t bytes = shape_bytes(n->input);
-    b->host_x = device_host_alloc(n->dev, bytes);
+    b->host_x = device_host_alloc(n->dev, shape_bytes(n->input));
     b->host_y = device_host_alloc(n->dev, (size_t)n->input.n * sizeof(int32_t));
     if (!b->host_x || !b->host_y) return vdnn_fail(VDNN_ENOMEM, "out of host memory for the input batch");
-    return device_alloc(n->dev, bytes, "input", "x[0]", (void **)&b->dev_x);
+    return VDNN_OK;
 }
 
 static void io_close(net *n, batch_io *b)
 {
     device_host_free(n->dev, b->host_x);
     device_host_free(n->dev, b->host_y);
-    if (b->dev_x) device_free(n->dev, b->dev_x);
-}
-
-static vdnn_status upload(net *n, batch_io *b, int items)
-{
-    size_t per = shape_per_item(n->input) * sizeof(float);
-    vdnn_status st = device_upload(n->dev, b->dev_x, b->host_x, (size_t)items * per);
-    if (st == VDNN_OK) st = device_upload(n->dev, n->labels, b->host_y, (size_t)items * sizeof(int32_t));
-    return st;
 }
 
 vdnn_status evaluate(net *n, const dataset *d, double *acc, double *loss)
@@ -59,8 +49,7 @@ vdnn_status evaluate(net *n, const dataset *d, double *acc, double *loss)
     for (int items = 1; st == VDNN_OK;) {
         st = loader_next(ld, b.host_x, b.host_y, &items);
         if (st != VDNN_OK || items == 0) break;
-        st = upload(n, &b, items);
-        if (st == VDNN_OK) st = net_eval_batch(n, b.dev_x, items, &r);
+        st = net_eval_batch(n, b.host_x, b.host_y, items, &r);
     }
     loader_destroy(ld);
     io_close(n, &b);
@@ -141,13 +130,26 @@ static void report_epoch(progress *p, double test_acc, double test_loss, double 
 
 /* ---- the loop ---- */
 
-static vdnn_status save(net *n, const train_opts *o, loader *ld)
+/* Saves the position the loader will read next; at the end of an epoch that is the
+ * start of the next one, so a resumed run does not end (and evaluate) that epoch twice. */
+static vdnn_status save(net *n, const train_opts *o, loader *ld, int count)
 {
     if (!o->save_path) return VDNN_OK;
     int epoch, index;
     loader_position(ld, &epoch, &index);
+    if (index >= count) {
+        epoch++;
+        index = 0;
+    }
     ckpt_state s = {n->step, (uint64_t)epoch, (uint64_t)index, n->train.seed};
     return checkpoint_save(n, o->save_path, &s);
+}
+
+static int epoch_done(loader *ld, int count)
+{
+    int epoch, index;
+    loader_position(ld, &epoch, &index);
+    return index >= count;
 }
 
 static vdnn_status resume(net *n, const train_opts *o, int *epoch, int *index)
@@ -178,8 +180,7 @@ static vdnn_status run_epoch(net *n, loader *ld, batch_io *b, progress *p, doubl
         if (st != VDNN_OK || items == 0) return st;
         double t0 = vdnn_now_s();
         step_result r;
-        st = upload(n, b, items);
-        if (st == VDNN_OK) st = net_train_step(n, b->dev_x, items, lr, &r);
+        st = net_train_step(n, b->host_x, b->host_y, items, lr, &r);
         if (st != VDNN_OK) return st;
         double secs = vdnn_now_s() - t0;
         p->train_time += secs;
@@ -229,14 +230,15 @@ vdnn_status train_run(net *n, const dataset *train, const dataset *test, const t
         train_time += p.train_time;
         seen += p.seen;
         s->train_loss = p.seen ? p.loss_sum / p.seen : 0;
-        if (st != VDNN_OK || stop) break;
+        if (st != VDNN_OK || (stop && !epoch_done(ld, train->count))) break;
         if (test) st = evaluate(n, test, &s->test_acc, &s->test_loss);
         if (st == VDNN_OK) report_epoch(&p, s->test_acc, s->test_loss, lr);
-        if (st == VDNN_OK) st = save(n, o, ld);
+        if (st == VDNN_OK) st = save(n, o, ld, train->count);
+        if (stop) break;
     }
-    if (st == VDNN_OK && stop) {
+    if (st == VDNN_OK && stop && !epoch_done(ld, train->count)) {
         if (o->tty && !o->quiet) fprintf(o->out, "\r\033[K");
-        st = save(n, o, ld);
+        st = save(n, o, ld, train->count);
     }
     s->images_per_s = train_time > 0 ? seen / train_time : 0;
     s->pool_peak_bytes = pool_peak_bytes(device_pool(n->dev));

@@ -545,6 +545,29 @@ START_TEST(test_overrides_from_file)
 }
 END_TEST
 
+/* An --lr override below the config's min_lr must not turn the cosine schedule into a
+ * rising one: the config check (min_lr <= learning_rate) holds for the overridden rate
+ * too, either by refusing it or by a schedule that never exceeds the base rate. */
+START_TEST(test_lr_override_below_min_lr)
+{
+    net_overrides ov = net_no_overrides();
+    ov.lr = 0.0005;
+    net *n = NULL;
+    vdnn_status st = net_parse(TN_NET "[train]\nepochs = 5\nlearning_rate = 0.1\nlr_schedule = cosine\n"
+                               "min_lr = 0.001\n" TN_DATA TN_LAYERS, TN_NAME, &ov, &n);
+    if (st != VDNN_OK) {
+        ck_assert_int_eq(st, VDNN_EINVAL);
+        tn_msg_has("min_lr", NULL);
+        return;
+    }
+    for (int e = 0; e < 5; e++)
+        ck_assert_msg(net_lr_at(&n->train, e) <= n->train.learning_rate,
+                      "epoch %d: lr %g above the base rate %g (min_lr %g)", e, net_lr_at(&n->train, e),
+                      n->train.learning_rate, n->train.min_lr);
+    net_free(n);
+}
+END_TEST
+
 /* ---- learning-rate schedules ---- */
 
 START_TEST(test_lr_const)
@@ -645,6 +668,7 @@ static Suite *net_suite(void)
     TCase *ov = tcase_create("overrides");
     tcase_add_test(ov, test_overrides);
     tcase_add_test(ov, test_overrides_from_file);
+    tcase_add_test(ov, test_lr_override_below_min_lr);
     suite_add_tcase(s, ov);
 
     TCase *lr = tcase_create("schedules");

@@ -1,6 +1,6 @@
 /* Check suite for nets/trainer: exact resume (a run stopped and resumed from its
  * checkpoint writes the same bytes as an uninterrupted one, mid-epoch and at an epoch
- * boundary, with dropout and batch norm in the net), learning (the loss falls and test
+ * boundary, with dropout, batch norm and augmentation in the net), learning (the loss falls and test
  * accuracy beats chance, on synthetic data and on Fashion-MNIST when it is installed),
  * the class check, and divergence (a NaN stops training with ENUMERIC and the last
  * checkpoint stays as it was). */
@@ -16,12 +16,14 @@
 
 #define FMNIST_DIR "/usr/share/datasets/fashion-mnist"
 
-/* 200 training items at batch 16: 13 steps per epoch, the last one short (8 items). */
-#define RESUME_NET                                                                                   \
-    "[net]\nbatch = 16\nchannels = 1\nheight = 8\nwidth = 8\n"                                       \
-    "[train]\nepochs = 3\nlearning_rate = 0.05\nmomentum = 0.9\nweight_decay = 0.0005\nseed = 3\n"   \
-    "[data]\nset = synthetic\ntrain_size = 200\ntest_size = 48\nclasses = 4\n"                       \
-    "[convolutional]\nfilters = 4\nsize = 3\npad = 1\n[batchnorm]\n[relu]\n[maxpool]\nsize = 2\n"    \
+/* 200 training items at batch 16: 13 steps per epoch, the last one short (8 items).
+ * Dropout, batch norm and augmentation (random crops and flips) all draw randomness
+ * that an exact resume must repeat. */
+#define RESUME_NET                                                                                       \
+    "[net]\nbatch = 16\nchannels = 1\nheight = 8\nwidth = 8\n"                                           \
+    "[train]\nepochs = 3\nlearning_rate = 0.05\nmomentum = 0.9\nweight_decay = 0.0005\nseed = 3\n"       \
+    "[data]\nset = synthetic\ntrain_size = 200\ntest_size = 48\nclasses = 4\ncrop_pad = 1\nflip = 1\n" \
+    "[convolutional]\nfilters = 4\nsize = 3\npad = 1\n[batchnorm]\n[relu]\n[maxpool]\nsize = 2\n"        \
     "[dropout]\nprobability = 0.3\n[connected]\noutput = 4\n[softmax]\n"
 #define STEPS_PER_EPOCH 13
 
@@ -55,7 +57,8 @@ static vdnn_status run_train(const char *text, const net_overrides *ov, long lon
     ck_assert_msg(st == VDNN_OK, "%s", vdnn_errmsg());
     st = dataset_load(&n->data, SPLIT_TEST, n->input.c, n->input.h, n->input.w, &test);
     ck_assert_msg(st == VDNN_OK, "%s", vdnn_errmsg());
-    train_opts o = {max_steps, save, resume, log, 1, stdout, 0};
+    train_opts o = {.max_steps = max_steps, .save_path = save, .resume_path = resume, .log = log, .quiet = 1,
+                    .out = stdout};
     train_summary s;
     st = train_run(n, train, test, &o, &s);
     snprintf(last_msg, sizeof last_msg, "%s", st == VDNN_OK ? "" : vdnn_errmsg());
@@ -99,26 +102,75 @@ static void assert_same_bytes(const char *a, const char *b)
     ck_assert_msg(first == la, "%s and %s differ first at byte %zu of %zu", a, b, first, la);
 }
 
+/* The step lines of a JSON-lines log ({"step": ..., "loss": ...}), reduced to their
+ * step, epoch, loss and lr, one string each; free with free_lines(). */
+static char **step_lines(FILE *log, int *count)
+{
+    char line[1024], **out = NULL;
+    int n = 0;
+    rewind(log);
+    while (fgets(line, sizeof line, log)) {
+        if (strncmp(line, "{\"step\": ", 9) != 0) continue;
+        /* Only what must repeat exactly: timings differ from run to run. */
+        char kept[512] = "";
+        static const char *keys[] = {"\"step\": ", "\"epoch\": ", "\"loss\": ", "\"lr\": "};
+        for (int k = 0; k < 4; k++) {
+            const char *v = strstr(line, keys[k]);
+            ck_assert_msg(v != NULL, "log line without %s: %s", keys[k], line);
+            v += strlen(keys[k]);
+            size_t len = strcspn(v, ",}\n");
+            snprintf(kept + strlen(kept), sizeof kept - strlen(kept), "%s%.*s ", keys[k], (int)len, v);
+        }
+        out = realloc(out, (size_t)(n + 1) * sizeof *out);
+        ck_assert_ptr_nonnull(out);
+        out[n++] = strdup(kept);
+    }
+    *count = n;
+    return out;
+}
+
+static void free_lines(char **lines, int n)
+{
+    for (int i = 0; i < n; i++) free(lines[i]);
+    free(lines);
+}
+
 /* An uninterrupted run of `total` steps (0: to the end) against `first` steps, a save,
- * and a resumed run of the rest: the two final checkpoints hold the same bytes. */
+ * and a resumed run of the rest: the two final checkpoints hold the same bytes, and the
+ * resumed run logs the same step lines (step, epoch, loss, lr) as the whole one. */
 static void check_resume(long long first, long long total)
 {
     char a[512], b[512], c[512];
     tmp_path(a, sizeof a, "a.ckpt");
     tmp_path(b, sizeof b, "b.ckpt");
     tmp_path(c, sizeof c, "c.ckpt");
+    FILE *log_a = tmpfile(), *log_c = tmpfile();
+    ck_assert(log_a && log_c);
     train_summary sa, sb, sc;
-    run_ok(total, NULL, a, &sa);
+    vdnn_status st = run_train(RESUME_NET, NULL, total, NULL, a, log_a, &sa);
+    ck_assert_msg(st == VDNN_OK, "%s", last_msg);
     run_ok(first, NULL, b, &sb);
     ck_assert_int_eq(sb.steps, first);
     ck_assert_uint_eq(state_of(b).step, (uint64_t)first);
-    run_ok(total ? total - first : 0, b, c, &sc);
+    st = run_train(RESUME_NET, NULL, total ? total - first : 0, b, c, log_c, &sc);
+    ck_assert_msg(st == VDNN_OK, "%s", last_msg);
     ck_assert_int_eq(sa.steps, sb.steps + sc.steps);
     ck_assert_msg(!tn_same_file(a, b), "the first part's checkpoint equals the whole run's");
     assert_same_bytes(a, c);
     ckpt_state s = state_of(c);
     ck_assert_uint_eq(s.step, (uint64_t)sa.steps);
     ck_assert_uint_eq(s.seed, 3);
+    int na = 0, nc = 0;
+    char **la = step_lines(log_a, &na), **lc = step_lines(log_c, &nc);
+    ck_assert_int_eq(na, sa.steps);
+    ck_assert_int_eq(nc, sc.steps);
+    for (int i = 0; i < nc; i++)
+        ck_assert_msg(!strcmp(la[first + i], lc[i]), "step %lld: whole run logs %s resumed run logs %s",
+                      first + i + 1, la[first + i], lc[i]);
+    free_lines(la, na);
+    free_lines(lc, nc);
+    fclose(log_a);
+    fclose(log_c);
 }
 
 START_TEST(test_resume_mid_epoch)
@@ -258,7 +310,7 @@ START_TEST(test_fashion_mnist)
     ck_assert_int_eq(train->classes, 10);
     FILE *log = tmpfile();
     ck_assert_ptr_nonnull(log);
-    train_opts o = {150, NULL, NULL, log, 1, stdout, 0};
+    train_opts o = {.max_steps = 150, .log = log, .quiet = 1, .out = stdout};
     train_summary s;
     vdnn_status st = train_run(n, train, test, &o, &s);
     ck_assert_msg(st == VDNN_OK, "%s", vdnn_errmsg());
@@ -296,12 +348,12 @@ START_TEST(test_check_classes)
     ck_assert_int_eq(check_classes(n, four), VDNN_OK);
     ck_assert_int_eq(check_classes(n, five), VDNN_EINVAL);
     /* The file, a line of the layer that sets the classes ([connected] output on line
-     * 28, or the [softmax] header on line 29), and both counts. */
+     * 30, or the [softmax] header on line 31), and both counts. */
     const char *msg = vdnn_errmsg();
-    ck_assert_msg(strstr(msg, TN_NAME ":28:") || strstr(msg, TN_NAME ":29:"), "message: %s", msg);
+    ck_assert_msg(strstr(msg, TN_NAME ":30:") || strstr(msg, TN_NAME ":31:"), "message: %s", msg);
     ck_assert_msg(strstr(msg, "4") && strstr(msg, "5"), "message: %s", msg);
     /* train_run and evaluate check too. */
-    train_opts o = {2, NULL, NULL, NULL, 1, stdout, 0};
+    train_opts o = {.max_steps = 2, .quiet = 1, .out = stdout};
     train_summary s;
     ck_assert_int_eq(train_run(n, five, four, &o, &s), VDNN_EINVAL);
     tn_msg_has(TN_NAME ":", "5");
@@ -315,23 +367,30 @@ START_TEST(test_check_classes)
 }
 END_TEST
 
-/* One batch of the synthetic training set on the device at x, labels in n->labels. */
-static float *upload_batch(net *n, const dataset *train)
+/* The first batch of a data set as the floats and labels net_train_step takes (pixels
+ * scaled to [0, 1]); free with free_batch(). */
+typedef struct host_batch {
+    float *x;      /* (N, C, H, W) */
+    int32_t *y;    /* (N) */
+} host_batch;
+
+static host_batch first_batch(const net *n, const dataset *d)
 {
-    float *x = NULL;
-    ck_assert_int_eq(device_alloc(n->dev, shape_bytes(n->input), "input", "x", (void **)&x), VDNN_OK);
-    size_t per = shape_per_item(n->input), bytes = shape_bytes(n->input);
-    float *h = malloc(bytes);
-    int32_t y[64];
-    ck_assert_int_le(n->input.n, 64);
+    size_t per = shape_per_item(n->input);
+    host_batch b = {malloc(shape_bytes(n->input)), malloc((size_t)n->input.n * sizeof(int32_t))};
+    ck_assert(b.x && b.y);
+    ck_assert_int_ge(d->count, n->input.n);
     for (int i = 0; i < n->input.n; i++) {
-        for (size_t k = 0; k < per; k++) h[i * per + k] = train->images[i * per + k] / 255.0f;
-        y[i] = train->labels[i];
+        for (size_t k = 0; k < per; k++) b.x[i * per + k] = d->images[i * per + k] / 255.0f;
+        b.y[i] = d->labels[i];
     }
-    ck_assert_int_eq(device_upload(n->dev, x, h, bytes), VDNN_OK);
-    ck_assert_int_eq(device_upload(n->dev, n->labels, y, (size_t)n->input.n * sizeof *y), VDNN_OK);
-    free(h);
-    return x;
+    return b;
+}
+
+static void free_batch(host_batch *b)
+{
+    free(b->x);
+    free(b->y);
 }
 
 /* Trains on one batch at `lr` until a step fails (at most 30 steps); returns the status
@@ -342,20 +401,20 @@ static vdnn_status train_until_failure(const char *text, double lr, int *ok_step
     net *n = tn_attached(text, NULL, &d);
     dataset *train = NULL;
     ck_assert_int_eq(synthetic_make(16, 1, 8, 8, 4, 1, &train), VDNN_OK);
-    float *x = upload_batch(n, train);
+    host_batch b = first_batch(n, train);
     size_t used = pool_used_bytes(device_pool(d));
     vdnn_status st = VDNN_OK;
     int step;
     for (step = 0; step < 30 && st == VDNN_OK; step++) {
         step_result r;
-        st = net_train_step(n, x, 16, lr, &r);
+        st = net_train_step(n, b.x, b.y, 16, lr, &r);
     }
     *ok_steps = step - 1;
     /* The failed step is not counted and returned everything it took from the pool. */
     ck_assert_uint_eq(n->step, (uint64_t)*ok_steps);
     ck_assert_uint_eq(pool_used_bytes(device_pool(d)), used);
     snprintf(last_msg, sizeof last_msg, "%s", st == VDNN_OK ? "" : vdnn_errmsg());
-    device_free(d, x);
+    free_batch(&b);
     dataset_free(train);
     tn_free(n, d);
     return st;
@@ -382,9 +441,9 @@ START_TEST(test_nan_param)
     net *n = tn_attached(TN_SMALL, NULL, &d);
     dataset *train = NULL;
     ck_assert_int_eq(synthetic_make(16, 1, 8, 8, 4, 1, &train), VDNN_OK);
-    float *x = upload_batch(n, train);
+    host_batch b = first_batch(n, train);
     step_result r;
-    ck_assert_int_eq(net_train_step(n, x, 16, 0.01, &r), VDNN_OK);
+    ck_assert_int_eq(net_train_step(n, b.x, b.y, 16, 0.01, &r), VDNN_OK);
     ck_assert(isfinite(r.loss_sum));
     param *w = tn_param(n, "fc4.weights");
     ck_assert_ptr_nonnull(w);
@@ -393,7 +452,7 @@ START_TEST(test_nan_param)
     before[count / 2] = NAN;
     ck_assert_int_eq(device_upload(d, w->value, before, count * sizeof(float)), VDNN_OK);
     size_t used = pool_used_bytes(device_pool(d));
-    ck_assert_int_eq(net_train_step(n, x, 16, 0.01, &r), VDNN_ENUMERIC);
+    ck_assert_int_eq(net_train_step(n, b.x, b.y, 16, 0.01, &r), VDNN_ENUMERIC);
     tn_msg_has("loss", "step 2");
     ck_assert_uint_eq(n->step, 1);
     ck_assert_uint_eq(pool_used_bytes(device_pool(d)), used);
@@ -402,7 +461,7 @@ START_TEST(test_nan_param)
     ck_assert_int_eq(memcmp(before, after, count * sizeof(float)), 0);
     free(before);
     free(after);
-    device_free(d, x);
+    free_batch(&b);
     dataset_free(train);
     tn_free(n, d);
 }
@@ -417,7 +476,7 @@ START_TEST(test_nan_keeps_checkpoint)
     dataset *train = NULL, *test = NULL;
     ck_assert_int_eq(dataset_load(&n->data, SPLIT_TRAIN, 1, 8, 8, &train), VDNN_OK);
     ck_assert_int_eq(dataset_load(&n->data, SPLIT_TEST, 1, 8, 8, &test), VDNN_OK);
-    train_opts o = {5, ck, NULL, NULL, 1, stdout, 0};
+    train_opts o = {.max_steps = 5, .save_path = ck, .quiet = 1, .out = stdout};
     train_summary s;
     ck_assert_msg(train_run(n, train, test, &o, &s) == VDNN_OK, "%s", vdnn_errmsg());
     size_t len = 0, len2 = 0;
@@ -446,6 +505,74 @@ START_TEST(test_nan_keeps_checkpoint)
 }
 END_TEST
 
+START_TEST(test_step_items)
+{
+    device *d;
+    net *n = tn_attached(TN_SMALL, NULL, &d);
+    dataset *train = NULL;
+    ck_assert_int_eq(synthetic_make(16, 1, 8, 8, 4, 1, &train), VDNN_OK);
+    host_batch b = first_batch(n, train);
+    step_result r = {0};
+    ck_assert_int_eq(net_train_step(n, b.x, b.y, 17, 0.01, &r), VDNN_EINVAL);
+    tn_msg_has("17", "16");
+    ck_assert_int_eq(net_train_step(n, b.x, b.y, 0, 0.01, &r), VDNN_EINVAL);
+    ck_assert_int_eq(net_eval_batch(n, b.x, b.y, 17, &r), VDNN_EINVAL);
+    ck_assert_uint_eq(n->step, 0);
+    /* A short batch trains and counts its own items. */
+    ck_assert_int_eq(net_train_step(n, b.x, b.y, 5, 0.01, &r), VDNN_OK);
+    ck_assert_int_eq(r.n, 5);
+    ck_assert_int_le(r.correct, 5);
+    ck_assert(isfinite(r.loss_sum) && r.loss_sum > 0);
+    ck_assert_uint_eq(n->step, 1);
+    /* Evaluation adds to its result and leaves the step count alone. */
+    step_result e = {0};
+    ck_assert_int_eq(net_eval_batch(n, b.x, b.y, 16, &e), VDNN_OK);
+    ck_assert_int_eq(net_eval_batch(n, b.x, b.y, 16, &e), VDNN_OK);
+    ck_assert_int_eq(e.n, 32);
+    ck_assert_int_eq(e.correct % 2, 0);
+    ck_assert_uint_eq(n->step, 1);
+    free_batch(&b);
+    dataset_free(train);
+    tn_free(n, d);
+}
+END_TEST
+
+START_TEST(test_train_without_test_set)
+{
+    device *d;
+    net *n = tn_attached(RESUME_NET, NULL, &d);
+    dataset *train = NULL;
+    ck_assert_int_eq(dataset_load(&n->data, SPLIT_TRAIN, 1, 8, 8, &train), VDNN_OK);
+    train_opts o = {.max_steps = STEPS_PER_EPOCH + 2, .quiet = 1, .out = stdout};
+    train_summary s;
+    ck_assert_msg(train_run(n, train, NULL, &o, &s) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_int_eq(s.steps, STEPS_PER_EPOCH + 2);
+    ck_assert(s.test_acc < 0);
+    ck_assert_uint_eq(n->step, STEPS_PER_EPOCH + 2);
+    dataset_free(train);
+    tn_free(n, d);
+}
+END_TEST
+
+/* A step limit that falls on the last step of an epoch completes that epoch: its test
+ * evaluation and epoch log line happen, as they do without the limit (`vdnn train
+ * fmnist.cfg --steps 469` is exactly one epoch and should report it). */
+START_TEST(test_steps_end_at_epoch_end)
+{
+    FILE *log = tmpfile();
+    ck_assert_ptr_nonnull(log);
+    train_summary s;
+    vdnn_status st = run_train(RESUME_NET, NULL, STEPS_PER_EPOCH, NULL, NULL, log, &s);
+    ck_assert_msg(st == VDNN_OK, "%s", last_msg);
+    ck_assert_int_eq(s.steps, STEPS_PER_EPOCH);
+    double acc[4];
+    int lines = log_values(log, "\"test_acc\": ", NULL, acc, 4);
+    ck_assert_msg(lines == 1, "%d epoch lines after exactly one epoch of steps", lines);
+    ck_assert_msg(s.test_acc >= 0, "no test evaluation after exactly one epoch of steps");
+    fclose(log);
+}
+END_TEST
+
 static Suite *train_suite(void)
 {
     Suite *s = suite_create("train");
@@ -463,15 +590,23 @@ static Suite *train_suite(void)
     TCase *learn = tcase_create("learning");
     tcase_set_timeout(learn, 120);
     tcase_add_test(learn, test_loss_falls_synthetic);
-    tcase_add_test(learn, test_fashion_mnist);
+    tcase_add_test(learn, test_steps_end_at_epoch_end);
     suite_add_tcase(s, learn);
+
+    TCase *fm = tcase_create("fashion_mnist");
+    tcase_set_timeout(fm, 120);
+    tcase_add_test(fm, test_fashion_mnist);
+    suite_add_tcase(s, fm);
 
     TCase *checks = tcase_create("checks");
     tcase_add_checked_fixture(checks, tmp_setup, tmp_teardown);
+    tcase_set_timeout(checks, 60);
     tcase_add_test(checks, test_check_classes);
     tcase_add_test(checks, test_huge_lr_diverges);
     tcase_add_test(checks, test_nan_param);
     tcase_add_test(checks, test_nan_keeps_checkpoint);
+    tcase_add_test(checks, test_step_items);
+    tcase_add_test(checks, test_train_without_test_set);
     suite_add_tcase(s, checks);
     return s;
 }

@@ -41,7 +41,9 @@ device *tn_device_for(const net *n)
 {
     device_options o = {0};
     o.kind = DEVICE_CPU;
-    o.threads = getenv("TN_THREADS") ? atoi(getenv("TN_THREADS")) : 0;
+    /* One thread: these nets are tiny, and OpenMP teams spin badly when the machine is
+     * shared with other jobs (make -j, other suites). */
+    o.threads = 1;
     o.budget_bytes = net_train_bytes_bound(n) + 2 * pool_round(shape_bytes(n->input)) + (1 << 16);
     device *d = NULL;
     vdnn_status st = device_create(&o, &d);

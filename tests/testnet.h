@@ -33,8 +33,9 @@ void tn_parse_fails(const char *text, int status, const char *a, const char *b);
 /* The current vdnn_errmsg() contains `a` and, if non-NULL, `b`. */
 void tn_msg_has(const char *a, const char *b);
 
-/* A CPU device with room for training `n` (parameters, one iteration, the input batch
- * of the trainer and of evaluate()). Free with device_destroy() after net_free(). */
+/* A one-thread CPU device with room for training `n` (parameters, one iteration, the
+ * input batch of the trainer and of evaluate()). Free with device_destroy() after
+ * net_free(). */
 device *tn_device_for(const net *n);
 
 /* tn_parse + tn_device_for + net_attach. Free with tn_free(). */

@@ -16,6 +16,11 @@ int cli_error(void);
 
 /* Creates the device named by --device ("auto", "cpu", "cuda", "cuda:N") with a budget
  * (0: large enough for the net's training). */
-vdnn_status cli_device(const char *name, size_t budget, long long threads, const net *n, device **out);
+vdnn_status cli_device(const char *name, size_t budget, long long threads, double link_gbps, const net *n,
+                       device **out);
+
+/* Plans the attached net (policy, algorithms) and checks that the budget (0: none
+ * given) holds its iteration; if not, the error lists every policy's minimum. */
+vdnn_status cli_plan(net *n, size_t budget);
 
 #endif

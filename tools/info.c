@@ -5,6 +5,19 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Writes s as a JSON string literal. */
+static void json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
 static void json_layer(FILE *f, const layer *l, int last)
 {
     fprintf(f, "    {\"index\": %d, \"name\": \"%s\", \"type\": \"%s\", \"output\": [%d, %d, %d, %d], "
@@ -55,15 +68,26 @@ int cmd_info(int argc, char **argv)
     ov.batch = (int)batch;
     net *n;
     if (net_load(cfg, &ov, &n) != VDNN_OK) return cli_error();
+    size_t mins[POLICY_COUNT][ALGO_MODE_COUNT];
+    if (net_plan(n, n->policy, ALGO_PERF) != VDNN_OK || net_budget_table(n, mins) != VDNN_OK) {
+        net_free(n);
+        return cli_error();
+    }
     size_t maps = shape_bytes(n->input);
     for (int i = 0; i < n->nlayers; i++) maps += shape_bytes(n->layers[i]->out);
     size_t params = net_param_bytes(n), ws = net_max_workspace_bytes(n), bound = net_train_bytes_bound(n);
     if (json) {
-        printf("{\n  \"config\": \"%s\", \"input\": [%d, %d, %d, %d], \"classes\": %d,\n  \"layers\": [\n", cfg,
-               n->input.n, n->input.c, n->input.h, n->input.w, n->classes);
+        printf("{\n  \"config\": ");
+        json_str(stdout, cfg);
+        printf(", \"input\": [%d, %d, %d, %d], \"classes\": %d,\n  \"layers\": [\n", n->input.n, n->input.c,
+               n->input.h, n->input.w, n->classes);
         for (int i = 0; i < n->nlayers; i++) json_layer(stdout, n->layers[i], i == n->nlayers - 1);
         printf("  ],\n  \"param_bytes\": %zu, \"feature_map_bytes\": %zu, \"max_workspace_bytes\": %zu, "
-               "\"train_bytes_bound\": %zu\n}\n", params, maps, ws, bound);
+               "\"train_bytes_bound\": %zu,\n  \"min_budget_bytes\": {", params, maps, ws, bound);
+        for (int p = 0; p < POLICY_COUNT; p++)
+            printf("%s\"%s\": {\"perf\": %zu, \"mem\": %zu}", p ? ", " : "", policy_name((mem_policy)p),
+                   mins[p][ALGO_PERF], mins[p][ALGO_MEM]);
+        printf("}\n}\n");
     } else {
         char a[32], b[32], c[32], d[32];
         printf("%s: input %dx%dx%dx%d, %d classes, %d layers\n", cfg, n->input.n, n->input.c, n->input.h,
@@ -73,6 +97,14 @@ int cmd_info(int argc, char **argv)
         printf("totals: params+grads+momenta %s, feature maps %s, largest workspace %s, "
                "training needs at most %s\n", vdnn_fmt_bytes(params, a, sizeof a), vdnn_fmt_bytes(maps, b, sizeof b),
                vdnn_fmt_bytes(ws, c, sizeof c), vdnn_fmt_bytes(bound, d, sizeof d));
+        printf("minimum budget of one training iteration (exact, fragmentation included):\n");
+        printf("  %-6s %14s %14s   %s\n", "policy", "perf algos", "mem algos", "mem saved vs none/perf");
+        for (int p = 0; p < POLICY_COUNT; p++)
+            printf("  %-6s %14s %14s   %5.1f%% %5.1f%%\n", policy_name((mem_policy)p),
+                   vdnn_fmt_bytes(mins[p][ALGO_PERF], a, sizeof a), vdnn_fmt_bytes(mins[p][ALGO_MEM], b, sizeof b),
+                   100.0 * (1 - (double)mins[p][ALGO_PERF] / mins[POLICY_NONE][ALGO_PERF]),
+                   100.0 * (1 - (double)mins[p][ALGO_MEM] / mins[POLICY_NONE][ALGO_PERF]));
+        printf("  (perf assumes the largest-workspace algorithms; training measures them and may need less)\n");
     }
     net_free(n);
     return 0;

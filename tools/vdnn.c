@@ -1,4 +1,5 @@
 /* The vdnn command-line program: parse, build, run. */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -9,9 +10,10 @@
 
 static const char usage[] =
     "usage: vdnn COMMAND ...\n"
-    "  train CFG [--device auto|cpu] [--budget SIZE] [--data PATH] [--epochs N] [--steps N]\n"
-    "            [--batch N] [--lr X] [--seed N] [--threads N] [--save FILE] [--resume FILE]\n"
-    "            [--log FILE] [--quiet]\n"
+    "  train CFG [--device auto|cpu] [--budget SIZE] [--policy none|all|conv] [--algo perf|mem]\n"
+    "            [--link-gbps X] [--sync-layers] [--trace FILE] [--data PATH] [--epochs N]\n"
+    "            [--steps N] [--batch N] [--lr X] [--seed N] [--threads N] [--save FILE]\n"
+    "            [--resume FILE] [--log FILE] [--quiet]\n"
     "  test CFG --weights FILE [--data PATH] [--batch N] [--device D] [--threads N] [--log FILE]\n"
     "  info CFG [--batch N] [--json]\n"
     "See docs/cli.md.\n";
@@ -22,24 +24,103 @@ int cli_error(void)
     return 1;
 }
 
-vdnn_status cli_device(const char *name, size_t budget, long long threads, const net *n, device **out)
+/* With no budget given: room for the plan with the largest-workspace algorithms (what
+ * the perf measurement can pick at most), and an eighth more for the placement of
+ * whatever algorithms it does pick. */
+static size_t default_budget(const net *n)
+{
+    net *m = NULL;
+    size_t need = net_train_bytes_bound(n);
+    if (net_clone(n, &m) == VDNN_OK) {
+        size_t sim = 0;
+        m->policy = n->policy;
+        if (net_plan(m, n->policy, ALGO_PERF) == VDNN_OK && net_min_budget(m, &sim) == VDNN_OK && sim > need)
+            need = sim;
+    }
+    net_free(m);
+    return pool_round(need + need / 8);
+}
+
+vdnn_status cli_device(const char *name, size_t budget, long long threads, double link_gbps, const net *n,
+                       device **out)
 {
     device_options o = {0};
     if (!strcmp(name, "cpu") || !strcmp(name, "auto")) o.kind = DEVICE_CPU;
     else if (!strncmp(name, "cuda", 4) && (name[4] == 0 || name[4] == ':')) o.kind = DEVICE_CUDA;
     else return vdnn_fail(VDNN_EINVAL, "--device: '%s' is not one of auto, cpu, cuda, cuda:N", name);
-    o.budget_bytes = budget ? budget : net_train_bytes_bound(n) + pool_round(shape_bytes(n->input));
+    o.budget_bytes = budget ? budget : default_budget(n);
     o.threads = (int)threads;
+    o.link_gbps = link_gbps;
     return device_create(&o, out);
 }
 
+static const struct { mem_policy p; algo_mode a; } by_speed[] = {
+    {POLICY_NONE, ALGO_PERF}, {POLICY_CONV, ALGO_PERF}, {POLICY_ALL, ALGO_PERF},
+    {POLICY_NONE, ALGO_MEM}, {POLICY_CONV, ALGO_MEM}, {POLICY_ALL, ALGO_MEM},
+};
+
+/* The error for a budget below what the plan needs: every policy's minimum, and the
+ * fastest one that fits. */
+static vdnn_status budget_error(net *n, size_t budget, size_t need)
+{
+    size_t t[POLICY_COUNT][ALGO_MODE_COUNT];
+    vdnn_status st = net_budget_table(n, t);
+    if (st != VDNN_OK) return st;
+    char msg[1024], b[32];
+    int len = snprintf(msg, sizeof msg, "budget %s is below the %s", vdnn_fmt_bytes(budget, b, sizeof b),
+                       need ? "" : "parameters; ");
+    if (need) len += snprintf(msg + len, sizeof msg - len, "%s needed by policy %s with %s algorithms; ",
+                              vdnn_fmt_bytes(need, b, sizeof b), policy_name(n->policy), algo_mode_name(n->algo));
+    len += snprintf(msg + len, sizeof msg - len, "minimum budgets:");
+    for (size_t i = 0; i < sizeof by_speed / sizeof *by_speed; i++)
+        len += snprintf(msg + len, sizeof msg - len, " %s/%s %s%s", policy_name(by_speed[i].p),
+                        algo_mode_name(by_speed[i].a), vdnn_fmt_bytes(t[by_speed[i].p][by_speed[i].a], b, sizeof b),
+                        i + 1 < sizeof by_speed / sizeof *by_speed ? "," : "");
+    for (size_t i = 0; i < sizeof by_speed / sizeof *by_speed; i++)
+        if (t[by_speed[i].p][by_speed[i].a] <= budget) {
+            snprintf(msg + len, sizeof msg - len, "; the fastest that fits: --policy %s --algo %s",
+                     policy_name(by_speed[i].p), algo_mode_name(by_speed[i].a));
+            return vdnn_fail(VDNN_EBUDGET, "%s", msg);
+        }
+    snprintf(msg + len, sizeof msg - len, "; none fits: raise --budget to at least %s",
+             vdnn_fmt_bytes(t[POLICY_ALL][ALGO_MEM], b, sizeof b));
+    return vdnn_fail(VDNN_EBUDGET, "%s", msg);
+}
+
+vdnn_status cli_plan(net *n, size_t budget)
+{
+    vdnn_status st = net_plan(n, n->policy, n->algo);
+    size_t need = 0;
+    if (st == VDNN_OK) st = net_min_budget(n, &need);
+    if (st == VDNN_OK && budget && need > budget) return budget_error(n, budget, need);
+    return st;
+}
+
 typedef struct run_flags {
-    const char *device, *data, *save, *resume, *log, *weights;
+    const char *device, *data, *save, *resume, *log, *weights, *policy, *algo, *trace;
     long long epochs, steps, batch, seed, threads;
-    double lr;
+    double lr, link_gbps;
     size_t budget;
-    int quiet;
+    int quiet, sync_layers;
 } run_flags;
+
+static vdnn_status apply_memory_flags(net *n, const run_flags *f)
+{
+    if (f->policy) {
+        int p = 0;
+        while (p < POLICY_COUNT && strcmp(f->policy, policy_name((mem_policy)p))) p++;
+        if (p == POLICY_COUNT) return vdnn_fail(VDNN_EINVAL, "--policy: '%s' is not one of none, all, conv", f->policy);
+        n->policy = (mem_policy)p;
+    }
+    if (f->algo) {
+        if (strcmp(f->algo, "perf") && strcmp(f->algo, "mem"))
+            return vdnn_fail(VDNN_EINVAL, "--algo: '%s' is not one of perf, mem", f->algo);
+        n->algo = !strcmp(f->algo, "mem") ? ALGO_MEM : ALGO_PERF;
+    }
+    if (f->budget) n->budget_bytes = f->budget;
+    if (f->sync_layers) n->sync_layers = 1;
+    return VDNN_OK;
+}
 
 static vdnn_status open_all(const char *cfg, run_flags *f, int need_train, net **n, device **d,
                             dataset **train, dataset **test)
@@ -51,8 +132,13 @@ static vdnn_status open_all(const char *cfg, run_flags *f, int need_train, net *
     ov.seed = f->seed;
     ov.data_path = f->data;
     vdnn_status st = net_load(cfg, &ov, n);
-    if (st == VDNN_OK) st = cli_device(f->device, f->budget, f->threads, *n, d);
-    if (st == VDNN_OK) st = net_attach(*n, *d);
+    if (st == VDNN_OK) st = apply_memory_flags(*n, f);
+    if (st == VDNN_OK) st = cli_device(f->device, (*n)->budget_bytes, f->threads, f->link_gbps, *n, d);
+    if (st == VDNN_OK) {
+        st = net_attach(*n, *d);
+        if (st == VDNN_EBUDGET) st = budget_error(*n, (*n)->budget_bytes, 0);
+    }
+    if (st == VDNN_OK) st = cli_plan(*n, (*n)->budget_bytes);
     const data_cfg *dc = &(*n)->data;
     shape4 in = st == VDNN_OK ? (*n)->input : shape_make(0, 0, 0, 0);
     if (st == VDNN_OK && need_train) st = dataset_load(dc, SPLIT_TRAIN, in.c, in.h, in.w, train);
@@ -68,11 +154,23 @@ static void close_all(net *n, device *d, dataset *train, dataset *test)
     device_destroy(d);
 }
 
+/* Fails now, not after hours of training, when the checkpoint cannot be written. */
+static vdnn_status check_writable(const char *path)
+{
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return vdnn_fail(VDNN_EIO, "--save: cannot write %s: %s", tmp, strerror(errno));
+    fclose(f);
+    remove(tmp);
+    return VDNN_OK;
+}
+
 static FILE *open_log(const char *path)
 {
     if (!path) return NULL;
     FILE *f = fopen(path, "w");
-    if (!f) vdnn_fail(VDNN_EIO, "--log: cannot write %s", path);
+    if (!f) vdnn_fail(VDNN_EIO, "--log: cannot write %s: %s", path, strerror(errno));
     return f;
 }
 
@@ -87,7 +185,10 @@ int cmd_train(int argc, char **argv)
         {"--lr", ARG_FLOAT, &f.lr, 1e-12, 100, "", 0}, {"--seed", ARG_INT, &f.seed, 0, 2147483647, "", 0},
         {"--threads", ARG_INT, &f.threads, 1, 1024, "", 0}, {"--save", ARG_STRING, &f.save, 0, 0, "", 0},
         {"--resume", ARG_STRING, &f.resume, 0, 0, "", 0}, {"--log", ARG_STRING, &f.log, 0, 0, "", 0},
-        {"--quiet", ARG_FLAG, &f.quiet, 0, 0, "", 0}, {NULL, 0, NULL, 0, 0, NULL, 0},
+        {"--quiet", ARG_FLAG, &f.quiet, 0, 0, "", 0}, {"--policy", ARG_STRING, &f.policy, 0, 0, "", 0},
+        {"--algo", ARG_STRING, &f.algo, 0, 0, "", 0}, {"--link-gbps", ARG_FLOAT, &f.link_gbps, 0.001, 1e4, "", 0},
+        {"--sync-layers", ARG_FLAG, &f.sync_layers, 0, 0, "", 0}, {"--trace", ARG_STRING, &f.trace, 0, 0, "", 0},
+        {NULL, 0, NULL, 0, 0, NULL, 0},
     };
     if (args_parse(argc, argv, 2, specs, &cfg, 1, "vdnn train CFG [flags] (see vdnn --help)") != VDNN_OK)
         return cli_error();
@@ -95,16 +196,24 @@ int cmd_train(int argc, char **argv)
     device *d = NULL;
     dataset *train = NULL, *test = NULL;
     FILE *log = NULL;
+    trace *tr = NULL;
     vdnn_status st = open_all(cfg, &f, 1, &n, &d, &train, &test);
     if (st == VDNN_OK && f.log && !(log = open_log(f.log))) st = VDNN_EIO;
+    if (st == VDNN_OK && f.save) st = check_writable(f.save);
+    if (st == VDNN_OK && f.trace) st = trace_open(f.trace, &tr);
+    if (st == VDNN_OK && tr) {
+        n->trace = tr;
+        device_set_trace(d, tr);
+    }
     train_opts o = {f.steps, f.save, f.resume, log, f.quiet, stdout, 0};
     if (st == VDNN_OK && isatty(fileno(stderr)) && !f.quiet) {
         o.tty = 1;
         o.out = stderr;
     }
     if (st == VDNN_OK && !f.quiet)
-        fprintf(o.out, "vdnn: training %s on %s: %d train / %d test images, batch %d, %d epochs\n", cfg,
-                device_describe(d), train->count, test->count, n->input.n, n->train.epochs);
+        fprintf(o.out, "vdnn: training %s on %s: %d train / %d test images, batch %d, %d epochs, policy %s, "
+                "%s algorithms\n", cfg, device_describe(d), train->count, test->count, n->input.n, n->train.epochs,
+                policy_name(n->policy), algo_mode_name(n->algo));
     train_summary s;
     if (st == VDNN_OK) st = train_run(n, train, test, &o, &s);
     if (st == VDNN_OK && !f.quiet) {
@@ -113,6 +222,12 @@ int cmd_train(int argc, char **argv)
                 vdnn_fmt_bytes(s.pool_peak_bytes, peak, sizeof peak));
         if (s.test_acc >= 0) fprintf(o.out, ", test accuracy %.2f%%", 100 * s.test_acc);
         fprintf(o.out, "%s%s\n", f.save ? ", saved " : "", f.save ? f.save : "");
+    }
+    if (tr) {
+        device_stream_sync(d, STREAM_MEMORY);
+        device_set_trace(d, NULL);
+        vdnn_status tst = trace_close(tr);
+        if (st == VDNN_OK) st = tst;
     }
     int rc = st == VDNN_OK ? 0 : cli_error();
     if (log) fclose(log);

@@ -23,6 +23,7 @@ vdnn_status device_create(const device_options *opt, device **out)
     if (opt->budget_bytes < POOL_ALIGN)
         return vdnn_fail(VDNN_EINVAL, "device budget of %zu bytes is too small", opt->budget_bytes);
     if (opt->kind == DEVICE_CUDA) return device_create_cuda(opt, out);
+    if (opt->kind == DEVICE_SIM) return device_create_sim(opt, out);
     return device_create_cpu(opt, out);
 }
 
@@ -42,18 +43,24 @@ pool *device_pool(device *d) { return d->pool; }
 
 vdnn_status device_alloc(device *d, size_t bytes, const char *layer, const char *tensor, void **ptr)
 {
+    return device_alloc_at(d, bytes, 0, layer, tensor, ptr);
+}
+
+vdnn_status device_alloc_at(device *d, size_t bytes, int high, const char *layer, const char *tensor, void **ptr)
+{
     size_t off = 0;
-    vdnn_status st = pool_alloc(d->pool, bytes, layer, tensor, &off);
-    *ptr = st == VDNN_OK ? d->slab + off : NULL;
+    vdnn_status st = pool_alloc_at(d->pool, bytes, high, layer, tensor, &off);
+    /* integer arithmetic: the simulator's slab is a token, not memory */
+    *ptr = st == VDNN_OK ? (void *)((uintptr_t)d->slab + off) : NULL;
     return st;
 }
 
 static vdnn_status offset_of(device *d, const void *ptr, size_t *off)
 {
-    const char *p = ptr;
-    if (!p || p < d->slab || p >= d->slab + d->budget_bytes)
+    uintptr_t p = (uintptr_t)ptr, base = (uintptr_t)d->slab;
+    if (!ptr || p < base || p >= base + d->budget_bytes)
         return vdnn_fail(VDNN_EINVAL, "device free of a pointer outside the device pool");
-    *off = (size_t)(p - d->slab);
+    *off = (size_t)(p - base);
     return VDNN_OK;
 }
 
@@ -80,8 +87,19 @@ void device_host_free(device *d, void *ptr) { if (ptr) d->impl->host_free(d, ptr
 
 vdnn_status device_copy(device *d, stream_id s, void *dst, const void *src, size_t bytes, copy_kind k)
 {
+    return device_copy_tagged(d, s, dst, src, bytes, k, NULL);
+}
+
+vdnn_status device_copy_tagged(device *d, stream_id s, void *dst, const void *src, size_t bytes, copy_kind k,
+                               const char *tag)
+{
     if (!bytes) return VDNN_OK;
-    return d->impl->copy(d, s, dst, src, bytes, k);
+    return d->impl->copy(d, s, dst, src, bytes, k, tag);
+}
+
+void device_set_trace(device *d, trace *t)
+{
+    if (d->impl->set_trace) d->impl->set_trace(d, t);
 }
 
 vdnn_status device_upload(device *d, void *dst_dev, const void *src_host, size_t bytes)

@@ -21,7 +21,9 @@
 #include "vdnn/pool.h"
 #include "vdnn/status.h"
 
-typedef enum { DEVICE_CPU = 0, DEVICE_CUDA = 1 } device_kind;
+/* DEVICE_SIM replays the iteration on sizes only: its pool is real, its memory is not
+ * (pointers are tokens), copies and compute do nothing. The planner runs on it. */
+typedef enum { DEVICE_CPU = 0, DEVICE_CUDA = 1, DEVICE_SIM = 2 } device_kind;
 typedef enum { STREAM_COMPUTE = 0, STREAM_MEMORY = 1 } stream_id;
 typedef enum { COPY_H2D = 0, COPY_D2H = 1, COPY_D2D = 2, COPY_H2H = 3 } copy_kind;
 
@@ -47,6 +49,8 @@ pool *device_pool(device *d);
 
 /* Device memory from the pool. `layer` and `tensor` name the request in a budget error. */
 vdnn_status device_alloc(device *d, size_t bytes, const char *layer, const char *tensor, void **ptr);
+/* As device_alloc; `high` takes it from the high end (for short-lived buffers). */
+vdnn_status device_alloc_at(device *d, size_t bytes, int high, const char *layer, const char *tensor, void **ptr);
 vdnn_status device_free(device *d, void *ptr);
 /* Frees once `ev` completes; takes ownership of the caller's reference to `ev`. */
 vdnn_status device_free_after(device *d, void *ptr, dev_event *ev);
@@ -58,6 +62,14 @@ void device_host_free(device *d, void *ptr);
 /* Enqueues a copy on `stream`. On STREAM_MEMORY it returns at once; the caller keeps
  * src and dst alive and unmodified until an event recorded after it completes. */
 vdnn_status device_copy(device *d, stream_id stream, void *dst, const void *src, size_t bytes, copy_kind kind);
+
+/* As device_copy; a memory-stream copy with a tag appears in the trace under that name. */
+vdnn_status device_copy_tagged(device *d, stream_id stream, void *dst, const void *src, size_t bytes,
+                               copy_kind kind, const char *tag);
+
+/* Traces memory-stream copies into `t` (NULL: stop); the trace is not owned. */
+struct trace;
+void device_set_trace(device *d, struct trace *t);
 
 /* Synchronous helpers, for set-up, checkpoints and tests. */
 vdnn_status device_upload(device *d, void *dst_dev, const void *src_host, size_t bytes);

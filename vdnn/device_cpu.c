@@ -15,12 +15,15 @@
 #include <time.h>
 
 #include "vdnn/device_impl.h"
+#include "vdnn/trace.h"
 
 typedef struct copy_req {
     void *dst;
     const void *src;
     size_t bytes;
     int over_link;            /* H2D or D2H: crosses the (throttled) link */
+    char tag[28];             /* trace name; empty: untraced */
+    copy_kind kind;
 } copy_req;
 
 typedef struct cpu_state {
@@ -32,6 +35,7 @@ typedef struct cpu_state {
     uint64_t submitted, completed;
     int stop;
     double bytes_per_s;       /* 0: unthrottled */
+    trace *trace;             /* copies are traced here when set; not owned */
 } cpu_state;
 
 static cpu_state *state(device *d) { return d->priv; }
@@ -60,8 +64,12 @@ static void *copy_engine(void *arg)
         while (!s->len && !s->stop) pthread_cond_wait(&s->cv_work, &s->mu);
         if (!s->len) break;
         copy_req r = s->queue[s->head];
+        trace *tr = s->trace;
         pthread_mutex_unlock(&s->mu);
+        double t0 = vdnn_now_s();
         throttled_copy(s, r.dst, r.src, r.bytes, r.over_link);
+        if (tr && r.tag[0])
+            trace_slice(tr, TRACE_TRACK_MEMORY, r.tag, r.kind == COPY_D2H ? "offload" : "prefetch", t0, vdnn_now_s());
         pthread_mutex_lock(&s->mu);
         s->head = (s->head + 1) % s->cap;
         s->len--;
@@ -72,7 +80,7 @@ static void *copy_engine(void *arg)
     return NULL;
 }
 
-static vdnn_status enqueue(cpu_state *s, void *dst, const void *src, size_t bytes, int over_link)
+static vdnn_status enqueue(cpu_state *s, const copy_req *req)
 {
     pthread_mutex_lock(&s->mu);
     if (s->len == s->cap) {
@@ -88,7 +96,7 @@ static vdnn_status enqueue(cpu_state *s, void *dst, const void *src, size_t byte
         s->cap = ncap;
         s->head = 0;
     }
-    s->queue[(s->head + s->len) % s->cap] = (copy_req){dst, src, bytes, over_link};
+    s->queue[(s->head + s->len) % s->cap] = *req;
     s->len++;
     s->submitted++;
     pthread_cond_signal(&s->cv_work);
@@ -96,11 +104,16 @@ static vdnn_status enqueue(cpu_state *s, void *dst, const void *src, size_t byte
     return VDNN_OK;
 }
 
-static vdnn_status cpu_copy(device *d, stream_id sid, void *dst, const void *src, size_t bytes, copy_kind k)
+static vdnn_status cpu_copy(device *d, stream_id sid, void *dst, const void *src, size_t bytes, copy_kind k,
+                            const char *tag)
 {
     cpu_state *s = state(d);
     int over_link = k == COPY_H2D || k == COPY_D2H;
-    if (sid == STREAM_MEMORY) return enqueue(s, dst, src, bytes, over_link);
+    if (sid == STREAM_MEMORY) {
+        copy_req r = {dst, src, bytes, over_link, "", k};
+        if (tag) snprintf(r.tag, sizeof r.tag, "%s %s", k == COPY_D2H ? "offload" : "prefetch", tag);
+        return enqueue(s, &r);
+    }
     throttled_copy(s, dst, src, bytes, over_link);
     return VDNN_OK;
 }
@@ -190,7 +203,16 @@ static void cpu_destroy(device *d)
     free(d);
 }
 
+static void cpu_set_trace(device *d, trace *t)
+{
+    cpu_state *s = state(d);
+    pthread_mutex_lock(&s->mu);
+    s->trace = t;
+    pthread_mutex_unlock(&s->mu);
+}
+
 static const device_impl cpu_impl = {
+    .set_trace = cpu_set_trace,
     .destroy = cpu_destroy,
     .host_alloc = cpu_host_alloc,
     .host_free = cpu_host_free,

@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 
 #include "vdnn/device.h"
+#include "vdnn/trace.h"
 
 struct dev_event {
     atomic_int refs;
@@ -17,7 +18,9 @@ typedef struct device_impl {
     void (*destroy)(device *d);
     void *(*host_alloc)(device *d, size_t bytes);
     void (*host_free)(device *d, void *ptr);
-    vdnn_status (*copy)(device *d, stream_id s, void *dst, const void *src, size_t bytes, copy_kind k);
+    vdnn_status (*copy)(device *d, stream_id s, void *dst, const void *src, size_t bytes, copy_kind k,
+                        const char *tag);
+    void (*set_trace)(device *d, trace *t);
     vdnn_status (*zero)(device *d, void *dst, size_t bytes);
     vdnn_status (*record)(device *d, stream_id s, dev_event *ev);
     int (*done)(device *d, dev_event *ev);
@@ -42,5 +45,6 @@ vdnn_status device_init_pool(device *d);
 
 vdnn_status device_create_cpu(const device_options *opt, device **out);
 vdnn_status device_create_cuda(const device_options *opt, device **out);
+vdnn_status device_create_sim(const device_options *opt, device **out);
 
 #endif

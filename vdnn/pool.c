@@ -111,12 +111,18 @@ static block *oldest_pending(pool *p)
     return best;
 }
 
-static block *best_fit(pool *p, size_t size)
+/* Low requests take the lowest free block that fits, high requests the highest: feature
+ * maps pack from the bottom of the slab and short-lived buffers from the top, so the
+ * free space between them stays in one piece. */
+static block *find_fit(pool *p, size_t size, int high)
 {
-    block *best = NULL;
+    block *found = NULL;
     for (block *b = p->head; b; b = b->next)
-        if (b->state == BLOCK_FREE && b->size >= size && (!best || b->size < best->size)) best = b;
-    return best;
+        if (b->state == BLOCK_FREE && b->size >= size) {
+            found = b;
+            if (!high) break;
+        }
+    return found;
 }
 
 static size_t largest_free(const pool *p)
@@ -127,18 +133,31 @@ static size_t largest_free(const pool *p)
     return m;
 }
 
-static vdnn_status take(pool *p, block *b, size_t size, size_t *offset)
+/* Splits free block b so that `size` bytes at its low end (or its high end) are used. */
+static vdnn_status take(pool *p, block *b, size_t size, int high, size_t *offset)
 {
     if (b->size > size) {
         block *rest = calloc(1, sizeof *rest);
         if (!rest) return vdnn_fail(VDNN_ENOMEM, "out of host memory in the device pool");
-        rest->off = b->off + size;
-        rest->size = b->size - size;
-        rest->prev = b;
-        rest->next = b->next;
-        if (b->next) b->next->prev = rest;
-        b->next = rest;
-        b->size = size;
+        if (high) {
+            /* the free rest stays below: b becomes the rest, the new node the block */
+            rest->off = b->off + b->size - size;
+            rest->size = size;
+            b->size -= size;
+            rest->prev = b;
+            rest->next = b->next;
+            if (b->next) b->next->prev = rest;
+            b->next = rest;
+            b = rest;
+        } else {
+            rest->off = b->off + size;
+            rest->size = b->size - size;
+            rest->prev = b;
+            rest->next = b->next;
+            if (b->next) b->next->prev = rest;
+            b->next = rest;
+            b->size = size;
+        }
     }
     b->state = BLOCK_USED;
     p->used += size;
@@ -150,19 +169,22 @@ static vdnn_status take(pool *p, block *b, size_t size, size_t *offset)
 
 vdnn_status pool_alloc(pool *p, size_t bytes, const char *layer, const char *tensor, size_t *offset)
 {
+    return pool_alloc_at(p, bytes, 0, layer, tensor, offset);
+}
+
+vdnn_status pool_alloc_at(pool *p, size_t bytes, int high, const char *layer, const char *tensor, size_t *offset)
+{
     size_t size = pool_round(bytes ? bytes : 1);
     if (size < bytes)
         return vdnn_fail(VDNN_EINVAL, "%s %s: %zu bytes is too large", layer ? layer : "?",
                          tensor ? tensor : "?", bytes);
-    pool_reclaim(p, 0);
-    block *b = best_fit(p, size);
+    block *b = find_fit(p, size, high);
     while (!b) {
         block *old = oldest_pending(p);
         if (!old) break;
         if (p->sync.wait) p->sync.wait(p->sync.ctx, old->ev);
         release_block(p, old);
-        pool_reclaim(p, 0);
-        b = best_fit(p, size);
+        b = find_fit(p, size, high);
     }
     if (!b) {
         char a[32], f[32], l[32], c[32];
@@ -175,7 +197,7 @@ vdnn_status pool_alloc(pool *p, size_t bytes, const char *layer, const char *ten
                          vdnn_fmt_bytes(p->capacity, c, sizeof c),
                          vdnn_fmt_bytes(largest_free(p), l, sizeof l));
     }
-    return take(p, b, size, offset);
+    return take(p, b, size, high, offset);
 }
 
 static block *find_used(pool *p, size_t offset)

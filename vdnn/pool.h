@@ -6,9 +6,12 @@
  * coalescing; every block is aligned to POOL_ALIGN bytes.
  *
  * Asynchronous frees: pool_free_after() hands back a block that becomes reusable only
- * once an event has completed. The issuing thread never waits; an allocation that does
- * not fit first reclaims completed pending frees and then, if still short, waits for
- * the oldest pending events one by one before it gives up.
+ * once an event has completed. The issuing thread never waits. Pending blocks are
+ * reclaimed only when an allocation does not fit otherwise: oldest free first, waiting
+ * for its event (which has usually completed long before). Whether an event happens to
+ * be complete therefore never changes what the pool does: the sequence of offsets, the
+ * high-water mark and the fragmentation depend only on the sequence of calls, which is
+ * what lets the planner predict them exactly by replaying the calls on sizes only.
  *
  * A failed request returns VDNN_EBUDGET with a message naming the layer, the tensor,
  * the bytes asked, the bytes free and the largest free block. Not thread-safe: one
@@ -58,6 +61,11 @@ size_t pool_round(size_t bytes);
  * `layer` and `tensor` only name the request in an error message (may be NULL). */
 vdnn_status pool_alloc(pool *p, size_t bytes, const char *layer, const char *tensor, size_t *offset);
 
+/* As pool_alloc; with `high`, the block is cut from the high end of the free block
+ * chosen. Short-lived buffers (workspaces, gradients) taken from the high end and
+ * feature maps from the low end keep the two from fragmenting each other. */
+vdnn_status pool_alloc_at(pool *p, size_t bytes, int high, const char *layer, const char *tensor, size_t *offset);
+
 /* Returns a block at once. Freeing an offset that is not live is a programming error
  * reported as VDNN_EINVAL. */
 vdnn_status pool_free(pool *p, size_t offset);
@@ -66,7 +74,8 @@ vdnn_status pool_free(pool *p, size_t offset);
  * reference and releases it through the sync interface. */
 vdnn_status pool_free_after(pool *p, size_t offset, void *ev);
 
-/* Reclaims every pending block whose event has completed; with `wait`, waits for all. */
+/* Reclaims every pending block whose event has completed; with `wait`, waits for all.
+ * Without `wait` the outcome depends on timing: the iteration never calls it so. */
 void pool_reclaim(pool *p, int wait);
 
 void pool_get_stats(const pool *p, pool_stats *out);

@@ -1,0 +1,256 @@
+/* The memory plan of a net: which feature maps are offloaded, which algorithm each
+ * convolution pass uses, and the smallest budget the resulting iteration fits in. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "nets/net.h"
+
+/* How many items the algorithm measurement runs with: enough for the batch-wide
+ * algorithms to show their advantage, few enough that the slow direct loops stay short. */
+#define MEASURE_ITEMS 8
+
+static int offloads(const net *n, int j, mem_policy p)
+{
+    if (j >= n->nlayers || net_first_reader(n, j) < 0) return 0;
+    const layer *l = n->layers[j];
+    if (l->offload >= 0) return l->offload;
+    if (p == POLICY_ALL) return 1;
+    if (p == POLICY_CONV) return l->ops->algo_count != NULL;
+    return 0;
+}
+
+static int smallest_workspace(const layer *l, int pass)
+{
+    int best = 0;
+    for (int a = 1; a < layer_algo_count(l, pass); a++)
+        if (layer_workspace_bytes(l, pass, a) < layer_workspace_bytes(l, pass, best)) best = a;
+    return best;
+}
+
+static int largest_workspace(const layer *l, int pass)
+{
+    int best = 0;
+    for (int a = 1; a < layer_algo_count(l, pass); a++)
+        if (layer_workspace_bytes(l, pass, a) > layer_workspace_bytes(l, pass, best)) best = a;
+    return best;
+}
+
+/* Scratch buffers for measuring one layer, on a device of its own. */
+typedef struct bench_bufs {
+    void *x, *y, *dy, *dx, *ws;
+    size_t ws_bytes;
+} bench_bufs;
+
+/* Seconds for one call: forward (fwd >= 0), or backward with data algorithm `bd` (dx
+ * computed when bd >= 0) and filter algorithm `bf`. The best of two runs. */
+static vdnn_status time_call(layer *l, device *d, bench_bufs *b, int items, int fwd, int bd, int bf, double *secs)
+{
+    int saved[PASS_COUNT];
+    memcpy(saved, l->algo, sizeof saved);
+    l->algo[PASS_FWD] = fwd >= 0 ? fwd : 0;
+    l->algo[PASS_BWD_DATA] = bd >= 0 ? bd : 0;
+    l->algo[PASS_BWD_FILTER] = bf >= 0 ? bf : 0;
+    exec_ctx c = {.dev = d, .n = items, .train = 1, .workspace = b->ws, .workspace_bytes = b->ws_bytes,
+                  .grad_scale = 1};
+    vdnn_status st = VDNN_OK;
+    *secs = 1e30;
+    for (int run = 0; run < 2 && st == VDNN_OK; run++) {
+        double t0 = vdnn_now_s();
+        st = fwd >= 0 ? layer_forward(l, &c, b->x, b->y)
+                      : layer_backward(l, &c, b->x, b->y, b->dy, bd >= 0 ? b->dx : NULL);
+        device_stream_sync(d, STREAM_COMPUTE);
+        double t = vdnn_now_s() - t0;
+        if (t < *secs) *secs = t;
+    }
+    memcpy(l->algo, saved, sizeof saved);
+    return st;
+}
+
+static size_t max_workspace(const layer *l)
+{
+    size_t m = 0;
+    for (int p = 0; p < PASS_COUNT; p++)
+        for (int a = 0; a < layer_algo_count(l, p); a++)
+            if (layer_workspace_bytes(l, p, a) > m) m = layer_workspace_bytes(l, p, a);
+    return m;
+}
+
+static int argmin(const double *t, int count)
+{
+    int best = 0;
+    for (int a = 1; a < count; a++)
+        if (t[a] < t[best]) best = a;
+    return best;
+}
+
+#define MAX_ALGOS 16
+
+static vdnn_status bench_alloc(layer *l, device *d, int items, bench_bufs *b)
+{
+    size_t xb = (size_t)items * shape_per_item(l->in) * sizeof(float);
+    size_t yb = (size_t)items * shape_per_item(l->out) * sizeof(float);
+    b->ws_bytes = max_workspace(l);
+    vdnn_status st = device_alloc(d, xb, l->name, "x (measuring)", &b->x);
+    if (st == VDNN_OK) st = device_alloc(d, yb, l->name, "y (measuring)", &b->y);
+    if (st == VDNN_OK) st = device_alloc(d, yb, l->name, "dy (measuring)", &b->dy);
+    if (st == VDNN_OK) st = device_alloc(d, xb, l->name, "dx (measuring)", &b->dx);
+    if (st == VDNN_OK && b->ws_bytes) st = device_alloc(d, b->ws_bytes, l->name, "workspace (measuring)", &b->ws);
+    if (st == VDNN_OK) st = device_zero(d, b->x, xb);
+    if (st == VDNN_OK) st = device_zero(d, b->dy, yb);
+    return st;
+}
+
+static void bench_free(device *d, bench_bufs *b)
+{
+    void *bufs[] = {b->ws, b->dx, b->dy, b->y, b->x};
+    for (int i = 0; i < 5; i++)
+        if (bufs[i]) device_free(d, bufs[i]);
+}
+
+/* Measures every algorithm of every pass of a convolution and keeps the fastest of
+ * each (unless pinned). The filter gradient is timed alone (no dx); the data gradient
+ * as the whole backward with the fastest filter algorithm, less that one's time. */
+static vdnn_status measure_layer(layer *l, device *d, int items)
+{
+    bench_bufs b = {0};
+    vdnn_status st = bench_alloc(l, d, items, &b);
+    double tf[MAX_ALGOS], tb[MAX_ALGOS], td[MAX_ALGOS];
+    int nf = layer_algo_count(l, PASS_FWD), nb = layer_algo_count(l, PASS_BWD_FILTER);
+    int nd = layer_algo_count(l, PASS_BWD_DATA);
+    if (nf > MAX_ALGOS) nf = MAX_ALGOS;
+    if (nb > MAX_ALGOS) nb = MAX_ALGOS;
+    if (nd > MAX_ALGOS) nd = MAX_ALGOS;
+    for (int a = 0; a < nf && st == VDNN_OK; a++) st = time_call(l, d, &b, items, a, -1, 0, &tf[a]);
+    for (int a = 0; a < nb && st == VDNN_OK; a++) st = time_call(l, d, &b, items, -1, -1, a, &tb[a]);
+    int bf = st == VDNN_OK ? argmin(tb, nb) : 0;
+    for (int a = 0; a < nd && st == VDNN_OK; a++) st = time_call(l, d, &b, items, -1, a, bf, &td[a]);
+    if (st == VDNN_OK) {
+        int pick[PASS_COUNT] = {argmin(tf, nf), argmin(td, nd), bf};
+        for (int p = 0; p < PASS_COUNT; p++) l->algo[p] = l->algo_pinned[p] >= 0 ? l->algo_pinned[p] : pick[p];
+    }
+    bench_free(d, &b);
+    return st;
+}
+
+/* The fastest algorithm per pass, measured on a scratch device of the net's kind (so
+ * the run's pool and budget are not touched). */
+static vdnn_status measure_algos(net *n)
+{
+    int items = n->input.n < MEASURE_ITEMS ? n->input.n : MEASURE_ITEMS;
+    size_t need = 0;
+    for (int i = 0; i < n->nlayers; i++) {
+        const layer *l = n->layers[i];
+        if (!l->ops->algo_count) continue;
+        size_t b = 2 * pool_round((size_t)items * shape_per_item(l->in) * sizeof(float)) +
+                   2 * pool_round((size_t)items * shape_per_item(l->out) * sizeof(float)) +
+                   pool_round(max_workspace(l));
+        if (b > need) need = b;
+    }
+    if (!need) return VDNN_OK;
+    device_options o = {.kind = device_get_kind(n->dev), .budget_bytes = need + POOL_ALIGN};
+    device *d = NULL;
+    vdnn_status st = device_create(&o, &d);
+    for (int i = 0; i < n->nlayers && st == VDNN_OK; i++)
+        if (n->layers[i]->ops->algo_count) st = measure_layer(n->layers[i], d, items);
+    device_destroy(d);
+    return st == VDNN_OK ? VDNN_OK : vdnn_wrap(st, "measuring convolution algorithms");
+}
+
+static void choose_without_measuring(net *n, algo_mode a)
+{
+    for (int i = 0; i < n->nlayers; i++) {
+        layer *l = n->layers[i];
+        for (int p = 0; p < PASS_COUNT; p++) {
+            int pick = a == ALGO_MEM ? smallest_workspace(l, p) : largest_workspace(l, p);
+            l->algo[p] = l->algo_pinned[p] >= 0 ? l->algo_pinned[p] : pick;
+        }
+    }
+}
+
+vdnn_status net_plan(net *n, mem_policy p, algo_mode a)
+{
+    n->policy = p;
+    n->algo = a;
+    for (int j = 0; n->maps && j <= n->nlayers; j++) n->maps[j].offload = offloads(n, j, p);
+    choose_without_measuring(n, a);
+    if (a == ALGO_PERF && n->dev && device_get_kind(n->dev) != DEVICE_SIM) return measure_algos(n);
+    return VDNN_OK;
+}
+
+/* Copies n's plan (algorithms, offload flags) onto its clone m. */
+static void copy_plan(net *m, const net *n)
+{
+    m->policy = n->policy;
+    m->algo = n->algo;
+    m->sync_layers = n->sync_layers;
+    for (int i = 0; i < n->nlayers; i++) memcpy(m->layers[i]->algo, n->layers[i]->algo, sizeof n->layers[i]->algo);
+    for (int j = 0; j <= n->nlayers; j++) m->maps[j].offload = n->maps ? n->maps[j].offload : offloads(n, j, n->policy);
+}
+
+/* Does one training iteration of n's plan fit in `budget` bytes? *ok says; *peak is
+ * the pool's high-water mark in that replay. */
+static vdnn_status fits(const net *n, size_t budget, int *ok, size_t *peak)
+{
+    device_options o = {.kind = DEVICE_SIM, .budget_bytes = budget};
+    device *d = NULL;
+    net *m = NULL;
+    vdnn_status st = net_clone(n, &m);
+    if (st == VDNN_OK) st = device_create(&o, &d);
+    if (st == VDNN_OK) st = net_attach(m, d);
+    if (st == VDNN_OK) {
+        copy_plan(m, n);
+        step_result r;
+        st = net_train_step(m, NULL, NULL, m->input.n, 0.0, &r);
+    }
+    *peak = d ? pool_peak_bytes(device_pool(d)) : 0;
+    net_free(m);
+    device_destroy(d);
+    *ok = st == VDNN_OK;
+    return st == VDNN_EBUDGET ? VDNN_OK : st;
+}
+
+vdnn_status net_min_budget(net *n, size_t *bytes)
+{
+    int ok = 0;
+    size_t peak = 0, hi = pool_round(net_train_bytes_bound(n)), lo = 0;
+    vdnn_status st = fits(n, hi, &ok, &peak);
+    while (st == VDNN_OK && !ok) {
+        lo = hi;
+        hi *= 2;
+        st = fits(n, hi, &ok, &peak);
+    }
+    /* invariant: lo does not fit (0 never does), hi does */
+    while (st == VDNN_OK && hi - lo > POOL_ALIGN) {
+        size_t mid = lo + (hi - lo) / 2 / POOL_ALIGN * POOL_ALIGN;
+        st = fits(n, mid, &ok, &peak);
+        if (ok) hi = mid;
+        else lo = mid;
+    }
+    *bytes = hi;
+    return st;
+}
+
+vdnn_status net_budget_table(net *n, size_t table[POLICY_COUNT][ALGO_MODE_COUNT])
+{
+    int (*saved_algo)[PASS_COUNT] = malloc((size_t)n->nlayers * sizeof *saved_algo);
+    if (!saved_algo) return vdnn_fail(VDNN_ENOMEM, "out of host memory");
+    for (int i = 0; i < n->nlayers; i++) memcpy(saved_algo[i], n->layers[i]->algo, sizeof saved_algo[i]);
+    mem_policy saved_policy = n->policy;
+    algo_mode saved_mode = n->algo;
+    vdnn_status st = VDNN_OK;
+    for (int a = 0; a < ALGO_MODE_COUNT && st == VDNN_OK; a++) {
+        /* perf keeps the algorithms measured (or assumed) now; mem takes the smallest */
+        if (a == ALGO_MEM) choose_without_measuring(n, ALGO_MEM);
+        for (int p = 0; p < POLICY_COUNT && st == VDNN_OK; p++) {
+            n->policy = (mem_policy)p;
+            for (int j = 0; n->maps && j <= n->nlayers; j++) n->maps[j].offload = offloads(n, j, (mem_policy)p);
+            st = net_min_budget(n, &table[p][a]);
+        }
+    }
+    for (int i = 0; i < n->nlayers; i++) memcpy(n->layers[i]->algo, saved_algo[i], sizeof saved_algo[i]);
+    free(saved_algo);
+    n->policy = saved_policy;
+    n->algo = saved_mode;
+    for (int j = 0; n->maps && j <= n->nlayers; j++) n->maps[j].offload = offloads(n, j, saved_policy);
+    return st;
+}

@@ -1,0 +1,623 @@
+/* Check suite for the `vdnn` program (tools/): it is run as a user would run it, with
+ * its stdout and stderr captured, from the repository root. The binary is $VDNN_BIN
+ * (`make test` sets it to the build's own), else build/vdnn.
+ *
+ * What is checked: bad command lines exit non-zero with one "vdnn: " line that names
+ * the flag, file or value; `info` prints every layer and the totals (and JSON with
+ * --json); `train` writes its JSON-lines log and checkpoint and, with --quiet, nothing
+ * on stdout; `test` evaluates a checkpoint; resuming continues exactly; a corrupt
+ * checkpoint, a tiny budget or a missing device fail cleanly, never with a crash. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "tests/testnet.h"
+
+/* 256 training items at batch 16: 16 steps per epoch. */
+#define CLI_NET TN_SMALL
+/* 64 training items at batch 16, one epoch: 4 steps, then an epoch line. */
+#define CLI_SHORT_NET                                                                        \
+    TN_NET "[train]\nepochs = 1\nlearning_rate = 0.05\nmomentum = 0.9\nseed = 3\n"           \
+           "[data]\nset = synthetic\ntrain_size = 64\ntest_size = 32\nclasses = 4\n" TN_LAYERS
+
+static char tmp_dir[256];
+
+static void tmp_setup(void)
+{
+    tn_tmpdir(tmp_dir, sizeof tmp_dir, "test_cli");
+}
+
+static void tmp_teardown(void)
+{
+    tn_rmtree(tmp_dir);
+}
+
+static const char *tmp_path(char *buf, size_t len, const char *name)
+{
+    return tn_join(buf, len, tmp_dir, name);
+}
+
+static const char *vdnn_bin(void)
+{
+    const char *b = getenv("VDNN_BIN");
+    return b && *b ? b : "build/vdnn";
+}
+
+/* What one run of the program did. */
+typedef struct cli_run {
+    int status;        /* exit status, or 128 + signal */
+    char *out, *err;   /* everything it wrote, NUL-terminated */
+} cli_run;
+
+static void run_free(cli_run *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+/* Runs `vdnn ARGS` through the shell (ARGS is shell text). */
+static cli_run run_cli(const char *args)
+{
+    char errf[512], cmd[4096];
+    tmp_path(errf, sizeof errf, "stderr.txt");
+    snprintf(cmd, sizeof cmd, "%s %s 2>%s", vdnn_bin(), args, errf);
+    FILE *p = popen(cmd, "r");
+    ck_assert_msg(p != NULL, "popen(%s) failed", cmd);
+    size_t cap = 4096, n = 0;
+    char *out = malloc(cap);
+    ck_assert_ptr_nonnull(out);
+    for (;;) {
+        if (n + 1 >= cap) {
+            out = realloc(out, cap *= 2);
+            ck_assert_ptr_nonnull(out);
+        }
+        size_t k = fread(out + n, 1, cap - 1 - n, p);
+        if (k == 0) break;
+        n += k;
+    }
+    out[n] = 0;
+    int w = pclose(p);
+    cli_run r = {0, out, tn_read(errf, NULL)};
+    if (!r.err) r.err = strdup("");
+    r.status = WIFEXITED(w) ? WEXITSTATUS(w) : WIFSIGNALED(w) ? 128 + WTERMSIG(w) : 255;
+    /* The shell reports a signal as 128 + signal too: a crash is never an ordinary exit. */
+    ck_assert_msg(r.status < 128, "`vdnn %s` died (status %d); stderr:\n%s", args, r.status, r.err);
+    return r;
+}
+
+/* The run failed (status 1 or 2) with a message on stderr that starts with "vdnn: " and
+ * contains `a` and, if non-NULL, `b`; nothing on stdout. */
+static void assert_fails(const cli_run *r, const char *args, const char *a, const char *b)
+{
+    ck_assert_msg(r->status != 0, "`vdnn %s` exited 0; stdout:\n%s", args, r->out);
+    ck_assert_msg(!strncmp(r->err, "vdnn: ", 6), "`vdnn %s`: stderr does not start with 'vdnn: ':\n%s", args,
+                  r->err);
+    ck_assert_msg(strstr(r->err, a) != NULL, "`vdnn %s`: stderr lacks '%s':\n%s", args, a, r->err);
+    if (b) ck_assert_msg(strstr(r->err, b) != NULL, "`vdnn %s`: stderr lacks '%s':\n%s", args, b, r->err);
+    ck_assert_msg(r->out[0] == 0, "`vdnn %s` failed but wrote to stdout:\n%s", args, r->out);
+}
+
+static void fails_with(const char *args, const char *a, const char *b)
+{
+    cli_run r = run_cli(args);
+    assert_fails(&r, args, a, b);
+    run_free(&r);
+}
+
+static void assert_ok(const cli_run *r, const char *args)
+{
+    ck_assert_msg(r->status == 0, "`vdnn %s` exited %d; stderr:\n%s", args, r->status, r->err);
+}
+
+/* Writes a config into the temporary folder; its path goes to buf. */
+static const char *write_cfg(char *buf, size_t len, const char *name, const char *text)
+{
+    tmp_path(buf, len, name);
+    tn_write_text(buf, text);
+    return buf;
+}
+
+static int count_lines_with(const char *text, const char *a, const char *b)
+{
+    int n = 0;
+    for (const char *line = text; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        char buf[2048];
+        snprintf(buf, sizeof buf, "%.*s", (int)len, line);
+        if (strstr(buf, a) && (!b || strstr(buf, b))) n++;
+        line = end ? end + 1 : NULL;
+    }
+    return n;
+}
+
+/* ---- bad command lines ---- */
+
+START_TEST(test_no_args)
+{
+    cli_run r = run_cli("");
+    ck_assert_int_ne(r.status, 0);
+    ck_assert_msg(strstr(r.err, "usage: vdnn") != NULL, "stderr:\n%s", r.err);
+    ck_assert_msg(strstr(r.err, "train") && strstr(r.err, "test") && strstr(r.err, "info"), "stderr:\n%s", r.err);
+    ck_assert_str_eq(r.out, "");
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(test_help)
+{
+    cli_run r = run_cli("--help");
+    assert_ok(&r, "--help");
+    ck_assert_msg(strstr(r.out, "usage: vdnn") != NULL, "stdout:\n%s", r.out);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(test_unknown_command)
+{
+    fails_with("frobnicate configs/fmnist.cfg", "frobnicate", NULL);
+}
+END_TEST
+
+START_TEST(test_unknown_flag)
+{
+    char cfg[512], args[1024];
+    write_cfg(cfg, sizeof cfg, "net.cfg", CLI_NET);
+    snprintf(args, sizeof args, "train %s --epocs 3", cfg);
+    fails_with(args, "--epocs", NULL);
+    fails_with("info configs/fmnist.cfg --jsn", "--jsn", NULL);
+    snprintf(args, sizeof args, "test %s --weights x --quiet", cfg);
+    fails_with(args, "--quiet", NULL);
+}
+END_TEST
+
+START_TEST(test_bad_flag_values)
+{
+    char cfg[512], args[1024];
+    write_cfg(cfg, sizeof cfg, "net.cfg", CLI_NET);
+    snprintf(args, sizeof args, "train %s --epochs abc", cfg);
+    fails_with(args, "--epochs", "abc");
+    snprintf(args, sizeof args, "train %s --epochs 0", cfg);
+    fails_with(args, "--epochs", "range");
+    snprintf(args, sizeof args, "train %s --steps 5x", cfg);
+    fails_with(args, "--steps", "5x");
+    snprintf(args, sizeof args, "train %s --lr fast", cfg);
+    fails_with(args, "--lr", "fast");
+    snprintf(args, sizeof args, "train %s --budget 12Q", cfg);
+    fails_with(args, "--budget", NULL);
+    snprintf(args, sizeof args, "train %s --steps", cfg);
+    fails_with(args, "--steps", NULL);
+    snprintf(args, sizeof args, "train %s --steps 1 --steps 2", cfg);
+    fails_with(args, "--steps", "twice");
+    fails_with("info configs/fmnist.cfg --batch 0", "--batch", NULL);
+    /* Positional arguments: none, or one too many. */
+    fails_with("train", "usage", NULL);
+    fails_with("info configs/fmnist.cfg configs/lenet.cfg", "configs/lenet.cfg", NULL);
+}
+END_TEST
+
+START_TEST(test_missing_config)
+{
+    char cfg[512], args[1024];
+    tmp_path(cfg, sizeof cfg, "no-such.cfg");
+    snprintf(args, sizeof args, "train %s --steps 1", cfg);
+    fails_with(args, cfg, NULL);
+    snprintf(args, sizeof args, "info %s", cfg);
+    fails_with(args, cfg, NULL);
+}
+END_TEST
+
+START_TEST(test_bad_config)
+{
+    char cfg[512], args[1024], where[600];
+    write_cfg(cfg, sizeof cfg, "bad.cfg",
+              TN_HEAD "[convolutional]\nfilters = 4\nsize = 3\nstride = abc\n[connected]\noutput = 4\n[softmax]\n");
+    snprintf(where, sizeof where, "%s:19:", cfg);
+    snprintf(args, sizeof args, "train %s --steps 1", cfg);
+    fails_with(args, where, "stride");
+    snprintf(args, sizeof args, "info %s", cfg);
+    fails_with(args, where, "stride");
+    /* A syntax error. */
+    write_cfg(cfg, sizeof cfg, "syntax.cfg", "[net]\nbatch 16\n");
+    snprintf(where, sizeof where, "%s:2:", cfg);
+    snprintf(args, sizeof args, "info %s", cfg);
+    fails_with(args, where, NULL);
+}
+END_TEST
+
+/* ---- info ---- */
+
+START_TEST(test_info_text)
+{
+    cli_run r = run_cli("info configs/fmnist.cfg");
+    assert_ok(&r, "info configs/fmnist.cfg");
+    static const char *names[] = {"conv1", "relu2", "conv3", "relu4", "maxpool5", "conv6", "relu7", "conv8",
+                                  "relu9", "maxpool10", "fc11", "relu12", "dropout13", "fc14", "softmax15"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        ck_assert_msg(strstr(r.out, names[i]) != NULL, "info lacks %s:\n%s", names[i], r.out);
+    ck_assert_msg(strstr(r.out, "totals") != NULL, "info lacks totals:\n%s", r.out);
+    ck_assert_msg(strstr(r.out, "10 classes") && strstr(r.out, "128x1x28x28"), "info:\n%s", r.out);
+    ck_assert_msg(strstr(r.out, "128x64x7x7") != NULL, "info lacks maxpool10's shape:\n%s", r.out);
+    /* The workspace of each convolution algorithm. */
+    ck_assert_msg(strstr(r.out, "im2col") != NULL, "info lacks the algorithms:\n%s", r.out);
+    ck_assert_str_eq(r.err, "");
+    run_free(&r);
+}
+END_TEST
+
+/* Braces and brackets nest and close, outside of strings. */
+static int json_balanced(const char *s)
+{
+    char stack[64];
+    int depth = 0, in_str = 0;
+    for (; *s; s++) {
+        if (in_str) {
+            if (*s == '\\' && s[1]) s++;
+            else if (*s == '"') in_str = 0;
+            continue;
+        }
+        if (*s == '"') in_str = 1;
+        else if (*s == '{' || *s == '[') {
+            if (depth == 64) return 0;
+            stack[depth++] = *s;
+        } else if (*s == '}' || *s == ']') {
+            if (!depth || stack[--depth] != (*s == '}' ? '{' : '[')) return 0;
+        }
+    }
+    return depth == 0 && !in_str;
+}
+
+START_TEST(test_info_json)
+{
+    cli_run r = run_cli("info configs/fmnist.cfg --json");
+    assert_ok(&r, "info --json");
+    ck_assert_msg(strstr(r.out, "\"layers\"") && strstr(r.out, "\"param_bytes\""), "json:\n%s", r.out);
+    ck_assert_msg(json_balanced(r.out), "unbalanced JSON:\n%s", r.out);
+    const char *first = r.out + strspn(r.out, " \n");
+    ck_assert_int_eq(*first, '{');
+    size_t len = strlen(r.out);
+    while (len && (r.out[len - 1] == '\n' || r.out[len - 1] == ' ')) len--;
+    ck_assert_int_eq(r.out[len - 1], '}');
+    /* One object per layer. */
+    int layers = 0;
+    for (const char *p = r.out; (p = strstr(p, "\"type\"")) != NULL; p++) layers++;
+    ck_assert_int_eq(layers, 15);
+    ck_assert_msg(strstr(r.out, "\"softmax15\"") != NULL, "json:\n%s", r.out);
+    ck_assert_msg(strstr(r.out, "\"classes\": 10") != NULL, "json:\n%s", r.out);
+    ck_assert_msg(!strstr(r.out, "nan") && !strstr(r.out, "inf"), "json:\n%s", r.out);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(test_info_vgg16_batch)
+{
+    cli_run r = run_cli("info configs/vgg16.cfg --batch 256");
+    assert_ok(&r, "info configs/vgg16.cfg --batch 256");
+    ck_assert_msg(strstr(r.out, "256x3x224x224") && strstr(r.out, "1000 classes"), "info:\n%s", r.out);
+    ck_assert_msg(strstr(r.out, "256x512x7x7") != NULL, "info lacks the last pool's shape:\n%s", r.out);
+    ck_assert_msg(strstr(r.out, "softmax39") && strstr(r.out, "totals"), "info:\n%s", r.out);
+    run_free(&r);
+    r = run_cli("info configs/vgg16.cfg --batch 256 --json");
+    assert_ok(&r, "info configs/vgg16.cfg --batch 256 --json");
+    ck_assert(json_balanced(r.out));
+    ck_assert_msg(strstr(r.out, "[256, 3, 224, 224]") != NULL, "json:\n%s", r.out);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(test_info_all_configs)
+{
+    static const char *cfgs[] = {"configs/lenet.cfg", "configs/fmnist.cfg", "configs/alexnet-64.cfg",
+                                 "configs/vgg-cifar.cfg", "configs/alexnet.cfg", "configs/vgg16.cfg"};
+    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "info %s", cfgs[i]);
+        cli_run r = run_cli(args);
+        assert_ok(&r, args);
+        ck_assert_msg(strstr(r.out, "totals") && strstr(r.out, "softmax"), "%s:\n%s", args, r.out);
+        run_free(&r);
+        snprintf(args, sizeof args, "info %s --json", cfgs[i]);
+        r = run_cli(args);
+        assert_ok(&r, args);
+        ck_assert_msg(json_balanced(r.out), "%s: unbalanced JSON:\n%s", args, r.out);
+        run_free(&r);
+    }
+}
+END_TEST
+
+/* The config's path is a JSON string: quotes and backslashes in it are escaped. */
+START_TEST(test_info_json_escapes_path)
+{
+    char dir[512], cfg[600], args[1024];
+    tmp_path(dir, sizeof dir, "a\"b\\c");
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    tn_join(cfg, sizeof cfg, dir, "n.cfg");
+    tn_write_text(cfg, CLI_NET);
+    snprintf(args, sizeof args, "info '%s' --json", cfg);
+    cli_run r = run_cli(args);
+    assert_ok(&r, args);
+    ck_assert_msg(json_balanced(r.out), "invalid JSON for config path %s:\n%.300s", cfg, r.out);
+    ck_assert_msg(strstr(r.out, "a\\\"b\\\\c/n.cfg") != NULL, "path not escaped:\n%.300s", r.out);
+    run_free(&r);
+}
+END_TEST
+
+/* ---- train and test ---- */
+
+START_TEST(test_train_quiet_log)
+{
+    char cfg[512], log[512], ck[512], args[2048];
+    write_cfg(cfg, sizeof cfg, "net.cfg", CLI_NET);
+    tmp_path(log, sizeof log, "log.jsonl");
+    tmp_path(ck, sizeof ck, "ck.ckpt");
+    snprintf(args, sizeof args, "train %s --steps 5 --log %s --save %s --quiet --threads 1", cfg, log, ck);
+    cli_run r = run_cli(args);
+    assert_ok(&r, args);
+    ck_assert_msg(r.out[0] == 0, "--quiet printed on stdout:\n%s", r.out);
+    ck_assert_msg(r.err[0] == 0, "--quiet printed on stderr:\n%s", r.err);
+    run_free(&r);
+    char *text = tn_read(log, NULL);
+    ck_assert_msg(text != NULL, "no log at %s", log);
+    ck_assert_int_eq(count_lines_with(text, "{", NULL), 5);
+    ck_assert_int_eq(count_lines_with(text, "\"step\": ", "\"loss\": "), 5);
+    ck_assert_int_eq(count_lines_with(text, "\"epoch\": ", "\"lr\": "), 5);
+    ck_assert_int_eq(count_lines_with(text, "\"step\": 1,", NULL), 1);
+    ck_assert_int_eq(count_lines_with(text, "\"step\": 5,", NULL), 1);
+    ck_assert(json_balanced(text));
+    free(text);
+    size_t len = 0;
+    char *c = tn_read(ck, &len);
+    ck_assert_msg(c != NULL, "no checkpoint at %s", ck);
+    ck_assert(len > 8 && !memcmp(c, "VDNNCKPT", 8));
+    free(c);
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp", ck);
+    ck_assert(!tn_exists(tmp));
+}
+END_TEST
+
+START_TEST(test_train_epoch_line)
+{
+    char cfg[512], log[512], args[2048];
+    write_cfg(cfg, sizeof cfg, "short.cfg", CLI_SHORT_NET);
+    tmp_path(log, sizeof log, "log.jsonl");
+    snprintf(args, sizeof args, "train %s --log %s --threads 1", cfg, log);
+    cli_run r = run_cli(args);
+    assert_ok(&r, args);
+    /* Not quiet, stderr not a terminal: the epoch line and the summary go to stdout. */
+    ck_assert_msg(strstr(r.out, "epoch 1/1") && strstr(r.out, "test accuracy"), "stdout:\n%s", r.out);
+    run_free(&r);
+    char *text = tn_read(log, NULL);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_int_eq(count_lines_with(text, "{\"step\": ", "\"loss\": "), 4);
+    static const char *keys[] = {"\"train_loss\": ", "\"test_acc\": ", "\"images_per_s\": ", "\"pool_peak_bytes\": "};
+    for (int k = 0; k < 4; k++)
+        ck_assert_msg(count_lines_with(text, keys[k], "\"epoch\": 1") == 1, "no epoch line with %s:\n%s", keys[k],
+                      text);
+    free(text);
+    /* --epochs overrides the config: two epoch lines. */
+    snprintf(args, sizeof args, "train %s --log %s --epochs 2 --quiet --threads 1", cfg, log);
+    r = run_cli(args);
+    assert_ok(&r, args);
+    run_free(&r);
+    text = tn_read(log, NULL);
+    ck_assert_int_eq(count_lines_with(text, "\"train_loss\": ", NULL), 2);
+    free(text);
+}
+END_TEST
+
+START_TEST(test_test_command)
+{
+    char cfg[512], ck[512], args[2048], log[512];
+    write_cfg(cfg, sizeof cfg, "short.cfg", CLI_SHORT_NET);
+    tmp_path(ck, sizeof ck, "ck.ckpt");
+    snprintf(args, sizeof args, "train %s --save %s --quiet --threads 1", cfg, ck);
+    cli_run r = run_cli(args);
+    assert_ok(&r, args);
+    run_free(&r);
+    tmp_path(log, sizeof log, "test.jsonl");
+    snprintf(args, sizeof args, "test %s --weights %s --log %s --threads 1", cfg, ck, log);
+    r = run_cli(args);
+    assert_ok(&r, args);
+    ck_assert_msg(strstr(r.out, "test accuracy") != NULL, "stdout:\n%s", r.out);
+    run_free(&r);
+    char *text = tn_read(log, NULL);
+    ck_assert_msg(text && strstr(text, "\"test_acc\""), "log:\n%s", text ? text : "(none)");
+    free(text);
+    /* Another batch size reads the same weights. */
+    snprintf(args, sizeof args, "test %s --weights %s --batch 5 --threads 1", cfg, ck);
+    r = run_cli(args);
+    assert_ok(&r, args);
+    ck_assert_msg(strstr(r.out, "test accuracy") != NULL, "stdout:\n%s", r.out);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(test_test_needs_weights)
+{
+    char cfg[512], args[1024], ck[512];
+    write_cfg(cfg, sizeof cfg, "short.cfg", CLI_SHORT_NET);
+    snprintf(args, sizeof args, "test %s", cfg);
+    fails_with(args, "--weights", NULL);
+    tmp_path(ck, sizeof ck, "absent.ckpt");
+    snprintf(args, sizeof args, "test %s --weights %s", cfg, ck);
+    fails_with(args, ck, NULL);
+}
+END_TEST
+
+START_TEST(test_resume_exact)
+{
+    /* 10 steps in one go, or 6 then 4 resumed: the same checkpoint. */
+    char cfg[512], a[512], b[512], c[512], args[2048];
+    write_cfg(cfg, sizeof cfg, "net.cfg", CLI_NET);
+    tmp_path(a, sizeof a, "a.ckpt");
+    tmp_path(b, sizeof b, "b.ckpt");
+    tmp_path(c, sizeof c, "c.ckpt");
+    snprintf(args, sizeof args, "train %s --steps 10 --save %s --quiet --threads 1", cfg, a);
+    cli_run r = run_cli(args);
+    assert_ok(&r, args);
+    run_free(&r);
+    snprintf(args, sizeof args, "train %s --steps 6 --save %s --quiet --threads 1", cfg, b);
+    r = run_cli(args);
+    assert_ok(&r, args);
+    run_free(&r);
+    snprintf(args, sizeof args, "train %s --steps 4 --resume %s --save %s --quiet --threads 1", cfg, b, c);
+    r = run_cli(args);
+    assert_ok(&r, args);
+    run_free(&r);
+    ck_assert_msg(tn_same_file(a, c), "resumed checkpoint %s differs from %s", c, a);
+    ck_assert(!tn_same_file(a, b));
+}
+END_TEST
+
+START_TEST(test_resume_corrupt)
+{
+    char cfg[512], ck[512], args[2048];
+    write_cfg(cfg, sizeof cfg, "net.cfg", CLI_NET);
+    tmp_path(ck, sizeof ck, "ck.ckpt");
+    snprintf(args, sizeof args, "train %s --steps 2 --save %s --quiet --threads 1", cfg, ck);
+    cli_run r = run_cli(args);
+    assert_ok(&r, args);
+    run_free(&r);
+    size_t len = 0;
+    char *p = tn_read(ck, &len);
+    ck_assert_ptr_nonnull(p);
+    p[len / 2] ^= 0x5A;
+    tn_write(ck, p, len);
+    /* Resuming from it, and saving over it, fails before anything is written. */
+    snprintf(args, sizeof args, "train %s --steps 2 --resume %s --save %s --quiet --threads 1", cfg, ck, ck);
+    fails_with(args, ck, "checksum");
+    size_t len2 = 0;
+    char *q = tn_read(ck, &len2);
+    ck_assert_uint_eq(len, len2);
+    ck_assert_msg(memcmp(p, q, len) == 0, "a failed resume changed %s", ck);
+    free(p);
+    free(q);
+    /* `test` refuses it too. */
+    snprintf(args, sizeof args, "test %s --weights %s", cfg, ck);
+    fails_with(args, ck, "checksum");
+}
+END_TEST
+
+START_TEST(test_unwritable_outputs)
+{
+    char cfg[512], args[1024];
+    write_cfg(cfg, sizeof cfg, "short.cfg", CLI_SHORT_NET);
+    snprintf(args, sizeof args, "train %s --save /nonexistent/vdnn/x.ckpt --quiet --threads 1", cfg);
+    fails_with(args, "/nonexistent/vdnn/x.ckpt", NULL);
+    snprintf(args, sizeof args, "train %s --log /nonexistent/vdnn/x.jsonl --quiet --threads 1", cfg);
+    fails_with(args, "--log", "/nonexistent/vdnn/x.jsonl");
+}
+END_TEST
+
+START_TEST(test_missing_data)
+{
+    fails_with("train configs/lenet.cfg --data /nonexistent/vdnn --steps 1 --threads 1", "/nonexistent/vdnn", NULL);
+    fails_with("test configs/lenet.cfg --data /nonexistent/vdnn --weights x.ckpt --threads 1", "/nonexistent/vdnn",
+               NULL);
+}
+END_TEST
+
+/* ---- budgets and devices ---- */
+
+START_TEST(test_budget_too_small)
+{
+    char cfg[512], args[1024];
+    write_cfg(cfg, sizeof cfg, "net.cfg", CLI_NET);
+    snprintf(args, sizeof args, "train %s --steps 2 --budget 1K --quiet", cfg);
+    fails_with(args, "budget", NULL);
+    /* Room for the parameters but not for an iteration. */
+    snprintf(args, sizeof args, "train %s --steps 2 --budget 20K --quiet --threads 1", cfg);
+    fails_with(args, "budget", NULL);
+    snprintf(args, sizeof args, "test %s --weights x.ckpt --budget 1K", cfg);
+    fails_with(args, "budget", NULL);
+    snprintf(args, sizeof args, "train %s --steps 2 --budget 0 --quiet", cfg);
+    cli_run r = run_cli(args);
+    /* 0 may mean "large enough" or be refused, but never a crash (run_cli checks). */
+    if (r.status != 0) assert_fails(&r, args, "budget", NULL);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(test_device_cuda)
+{
+    char cfg[512], args[1024];
+    write_cfg(cfg, sizeof cfg, "net.cfg", CLI_NET);
+    snprintf(args, sizeof args, "train %s --steps 1 --device cuda --quiet", cfg);
+    cli_run r = run_cli(args);
+    assert_fails(&r, args, "vdnn: ", NULL);
+    ck_assert_msg(strstr(r.err, "cuda") || strstr(r.err, "CUDA"), "stderr:\n%s", r.err);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(test_device_unknown)
+{
+    char cfg[512], args[1024];
+    write_cfg(cfg, sizeof cfg, "net.cfg", CLI_NET);
+    snprintf(args, sizeof args, "train %s --steps 1 --device tpu", cfg);
+    fails_with(args, "--device", "tpu");
+    snprintf(args, sizeof args, "train %s --steps 1 --device cudax", cfg);
+    fails_with(args, "--device", "cudax");
+}
+END_TEST
+
+static Suite *cli_suite(void)
+{
+    Suite *s = suite_create("cli");
+    TCase *bad = tcase_create("bad_input");
+    tcase_add_checked_fixture(bad, tmp_setup, tmp_teardown);
+    tcase_set_timeout(bad, 60);
+    tcase_add_test(bad, test_no_args);
+    tcase_add_test(bad, test_help);
+    tcase_add_test(bad, test_unknown_command);
+    tcase_add_test(bad, test_unknown_flag);
+    tcase_add_test(bad, test_bad_flag_values);
+    tcase_add_test(bad, test_missing_config);
+    tcase_add_test(bad, test_bad_config);
+    suite_add_tcase(s, bad);
+
+    TCase *info = tcase_create("info");
+    tcase_add_checked_fixture(info, tmp_setup, tmp_teardown);
+    tcase_set_timeout(info, 60);
+    tcase_add_test(info, test_info_text);
+    tcase_add_test(info, test_info_json);
+    tcase_add_test(info, test_info_vgg16_batch);
+    tcase_add_test(info, test_info_all_configs);
+    tcase_add_test(info, test_info_json_escapes_path);
+    suite_add_tcase(s, info);
+
+    TCase *train = tcase_create("train");
+    tcase_add_checked_fixture(train, tmp_setup, tmp_teardown);
+    tcase_set_timeout(train, 60);
+    tcase_add_test(train, test_train_quiet_log);
+    tcase_add_test(train, test_train_epoch_line);
+    tcase_add_test(train, test_test_command);
+    tcase_add_test(train, test_test_needs_weights);
+    tcase_add_test(train, test_resume_exact);
+    tcase_add_test(train, test_resume_corrupt);
+    tcase_add_test(train, test_unwritable_outputs);
+    tcase_add_test(train, test_missing_data);
+    suite_add_tcase(s, train);
+
+    TCase *dev = tcase_create("devices");
+    tcase_add_checked_fixture(dev, tmp_setup, tmp_teardown);
+    tcase_set_timeout(dev, 60);
+    tcase_add_test(dev, test_budget_too_small);
+    tcase_add_test(dev, test_device_cuda);
+    tcase_add_test(dev, test_device_unknown);
+    suite_add_tcase(s, dev);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(cli_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
