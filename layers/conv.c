@@ -26,6 +26,10 @@
 
 enum { CONV_WEIGHTS = 0, CONV_BIAS = 1 };
 
+/* The direct algorithm computes DIRECT_BLOCK planes per task, and sums rows in
+ * DIRECT_LANES partial sums (one AVX vector). */
+enum { DIRECT_BLOCK = 4, DIRECT_LANES = 8 };
+
 static const cfg_key conv_keys[] = {
     {"filters", CFG_INT, 1, 1, 65536, NULL, 0, "number of filters (output channels)"},
     {"size", CFG_INT, 1, 1, 64, NULL, 0, "side of the square kernel"},
@@ -343,24 +347,42 @@ static void nchw_to_channels(const conv_geom *g, const float *dy, float *t)
 
 /* ---- forward --------------------------------------------------------------------- */
 
-/* One output plane y (OH, OW) of item x (IC, H, W) and filter w (IC, K, K). */
-static void direct_fwd_plane(const conv_geom *g, const float *x, const float *w, float b,
-                             float *y)
+/* Output planes y (nb, OH, OW) of one item x (IC, H, W) for the nb <= DIRECT_BLOCK
+ * filters w (nb, IC, K, K): each x value loaded feeds nb multiply-adds, which is what
+ * makes plain loops tolerable. */
+static void direct_fwd_block(const conv_geom *g, const float *x, const float *w,
+                             const float *bias, int nb, float *y)
 {
-    for (int q = 0; q < g->opix; q++) y[q] = b;
+    for (int b = 0; b < nb; b++)
+        for (int q = 0; q < g->opix; q++) y[(size_t)b * g->opix + q] = bias ? bias[b] : 0.0f;
     for (int ci = 0; ci < g->ic; ci++)
         for (int kh = 0; kh < g->k; kh++) {
             int olo, ohi;
             valid_range(kh, g->p, g->s, g->h, g->oh, &olo, &ohi);
             for (int kw = 0; kw < g->k; kw++) {
-                const float wv = w[(ci * g->k + kh) * g->k + kw];
+                float wv[DIRECT_BLOCK] = {0.0f};
+                for (int b = 0; b < nb; b++) wv[b] = w[(size_t)b * g->kdim + (ci * g->k + kh) * g->k + kw];
                 int lo, hi;
                 valid_range(kw, g->p, g->s, g->w, g->ow, &lo, &hi);
                 for (int oh = olo; oh < ohi; oh++) {
-                    const float *xr = x + (size_t)ci * g->ipix +
-                                      (size_t)(oh * g->s - g->p + kh) * g->w;
-                    float *yr = y + (size_t)oh * g->ow;
-                    for (int ow = lo; ow < hi; ow++) yr[ow] += wv * xr[ow * g->s - g->p + kw];
+                    const float *restrict xr = x + (size_t)ci * g->ipix +
+                                               (size_t)(oh * g->s - g->p + kh) * g->w;
+                    float *restrict y0 = y + (size_t)oh * g->ow;
+                    if (nb == DIRECT_BLOCK) {
+                        float *restrict y1 = y0 + g->opix, *restrict y2 = y1 + g->opix;
+                        float *restrict y3 = y2 + g->opix;
+                        for (int ow = lo; ow < hi; ow++) {
+                            const float xv = xr[ow * g->s - g->p + kw];
+                            y0[ow] += wv[0] * xv;
+                            y1[ow] += wv[1] * xv;
+                            y2[ow] += wv[2] * xv;
+                            y3[ow] += wv[3] * xv;
+                        }
+                    } else {
+                        for (int b = 0; b < nb; b++)
+                            for (int ow = lo; ow < hi; ow++)
+                                y0[(size_t)b * g->opix + ow] += wv[b] * xr[ow * g->s - g->p + kw];
+                    }
                 }
             }
         }
@@ -369,11 +391,15 @@ static void direct_fwd_plane(const conv_geom *g, const float *x, const float *w,
 static void fwd_direct(const conv_geom *g, const float *x, const float *w, const float *bias,
                        float *y)
 {
+    const int blocks = (g->oc + DIRECT_BLOCK - 1) / DIRECT_BLOCK;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int i = 0; i < g->n; i++)
-        for (int o = 0; o < g->oc; o++)
-            direct_fwd_plane(g, x + (size_t)i * g->ic * g->ipix, w + (size_t)o * g->kdim,
-                             bias ? bias[o] : 0.0f, y + ((size_t)i * g->oc + o) * g->opix);
+        for (int ob = 0; ob < blocks; ob++) {
+            const int o = ob * DIRECT_BLOCK;
+            const int nb = g->oc - o < DIRECT_BLOCK ? g->oc - o : DIRECT_BLOCK;
+            direct_fwd_block(g, x + (size_t)i * g->ic * g->ipix, w + (size_t)o * g->kdim,
+                             bias ? bias + o : NULL, nb, y + ((size_t)i * g->oc + o) * g->opix);
+        }
 }
 
 /* y (OC, OH*OW) of one image = bias, so that a GEMM with beta = 1 adds to it. */
@@ -445,24 +471,41 @@ static vdnn_status conv_forward(layer *l, const exec_ctx *c, const float *x, flo
 
 /* ---- backward: data ---------------------------------------------------------------- */
 
-/* One input-gradient plane dx (H, W) of item i, channel ci: every output gradient of
- * the item scattered back through the filters' slice ci. */
-static void direct_bwd_data_plane(const conv_geom *g, const float *dy, const float *w, int ci,
-                                  float *dx)
+/* Input-gradient planes dx (nb, H, W) of channels [ci, ci + nb) of one item, from its
+ * output gradients dy (OC, OH, OW) scattered back through the filters: each dy value
+ * loaded feeds nb multiply-adds. */
+static void direct_bwd_data_block(const conv_geom *g, const float *dy, const float *w, int ci,
+                                  int nb, float *dx)
 {
-    memset(dx, 0, (size_t)g->ipix * sizeof *dx);
+    memset(dx, 0, (size_t)nb * g->ipix * sizeof *dx);
     for (int o = 0; o < g->oc; o++)
         for (int kh = 0; kh < g->k; kh++) {
             int olo, ohi;
             valid_range(kh, g->p, g->s, g->h, g->oh, &olo, &ohi);
             for (int kw = 0; kw < g->k; kw++) {
-                const float wv = w[(size_t)o * g->kdim + (ci * g->k + kh) * g->k + kw];
+                float wv[DIRECT_BLOCK] = {0.0f};
+                for (int b = 0; b < nb; b++)
+                    wv[b] = w[(size_t)o * g->kdim + ((ci + b) * g->k + kh) * g->k + kw];
                 int lo, hi;
                 valid_range(kw, g->p, g->s, g->w, g->ow, &lo, &hi);
                 for (int oh = olo; oh < ohi; oh++) {
-                    float *dr = dx + (size_t)(oh * g->s - g->p + kh) * g->w;
-                    const float *yr = dy + (size_t)o * g->opix + (size_t)oh * g->ow;
-                    for (int ow = lo; ow < hi; ow++) dr[ow * g->s - g->p + kw] += wv * yr[ow];
+                    float *restrict d0 = dx + (size_t)(oh * g->s - g->p + kh) * g->w;
+                    const float *restrict yr = dy + (size_t)o * g->opix + (size_t)oh * g->ow;
+                    if (nb == DIRECT_BLOCK) {
+                        float *restrict d1 = d0 + g->ipix, *restrict d2 = d1 + g->ipix;
+                        float *restrict d3 = d2 + g->ipix;
+                        for (int ow = lo; ow < hi; ow++) {
+                            const int iw = ow * g->s - g->p + kw;
+                            d0[iw] += wv[0] * yr[ow];
+                            d1[iw] += wv[1] * yr[ow];
+                            d2[iw] += wv[2] * yr[ow];
+                            d3[iw] += wv[3] * yr[ow];
+                        }
+                    } else {
+                        for (int b = 0; b < nb; b++)
+                            for (int ow = lo; ow < hi; ow++)
+                                d0[(size_t)b * g->ipix + ow * g->s - g->p + kw] += wv[b] * yr[ow];
+                    }
                 }
             }
         }
@@ -470,11 +513,15 @@ static void direct_bwd_data_plane(const conv_geom *g, const float *dy, const flo
 
 static void bwd_data_direct(const conv_geom *g, const float *dy, const float *w, float *dx)
 {
+    const int blocks = (g->ic + DIRECT_BLOCK - 1) / DIRECT_BLOCK;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int i = 0; i < g->n; i++)
-        for (int ci = 0; ci < g->ic; ci++)
-            direct_bwd_data_plane(g, dy + (size_t)i * g->oc * g->opix, w, ci,
+        for (int cb = 0; cb < blocks; cb++) {
+            const int ci = cb * DIRECT_BLOCK;
+            const int nb = g->ic - ci < DIRECT_BLOCK ? g->ic - ci : DIRECT_BLOCK;
+            direct_bwd_data_block(g, dy + (size_t)i * g->oc * g->opix, w, ci, nb,
                                   dx + ((size_t)i * g->ic + ci) * g->ipix);
+        }
 }
 
 static void bwd_data_im2col(const conv_geom *g, const float *dy, const float *w, float *dx,
@@ -504,6 +551,23 @@ static void bwd_data_im2col_batch(const conv_geom *g, const float *w, float *dx,
 
 /* ---- backward: filter and bias ----------------------------------------------------- */
 
+/* sum over ow in [lo, hi) of yr[ow] * xr[ow*s + off], in DIRECT_LANES independent
+ * partial sums: the compiler vectorises the lanes (it may not reorder a plain float
+ * sum), and the order stays fixed whatever the thread count. */
+static float row_dot(const float *restrict yr, const float *restrict xr, int s, int off, int lo,
+                     int hi)
+{
+    float part[DIRECT_LANES] = {0.0f};
+    int ow = lo;
+    if (s == 1)
+        for (; ow + DIRECT_LANES <= hi; ow += DIRECT_LANES)
+            for (int v = 0; v < DIRECT_LANES; v++) part[v] += yr[ow + v] * xr[ow + v + off];
+    for (; ow < hi; ow++) part[0] += yr[ow] * xr[ow * s + off];
+    float sum = 0.0f;
+    for (int v = 0; v < DIRECT_LANES; v++) sum += part[v];
+    return sum;
+}
+
 /* dw (K, K) of filter o, channel ci: sums over items and output pixels, each row's
  * products added in float and the rows in double. */
 static void direct_bwd_filter_slice(const conv_geom *g, const float *x, const float *dy, int o,
@@ -521,10 +585,7 @@ static void direct_bwd_filter_slice(const conv_geom *g, const float *x, const fl
                 const float *dyo = dy + ((size_t)i * g->oc + o) * g->opix;
                 for (int oh = olo; oh < ohi; oh++) {
                     const float *xr = xc + (size_t)(oh * g->s - g->p + kh) * g->w;
-                    const float *yr = dyo + (size_t)oh * g->ow;
-                    float row = 0.0f;
-                    for (int ow = lo; ow < hi; ow++) row += yr[ow] * xr[ow * g->s - g->p + kw];
-                    sum += row;
+                    sum += row_dot(dyo + (size_t)oh * g->ow, xr, g->s, kw - g->p, lo, hi);
                 }
             }
             dw[kh * g->k + kw] = (float)sum;

@@ -69,6 +69,7 @@ typedef struct progress {
     double epoch_start, train_time, last_draw;
     double loss_sum;
     long long correct, seen;
+    mm_stats stats0;          /* the net's copy statistics when the epoch began */
 } progress;
 
 static void fmt_time(double s, char *buf, size_t len)
@@ -109,21 +110,30 @@ static void report_epoch(progress *p, double test_acc, double test_loss, double 
     const train_opts *o = p->o;
     double ips = p->train_time > 0 ? p->seen / p->train_time : 0;
     double loss = p->seen ? p->loss_sum / p->seen : 0, acc = p->seen ? (double)p->correct / p->seen : 0;
-    char peak[32];
+    mm_stats m = p->n->stats;
+    m.offload_bytes -= p->stats0.offload_bytes;
+    m.prefetch_bytes -= p->stats0.prefetch_bytes;
+    m.wait_s -= p->stats0.wait_s;
+    char peak[32], off[32];
     vdnn_fmt_bytes(p->n->peak_iter_bytes, peak, sizeof peak);
+    vdnn_fmt_bytes(m.offload_bytes, off, sizeof off);
     if (!o->quiet) {
         if (o->tty) fprintf(o->out, "\r\033[K");
-        fprintf(o->out, "epoch %d/%d  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  %.0f img/s  %.1f s  pool peak %s\n",
-                p->epoch + 1, p->epochs, loss, 100 * acc, test_loss, 100 * test_acc, ips,
+        fprintf(o->out, "epoch %d/%d  train loss %.4f acc %.2f%%  test loss %.4f acc %.2f%%  %.0f img/s  %.1f s  "
+                "pool peak %s", p->epoch + 1, p->epochs, loss, 100 * acc, test_loss, 100 * test_acc, ips,
                 vdnn_now_s() - p->epoch_start, peak);
+        if (m.offload_bytes) fprintf(o->out, "  offloaded %s, waited %.2f s", off, m.wait_s);
+        fprintf(o->out, "\n");
         fflush(o->out);
     }
     if (o->log) {
         fprintf(o->log, "{\"epoch\": %d, \"step\": %llu, \"lr\": %.6g, \"train_loss\": %.6g, \"train_acc\": %.6g, "
                 "\"test_loss\": %.6g, \"test_acc\": %.6g, \"images_per_s\": %.6g, \"epoch_time_s\": %.6g, "
-                "\"pool_peak_bytes\": %zu}\n",
+                "\"pool_peak_bytes\": %zu, \"offload_bytes\": %llu, \"prefetch_bytes\": %llu, "
+                "\"copy_wait_s\": %.6g}\n",
                 p->epoch + 1, (unsigned long long)p->n->step, lr, loss, acc, test_loss, test_acc, ips,
-                vdnn_now_s() - p->epoch_start, p->n->peak_iter_bytes);
+                vdnn_now_s() - p->epoch_start, p->n->peak_iter_bytes, (unsigned long long)m.offload_bytes,
+                (unsigned long long)m.prefetch_bytes, m.wait_s);
         fflush(o->log);
     }
 }
@@ -225,6 +235,7 @@ vdnn_status train_run(net *n, const dataset *train, const dataset *test, const t
         p.epoch_start = p.last_draw = vdnn_now_s();
         p.train_time = p.loss_sum = 0;
         p.correct = p.seen = 0;
+        p.stats0 = n->stats;
         index = 0;
         st = run_epoch(n, ld, &b, &p, lr, &s->steps, &stop);
         train_time += p.train_time;
