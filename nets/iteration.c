@@ -105,16 +105,15 @@ static vdnn_status forward(net *n, exec_ctx *c, int train)
     return VDNN_OK;
 }
 
-/* The next layer after i (counting backward) that reads an offloaded map, or -1: its
- * maps are the ones to prefetch while layer i computes. */
+/* The layer whose offloaded maps are prefetched while layer i computes: the next one
+ * to run, i - 1. (vDNN looks further, to the next layer that reads any offloaded map;
+ * that copy then sits on the device through the layers in between and raises the
+ * peak, which is the budget's to pay. One layer ahead overlaps the copy with exactly
+ * one layer's compute and adds to the peak only what the next layer needs anyway.) */
 static int next_reader(const net *n, int i)
 {
-    int best = -1;
-    for (int j = 0; j <= n->nlayers; j++) {
-        const fmap *m = &n->maps[j];
-        if (m->offload && m->first_reader < i && m->first_reader > best) best = m->first_reader;
-    }
-    return best;
+    (void)n;
+    return i - 1;
 }
 
 static vdnn_status fetch(net *n, int j, const layer *l, int items)
@@ -123,19 +122,38 @@ static vdnn_status fetch(net *n, int j, const layer *l, int items)
     return m->state == RES_HOST ? mm_prefetch(n->dev, m, map_bytes(n, j, items), l->name, &n->stats) : VDNN_OK;
 }
 
-/* Before layer i's backward: its own inputs are requested first (the memory stream is
- * FIFO), then every offloaded map that the next reading layer needs, so that those
- * copies overlap layer i's compute; then layer i waits for its own inputs only. */
-static vdnn_status stage_inputs(net *n, int i, int items)
+/* Layer i's own inputs: requested first (the memory stream is FIFO). */
+static vdnn_status fetch_own(net *n, int i, int items)
 {
     const layer *l = n->layers[i];
     vdnn_status st = VDNN_OK;
     if (l->needs_input) st = fetch(n, i, l, items);
     if (st == VDNN_OK && l->needs_output) st = fetch(n, i + 1, l, items);
+    return st;
+}
+
+/* Every offloaded map that the next reading layer needs, so that its copy overlaps
+ * layer i's compute. Asked after layer i's own buffers: a look-ahead that does not fit
+ * waits until its reader needs it (and then stalls), so the budget decides how far
+ * ahead copies run, never whether the iteration runs. */
+static vdnn_status fetch_ahead(net *n, int i, int items)
+{
     int r = next_reader(n, i);
-    for (int j = 0; j <= n->nlayers && st == VDNN_OK && r >= 0; j++)
-        if (n->maps[j].state == RES_HOST && n->maps[j].first_reader == r) st = fetch(n, j, l, items);
-    if (st == VDNN_OK && l->needs_input) st = mm_ready(n->dev, &n->maps[i], &n->stats);
+    for (int j = 0; j <= n->nlayers && r >= 0; j++) {
+        if (n->maps[j].state != RES_HOST || n->maps[j].first_reader != r) continue;
+        vdnn_status st = fetch(n, j, n->layers[i], items);
+        if (st == VDNN_EBUDGET) n->stats.deferred++;
+        else if (st != VDNN_OK) return st;
+    }
+    return VDNN_OK;
+}
+
+/* Layer i waits on events for its own inputs only. */
+static vdnn_status wait_own(net *n, int i)
+{
+    const layer *l = n->layers[i];
+    vdnn_status st = VDNN_OK;
+    if (l->needs_input) st = mm_ready(n->dev, &n->maps[i], &n->stats);
     if (st == VDNN_OK && l->needs_output) st = mm_ready(n->dev, &n->maps[i + 1], &n->stats);
     return st;
 }
@@ -145,13 +163,15 @@ static vdnn_status backward(net *n, exec_ctx *c)
     for (int i = n->nlayers - 1; i >= 0; i--) {
         layer *l = n->layers[i];
         double t0 = vdnn_now_s();
-        vdnn_status st = stage_inputs(n, i, c->n);
+        vdnn_status st = fetch_own(n, i, c->n);
         if (st == VDNN_OK && i > 0) {
             char what[48];
             snprintf(what, sizeof what, "gradient of %s", n->maps[i].name);
             st = device_alloc_at(n->dev, map_bytes(n, i, c->n), 1, l->name, what, (void **)&n->dx[i]);
         }
         if (st == VDNN_OK) st = take_workspace(n, l, PASS_BWD_DATA, c);
+        if (st == VDNN_OK) st = fetch_ahead(n, i, c->n);
+        if (st == VDNN_OK) st = wait_own(n, i);
         if (st == VDNN_OK)
             st = layer_backward(l, c, n->maps[i].dev, n->maps[i + 1].dev, l->is_loss ? NULL : n->dx[i + 1], n->dx[i]);
         give_workspace(n, c);

@@ -54,9 +54,14 @@ device *tn_device_for(const net *n)
 net *tn_attached(const char *text, const net_overrides *ov, device **d)
 {
     net *n = tn_parse(text, ov);
+    /* Algorithms first, so that the budget has room for their workspaces. */
+    vdnn_status st = net_plan(n, n->policy, ALGO_MEM);
+    ck_assert_msg(st == VDNN_OK, "net_plan failed: %s", vdnn_errmsg());
     *d = tn_device_for(n);
-    vdnn_status st = net_attach(n, *d);
+    st = net_attach(n, *d);
     ck_assert_msg(st == VDNN_OK, "net_attach failed: %s", vdnn_errmsg());
+    st = net_plan(n, n->policy, ALGO_MEM);
+    ck_assert_msg(st == VDNN_OK, "net_plan failed: %s", vdnn_errmsg());
     return n;
 }
 

@@ -38,7 +38,9 @@ void tn_msg_has(const char *a, const char *b);
  * net_free(). */
 device *tn_device_for(const net *n);
 
-/* tn_parse + tn_device_for + net_attach. Free with tn_free(). */
+/* tn_parse + tn_device_for + net_attach, planned with the config's policy and the
+ * smallest-workspace algorithms (or those the config pins): a choice that does not
+ * depend on timing, so that runs repeat bit for bit. Free with tn_free(). */
 net *tn_attached(const char *text, const net_overrides *ov, device **d);
 void tn_free(net *n, device *d);
 

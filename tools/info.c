@@ -53,6 +53,22 @@ static void text_layer(FILE *f, const layer *l)
     }
 }
 
+/* The largest, over convolution passes, of the smallest workspace an algorithm of that
+ * pass needs: what memory-optimal algorithms need at most at once. */
+static size_t min_workspace(const net *n)
+{
+    size_t m = 0;
+    for (int i = 0; i < n->nlayers; i++)
+        for (int p = 0; p < PASS_COUNT; p++) {
+            const layer *l = n->layers[i];
+            size_t best = layer_workspace_bytes(l, p, 0);
+            for (int a = 1; a < layer_algo_count(l, p); a++)
+                if (layer_workspace_bytes(l, p, a) < best) best = layer_workspace_bytes(l, p, a);
+            if (best > m) m = best;
+        }
+    return m;
+}
+
 int cmd_info(int argc, char **argv)
 {
     long long batch = -1;
@@ -76,6 +92,8 @@ int cmd_info(int argc, char **argv)
     size_t maps = shape_bytes(n->input);
     for (int i = 0; i < n->nlayers; i++) maps += shape_bytes(n->layers[i]->out);
     size_t params = net_param_bytes(n), ws = net_max_workspace_bytes(n), bound = net_train_bytes_bound(n);
+    /* vDNN's baseline: every feature map and gradient map allocated for the whole net */
+    size_t network_wide = params + 2 * maps + ws, network_wide_mem = params + 2 * maps + min_workspace(n);
     if (json) {
         printf("{\n  \"config\": ");
         json_str(stdout, cfg);
@@ -83,7 +101,8 @@ int cmd_info(int argc, char **argv)
                n->input.h, n->input.w, n->classes);
         for (int i = 0; i < n->nlayers; i++) json_layer(stdout, n->layers[i], i == n->nlayers - 1);
         printf("  ],\n  \"param_bytes\": %zu, \"feature_map_bytes\": %zu, \"max_workspace_bytes\": %zu, "
-               "\"train_bytes_bound\": %zu,\n  \"min_budget_bytes\": {", params, maps, ws, bound);
+               "\"train_bytes_bound\": %zu,\n  \"network_wide_bytes\": {\"perf\": %zu, \"mem\": %zu},\n"
+               "  \"min_budget_bytes\": {", params, maps, ws, bound, network_wide, network_wide_mem);
         for (int p = 0; p < POLICY_COUNT; p++)
             printf("%s\"%s\": {\"perf\": %zu, \"mem\": %zu}", p ? ", " : "", policy_name((mem_policy)p),
                    mins[p][ALGO_PERF], mins[p][ALGO_MEM]);
@@ -105,6 +124,8 @@ int cmd_info(int argc, char **argv)
                    100.0 * (1 - (double)mins[p][ALGO_PERF] / mins[POLICY_NONE][ALGO_PERF]),
                    100.0 * (1 - (double)mins[p][ALGO_MEM] / mins[POLICY_NONE][ALGO_PERF]));
         printf("  (perf assumes the largest-workspace algorithms; training measures them and may need less)\n");
+        printf("network-wide allocation (vDNN's baseline: every map and gradient kept): perf %s, mem %s\n",
+               vdnn_fmt_bytes(network_wide, a, sizeof a), vdnn_fmt_bytes(network_wide_mem, b, sizeof b));
     }
     net_free(n);
     return 0;

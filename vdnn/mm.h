@@ -39,6 +39,7 @@ typedef struct mm_stats {
     uint64_t offload_bytes;
     uint64_t prefetch_bytes;
     double wait_s;       /* time compute waited for copies */
+    uint64_t deferred;   /* look-ahead prefetches that did not fit and waited for their reader */
 } mm_stats;
 
 /* Starts copying m's device copy (bytes long) to its host buffer on the memory stream,
