@@ -30,6 +30,10 @@ enum { CONV_WEIGHTS = 0, CONV_BIAS = 1 };
  * DIRECT_LANES partial sums (one AVX vector). */
 enum { DIRECT_BLOCK = 4, DIRECT_LANES = 8 };
 
+/* Loops over fewer elements (or multiply-adds) than this run on one thread: starting a
+ * parallel region costs more than such a loop. */
+#define PAR_MIN_WORK ((size_t)1 << 15)
+
 static const cfg_key conv_keys[] = {
     {"filters", CFG_INT, 1, 1, 65536, NULL, 0, "number of filters (output channels)"},
     {"size", CFG_INT, 1, 1, 64, NULL, 0, "side of the square kernel"},
@@ -264,7 +268,8 @@ static void im2col_row(const conv_geom *g, const float *x, int r, float *dst)
 /* col (KDIM, OH*OW) <- the patches of one image x (IC, H, W). */
 static void im2col_image(const conv_geom *g, const float *x, float *col)
 {
-#pragma omp parallel for schedule(static)
+    const int par = (size_t)g->kdim * g->opix >= PAR_MIN_WORK;
+#pragma omp parallel for if (par) schedule(static)
     for (int r = 0; r < g->kdim; r++) im2col_row(g, x, r, col + (size_t)r * g->opix);
 }
 
@@ -273,7 +278,8 @@ static void im2col_image(const conv_geom *g, const float *x, float *col)
 static void im2col_batch(const conv_geom *g, const float *x, float *col)
 {
     const size_t ld = (size_t)g->n * g->opix;
-#pragma omp parallel for collapse(2) schedule(static)
+    const int par = (size_t)g->kdim * g->n * g->opix >= PAR_MIN_WORK;
+#pragma omp parallel for if (par) collapse(2) schedule(static)
     for (int r = 0; r < g->kdim; r++)
         for (int i = 0; i < g->n; i++)
             im2col_row(g, x + (size_t)i * g->ic * g->ipix, r, col + r * ld + (size_t)i * g->opix);
@@ -304,7 +310,8 @@ static void col2im_channel(const conv_geom *g, const float *col, size_t ld, int 
 /* dx (IC, H, W) of one image <- col (KDIM, OH*OW). */
 static void col2im_image(const conv_geom *g, const float *col, float *dx)
 {
-#pragma omp parallel for schedule(static)
+    const int par = (size_t)g->kdim * g->opix >= PAR_MIN_WORK;
+#pragma omp parallel for if (par) schedule(static)
     for (int ci = 0; ci < g->ic; ci++)
         col2im_channel(g, col, g->opix, ci, dx + (size_t)ci * g->ipix);
 }
@@ -313,7 +320,8 @@ static void col2im_image(const conv_geom *g, const float *col, float *dx)
 static void col2im_batch(const conv_geom *g, const float *col, float *dx)
 {
     const size_t ld = (size_t)g->n * g->opix;
-#pragma omp parallel for collapse(2) schedule(static)
+    const int par = (size_t)g->kdim * g->n * g->opix >= PAR_MIN_WORK;
+#pragma omp parallel for if (par) collapse(2) schedule(static)
     for (int i = 0; i < g->n; i++)
         for (int ci = 0; ci < g->ic; ci++)
             col2im_channel(g, col + (size_t)i * g->opix, ld, ci,
@@ -324,7 +332,8 @@ static void col2im_batch(const conv_geom *g, const float *col, float *dx)
 static void channels_to_nchw(const conv_geom *g, const float *t, const float *bias, float *y)
 {
     const size_t ld = (size_t)g->n * g->opix;
-#pragma omp parallel for collapse(2) schedule(static)
+    const int par = (size_t)g->oc * g->n * g->opix >= PAR_MIN_WORK;
+#pragma omp parallel for if (par) collapse(2) schedule(static)
     for (int i = 0; i < g->n; i++)
         for (int o = 0; o < g->oc; o++) {
             const float *src = t + o * ld + (size_t)i * g->opix;
@@ -338,7 +347,8 @@ static void channels_to_nchw(const conv_geom *g, const float *t, const float *bi
 static void nchw_to_channels(const conv_geom *g, const float *dy, float *t)
 {
     const size_t ld = (size_t)g->n * g->opix;
-#pragma omp parallel for collapse(2) schedule(static)
+    const int par = (size_t)g->oc * g->n * g->opix >= PAR_MIN_WORK;
+#pragma omp parallel for if (par) collapse(2) schedule(static)
     for (int o = 0; o < g->oc; o++)
         for (int i = 0; i < g->n; i++)
             memcpy(t + o * ld + (size_t)i * g->opix, dy + ((size_t)i * g->oc + o) * g->opix,
@@ -361,7 +371,8 @@ static void direct_fwd_block(const conv_geom *g, const float *x, const float *w,
             valid_range(kh, g->p, g->s, g->h, g->oh, &olo, &ohi);
             for (int kw = 0; kw < g->k; kw++) {
                 float wv[DIRECT_BLOCK] = {0.0f};
-                for (int b = 0; b < nb; b++) wv[b] = w[(size_t)b * g->kdim + (ci * g->k + kh) * g->k + kw];
+                for (int b = 0; b < nb; b++)
+                    wv[b] = w[(size_t)b * g->kdim + (ci * g->k + kh) * g->k + kw];
                 int lo, hi;
                 valid_range(kw, g->p, g->s, g->w, g->ow, &lo, &hi);
                 for (int oh = olo; oh < ohi; oh++) {
@@ -392,7 +403,8 @@ static void fwd_direct(const conv_geom *g, const float *x, const float *w, const
                        float *y)
 {
     const int blocks = (g->oc + DIRECT_BLOCK - 1) / DIRECT_BLOCK;
-#pragma omp parallel for collapse(2) schedule(static)
+    const int par = (size_t)g->n * g->oc * g->opix * g->kdim >= PAR_MIN_WORK;
+#pragma omp parallel for if (par) collapse(2) schedule(static)
     for (int i = 0; i < g->n; i++)
         for (int ob = 0; ob < blocks; ob++) {
             const int o = ob * DIRECT_BLOCK;
@@ -514,7 +526,8 @@ static void direct_bwd_data_block(const conv_geom *g, const float *dy, const flo
 static void bwd_data_direct(const conv_geom *g, const float *dy, const float *w, float *dx)
 {
     const int blocks = (g->ic + DIRECT_BLOCK - 1) / DIRECT_BLOCK;
-#pragma omp parallel for collapse(2) schedule(static)
+    const int par = (size_t)g->n * g->oc * g->opix * g->kdim >= PAR_MIN_WORK;
+#pragma omp parallel for if (par) collapse(2) schedule(static)
     for (int i = 0; i < g->n; i++)
         for (int cb = 0; cb < blocks; cb++) {
             const int ci = cb * DIRECT_BLOCK;
@@ -596,7 +609,8 @@ static void direct_bwd_filter_slice(const conv_geom *g, const float *x, const fl
 static void bwd_filter_direct(const conv_geom *g, const float *x, const float *dy,
                               int accumulate, float *dw)
 {
-#pragma omp parallel for collapse(2) schedule(static)
+    const int par = (size_t)g->n * g->oc * g->opix * g->kdim >= PAR_MIN_WORK;
+#pragma omp parallel for if (par) collapse(2) schedule(static)
     for (int o = 0; o < g->oc; o++)
         for (int ci = 0; ci < g->ic; ci++)
             direct_bwd_filter_slice(g, x, dy, o, ci, accumulate,
@@ -632,7 +646,8 @@ static void bwd_filter_im2col_batch(const conv_geom *g, const float *x, int accu
 /* db (OC) = the sum of dy (N, OC, OH, OW) over items and pixels, in a fixed order. */
 static void bias_grad(const conv_geom *g, const float *dy, int accumulate, float *db)
 {
-#pragma omp parallel for schedule(static)
+    const int par = (size_t)g->oc * g->n * g->opix >= PAR_MIN_WORK;
+#pragma omp parallel for if (par) schedule(static)
     for (int o = 0; o < g->oc; o++) {
         double s = accumulate ? db[o] : 0.0;
         for (int i = 0; i < g->n; i++) {

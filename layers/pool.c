@@ -20,6 +20,10 @@
 
 #include "layers/layer.h"
 
+/* Loops over fewer window cells than this run on one thread: starting a parallel region
+ * costs more than such a loop. */
+#define PAR_MIN_WORK ((size_t)1 << 15)
+
 typedef struct pool_params {
     int size;     /* window side, 1..64 */
     int stride;   /* 1..64 */
@@ -108,7 +112,8 @@ static vdnn_status maxpool_forward(layer *l, const exec_ctx *c, const float *x, 
 {
     const pool_params *p = l->priv;
     const int planes = c->n * l->in.c, h = l->in.h, w = l->in.w, oh = l->out.h, ow = l->out.w;
-#pragma omp parallel for schedule(static)
+    const int par = (size_t)planes * oh * ow * p->size * p->size >= PAR_MIN_WORK;
+#pragma omp parallel for if (par) schedule(static)
     for (int pl = 0; pl < planes; pl++) {
         const float *xp = x + (size_t)pl * h * w;   /* (H, W) */
         float *yp = y + (size_t)pl * oh * ow;       /* (OH, OW) */
@@ -126,7 +131,8 @@ static vdnn_status maxpool_backward(layer *l, const exec_ctx *c, const float *x,
     if (!dx) return VDNN_OK;
     const pool_params *p = l->priv;
     const int planes = c->n * l->in.c, h = l->in.h, w = l->in.w, oh = l->out.h, ow = l->out.w;
-#pragma omp parallel for schedule(static)
+    const int par = (size_t)planes * oh * ow * p->size * p->size >= PAR_MIN_WORK;
+#pragma omp parallel for if (par) schedule(static)
     for (int pl = 0; pl < planes; pl++) {
         const float *xp = x + (size_t)pl * h * w;    /* (H, W) */
         const float *dyp = dy + (size_t)pl * oh * ow; /* (OH, OW) */
@@ -144,7 +150,8 @@ static vdnn_status avgpool_forward(layer *l, const exec_ctx *c, const float *x, 
     const pool_params *p = l->priv;
     const int planes = c->n * l->in.c, h = l->in.h, w = l->in.w, oh = l->out.h, ow = l->out.w;
     const float inv = 1.0f / (float)(p->size * p->size);
-#pragma omp parallel for schedule(static)
+    const int par = (size_t)planes * oh * ow * p->size * p->size >= PAR_MIN_WORK;
+#pragma omp parallel for if (par) schedule(static)
     for (int pl = 0; pl < planes; pl++) {
         const float *xp = x + (size_t)pl * h * w;   /* (H, W) */
         float *yp = y + (size_t)pl * oh * ow;       /* (OH, OW) */
@@ -169,7 +176,8 @@ static vdnn_status avgpool_backward(layer *l, const exec_ctx *c, const float *x,
     const pool_params *p = l->priv;
     const int planes = c->n * l->in.c, h = l->in.h, w = l->in.w, oh = l->out.h, ow = l->out.w;
     const float inv = 1.0f / (float)(p->size * p->size);
-#pragma omp parallel for schedule(static)
+    const int par = (size_t)planes * oh * ow * p->size * p->size >= PAR_MIN_WORK;
+#pragma omp parallel for if (par) schedule(static)
     for (int pl = 0; pl < planes; pl++) {
         const float *dyp = dy + (size_t)pl * oh * ow; /* (OH, OW) */
         float *dxp = dx + (size_t)pl * h * w;        /* (H, W) */

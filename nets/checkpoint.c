@@ -10,6 +10,8 @@
 
 #define CKPT_HEADER_BYTES 40u   /* step, epoch, index, seed (u64), batch, ntensors (u32) */
 #define CKPT_DTYPE_F32 0u
+#define CKPT_DTYPE_I32 1u
+#define CKPT_ALGOS "plan.algorithms"   /* (layers, 3) int32: each pass's convolution algorithm */
 
 /* A growing byte buffer that the whole file is assembled in. */
 typedef struct buf {
@@ -104,6 +106,21 @@ static vdnn_status put_tensor(net *n, buf *b, const tensor_ref *t, float *host)
     return VDNN_OK;
 }
 
+/* The algorithms in use: with --algo perf they come from timing, so a resumed run must
+ * take them from here to continue bit for bit. */
+static void put_algos(const net *n, buf *b)
+{
+    put_u32(b, (uint32_t)strlen(CKPT_ALGOS));
+    put(b, CKPT_ALGOS, strlen(CKPT_ALGOS));
+    put_u32(b, CKPT_DTYPE_I32);
+    put_u32(b, 2);
+    put_u32(b, (uint32_t)n->nlayers);
+    put_u32(b, PASS_COUNT);
+    put_u64(b, (uint64_t)n->nlayers * PASS_COUNT * 4);
+    for (int i = 0; i < n->nlayers; i++)
+        for (int p = 0; p < PASS_COUNT; p++) put_u32(b, (uint32_t)n->layers[i]->algo[p]);
+}
+
 static vdnn_status write_file(const char *path, const buf *b)
 {
     char tmp[1100];
@@ -148,9 +165,10 @@ vdnn_status checkpoint_save(net *n, const char *path, const ckpt_state *s)
     put_u64(&b, s->index);
     put_u64(&b, s->seed);
     put_u32(&b, (uint32_t)n->input.n);
-    put_u32(&b, (uint32_t)count);
+    put_u32(&b, (uint32_t)count + 1);
     for (int i = 0; i < count && st == VDNN_OK; i++) st = put_tensor(n, &b, &t[i], host);
-    if (st == VDNN_OK) put_u32(&b, (uint32_t)crc32(0L, b.p, (uInt)b.len));
+    put_algos(n, &b);
+    if (st == VDNN_OK) put_u32(&b, (uint32_t)crc32_z(0L, b.p, b.len));
     if (st == VDNN_OK && b.oom) st = vdnn_fail(VDNN_ENOMEM, "out of host memory saving %s", path);
     if (st == VDNN_OK) st = write_file(path, &b);
     free(b.p);
@@ -230,7 +248,7 @@ static vdnn_status read_header(reader *r, const net *n, ckpt_state *s, uint32_t 
     if ((st = need(r, hbytes + 4, "the header")) != VDNN_OK) return st;
     uint32_t crc_stored = (uint32_t)r->p[r->len - 4] | (uint32_t)r->p[r->len - 3] << 8 |
                  (uint32_t)r->p[r->len - 2] << 16 | (uint32_t)r->p[r->len - 1] << 24;
-    if ((uint32_t)crc32(0L, r->p, (uInt)(r->len - 4)) != crc_stored)
+    if ((uint32_t)crc32_z(0L, r->p, r->len - 4) != crc_stored)
         return vdnn_fail(VDNN_EFORMAT, "%s: checksum mismatch: the checkpoint is corrupt or truncated", r->path);
     s->step = get_u64(r);
     s->epoch = get_u64(r);
@@ -253,8 +271,28 @@ static const tensor_ref *find_ref(const tensor_ref *t, int count, const char *na
 
 /* Parses one record; on success *ref is the matching tensor (or NULL to skip) and
  * *data points at its little-endian floats. */
-static vdnn_status read_record(reader *r, const tensor_ref *t, int count, const tensor_ref **ref,
-                               const unsigned char **data)
+static vdnn_status read_algos(reader *r, const net *n, uint32_t dtype, uint32_t ndim, const uint32_t *dims,
+                              uint64_t bytes, const unsigned char **algos)
+{
+    if (dtype != CKPT_DTYPE_I32 || ndim != 2 || dims[0] != (uint32_t)n->nlayers || dims[1] != PASS_COUNT ||
+        bytes != (uint64_t)n->nlayers * PASS_COUNT * 4)
+        return vdnn_fail(VDNN_EFORMAT, "%s: %s is not a (%d, %d) int32 table (a checkpoint of another config?)",
+                         r->path, CKPT_ALGOS, n->nlayers, PASS_COUNT);
+    *algos = r->p + r->pos;
+    for (int i = 0; i < n->nlayers; i++)
+        for (int p = 0; p < PASS_COUNT; p++) {
+            const unsigned char *c = *algos + 4 * (i * PASS_COUNT + p);
+            uint32_t a = (uint32_t)c[0] | (uint32_t)c[1] << 8 | (uint32_t)c[2] << 16 | (uint32_t)c[3] << 24;
+            if (a >= (uint32_t)layer_algo_count(n->layers[i], p))
+                return vdnn_fail(VDNN_EFORMAT, "%s: %s names algorithm %u for %s, which has %d", r->path, CKPT_ALGOS,
+                                 a, n->layers[i]->name, layer_algo_count(n->layers[i], p));
+        }
+    r->pos += bytes;
+    return VDNN_OK;
+}
+
+static vdnn_status read_record(reader *r, const net *n, const tensor_ref *t, int count, const tensor_ref **ref,
+                               const unsigned char **data, const unsigned char **algos)
 {
     vdnn_status st = need(r, 4, "a tensor name length");
     if (st != VDNN_OK) return st;
@@ -266,13 +304,15 @@ static vdnn_status read_record(reader *r, const tensor_ref *t, int count, const 
     name[nlen] = 0;
     r->pos += nlen;
     uint32_t dtype = get_u32(r), ndim = get_u32(r);
-    if (dtype != CKPT_DTYPE_F32) return vdnn_fail(VDNN_EFORMAT, "%s: tensor %s has dtype %u (only 0 = float32)", r->path, name, dtype);
     if (ndim > 8) return vdnn_fail(VDNN_EFORMAT, "%s: tensor %s has %u dimensions", r->path, name, ndim);
     if ((st = need(r, 4 * ndim + 8, "a tensor shape")) != VDNN_OK) return st;
     uint32_t dims[8] = {1, 1, 1, 1, 1, 1, 1, 1};
     for (uint32_t d = 0; d < ndim; d++) dims[d] = get_u32(r);
     uint64_t bytes = get_u64(r);
     if ((st = need(r, bytes, name)) != VDNN_OK) return st;
+    *ref = NULL;
+    if (!strcmp(name, CKPT_ALGOS)) return read_algos(r, n, dtype, ndim, dims, bytes, algos);
+    if (dtype != CKPT_DTYPE_F32) return vdnn_fail(VDNN_EFORMAT, "%s: tensor %s has dtype %u (only 0 = float32)", r->path, name, dtype);
     *ref = find_ref(t, count, name);
     if (!*ref) return vdnn_fail(VDNN_EFORMAT, "%s: tensor %s is not in this net (a checkpoint of another config?)", r->path, name);
     shape4 s = (*ref)->p->shape;
@@ -298,14 +338,14 @@ vdnn_status checkpoint_load(net *n, const char *path, ckpt_state *s, int weights
     uint32_t ntensors = 0;
     st = list_all(n, &t, &count);
     if (st == VDNN_OK) st = read_header(&r, n, &state, &ntensors);
-    const unsigned char **found = NULL;
+    const unsigned char **found = NULL, *algos = NULL;
     if (st == VDNN_OK && !(found = calloc((size_t)count + 1, sizeof *found)))
         st = vdnn_fail(VDNN_ENOMEM, "out of host memory");
     for (uint32_t i = 0; i < ntensors && st == VDNN_OK; i++) {
         const tensor_ref *ref = NULL;
         const unsigned char *p = NULL;
-        st = read_record(&r, t, count, &ref, &p);
-        if (st == VDNN_OK) found[ref - t] = p;
+        st = read_record(&r, n, t, count, &ref, &p, &algos);
+        if (st == VDNN_OK && ref) found[ref - t] = p;
     }
     if (st == VDNN_OK && r.pos != r.len)
         st = vdnn_fail(VDNN_EFORMAT, "%s: %zu unexpected bytes after the last tensor", path, r.len - r.pos);
@@ -327,6 +367,10 @@ vdnn_status checkpoint_load(net *n, const char *path, ckpt_state *s, int weights
         st = device_upload(n->dev, t[i].dev, h, cnt * sizeof *h);
         free(h);
     }
+    for (int i = 0; i < n->nlayers && st == VDNN_OK && algos && !weights_only; i++)
+        for (int p = 0; p < PASS_COUNT; p++)
+            n->layers[i]->algo[p] = (int)((uint32_t)algos[4 * (i * PASS_COUNT + p)] |
+                                          (uint32_t)algos[4 * (i * PASS_COUNT + p) + 1] << 8);
     if (st == VDNN_OK && s) *s = state;
     free(found);
     free(t);

@@ -105,15 +105,20 @@ static vdnn_status forward(net *n, exec_ctx *c, int train)
     return VDNN_OK;
 }
 
-/* The layer whose offloaded maps are prefetched while layer i computes: the next one
- * to run, i - 1. (vDNN looks further, to the next layer that reads any offloaded map;
- * that copy then sits on the device through the layers in between and raises the
- * peak, which is the budget's to pay. One layer ahead overlaps the copy with exactly
- * one layer's compute and adds to the peak only what the next layer needs anyway.) */
+/* The layer whose offloaded maps are prefetched while layer i computes. Far (vDNN's
+ * rule): the next layer that reads any offloaded map, however many layers ahead, so
+ * that the copy overlaps all the compute in between; the map then sits on the device
+ * through those layers. Near: only layer i - 1, which adds to the peak only what the
+ * next layer needs anyway; the planner falls back to it when far does not fit. */
 static int next_reader(const net *n, int i)
 {
-    (void)n;
-    return i - 1;
+    if (!n->prefetch_far) return i - 1;
+    int best = -1;
+    for (int j = 0; j <= n->nlayers; j++) {
+        const fmap *m = &n->maps[j];
+        if (m->offload && m->first_reader < i && m->first_reader > best) best = m->first_reader;
+    }
+    return best;
 }
 
 static vdnn_status fetch(net *n, int j, const layer *l, int items)

@@ -315,6 +315,7 @@ static vdnn_status net_from_cfg(cfg_file *f, int borrowed, const net_overrides *
     }
     n->cfg = f;
     n->cfg_borrowed = borrowed;
+    n->prefetch_far = 1;
     n->ov = *ov;
     n->ov.data_path = NULL;   /* not kept: the caller owns the string */
     vdnn_status st = check_sections(f);
@@ -394,6 +395,7 @@ vdnn_status net_attach(net *n, device *d)
         if (st != VDNN_OK) return st;
     }
     vdnn_status st = device_alloc(d, (size_t)n->input.n * sizeof(int32_t), "input", "labels", (void **)&n->labels);
+    if (st == VDNN_OK) st = net_plan_static(n, n->policy, n->algo);
     return st;
 }
 

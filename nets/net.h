@@ -72,6 +72,7 @@ typedef struct net {
     algo_mode algo;           /* [memory] algo or --algo */
     size_t budget_bytes;      /* [memory] budget or --budget; 0: enough for the net */
     int sync_layers;          /* vDNN's original per-layer barrier on both streams */
+    int prefetch_far;         /* prefetch for the next reading layer however far (vDNN), or one layer ahead */
     device *dev;              /* not owned; set by net_attach */
     uint64_t step;            /* optimizer steps taken */
     fmap *maps;               /* (nlayers + 1) feature maps x[i] with residency and plan */
@@ -107,6 +108,9 @@ void net_detach(net *n);
  * win); ALGO_PERF measures on the attached device (or, unattached, assumes the
  * largest-workspace algorithm is the fastest, an upper bound for memory). */
 vdnn_status net_plan(net *n, mem_policy p, algo_mode a);
+/* As net_plan, without measuring: perf takes the largest-workspace algorithms.
+ * net_attach() applies it with the config's policy and mode. */
+vdnn_status net_plan_static(net *n, mem_policy p, algo_mode a);
 
 /* The smallest budget (bytes, a multiple of POOL_ALIGN) in which one training
  * iteration of the net, planned as it is now, fits: found by replaying the iteration

@@ -167,12 +167,18 @@ static void choose_without_measuring(net *n, algo_mode a)
     }
 }
 
-vdnn_status net_plan(net *n, mem_policy p, algo_mode a)
+vdnn_status net_plan_static(net *n, mem_policy p, algo_mode a)
 {
     n->policy = p;
     n->algo = a;
     for (int j = 0; n->maps && j <= n->nlayers; j++) n->maps[j].offload = offloads(n, j, p);
     choose_without_measuring(n, a);
+    return VDNN_OK;
+}
+
+vdnn_status net_plan(net *n, mem_policy p, algo_mode a)
+{
+    net_plan_static(n, p, a);
     if (a == ALGO_PERF && n->dev && device_get_kind(n->dev) != DEVICE_SIM) return measure_algos(n);
     return VDNN_OK;
 }
@@ -183,6 +189,7 @@ static void copy_plan(net *m, const net *n)
     m->policy = n->policy;
     m->algo = n->algo;
     m->sync_layers = n->sync_layers;
+    m->prefetch_far = n->prefetch_far;
     for (int i = 0; i < n->nlayers; i++) memcpy(m->layers[i]->algo, n->layers[i]->algo, sizeof n->layers[i]->algo);
     for (int j = 0; j <= n->nlayers; j++) m->maps[j].offload = n->maps ? n->maps[j].offload : offloads(n, j, n->policy);
 }
@@ -237,6 +244,8 @@ vdnn_status net_budget_table(net *n, size_t table[POLICY_COUNT][ALGO_MODE_COUNT]
     for (int i = 0; i < n->nlayers; i++) memcpy(saved_algo[i], n->layers[i]->algo, sizeof saved_algo[i]);
     mem_policy saved_policy = n->policy;
     algo_mode saved_mode = n->algo;
+    int saved_far = n->prefetch_far;
+    n->prefetch_far = 0;   /* the minimum: prefetch one layer ahead */
     vdnn_status st = VDNN_OK;
     for (int a = 0; a < ALGO_MODE_COUNT && st == VDNN_OK; a++) {
         /* perf keeps the algorithms measured (or assumed) now; mem takes the smallest */
@@ -251,6 +260,7 @@ vdnn_status net_budget_table(net *n, size_t table[POLICY_COUNT][ALGO_MODE_COUNT]
     free(saved_algo);
     n->policy = saved_policy;
     n->algo = saved_mode;
+    n->prefetch_far = saved_far;
     for (int j = 0; n->maps && j <= n->nlayers; j++) n->maps[j].offload = offloads(n, j, saved_policy);
     return st;
 }

@@ -10,10 +10,16 @@
 vdnn_status check_classes(const net *n, const dataset *d)
 {
     if (d->classes == n->classes) return VDNN_OK;
-    const layer *last = n->layers[n->nlayers - 1];
+    /* name the line that sets the class count: the output of the layer feeding the loss */
+    const layer *last = n->layers[n->nlayers > 1 ? n->nlayers - 2 : 0];
+    int line = last->line;
+    for (int i = 0; i < n->cfg->nsec; i++) {
+        const cfg_kv *kv = n->cfg->sec[i].line == last->line ? cfg_find(&n->cfg->sec[i], "output") : NULL;
+        if (kv) line = kv->line;
+    }
     return vdnn_fail(VDNN_EINVAL, "%s:%d: the net classifies into %d outputs but %s has %d classes "
-                     "(set the last [connected] layer's output = %d)", n->cfg->path, last->line, n->classes,
-                     d->source, d->classes, d->classes);
+                     "(set this [%s] layer's output = %d)", n->cfg->path, line, n->classes, d->source,
+                     d->classes, last->ops->type, d->classes);
 }
 
 /* Host staging buffers (pinned on CUDA) for one batch; the iteration copies them into

@@ -450,21 +450,22 @@ END_TEST
 
 START_TEST(test_resume_exact)
 {
-    /* 10 steps in one go, or 6 then 4 resumed: the same checkpoint. */
+    /* 10 steps in one go, or 6 then 4 resumed: the same checkpoint. With --algo perf the
+     * two runs could time their way to different algorithms; mem fixes them. */
     char cfg[512], a[512], b[512], c[512], args[2048];
     write_cfg(cfg, sizeof cfg, "net.cfg", CLI_NET);
     tmp_path(a, sizeof a, "a.ckpt");
     tmp_path(b, sizeof b, "b.ckpt");
     tmp_path(c, sizeof c, "c.ckpt");
-    snprintf(args, sizeof args, "train %s --steps 10 --save %s --quiet --threads 1", cfg, a);
+    snprintf(args, sizeof args, "train %s --steps 10 --save %s --quiet --threads 1 --algo mem", cfg, a);
     cli_run r = run_cli(args);
     assert_ok(&r, args);
     run_free(&r);
-    snprintf(args, sizeof args, "train %s --steps 6 --save %s --quiet --threads 1", cfg, b);
+    snprintf(args, sizeof args, "train %s --steps 6 --save %s --quiet --threads 1 --algo mem", cfg, b);
     r = run_cli(args);
     assert_ok(&r, args);
     run_free(&r);
-    snprintf(args, sizeof args, "train %s --steps 4 --resume %s --save %s --quiet --threads 1", cfg, b, c);
+    snprintf(args, sizeof args, "train %s --steps 4 --resume %s --save %s --quiet --threads 1 --algo mem", cfg, b, c);
     r = run_cli(args);
     assert_ok(&r, args);
     run_free(&r);

@@ -608,7 +608,7 @@ static float *guarded(size_t count, const float *init)
     float *b = malloc((count + 2 * GUARD) * sizeof *b);
     ck_assert_ptr_nonnull(b);
     for (size_t i = 0; i < count + 2 * GUARD; i++) b[i] = canary;
-    if (init) memcpy(b + GUARD, init, count * sizeof *b);
+    for (size_t i = 0; init && i < count; i++) b[GUARD + i] = init[i];
     return b + GUARD;
 }
 

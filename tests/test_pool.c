@@ -3,8 +3,8 @@
  * to the first maximum, the average's divisor that counts padding, dx == NULL, and the
  * config keys. */
 #include <check.h>
-#include <float.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,6 +226,64 @@ START_TEST(test_gradcheck)
 }
 END_TEST
 
+/* Host buffers of exactly `count` floats between two guard bands of canaries. On the
+ * CPU device, device pointers are host addresses, so kernels can run on these directly:
+ * inside the device arena an overrun would land in a neighbour block unnoticed (even by
+ * ASan), here it hits a canary or ASan's redzone. */
+enum { GUARD = 64 };
+static const float canary = -12345.0f;
+
+static float *guarded(size_t count, const float *init)
+{
+    float *b = malloc((count + 2 * GUARD) * sizeof *b);
+    ck_assert_ptr_nonnull(b);
+    for (size_t i = 0; i < count + 2 * GUARD; i++) b[i] = canary;
+    for (size_t i = 0; init && i < count; i++) b[GUARD + i] = init[i];
+    return b + GUARD;
+}
+
+static void guarded_check(float *p, size_t count, const char *what)
+{
+    for (size_t i = 0; i < GUARD; i++) {
+        ck_assert_msg(p[-1 - (ptrdiff_t)i] == canary, "%s: written before its start", what);
+        ck_assert_msg(p[count + i] == canary, "%s: written past its end", what);
+    }
+    free(p - GUARD);
+}
+
+START_TEST(test_stays_in_bounds)
+{
+    const pool_case *k = &cases[_i / 2];
+    const int is_max = _i % 2;
+    device *d = test_cpu_device();
+    layer *l = make_pool(is_max, k);
+    const size_t xc = shape_count(l->in), yc = shape_count(l->out);
+    float *hx = malloc(xc * sizeof *hx), *hdy = malloc(yc * sizeof *hdy);
+    double *ry = malloc(yc * sizeof *ry), *rdx = malloc(xc * sizeof *rdx);
+    ck_assert(hx && hdy && ry && rdx);
+    test_fill_uniform(hx, xc, 1.0f, 11 + (uint64_t)_i);
+    test_fill_uniform(hdy, yc, 1.0f, 12 + (uint64_t)_i);
+    ref_pool(is_max, k, hx, hdy, ry, rdx);
+    float *x = guarded(xc, hx), *dy = guarded(yc, hdy), *y = guarded(yc, NULL);
+    float *dx = guarded(xc, NULL);
+    exec_ctx c = make_ctx(d, l->in.n);
+    ck_assert_int_eq(layer_forward(l, &c, x, y), VDNN_OK);
+    ck_assert_int_eq(layer_backward(l, &c, x, y, dy, dx), VDNN_OK);
+    expect_close(y, ry, yc, "y");
+    expect_close(dx, rdx, xc, "dx");
+    guarded_check(x, xc, "x");
+    guarded_check(dy, yc, "dy");
+    guarded_check(y, yc, "y");
+    guarded_check(dx, xc, "dx");
+    free(hx);
+    free(hdy);
+    free(ry);
+    free(rdx);
+    layer_destroy(l, d);
+    device_destroy(d);
+}
+END_TEST
+
 /* A smaller batch (c->n = 1 of 3) writes only its own outputs. */
 START_TEST(test_smaller_batch)
 {
@@ -390,6 +448,7 @@ static Suite *pool_suite(void)
     tcase_add_loop_test(tc, test_setup_shapes, 0, 2 * NCASES);
     tcase_add_loop_test(tc, test_reference, 0, 2 * NCASES);
     tcase_add_loop_test(tc, test_gradcheck, 0, 2 * NCASES);
+    tcase_add_loop_test(tc, test_stays_in_bounds, 0, 2 * NCASES);
     tcase_add_loop_test(tc, test_smaller_batch, 0, 2);
     tcase_add_test(tc, test_max_padding_never_wins);
     tcase_add_test(tc, test_max_ties_first_wins);

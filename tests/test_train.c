@@ -289,11 +289,6 @@ END_TEST
 
 START_TEST(test_fashion_mnist)
 {
-#if defined(__SANITIZE_THREAD__)
-    /* Over a minute under ThreadSanitizer; the synthetic runs cover the same threads. */
-    printf("SKIPPED: test_fashion_mnist: too slow under ThreadSanitizer\n");
-    return;
-#endif
     FILE *probe = fopen(FMNIST_DIR "/train-images-idx3-ubyte.gz", "rb");
     if (!probe) probe = fopen(FMNIST_DIR "/train-images-idx3-ubyte", "rb");
     if (!probe) {

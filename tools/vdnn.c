@@ -91,7 +91,12 @@ vdnn_status cli_plan(net *n, size_t budget)
 {
     vdnn_status st = net_plan(n, n->policy, n->algo);
     size_t need = 0;
+    n->prefetch_far = 1;
     if (st == VDNN_OK) st = net_min_budget(n, &need);
+    if (st == VDNN_OK && budget && need > budget && n->policy != POLICY_NONE) {
+        n->prefetch_far = 0;
+        st = net_min_budget(n, &need);
+    }
     if (st == VDNN_OK && budget && need > budget) return budget_error(n, budget, need);
     return st;
 }
@@ -139,9 +144,10 @@ static vdnn_status open_all(const char *cfg, run_flags *f, int need_train, net *
         if (st == VDNN_EBUDGET) st = budget_error(*n, (*n)->budget_bytes, 0);
     }
     if (st == VDNN_OK) st = cli_plan(*n, (*n)->budget_bytes);
+    if (st != VDNN_OK) return st;
     const data_cfg *dc = &(*n)->data;
-    shape4 in = st == VDNN_OK ? (*n)->input : shape_make(0, 0, 0, 0);
-    if (st == VDNN_OK && need_train) st = dataset_load(dc, SPLIT_TRAIN, in.c, in.h, in.w, train);
+    shape4 in = (*n)->input;
+    if (need_train) st = dataset_load(dc, SPLIT_TRAIN, in.c, in.h, in.w, train);
     if (st == VDNN_OK) st = dataset_load(dc, SPLIT_TEST, in.c, in.h, in.w, test);
     return st;
 }
