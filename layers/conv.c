@@ -1,18 +1,23 @@
-/* The convolutional layer (CPU half): shape inference, parameters, and three CPU
- * algorithms for each pass, which trade workspace for speed:
+/* The convolutional layer (CPU half): shape inference, parameters, and four CPU
+ * algorithms for each pass, which trade workspace for speed (ids in layers/conv.h):
  *
  *   direct        no workspace; plain loops, OpenMP over independent output planes
+ *                 (forward: (item, block of 4 filters); backward-data: (item, block of
+ *                 4 channels); backward-filter: (filter, channel))
  *   im2col        one image's column buffer (IC*K*K, OH*OW) + a GEMM per image
  *   im2col-batch  the whole batch's column buffer (IC*K*K, N*OH*OW) + one large GEMM,
  *                 plus a (OC, N*OH*OW) buffer to move between that layout and NCHW
+ *   im2col-chunk  as im2col-batch, a chunk of images at a time, the chunk sized so that
+ *                 its column buffer stays in cache yet the GEMM stays wide
  *
  * A 1x1 convolution with stride 1 and no padding is already in column form, so the
  * per-image algorithm uses the input (or writes dx) in place and needs no workspace.
  *
  * Weights are (OC, IC, K, K), read as a row-major (OC, IC*K*K) matrix; bias is (OC).
- * Backward reads x for the filter gradient (needs_input) and never y. Every result
- * is computed in a fixed order that does not depend on the thread count, except what
- * OpenBLAS does inside one GEMM (fixed for a given OpenBLAS thread count).
+ * Backward reads x for the filter gradient (needs_input) and never y; it needs the
+ * larger of its two algorithms' workspaces (only the filter's when dx is NULL). Every
+ * result is computed in a fixed order that does not depend on the thread count, except
+ * what OpenBLAS does inside one GEMM (fixed for a given OpenBLAS thread count).
  *
  * cblas calls are made from the calling thread only, never inside an OpenMP region:
  * OpenBLAS threads itself, and nesting the two oversubscribes or deadlocks. */
@@ -46,9 +51,10 @@ static const cfg_key conv_keys[] = {
 static const char *const algo_names[CONV_ALGO_COUNT] = {"direct", "im2col", "im2col-batch",
                                                          "im2col-chunk"};
 
-/* im2col-chunk takes as many images per GEMM as keep one chunk's column buffer near
- * CHUNK_COL_BYTES (so that it is still in cache when the GEMM reads it), but at least
- * CHUNK_MIN_COLS columns (so that small feature maps still make a wide GEMM). */
+/* im2col-chunk takes as many images per GEMM as keep one chunk's column buffer within
+ * CONV_CHUNK_COL_BYTES (about one core's L2, so that it is still in cache when the GEMM
+ * reads it), but at least CONV_CHUNK_MIN_COLS columns (so that small feature maps still
+ * make a wide GEMM). Both can be tuned at build time with -D. */
 #ifndef CONV_CHUNK_COL_BYTES
 #define CONV_CHUNK_COL_BYTES ((size_t)2 << 20)
 #endif

@@ -7,7 +7,7 @@
 
 /* How many items the algorithm measurement runs with: enough for the batch-wide
  * algorithms to show their advantage, few enough that the slow direct loops stay short. */
-#define MEASURE_ITEMS 8
+#define MEASURE_ITEMS 32
 
 static int offloads(const net *n, int j, mem_policy p)
 {
@@ -42,8 +42,9 @@ typedef struct bench_bufs {
 } bench_bufs;
 
 /* Seconds for one call: forward (fwd >= 0), or backward with data algorithm `bd` (dx
- * computed when bd >= 0) and filter algorithm `bf`. The best of two runs. */
-static vdnn_status time_call(layer *l, device *d, bench_bufs *b, int items, int fwd, int bd, int bf, double *secs)
+ * computed when bd >= 0) and filter algorithm `bf`. */
+static vdnn_status time_call(layer *l, device *d, bench_bufs *b, int items, int fwd, int bd, int bf,
+                             double best_so_far, double *secs)
 {
     int saved[PASS_COUNT];
     memcpy(saved, l->algo, sizeof saved);
@@ -54,12 +55,25 @@ static vdnn_status time_call(layer *l, device *d, bench_bufs *b, int items, int 
                   .grad_scale = 1};
     vdnn_status st = VDNN_OK;
     *secs = 1e30;
-    for (int run = 0; run < 2 && st == VDNN_OK; run++) {
+    /* A probe on an eighth of the items first: an algorithm whose probe alone, scaled
+     * up, is three times the best so far is out (so slow loops cost little to rule
+     * out); the others get the best of three full runs. */
+    int probe = items / 8 > 0 ? items / 8 : 1;
+    for (int run = 0; run < 4 && st == VDNN_OK; run++) {
+        c.n = run == 0 ? probe : items;
         double t0 = vdnn_now_s();
         st = fwd >= 0 ? layer_forward(l, &c, b->x, b->y)
                       : layer_backward(l, &c, b->x, b->y, b->dy, bd >= 0 ? b->dx : NULL);
         device_stream_sync(d, STREAM_COMPUTE);
         double t = vdnn_now_s() - t0;
+        if (run == 0) {
+            t *= (double)items / probe;
+            if (t > 3 * best_so_far) {
+                *secs = t;
+                break;
+            }
+            continue;
+        }
         if (t < *secs) *secs = t;
     }
     memcpy(l->algo, saved, sizeof saved);
@@ -84,6 +98,26 @@ static int argmin(const double *t, int count)
 }
 
 #define MAX_ALGOS 16
+
+/* The best of `count` times (unmeasured ones are 1e30). */
+static double best(const double *t, int count)
+{
+    return count ? t[argmin(t, count)] : 1e30;
+}
+
+/* The k-th algorithm of a pass in order of decreasing workspace. */
+static int by_workspace(const layer *l, int pass, int k)
+{
+    int order[MAX_ALGOS], n = layer_algo_count(l, pass) < MAX_ALGOS ? layer_algo_count(l, pass) : MAX_ALGOS;
+    for (int i = 0; i < n; i++) order[i] = i;
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && layer_workspace_bytes(l, pass, order[j]) > layer_workspace_bytes(l, pass, order[j - 1]); j--) {
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    return order[k];
+}
 
 static vdnn_status bench_alloc(layer *l, device *d, int items, bench_bufs *b)
 {
@@ -120,10 +154,21 @@ static vdnn_status measure_layer(layer *l, device *d, int items)
     if (nf > MAX_ALGOS) nf = MAX_ALGOS;
     if (nb > MAX_ALGOS) nb = MAX_ALGOS;
     if (nd > MAX_ALGOS) nd = MAX_ALGOS;
-    for (int a = 0; a < nf && st == VDNN_OK; a++) st = time_call(l, d, &b, items, a, -1, 0, &tf[a]);
-    for (int a = 0; a < nb && st == VDNN_OK; a++) st = time_call(l, d, &b, items, -1, -1, a, &tb[a]);
+    /* largest workspace first: the likely fastest set the bar the slow ones must pass */
+    for (int k = 0; k < MAX_ALGOS; k++) tf[k] = tb[k] = td[k] = 1e30;
+    for (int k = 0; k < nf && st == VDNN_OK; k++) {
+        int a = by_workspace(l, PASS_FWD, k);
+        st = time_call(l, d, &b, items, a, -1, 0, best(tf, nf), &tf[a]);
+    }
+    for (int k = 0; k < nb && st == VDNN_OK; k++) {
+        int a = by_workspace(l, PASS_BWD_FILTER, k);
+        st = time_call(l, d, &b, items, -1, -1, a, best(tb, nb), &tb[a]);
+    }
     int bf = st == VDNN_OK ? argmin(tb, nb) : 0;
-    for (int a = 0; a < nd && st == VDNN_OK; a++) st = time_call(l, d, &b, items, -1, a, bf, &td[a]);
+    for (int k = 0; k < nd && st == VDNN_OK; k++) {
+        int a = by_workspace(l, PASS_BWD_DATA, k);
+        st = time_call(l, d, &b, items, -1, a, bf, best(td, nd), &td[a]);
+    }
     if (st == VDNN_OK) {
         int pick[PASS_COUNT] = {argmin(tf, nf), argmin(td, nd), bf};
         for (int p = 0; p < PASS_COUNT; p++) l->algo[p] = l->algo_pinned[p] >= 0 ? l->algo_pinned[p] : pick[p];

@@ -3,6 +3,8 @@
 # "tests: N passed, N failed, N skipped". Exits non-zero if any check failed.
 # A suite prints "SKIPPED: ..." for each check it could not run (no GPU); those are
 # counted as skipped, never as passed.
+# Idle OpenMP threads that spin steal the cores from the suites running beside them.
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 passed=0; failed=0; skipped=0; bad=""
 for t in "$@"; do
     out=$("$t" 2>&1); rc=$?

@@ -176,6 +176,7 @@ typedef struct run_cfg {
     int min_budget;               /* device budget = net_min_budget of the plan, else roomy */
     double link_gbps;
     int sync_layers;
+    int near;                     /* prefetch one layer ahead instead of vDNN's far look-ahead */
     int steps;
     int items;                    /* per step; 0: the batch */
 } run_cfg;
@@ -235,6 +236,7 @@ static void run_net(const char *text, const run_cfg *rc, snapshot *s, run_info *
         ck_assert_int_eq(net_attach(n, big), VDNN_OK);
         ck_assert_msg(net_plan(n, rc->policy, rc->algo) == VDNN_OK, "net_plan: %s", vdnn_errmsg());
         n->sync_layers = rc->sync_layers;
+        n->prefetch_far = !rc->near;
         ck_assert_msg(net_min_budget(n, &budget) == VDNN_OK, "net_min_budget: %s", vdnn_errmsg());
         pin_algos(n);
         net_detach(n);
@@ -244,6 +246,7 @@ static void run_net(const char *text, const run_cfg *rc, snapshot *s, run_info *
     ck_assert_msg(net_attach(n, d) == VDNN_OK, "net_attach: %s", vdnn_errmsg());
     ck_assert_msg(net_plan(n, rc->policy, rc->algo) == VDNN_OK, "net_plan: %s", vdnn_errmsg());
     n->sync_layers = rc->sync_layers;
+    n->prefetch_far = !rc->near;
     memset(s, 0, sizeof *s);
     int items = rc->items ? rc->items : n->input.n;
     for (int k = 0; k < rc->steps; k++) {
@@ -353,18 +356,25 @@ START_TEST(test_invariance_pinned_perf)
 END_TEST
 
 /* At the exact minimum budget of each policy the pool must wait for pending frees and
- * the look-ahead may not fit: the results still match. */
+ * the look-ahead may not fit: the results still match, with vDNN's far look-ahead and
+ * with the near one (one layer ahead). */
 START_TEST(test_invariance_min_budget)
 {
     const char *text = inv_nets[_i];
     snapshot base;
     baseline(text, ALGO_MEM, &base);
     char what[96];
-    for (int p = POLICY_NONE; p < POLICY_COUNT; p++) {
-        run_cfg rc = {.policy = (mem_policy)p, .algo = ALGO_MEM, .min_budget = 1, .steps = NSTEPS};
-        snprintf(what, sizeof what, "net %d, policy %s at its minimum budget", _i, policy_name((mem_policy)p));
-        same_as(&base, text, &rc, what);
-    }
+    for (int near = 0; near < 2; near++)
+        for (int p = POLICY_NONE; p < POLICY_COUNT; p++) {
+            run_cfg rc = {.policy = (mem_policy)p, .algo = ALGO_MEM, .min_budget = 1, .near = near, .steps = NSTEPS};
+            snprintf(what, sizeof what, "net %d, policy %s at its minimum budget, %s prefetch", _i,
+                     policy_name((mem_policy)p), near ? "near" : "far");
+            same_as(&base, text, &rc, what);
+            rc.min_budget = 0;
+            snprintf(what, sizeof what, "net %d, policy %s, %s prefetch", _i, policy_name((mem_policy)p),
+                     near ? "near" : "far");
+            same_as(&base, text, &rc, what);
+        }
     snapshot_free(&base);
 }
 END_TEST
@@ -392,6 +402,10 @@ START_TEST(test_invariance_slow_link)
                     .steps = NSTEPS};
     snprintf(what, sizeof what, "net %d, policy all, per-layer barrier", _i);
     same_as(&base, text, &sync, what);
+    run_cfg near = {.policy = POLICY_ALL, .algo = ALGO_MEM, .min_budget = 1, .link_gbps = 0.05, .near = 1,
+                    .steps = NSTEPS};
+    snprintf(what, sizeof what, "net %d, policy all, near prefetch, link 0.05 GB/s", _i);
+    same_as(&base, text, &near, what);
     snapshot_free(&base);
 
     /* A short batch (fewer items than the net was built for). */
@@ -495,13 +509,25 @@ END_TEST
 
 /* ---- overlap ---- */
 
-/* Four 3x3 convolutions of 64 channels on 32x32 maps (2 MiB per map at batch 8), with
- * forward and backward each about 10 ms on one thread. The last convolution feeds the
- * pooling directly, so no large map is offloaded after it. */
+/* Four blocks of a 3x3 convolution of 64 channels on maps of about 32x32 (about 10 ms
+ * forward and 20 ms backward on one thread at batch 8), a relu and a 2x2/1 max pooling.
+ * Only the poolings' inputs are offloaded (~2 MiB each): a pooling is cheap, so in forward
+ * its offload overlaps the next block's convolution, which a per-layer barrier
+ * forbids. */
+#define OV_BLOCK                                                                          \
+    "[convolutional]\nfilters = 64\nsize = 3\npad = 1\nalgo = im2col\noffload = 0\n[relu]\n" \
+    "[maxpool]\nsize = 2\nstride = 1\n"
+#define NET_OVERLAP                                                                       \
+    "[net]\nbatch = 8\nchannels = 64\nheight = 32\nwidth = 32\n" OT_TRAIN OT_DATA(4)       \
+    OV_BLOCK OV_BLOCK OV_BLOCK OV_BLOCK "[avgpool]\nsize = 28\n[connected]\noutput = 4\n[softmax]\n"
+
+/* The same convolutions in a plain convolution -> relu chain: each convolution's input
+ * is offloaded, and in backward only a relu runs between one convolution and the
+ * reader of the next map to prefetch. */
 #define OV_CONV "[convolutional]\nfilters = 64\nsize = 3\npad = 1\nalgo = im2col\n"
-#define NET_OVERLAP                                                                                \
-    "[net]\nbatch = 8\nchannels = 64\nheight = 32\nwidth = 32\n" OT_TRAIN OT_DATA(4)                \
-    OV_CONV "[relu]\n" OV_CONV "[relu]\n" OV_CONV "[relu]\n" OV_CONV                              \
+#define NET_CHAIN                                                                         \
+    "[net]\nbatch = 8\nchannels = 64\nheight = 32\nwidth = 32\n" OT_TRAIN OT_DATA(4)       \
+    OV_CONV "[relu]\n" OV_CONV "[relu]\n" OV_CONV "[relu]\n" OV_CONV                      \
     "[avgpool]\nsize = 32\n[connected]\noutput = 4\n[softmax]\n"
 
 static int cmp_double(const void *a, const void *b)
@@ -516,10 +542,10 @@ static double median(double *t, int count)
     return t[count / 2];
 }
 
-/* NET_OVERLAP planned under `p` on a fresh device with the link at `gbps`. */
-static net *overlap_net(mem_policy p, double gbps, int sync)
+/* `text` planned under `p` on a fresh device with the link at `gbps`. */
+static net *overlap_net(const char *text, mem_policy p, double gbps, int sync)
 {
-    net *n = tn_parse(NET_OVERLAP, NULL);
+    net *n = tn_parse(text, NULL);
     device *d = cpu_device(roomy_budget(n), gbps);
     ck_assert_int_eq(net_attach(n, d), VDNN_OK);
     ck_assert_int_eq(net_plan(n, p, ALGO_MEM), VDNN_OK);
@@ -581,25 +607,25 @@ typedef struct overlap_times {
 /* Sets the link so that the offloads of a step take 0.8 of a forward pass, then times
  * steps under none, all and all with the barrier, interleaved (so that a change of the
  * machine's load hits the three alike), `reps` of each after a warm-up. */
-static overlap_times measure_overlap(int reps, int with_sync)
+static overlap_times measure_overlap(const char *text, int reps, int with_sync)
 {
     overlap_times o = {0};
     double t[3][16];
     ck_assert_int_le(reps, 16);
-    net *none = overlap_net(POLICY_NONE, 0, 0);
+    net *none = overlap_net(text, POLICY_NONE, 0, 0);
     batch b = batch_make(none, none->input.n, 5);
     timed_step(none, &b, 0);
     for (int k = 0; k < reps; k++) t[0][k] = timed_step(none, &b, 1);
     o.t_f = median(t[0], reps);
-    net *probe = overlap_net(POLICY_ALL, 0, 0);
+    net *probe = overlap_net(text, POLICY_ALL, 0, 0);
     uint64_t bytes = planned_bytes(probe);
     overlap_free(probe);
     ck_assert_uint_gt(bytes, 0);
     o.gbps = (double)bytes / (0.8 * o.t_f) / 1e9;
     o.t_pre = (double)bytes / (o.gbps * 1e9);
     o.t_x = 2 * o.t_pre;
-    net *all = overlap_net(POLICY_ALL, o.gbps, 0);
-    net *sync = with_sync ? overlap_net(POLICY_ALL, o.gbps, 1) : NULL;
+    net *all = overlap_net(text, POLICY_ALL, o.gbps, 0);
+    net *sync = with_sync ? overlap_net(text, POLICY_ALL, o.gbps, 1) : NULL;
     net *runs[3] = {none, all, sync};
     for (int r = 1; r < 3; r++)
         if (runs[r]) timed_step(runs[r], &b, 0);
@@ -624,7 +650,7 @@ static overlap_times measure_overlap(int reps, int with_sync)
 /* Fewer timed steps where compute is slow (a sanitizer build). */
 static int overlap_reps(void)
 {
-    net *n = overlap_net(POLICY_NONE, 0, 0);
+    net *n = overlap_net(NET_CHAIN, POLICY_NONE, 0, 0);
     batch b = batch_make(n, n->input.n, 5);
     double t = timed_step(n, &b, 0);
     t = timed_step(n, &b, 0);
@@ -633,33 +659,35 @@ static int overlap_reps(void)
     return t > 0.4 ? 3 : 7;
 }
 
-/* Why the bounds hold. Compute runs on the calling thread; the copy engine only sleeps
- * (a copy is a memmove of 2 MiB, well under a millisecond, then a sleep until
- * bytes / bandwidth), so copies cost no CPU and the two streams run side by side even
- * on a loaded machine. The link is set so that the offloads of a step take 0.8 of a
- * forward pass T_f: each of the four large maps takes m = 0.2 T_f per direction, less
- * than its convolution's forward (f ~ T_f / 4). In forward every offload hides behind
- * the convolution that reads the map. In backward (DESIGN.md, backward rule 1) the
- * prefetch of the next convolution's input hides behind the current convolution's
- * backward, and only the first one (behind the cheap softmax, connected and pooling
- * layers) is exposed. So T_all ~ T_c + m = T_c + T_x / 8, where T_x = 2 * 0.8 T_f is
- * about 0.5-0.8 T_c here: far below T_c + 0.6 T_x, which is what hiding less than 40%
- * of the transfers would give (no overlap at all gives T_c + T_x); the margin, about
- * T_x / 2 ~ 30 ms, absorbs scheduling delays of the copy thread on a loaded machine
- * (a few ms per copy). The barrier run waits for every copy at the end of each layer,
- * so it cannot be faster but for noise. Other processes on the machine stretch a step
- * by whatever time the compute thread spends ready but not running (up to tens of ms
- * on a loaded 2-core machine, more than the effect measured); the kernel counts that
- * time, and timed_step() leaves it out. The three runs are timed step by step in turn
- * and compared by their medians, so that neither a change of load nor one odd step
- * decides, and a failed attempt is measured again once. Under the sanitizers compute slows
- * down and the link is derived from the measured T_f, so the same reasoning holds. */
+/* Why the bounds hold (NET_OVERLAP). Compute runs on the calling thread; the copy
+ * engine only sleeps (a copy is a memmove of 2 MiB, well under a millisecond, then a
+ * sleep until bytes / bandwidth), so copies cost no CPU and the two streams run side by
+ * side even on a loaded machine. The link is set so that the offloads of a step take
+ * 0.8 of a forward pass T_f: each of the four maps takes m = 0.2 T_f per direction, less
+ * than one convolution's forward (f ~ T_f / 4).
+ *  - Forward: the offload of block k's pooling input starts with the pooling and runs
+ *    during block k+1's convolution; only the last block's (with nothing but the cheap
+ *    head after it) is exposed, as the iteration settles offloads before backward.
+ *  - Backward: the prefetch of the next pooling's input runs during the convolution in
+ *    between (backward ~2f > m); only the first (behind the head) is exposed.
+ * So T_all ~ T_c + 2m = T_c + T_x / 4 (T_x = 8m, about half of T_c here): well below
+ * T_c + 0.6 T_x, what hiding less than 40% of the transfers would give (no overlap at
+ * all gives T_c + T_x). The margin, 0.35 T_x ~ 20 ms, absorbs the copy thread's
+ * wake-up delays (a few ms per copy on a loaded machine). With vDNN's per-layer barrier
+ * each pooling waits for its own offload (m, three more times), and backward is as
+ * before: T_sync ~ T_all + 3m, so T_sync > 0.9 T_all holds with room.
+ * Other processes stretch a step by whatever time the compute thread sits ready but
+ * not running (tens of ms on a loaded 2-core machine, more than the effect measured);
+ * the kernel counts it and timed_step() leaves it out. The three runs are timed step
+ * by step in turn and compared by medians, so that neither a change of load nor one odd
+ * step decides, and a failed attempt is measured again once. Under the sanitizers
+ * compute slows down and the link follows the measured T_f, so the reasoning holds. */
 START_TEST(test_overlap)
 {
     overlap_times o = {0};
     int ok = 0, reps = overlap_reps();
     for (int attempt = 0; attempt < 2 && !ok; attempt++) {
-        o = measure_overlap(reps, 1);
+        o = measure_overlap(NET_OVERLAP, reps, 1);
         ok = o.t_all < o.t_c + 0.6 * o.t_x && o.t_sync > 0.9 * o.t_all;
         fprintf(stderr,
                 "overlap (attempt %d): T_c %.1f ms (forward %.1f ms), T_x %.1f ms (link %.3f GB/s), T_all %.1f ms "
@@ -689,7 +717,7 @@ START_TEST(test_overlap_backward)
     overlap_times o = {0};
     int ok = 0, reps = overlap_reps();
     for (int attempt = 0; attempt < 2 && !ok; attempt++) {
-        o = measure_overlap(reps, 0);
+        o = measure_overlap(NET_CHAIN, reps, 0);
         ok = o.wait_s < 0.6 * o.t_pre;
         fprintf(stderr, "overlap backward (attempt %d): the prefetches of a step take %.1f ms, compute waited %.1f ms\n",
                 attempt + 1, 1e3 * o.t_pre, 1e3 * o.wait_s);
