@@ -46,7 +46,7 @@ static vdnn_status take_workspace(net *n, layer *l, int pass, exec_ctx *c)
     }
     c->workspace = NULL;
     c->workspace_bytes = ws;
-    return ws ? device_alloc_at(n->dev, ws, 1, l->name, pass_label(pass), &c->workspace) : VDNN_OK;
+    return ws ? device_alloc(n->dev, ws, l->name, pass_label(pass), &c->workspace) : VDNN_OK;
 }
 
 static void give_workspace(net *n, exec_ctx *c)
@@ -121,10 +121,11 @@ static int next_reader(const net *n, int i)
     return best;
 }
 
-static vdnn_status fetch(net *n, int j, const layer *l, int items)
+static vdnn_status fetch(net *n, int j, const layer *l, int items, int optional)
 {
     fmap *m = &n->maps[j];
-    return m->state == RES_HOST ? mm_prefetch(n->dev, m, map_bytes(n, j, items), l->name, &n->stats) : VDNN_OK;
+    return m->state == RES_HOST ? mm_prefetch(n->dev, m, map_bytes(n, j, items), l->name, optional, &n->stats)
+                                : VDNN_OK;
 }
 
 /* Layer i's own inputs: requested first (the memory stream is FIFO). */
@@ -132,21 +133,21 @@ static vdnn_status fetch_own(net *n, int i, int items)
 {
     const layer *l = n->layers[i];
     vdnn_status st = VDNN_OK;
-    if (l->needs_input) st = fetch(n, i, l, items);
-    if (st == VDNN_OK && l->needs_output) st = fetch(n, i + 1, l, items);
+    if (l->needs_input) st = fetch(n, i, l, items, 0);
+    if (st == VDNN_OK && l->needs_output) st = fetch(n, i + 1, l, items, 0);
     return st;
 }
 
 /* Every offloaded map that the next reading layer needs, so that its copy overlaps
- * layer i's compute. Asked after layer i's own buffers: a look-ahead that does not fit
- * waits until its reader needs it (and then stalls), so the budget decides how far
- * ahead copies run, never whether the iteration runs. */
+ * layer i's compute. Asked after layer i's own buffers, and only from memory the pool
+ * already spans: a look-ahead that does not fit waits until its reader needs it (and
+ * then stalls), so it never raises the budget the iteration needs. */
 static vdnn_status fetch_ahead(net *n, int i, int items)
 {
     int r = next_reader(n, i);
     for (int j = 0; j <= n->nlayers && r >= 0; j++) {
         if (n->maps[j].state != RES_HOST || n->maps[j].first_reader != r) continue;
-        vdnn_status st = fetch(n, j, n->layers[i], items);
+        vdnn_status st = fetch(n, j, n->layers[i], items, 1);
         if (st == VDNN_EBUDGET) n->stats.deferred++;
         else if (st != VDNN_OK) return st;
     }
@@ -172,7 +173,7 @@ static vdnn_status backward(net *n, exec_ctx *c)
         if (st == VDNN_OK && i > 0) {
             char what[48];
             snprintf(what, sizeof what, "gradient of %s", n->maps[i].name);
-            st = device_alloc_at(n->dev, map_bytes(n, i, c->n), 1, l->name, what, (void **)&n->dx[i]);
+            st = device_alloc(n->dev, map_bytes(n, i, c->n), l->name, what, (void **)&n->dx[i]);
         }
         if (st == VDNN_OK) st = take_workspace(n, l, PASS_BWD_DATA, c);
         if (st == VDNN_OK) st = fetch_ahead(n, i, c->n);

@@ -114,8 +114,9 @@ vdnn_status net_plan_static(net *n, mem_policy p, algo_mode a);
 
 /* The smallest budget (bytes, a multiple of POOL_ALIGN) in which one training
  * iteration of the net, planned as it is now, fits: found by replaying the iteration
- * on a simulated device; the pool's behaviour is deterministic, so a real device with
- * this budget has exactly this high-water mark. */
+ * on a simulated device. The pool's choices depend neither on timing nor on its
+ * capacity, so the iteration fits in exactly the budgets >= this one, and a real
+ * device reaches the same pool state. */
 vdnn_status net_min_budget(net *n, size_t *bytes);
 
 /* The minimum budget of every policy and algorithm mode: perf with the algorithms the

@@ -239,11 +239,12 @@ static void copy_plan(net *m, const net *n)
     for (int j = 0; j <= n->nlayers; j++) m->maps[j].offload = n->maps ? n->maps[j].offload : offloads(n, j, n->policy);
 }
 
-/* Does one training iteration of n's plan fit in `budget` bytes? *ok says; *peak is
- * the pool's high-water mark in that replay. */
-static vdnn_status fits(const net *n, size_t budget, int *ok, size_t *peak)
+vdnn_status net_min_budget(net *n, size_t *bytes)
 {
-    device_options o = {.kind = DEVICE_SIM, .budget_bytes = budget};
+    /* The pool decides the same way in any capacity, so one replay in a pool too large
+     * to fill gives the frontier's high-water mark: the least budget that works, and
+     * one that works in every larger budget. */
+    device_options o = {.kind = DEVICE_SIM, .budget_bytes = (size_t)1 << 50};
     device *d = NULL;
     net *m = NULL;
     vdnn_status st = net_clone(n, &m);
@@ -254,31 +255,9 @@ static vdnn_status fits(const net *n, size_t budget, int *ok, size_t *peak)
         step_result r;
         st = net_train_step(m, NULL, NULL, m->input.n, 0.0, &r);
     }
-    *peak = d ? pool_peak_bytes(device_pool(d)) : 0;
+    *bytes = d ? pool_frontier_peak(device_pool(d)) : 0;
     net_free(m);
     device_destroy(d);
-    *ok = st == VDNN_OK;
-    return st == VDNN_EBUDGET ? VDNN_OK : st;
-}
-
-vdnn_status net_min_budget(net *n, size_t *bytes)
-{
-    int ok = 0;
-    size_t peak = 0, hi = pool_round(net_train_bytes_bound(n)), lo = 0;
-    vdnn_status st = fits(n, hi, &ok, &peak);
-    while (st == VDNN_OK && !ok) {
-        lo = hi;
-        hi *= 2;
-        st = fits(n, hi, &ok, &peak);
-    }
-    /* invariant: lo does not fit (0 never does), hi does */
-    while (st == VDNN_OK && hi - lo > POOL_ALIGN) {
-        size_t mid = lo + (hi - lo) / 2 / POOL_ALIGN * POOL_ALIGN;
-        st = fits(n, mid, &ok, &peak);
-        if (ok) hi = mid;
-        else lo = mid;
-    }
-    *bytes = hi;
     return st;
 }
 

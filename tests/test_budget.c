@@ -49,6 +49,13 @@
     "[convolutional]\nfilters = 8\nsize = 3\npad = 1\n[relu]\n[maxpool]\nsize = 2\n"       \
     "[connected]\noutput = 4\n[softmax]\n"
 
+/* NET_WIDE with every convolution on im2col. */
+#define WIDE_CONV "[convolutional]\nfilters = 8\nsize = 3\npad = 1\nalgo = im2col\n[relu]\n"
+#define NET_WIDE_IM2COL                                                                    \
+    "[net]\nbatch = 16\nchannels = 3\nheight = 24\nwidth = 24\n" BT_TRAIN BT_DATA(4)       \
+    WIDE_CONV WIDE_CONV WIDE_CONV "[maxpool]\nsize = 2\n" WIDE_CONV "[maxpool]\nsize = 2\n"     \
+    "[connected]\noutput = 4\n[softmax]\n"
+
 /* Per-layer overrides: offload flags against the policy, an algorithm per pass. */
 #define NET_C                                                                              \
     "[net]\nbatch = 8\nchannels = 2\nheight = 12\nwidth = 12\n" BT_TRAIN BT_DATA(3)        \
@@ -223,12 +230,14 @@ static void msg_names_layer_and_tensor(const net *n)
                   msg);
 }
 
-/* Whether one training step of n's plan `pc` fits in `budget` on the simulated device. */
+/* Whether one training step of n's plan `pc` fits in `budget` on the simulated device
+ * (n's pinned algorithms included). */
 static int sim_fits(const net *n, const plan_cfg *pc, size_t budget)
 {
     net *m = NULL;
     ck_assert_msg(net_clone(n, &m) == VDNN_OK, "net_clone: %s", vdnn_errmsg());
     device *d = make_device(DEVICE_SIM, budget, 0);
+    for (int i = 0; i < m->nlayers; i++) memcpy(m->layers[i]->algo_pinned, n->layers[i]->algo_pinned, sizeof m->layers[i]->algo_pinned);
     vdnn_status st = net_attach(m, d);
     if (st == VDNN_OK) {
         apply_plan(m, pc);
@@ -381,6 +390,42 @@ START_TEST(test_far_lookahead_never_fails)
         net_free(n);
     }
     ck_assert_msg(report[0] == 0, "the far look-ahead makes fitting budgets fail:%s", report);
+}
+END_TEST
+
+/* Whether a step fits must grow with the budget: net_min_budget() bisects on it, and a
+ * user who gives more than the minimum expects to train. Every budget from the minimum
+ * up to twice it, 256 bytes apart, on the simulated device (sizes only). The plans are
+ * the near look-ahead (the one the minimum table uses) and none. */
+START_TEST(test_budget_monotonic)
+{
+    static const struct { const char *name, *text; mem_policy p; } cases[] = {
+        {"NET_WIDE_IM2COL", NET_WIDE_IM2COL, POLICY_CONV}, {"NET_WIDE_IM2COL", NET_WIDE_IM2COL, POLICY_ALL},
+        {"NET_WIDE_IM2COL", NET_WIDE_IM2COL, POLICY_NONE}, {"NET_WIDE", NET_WIDE, POLICY_CONV},
+        {"NET_A", NET_A, POLICY_ALL}, {"NET_B", NET_B, POLICY_ALL}, {"NET_C", NET_C, POLICY_CONV},
+    };
+    const int ncases = (int)(sizeof cases / sizeof *cases);
+    char report[2048] = "";
+    for (int c = 0; c < ncases; c++) {
+        net *n = tn_parse(cases[c].text, NULL);
+        plan_cfg pc = {cases[c].p, ALGO_MEM, 0, 0};
+        size_t m = min_budget_of(n, &pc), first_fail = 0, last_fail = 0, fails = 0, tried = 0;
+        for (size_t b = m; b <= 2 * m; b += POOL_ALIGN, tried++)
+            if (!sim_fits(n, &pc, b)) {
+                if (!first_fail) first_fail = b;
+                last_fail = b;
+                fails++;
+            }
+        if (fails) {
+            size_t len = strlen(report);
+            snprintf(report + len, sizeof report - len,
+                     "\n  %s, policy %s, mem algorithms, near look-ahead: minimum %zu, but %zu of %zu budgets in "
+                     "[%zu, %zu] fail, from %zu to %zu",
+                     cases[c].name, policy_name(cases[c].p), m, fails, tried, m, 2 * m, first_fail, last_fail);
+        }
+        net_free(n);
+    }
+    ck_assert_msg(report[0] == 0, "a larger budget does not fit where a smaller one does:%s", report);
 }
 END_TEST
 
@@ -705,6 +750,7 @@ static Suite *budget_suite(void)
     tcase_add_loop_test(exact, test_min_budget_exact, 0, NBUDGET);
     tcase_add_test(exact, test_min_budget_order);
     tcase_add_test(exact, test_far_lookahead_never_fails);
+    tcase_add_test(exact, test_budget_monotonic);
     suite_add_tcase(s, exact);
 
     TCase *cli = tcase_create("cli");

@@ -43,14 +43,17 @@ pool *device_pool(device *d) { return d->pool; }
 
 vdnn_status device_alloc(device *d, size_t bytes, const char *layer, const char *tensor, void **ptr)
 {
-    return device_alloc_at(d, bytes, 0, layer, tensor, ptr);
+    size_t off = 0;
+    vdnn_status st = pool_alloc(d->pool, bytes, layer, tensor, &off);
+    /* integer arithmetic: the simulator's slab is a token, not memory */
+    *ptr = st == VDNN_OK ? (void *)((uintptr_t)d->slab + off) : NULL;
+    return st;
 }
 
-vdnn_status device_alloc_at(device *d, size_t bytes, int high, const char *layer, const char *tensor, void **ptr)
+vdnn_status device_alloc_reuse(device *d, size_t bytes, const char *layer, const char *tensor, void **ptr)
 {
     size_t off = 0;
-    vdnn_status st = pool_alloc_at(d->pool, bytes, high, layer, tensor, &off);
-    /* integer arithmetic: the simulator's slab is a token, not memory */
+    vdnn_status st = pool_alloc_reuse(d->pool, bytes, layer, tensor, &off);
     *ptr = st == VDNN_OK ? (void *)((uintptr_t)d->slab + off) : NULL;
     return st;
 }

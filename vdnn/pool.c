@@ -21,6 +21,7 @@ struct pool {
     pool_sync sync;
     block *head;
     size_t used, peak, pending;
+    size_t frontier_peak;      /* highest end of any block ever allocated */
     uint64_t seq, allocs, frees, failures;
 };
 
@@ -103,6 +104,8 @@ void pool_reclaim(pool *p, int wait)
     }
 }
 
+static vdnn_status alloc(pool *p, size_t bytes, int grow, const char *layer, const char *tensor, size_t *offset);
+
 static block *oldest_pending(pool *p)
 {
     block *best = NULL;
@@ -111,18 +114,22 @@ static block *oldest_pending(pool *p)
     return best;
 }
 
-/* Low requests take the lowest free block that fits, high requests the highest: feature
- * maps pack from the bottom of the slab and short-lived buffers from the top, so the
- * free space between them stays in one piece. */
-static block *find_fit(pool *p, size_t size, int high)
+/* The free block past the last allocated one, if any: growing into it raises the
+ * pool's frontier. */
+static block *tail_block(pool *p)
 {
-    block *found = NULL;
+    block *b = p->head;
+    while (b && b->next) b = b->next;
+    return b && b->state == BLOCK_FREE ? b : NULL;
+}
+
+/* The lowest free hole below the frontier that fits (first fit). */
+static block *find_hole(pool *p, size_t size)
+{
+    block *tail = tail_block(p);
     for (block *b = p->head; b; b = b->next)
-        if (b->state == BLOCK_FREE && b->size >= size) {
-            found = b;
-            if (!high) break;
-        }
-    return found;
+        if (b->state == BLOCK_FREE && b != tail && b->size >= size) return b;
+    return NULL;
 }
 
 static size_t largest_free(const pool *p)
@@ -133,31 +140,19 @@ static size_t largest_free(const pool *p)
     return m;
 }
 
-/* Splits free block b so that `size` bytes at its low end (or its high end) are used. */
-static vdnn_status take(pool *p, block *b, size_t size, int high, size_t *offset)
+/* Splits free block b so that its first `size` bytes are used. */
+static vdnn_status take(pool *p, block *b, size_t size, size_t *offset)
 {
     if (b->size > size) {
         block *rest = calloc(1, sizeof *rest);
         if (!rest) return vdnn_fail(VDNN_ENOMEM, "out of host memory in the device pool");
-        if (high) {
-            /* the free rest stays below: b becomes the rest, the new node the block */
-            rest->off = b->off + b->size - size;
-            rest->size = size;
-            b->size -= size;
-            rest->prev = b;
-            rest->next = b->next;
-            if (b->next) b->next->prev = rest;
-            b->next = rest;
-            b = rest;
-        } else {
-            rest->off = b->off + size;
-            rest->size = b->size - size;
-            rest->prev = b;
-            rest->next = b->next;
-            if (b->next) b->next->prev = rest;
-            b->next = rest;
-            b->size = size;
-        }
+        rest->off = b->off + size;
+        rest->size = b->size - size;
+        rest->prev = b;
+        rest->next = b->next;
+        if (b->next) b->next->prev = rest;
+        b->next = rest;
+        b->size = size;
     }
     b->state = BLOCK_USED;
     p->used += size;
@@ -169,22 +164,36 @@ static vdnn_status take(pool *p, block *b, size_t size, int high, size_t *offset
 
 vdnn_status pool_alloc(pool *p, size_t bytes, const char *layer, const char *tensor, size_t *offset)
 {
-    return pool_alloc_at(p, bytes, 0, layer, tensor, offset);
+    return alloc(p, bytes, 1, layer, tensor, offset);
 }
 
-vdnn_status pool_alloc_at(pool *p, size_t bytes, int high, const char *layer, const char *tensor, size_t *offset)
+vdnn_status pool_alloc_reuse(pool *p, size_t bytes, const char *layer, const char *tensor, size_t *offset)
+{
+    return alloc(p, bytes, 0, layer, tensor, offset);
+}
+
+static vdnn_status alloc(pool *p, size_t bytes, int grow, const char *layer, const char *tensor, size_t *offset)
 {
     size_t size = pool_round(bytes ? bytes : 1);
     if (size < bytes)
         return vdnn_fail(VDNN_EINVAL, "%s %s: %zu bytes is too large", layer ? layer : "?",
                          tensor ? tensor : "?", bytes);
-    block *b = find_fit(p, size, high);
+    /* Reuse before growth: a hole below the frontier, else the memory of pending frees
+     * (oldest first), and only then the space past the frontier. No step looks at the
+     * capacity, so a larger pool makes exactly the same choices: whatever fits in C
+     * fits in every larger budget, and the frontier's high-water mark is the minimum. */
+    block *b = find_hole(p, size);
     while (!b) {
         block *old = oldest_pending(p);
         if (!old) break;
         if (p->sync.wait) p->sync.wait(p->sync.ctx, old->ev);
         release_block(p, old);
-        b = find_fit(p, size, high);
+        b = find_hole(p, size);
+    }
+    if (!b && !grow) return VDNN_EBUDGET;   /* not an error: the caller goes without */
+    if (!b) {
+        block *tail = tail_block(p);
+        if (tail && tail->size >= size) b = tail;
     }
     if (!b) {
         char a[32], f[32], l[32], c[32];
@@ -197,7 +206,9 @@ vdnn_status pool_alloc_at(pool *p, size_t bytes, int high, const char *layer, co
                          vdnn_fmt_bytes(p->capacity, c, sizeof c),
                          vdnn_fmt_bytes(largest_free(p), l, sizeof l));
     }
-    return take(p, b, size, high, offset);
+    vdnn_status st = take(p, b, size, offset);
+    if (st == VDNN_OK && b->off + size > p->frontier_peak) p->frontier_peak = b->off + size;
+    return st;
 }
 
 static block *find_used(pool *p, size_t offset)
@@ -237,6 +248,7 @@ void pool_get_stats(const pool *p, pool_stats *o)
     o->capacity_bytes = p->capacity;
     o->used_bytes = p->used;
     o->peak_bytes = p->peak;
+    o->frontier_peak_bytes = p->frontier_peak;
     o->free_bytes = p->capacity - p->used;
     o->largest_free_bytes = largest_free(p);
     o->pending_bytes = p->pending;
@@ -253,3 +265,4 @@ void pool_get_stats(const pool *p, pool_stats *o)
 size_t pool_peak_bytes(const pool *p) { return p->peak; }
 size_t pool_used_bytes(const pool *p) { return p->used; }
 void pool_reset_peak(pool *p) { p->peak = p->used; }
+size_t pool_frontier_peak(const pool *p) { return p->frontier_peak; }

@@ -2,8 +2,10 @@
  *
  * The pool manages offsets inside one slab of `capacity` bytes; it never touches the
  * memory itself, so the same code serves the real device (offset + slab base) and the
- * planner's simulator (sizes only). Best fit over an address-ordered free list with
- * coalescing; every block is aligned to POOL_ALIGN bytes.
+ * planner's simulator (sizes only). An address-ordered block list with coalescing;
+ * every block is aligned to POOL_ALIGN bytes. A request takes the lowest hole that fits
+ * below the frontier (the end of the highest allocated block), else the memory of
+ * pending frees, else grows the frontier: decisions never depend on the capacity.
  *
  * Asynchronous frees: pool_free_after() hands back a block that becomes reusable only
  * once an event has completed. The issuing thread never waits. Pending blocks are
@@ -40,6 +42,7 @@ typedef struct pool_stats {
     size_t capacity_bytes;
     size_t used_bytes;        /* allocated, including blocks pending an async free */
     size_t peak_bytes;        /* high-water mark of used_bytes since create/reset */
+    size_t frontier_peak_bytes; /* highest end of any block allocated: the least capacity that works */
     size_t free_bytes;        /* capacity - used */
     size_t largest_free_bytes;
     size_t pending_bytes;     /* freed-after-event, not yet reclaimed */
@@ -61,10 +64,11 @@ size_t pool_round(size_t bytes);
  * `layer` and `tensor` only name the request in an error message (may be NULL). */
 vdnn_status pool_alloc(pool *p, size_t bytes, const char *layer, const char *tensor, size_t *offset);
 
-/* As pool_alloc; with `high`, the block is cut from the high end of the free block
- * chosen. Short-lived buffers (workspaces, gradients) taken from the high end and
- * feature maps from the low end keep the two from fragmenting each other. */
-vdnn_status pool_alloc_at(pool *p, size_t bytes, int high, const char *layer, const char *tensor, size_t *offset);
+/* As pool_alloc, but only from memory below the frontier (holes, then pending frees):
+ * never grows the pool's footprint, so an optional buffer (a look-ahead prefetch) never
+ * raises the budget an iteration needs. VDNN_EBUDGET, with no message, when that memory
+ * is not there. */
+vdnn_status pool_alloc_reuse(pool *p, size_t bytes, const char *layer, const char *tensor, size_t *offset);
 
 /* Returns a block at once. Freeing an offset that is not live is a programming error
  * reported as VDNN_EINVAL. */
@@ -81,6 +85,9 @@ void pool_reclaim(pool *p, int wait);
 void pool_get_stats(const pool *p, pool_stats *out);
 size_t pool_peak_bytes(const pool *p);
 size_t pool_used_bytes(const pool *p);
+/* The highest end of any block ever allocated. The pool's choices do not depend on its
+ * capacity (see pool_alloc), so the same calls succeed in any capacity at least this. */
+size_t pool_frontier_peak(const pool *p);
 void pool_reset_peak(pool *p);
 
 #endif
