@@ -272,8 +272,9 @@ vdnn_status net_budget_table(net *n, size_t table[POLICY_COUNT][ALGO_MODE_COUNT]
     n->prefetch_far = 0;   /* the minimum: prefetch one layer ahead */
     vdnn_status st = VDNN_OK;
     for (int a = 0; a < ALGO_MODE_COUNT && st == VDNN_OK; a++) {
-        /* perf keeps the algorithms measured (or assumed) now; mem takes the smallest */
-        if (a == ALGO_MEM) choose_without_measuring(n, ALGO_MEM);
+        /* perf keeps the algorithms measured now if the net is in perf mode, else assumes
+         * the largest-workspace ones; mem takes the smallest */
+        if (a == ALGO_MEM || saved_mode != ALGO_PERF) choose_without_measuring(n, (algo_mode)a);
         for (int p = 0; p < POLICY_COUNT && st == VDNN_OK; p++) {
             n->policy = (mem_policy)p;
             for (int j = 0; n->maps && j <= n->nlayers; j++) n->maps[j].offload = offloads(n, j, (mem_policy)p);

@@ -21,6 +21,19 @@
 #include "nets/net.h"
 #include "tests/testnet.h"
 
+/* ThreadSanitizer slows compute and every copy's memmove by an order of magnitude and
+ * unevenly, so timings there say nothing about overlap: the timing checks skip. */
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+#ifndef UNDER_TSAN
+#define UNDER_TSAN 0
+#endif
+
 /* ---- nets ---- */
 
 #define OT_TRAIN "[train]\nepochs = 1\nlearning_rate = 0.05\nmomentum = 0.9\nweight_decay = 0.0005\nseed = 11\n"
@@ -601,6 +614,7 @@ typedef struct overlap_times {
     double t_x;           /* the transfers of one step at the link speed chosen */
     double t_pre;         /* the prefetches of one step */
     double wait_s;        /* per step under all: compute waiting for prefetches */
+    double deferred;      /* per step under all: look-ahead prefetches put off to their reader */
     double gbps;
 } overlap_times;
 
@@ -630,6 +644,7 @@ static overlap_times measure_overlap(const char *text, int reps, int with_sync)
     for (int r = 1; r < 3; r++)
         if (runs[r]) timed_step(runs[r], &b, 0);
     all->stats.wait_s = 0;
+    all->stats.deferred = 0;
     for (int k = 0; k < reps; k++)
         for (int r = 0; r < 3; r++) {
             int q = (r + k) % 3;   /* rotate who goes first */
@@ -639,6 +654,7 @@ static overlap_times measure_overlap(const char *text, int reps, int with_sync)
     o.t_all = median(t[1], reps);
     o.t_sync = sync ? median(t[2], reps) : 0;
     o.wait_s = all->stats.wait_s / reps;
+    o.deferred = (double)all->stats.deferred / reps;
     ck_assert_uint_eq(all->stats.offload_bytes, (uint64_t)(reps + 1) * bytes);
     batch_free(&b);
     overlap_free(none);
@@ -684,6 +700,10 @@ static int overlap_reps(void)
  * compute slows down and the link follows the measured T_f, so the reasoning holds. */
 START_TEST(test_overlap)
 {
+    if (UNDER_TSAN) {
+        printf("SKIPPED: test_overlap: timings mean nothing under ThreadSanitizer\n");
+        return;
+    }
     overlap_times o = {0};
     int ok = 0, reps = overlap_reps();
     for (int attempt = 0; attempt < 2 && !ok; attempt++) {
@@ -691,9 +711,10 @@ START_TEST(test_overlap)
         ok = o.t_all < o.t_c + 0.6 * o.t_x && o.t_sync > 0.9 * o.t_all;
         fprintf(stderr,
                 "overlap (attempt %d): T_c %.1f ms (forward %.1f ms), T_x %.1f ms (link %.3f GB/s), T_all %.1f ms "
-                "(%.0f%% of the transfers hidden; %.1f ms waiting for prefetches), T_sync %.1f ms\n",
+                "(%.0f%% of the transfers hidden; %.1f ms waiting for prefetches, %.1f look-aheads deferred), "
+                "T_sync %.1f ms\n",
                 attempt + 1, 1e3 * o.t_c, 1e3 * o.t_f, 1e3 * o.t_x, o.gbps, 1e3 * o.t_all,
-                100 * (1 - (o.t_all - o.t_c) / o.t_x), 1e3 * o.wait_s, 1e3 * o.t_sync);
+                100 * (1 - (o.t_all - o.t_c) / o.t_x), 1e3 * o.wait_s, o.deferred, 1e3 * o.t_sync);
     }
     ck_assert_msg(o.t_all < o.t_c + 0.6 * o.t_x,
                   "T_all %.1f ms is not below T_c + 0.6 T_x = %.1f + 0.6 * %.1f ms: the copies do not overlap compute",
@@ -714,18 +735,24 @@ END_TEST
  * prefetch time, sits between the two. */
 START_TEST(test_overlap_backward)
 {
+    if (UNDER_TSAN) {
+        printf("SKIPPED: test_overlap_backward: timings mean nothing under ThreadSanitizer\n");
+        return;
+    }
     overlap_times o = {0};
     int ok = 0, reps = overlap_reps();
     for (int attempt = 0; attempt < 2 && !ok; attempt++) {
         o = measure_overlap(NET_CHAIN, reps, 0);
         ok = o.wait_s < 0.6 * o.t_pre;
-        fprintf(stderr, "overlap backward (attempt %d): the prefetches of a step take %.1f ms, compute waited %.1f ms\n",
-                attempt + 1, 1e3 * o.t_pre, 1e3 * o.wait_s);
+        fprintf(stderr,
+                "overlap backward (attempt %d): the prefetches of a step take %.1f ms, compute waited %.1f ms, "
+                "%.1f look-aheads deferred\n",
+                attempt + 1, 1e3 * o.t_pre, 1e3 * o.wait_s, o.deferred);
     }
     ck_assert_msg(o.wait_s < 0.6 * o.t_pre,
-                  "backward waited %.1f ms per step for prefetches that take %.1f ms: each prefetch overlaps only "
-                  "the layer just before its reader (a relu), not the convolution before that",
-                  1e3 * o.wait_s, 1e3 * o.t_pre);
+                  "backward waited %.1f ms per step for prefetches that take %.1f ms (%.1f look-aheads per step "
+                  "deferred to their reader): the prefetches do not overlap the convolution before their reader",
+                  1e3 * o.wait_s, 1e3 * o.t_pre, o.deferred);
 }
 END_TEST
 

@@ -82,8 +82,11 @@ static vdnn_status budget_error(net *n, size_t budget, size_t need)
                      policy_name(by_speed[i].p), algo_mode_name(by_speed[i].a));
             return vdnn_fail(VDNN_EBUDGET, "%s", msg);
         }
-    snprintf(msg + len, sizeof msg - len, "; none fits: raise --budget to at least %s",
-             vdnn_fmt_bytes(t[POLICY_ALL][ALGO_MEM], b, sizeof b));
+    size_t least = t[0][0];
+    for (int p = 0; p < POLICY_COUNT; p++)
+        for (int a = 0; a < ALGO_MODE_COUNT; a++)
+            if (t[p][a] < least) least = t[p][a];
+    snprintf(msg + len, sizeof msg - len, "; none fits: raise --budget to at least %s", vdnn_fmt_bytes(least, b, sizeof b));
     return vdnn_fail(VDNN_EBUDGET, "%s", msg);
 }
 
