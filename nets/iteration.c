@@ -100,19 +100,19 @@ static vdnn_status forward(net *n, exec_ctx *c, int train)
         if (st == VDNN_OK) st = settle_after_forward(n, i, train);
         if (st != VDNN_OK) return st;
         trace_pass(n, l, "forward", t0);
+        pool_tick(device_pool(n->dev));
         barrier(n);
     }
     return VDNN_OK;
 }
 
-/* The layer whose offloaded maps are prefetched while layer i computes. Far (vDNN's
- * rule): the next layer that reads any offloaded map, however many layers ahead, so
- * that the copy overlaps all the compute in between; the map then sits on the device
- * through those layers. Near: only layer i - 1, which adds to the peak only what the
- * next layer needs anyway; the planner falls back to it when far does not fit. */
+/* The layer whose offloaded maps are prefetched while layer i computes, or -1 (see
+ * PREFETCH_* in net.h). Far, vDNN's rule, overlaps a copy with all the compute up to
+ * its reader, and holds the map on the device through it. */
 static int next_reader(const net *n, int i)
 {
-    if (!n->prefetch_far) return i - 1;
+    if (n->prefetch_ahead == PREFETCH_ON_DEMAND) return -1;
+    if (n->prefetch_ahead == PREFETCH_NEXT) return i - 1;
     int best = -1;
     for (int j = 0; j <= n->nlayers; j++) {
         const fmap *m = &n->maps[j];
@@ -121,11 +121,10 @@ static int next_reader(const net *n, int i)
     return best;
 }
 
-static vdnn_status fetch(net *n, int j, const layer *l, int items, int optional)
+static vdnn_status fetch(net *n, int j, const layer *l, int items)
 {
     fmap *m = &n->maps[j];
-    return m->state == RES_HOST ? mm_prefetch(n->dev, m, map_bytes(n, j, items), l->name, optional, &n->stats)
-                                : VDNN_OK;
+    return m->state == RES_HOST ? mm_prefetch(n->dev, m, map_bytes(n, j, items), l->name, &n->stats) : VDNN_OK;
 }
 
 /* Layer i's own inputs: requested first (the memory stream is FIFO). */
@@ -133,25 +132,20 @@ static vdnn_status fetch_own(net *n, int i, int items)
 {
     const layer *l = n->layers[i];
     vdnn_status st = VDNN_OK;
-    if (l->needs_input) st = fetch(n, i, l, items, 0);
-    if (st == VDNN_OK && l->needs_output) st = fetch(n, i + 1, l, items, 0);
+    if (l->needs_input) st = fetch(n, i, l, items);
+    if (st == VDNN_OK && l->needs_output) st = fetch(n, i + 1, l, items);
     return st;
 }
 
-/* Every offloaded map that the next reading layer needs, so that its copy overlaps
- * layer i's compute. Asked after layer i's own buffers, and only from memory the pool
- * already spans: a look-ahead that does not fit waits until its reader needs it (and
- * then stalls), so it never raises the budget the iteration needs. */
+/* Every offloaded map that the next reading layer needs (see next_reader), so that its
+ * copy overlaps layer i's compute. Asked after layer i's own buffers. */
 static vdnn_status fetch_ahead(net *n, int i, int items)
 {
     int r = next_reader(n, i);
-    for (int j = 0; j <= n->nlayers && r >= 0; j++) {
-        if (n->maps[j].state != RES_HOST || n->maps[j].first_reader != r) continue;
-        vdnn_status st = fetch(n, j, n->layers[i], items, 1);
-        if (st == VDNN_EBUDGET) n->stats.deferred++;
-        else if (st != VDNN_OK) return st;
-    }
-    return VDNN_OK;
+    vdnn_status st = VDNN_OK;
+    for (int j = 0; j <= n->nlayers && r >= 0 && st == VDNN_OK; j++)
+        if (n->maps[j].state == RES_HOST && n->maps[j].first_reader == r) st = fetch(n, j, n->layers[i], items);
+    return st;
 }
 
 /* Layer i waits on events for its own inputs only. */
@@ -187,6 +181,7 @@ static vdnn_status backward(net *n, exec_ctx *c)
         mm_drop(n->dev, &n->maps[i + 1]);
         if (i > 0 && !n->layers[i - 1]->needs_output) mm_drop(n->dev, &n->maps[i]);
         trace_pass(n, l, "backward", t0);
+        pool_tick(device_pool(n->dev));
         barrier(n);
     }
     return VDNN_OK;
@@ -224,6 +219,8 @@ vdnn_status net_train_step(net *n, const float *x, const int32_t *y, int items, 
     memset(r, 0, sizeof *r);
     r->n = items;
     exec_ctx c = make_ctx(n, items, 1, r, &loss);
+    /* freed during layer k, reusable from layer k + 1 + lag: the copy runs through lag layers */
+    pool_set_lag(device_pool(n->dev), n->release_lag ? (unsigned)n->release_lag + 1 : 0);
     vdnn_status st = load_input(n, x, y, items);
     if (st == VDNN_OK) st = forward(n, &c, 1);
     if (st == VDNN_OK && !isfinite(loss))

@@ -315,7 +315,8 @@ static vdnn_status net_from_cfg(cfg_file *f, int borrowed, const net_overrides *
     }
     n->cfg = f;
     n->cfg_borrowed = borrowed;
-    n->prefetch_far = 1;
+    n->prefetch_ahead = PREFETCH_FAR;
+    n->release_lag = 1;
     n->ov = *ov;
     n->ov.data_path = NULL;   /* not kept: the caller owns the string */
     vdnn_status st = check_sections(f);

@@ -30,6 +30,11 @@
 
 /* Which feature maps leave the device between forward and backward. */
 typedef enum { POLICY_NONE = 0, POLICY_ALL, POLICY_CONV, POLICY_COUNT } mem_policy;
+/* How far ahead backward prefetches: to the next layer that reads an offloaded map
+ * however far (vDNN's rule), to the next layer only, or not at all (each layer fetches
+ * its own inputs and waits). Farther overlaps more and holds maps longer. */
+enum { PREFETCH_ON_DEMAND = 0, PREFETCH_NEXT = 1, PREFETCH_FAR = 2 };
+
 /* Which convolution algorithm each pass uses: fastest measured, or smallest workspace. */
 typedef enum { ALGO_PERF = 0, ALGO_MEM, ALGO_MODE_COUNT } algo_mode;
 
@@ -72,7 +77,8 @@ typedef struct net {
     algo_mode algo;           /* [memory] algo or --algo */
     size_t budget_bytes;      /* [memory] budget or --budget; 0: enough for the net */
     int sync_layers;          /* vDNN's original per-layer barrier on both streams */
-    int prefetch_far;         /* prefetch for the next reading layer however far (vDNN), or one layer ahead */
+    int prefetch_ahead;       /* PREFETCH_FAR (vDNN), PREFETCH_NEXT or PREFETCH_ON_DEMAND */
+    int release_lag;          /* layers an offloaded map's memory waits for its copy before reuse */
     device *dev;              /* not owned; set by net_attach */
     uint64_t step;            /* optimizer steps taken */
     fmap *maps;               /* (nlayers + 1) feature maps x[i] with residency and plan */
@@ -119,7 +125,15 @@ vdnn_status net_plan_static(net *n, mem_policy p, algo_mode a);
  * device reaches the same pool state. */
 vdnn_status net_min_budget(net *n, size_t *bytes);
 
-/* The minimum budget of every policy and algorithm mode: perf with the algorithms the
+/* Chooses how early copies run (prefetch_ahead, release_lag) for `budget` (0: no
+ * limit): the fastest setting whose minimum fits; *need is that minimum. VDNN_EBUDGET,
+ * with *need the least of them and no message, when none fits. */
+vdnn_status net_fit_budget(net *n, size_t budget, size_t *need);
+
+/* The least budget any copy timing of the net's plan needs (the net keeps its own). */
+vdnn_status net_least_budget(net *n, size_t *bytes);
+
+/* The least budget of every policy and algorithm mode (net_least_budget): perf with the algorithms the
  * net has now (measured once attached; before that the largest-workspace ones, an upper
  * bound), mem with the smallest-workspace ones. The net's own plan is left as it was. */
 vdnn_status net_budget_table(net *n, size_t table[POLICY_COUNT][ALGO_MODE_COUNT]);

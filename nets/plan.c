@@ -234,7 +234,8 @@ static void copy_plan(net *m, const net *n)
     m->policy = n->policy;
     m->algo = n->algo;
     m->sync_layers = n->sync_layers;
-    m->prefetch_far = n->prefetch_far;
+    m->prefetch_ahead = n->prefetch_ahead;
+    m->release_lag = n->release_lag;
     for (int i = 0; i < n->nlayers; i++) memcpy(m->layers[i]->algo, n->layers[i]->algo, sizeof n->layers[i]->algo);
     for (int j = 0; j <= n->nlayers; j++) m->maps[j].offload = n->maps ? n->maps[j].offload : offloads(n, j, n->policy);
 }
@@ -268,8 +269,7 @@ vdnn_status net_budget_table(net *n, size_t table[POLICY_COUNT][ALGO_MODE_COUNT]
     for (int i = 0; i < n->nlayers; i++) memcpy(saved_algo[i], n->layers[i]->algo, sizeof saved_algo[i]);
     mem_policy saved_policy = n->policy;
     algo_mode saved_mode = n->algo;
-    int saved_far = n->prefetch_far;
-    n->prefetch_far = 0;   /* the minimum: prefetch one layer ahead */
+    int saved_far = n->prefetch_ahead, saved_lag = n->release_lag;
     vdnn_status st = VDNN_OK;
     for (int a = 0; a < ALGO_MODE_COUNT && st == VDNN_OK; a++) {
         /* perf keeps the algorithms measured now if the net is in perf mode, else assumes
@@ -278,14 +278,45 @@ vdnn_status net_budget_table(net *n, size_t table[POLICY_COUNT][ALGO_MODE_COUNT]
         for (int p = 0; p < POLICY_COUNT && st == VDNN_OK; p++) {
             n->policy = (mem_policy)p;
             for (int j = 0; n->maps && j <= n->nlayers; j++) n->maps[j].offload = offloads(n, j, (mem_policy)p);
-            st = net_min_budget(n, &table[p][a]);
+            st = net_least_budget(n, &table[p][a]);
         }
     }
     for (int i = 0; i < n->nlayers; i++) memcpy(n->layers[i]->algo, saved_algo[i], sizeof saved_algo[i]);
     free(saved_algo);
     n->policy = saved_policy;
     n->algo = saved_mode;
-    n->prefetch_far = saved_far;
+    n->prefetch_ahead = saved_far;
+    n->release_lag = saved_lag;
     for (int j = 0; n->maps && j <= n->nlayers; j++) n->maps[j].offload = offloads(n, j, saved_policy);
     return st;
+}
+
+/* How early copies may run, fastest first; each needs more memory than the next. */
+static const struct { int ahead, lag; } overlap_modes[] = {
+    {PREFETCH_FAR, 1}, {PREFETCH_NEXT, 1}, {PREFETCH_NEXT, 0}, {PREFETCH_ON_DEMAND, 0},
+};
+
+vdnn_status net_fit_budget(net *n, size_t budget, size_t *need)
+{
+    size_t least = 0;
+    int count = (int)(sizeof overlap_modes / sizeof *overlap_modes);
+    for (int k = 0; k < count; k++) {
+        n->prefetch_ahead = overlap_modes[k].ahead;
+        n->release_lag = overlap_modes[k].lag;
+        vdnn_status st = net_min_budget(n, need);
+        if (st != VDNN_OK) return st;
+        if (!budget || *need <= budget) return VDNN_OK;
+        if (!least || *need < least) least = *need;
+    }
+    *need = least;
+    return VDNN_EBUDGET;
+}
+
+vdnn_status net_least_budget(net *n, size_t *bytes)
+{
+    int ahead = n->prefetch_ahead, lag = n->release_lag;
+    vdnn_status st = net_fit_budget(n, 1, bytes);
+    n->prefetch_ahead = ahead;
+    n->release_lag = lag;
+    return st == VDNN_EBUDGET ? VDNN_OK : st;
 }

@@ -92,16 +92,10 @@ static vdnn_status budget_error(net *n, size_t budget, size_t need)
 
 vdnn_status cli_plan(net *n, size_t budget)
 {
-    vdnn_status st = net_plan(n, n->policy, n->algo);
     size_t need = 0;
-    n->prefetch_far = 1;
-    if (st == VDNN_OK) st = net_min_budget(n, &need);
-    if (st == VDNN_OK && budget && need > budget && n->policy != POLICY_NONE) {
-        n->prefetch_far = 0;
-        st = net_min_budget(n, &need);
-    }
-    if (st == VDNN_OK && budget && need > budget) return budget_error(n, budget, need);
-    return st;
+    vdnn_status st = net_plan(n, n->policy, n->algo);
+    if (st == VDNN_OK) st = net_fit_budget(n, budget, &need);
+    return st == VDNN_EBUDGET ? budget_error(n, budget, need) : st;
 }
 
 typedef struct run_flags {
@@ -223,6 +217,7 @@ int cmd_train(int argc, char **argv)
         fprintf(o.out, "vdnn: training %s on %s: %d train / %d test images, batch %d, %d epochs, policy %s, "
                 "%s algorithms\n", cfg, device_describe(d), train->count, test->count, n->input.n, n->train.epochs,
                 policy_name(n->policy), algo_mode_name(n->algo));
+    if (st == VDNN_OK && !f.quiet) fflush(o.out);
     train_summary s;
     if (st == VDNN_OK) st = train_run(n, train, test, &o, &s);
     if (st == VDNN_OK && !f.quiet) {

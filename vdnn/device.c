@@ -50,14 +50,6 @@ vdnn_status device_alloc(device *d, size_t bytes, const char *layer, const char 
     return st;
 }
 
-vdnn_status device_alloc_reuse(device *d, size_t bytes, const char *layer, const char *tensor, void **ptr)
-{
-    size_t off = 0;
-    vdnn_status st = pool_alloc_reuse(d->pool, bytes, layer, tensor, &off);
-    *ptr = st == VDNN_OK ? (void *)((uintptr_t)d->slab + off) : NULL;
-    return st;
-}
-
 static vdnn_status offset_of(device *d, const void *ptr, size_t *off)
 {
     uintptr_t p = (uintptr_t)ptr, base = (uintptr_t)d->slab;

@@ -49,9 +49,6 @@ pool *device_pool(device *d);
 
 /* Device memory from the pool. `layer` and `tensor` name the request in a budget error. */
 vdnn_status device_alloc(device *d, size_t bytes, const char *layer, const char *tensor, void **ptr);
-/* As device_alloc, from memory the pool already spans (see pool_alloc_reuse):
- * VDNN_EBUDGET, silently, when there is none; for optional buffers. */
-vdnn_status device_alloc_reuse(device *d, size_t bytes, const char *layer, const char *tensor, void **ptr);
 vdnn_status device_free(device *d, void *ptr);
 /* Frees once `ev` completes; takes ownership of the caller's reference to `ev`. */
 vdnn_status device_free_after(device *d, void *ptr, dev_event *ev);

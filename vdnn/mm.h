@@ -39,7 +39,6 @@ typedef struct mm_stats {
     uint64_t offload_bytes;
     uint64_t prefetch_bytes;
     double wait_s;       /* time compute waited for copies */
-    uint64_t deferred;   /* look-ahead prefetches that did not fit and waited for their reader */
 } mm_stats;
 
 /* Starts copying m's device copy (bytes long) to its host buffer on the memory stream,
@@ -51,10 +50,8 @@ vdnn_status mm_offload(device *d, fmap *m, size_t bytes, mm_stats *s);
 vdnn_status mm_release(device *d, fmap *m);
 
 /* Allocates a device copy and starts filling it from the host on the memory stream.
- * HOST -> PREFETCHING. `layer` names the request in a budget error. An `optional`
- * prefetch (a look-ahead) takes only memory the pool already spans and returns
- * VDNN_EBUDGET, leaving the map on the host, when there is none. */
-vdnn_status mm_prefetch(device *d, fmap *m, size_t bytes, const char *layer, int optional, mm_stats *s);
+ * HOST -> PREFETCHING. `layer` names the request in a budget error. */
+vdnn_status mm_prefetch(device *d, fmap *m, size_t bytes, const char *layer, mm_stats *s);
 
 /* Makes the compute stream wait for m's prefetch (not for anything else).
  * PREFETCHING -> DEVICE; DEVICE stays. Any other state is an error. */

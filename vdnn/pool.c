@@ -13,6 +13,7 @@ typedef struct block {
     block_state state;
     void *ev;              /* BLOCK_PENDING: the event it waits for */
     uint64_t seq;          /* BLOCK_PENDING: order of the free, oldest first */
+    uint64_t ripe;         /* BLOCK_PENDING: the tick from which it may be reclaimed */
     struct block *prev, *next;
 } block;
 
@@ -22,6 +23,8 @@ struct pool {
     block *head;
     size_t used, peak, pending;
     size_t frontier_peak;      /* highest end of any block ever allocated */
+    uint64_t tick;             /* advanced by the caller at each step of its schedule */
+    unsigned lag;              /* ticks a pending free waits before it may be reclaimed */
     uint64_t seq, allocs, frees, failures;
 };
 
@@ -104,13 +107,12 @@ void pool_reclaim(pool *p, int wait)
     }
 }
 
-static vdnn_status alloc(pool *p, size_t bytes, int grow, const char *layer, const char *tensor, size_t *offset);
-
+/* The oldest pending block whose release lag has passed, or NULL. */
 static block *oldest_pending(pool *p)
 {
     block *best = NULL;
     for (block *b = p->head; b; b = b->next)
-        if (b->state == BLOCK_PENDING && (!best || b->seq < best->seq)) best = b;
+        if (b->state == BLOCK_PENDING && b->ripe <= p->tick && (!best || b->seq < best->seq)) best = b;
     return best;
 }
 
@@ -164,24 +166,15 @@ static vdnn_status take(pool *p, block *b, size_t size, size_t *offset)
 
 vdnn_status pool_alloc(pool *p, size_t bytes, const char *layer, const char *tensor, size_t *offset)
 {
-    return alloc(p, bytes, 1, layer, tensor, offset);
-}
-
-vdnn_status pool_alloc_reuse(pool *p, size_t bytes, const char *layer, const char *tensor, size_t *offset)
-{
-    return alloc(p, bytes, 0, layer, tensor, offset);
-}
-
-static vdnn_status alloc(pool *p, size_t bytes, int grow, const char *layer, const char *tensor, size_t *offset)
-{
     size_t size = pool_round(bytes ? bytes : 1);
     if (size < bytes)
         return vdnn_fail(VDNN_EINVAL, "%s %s: %zu bytes is too large", layer ? layer : "?",
                          tensor ? tensor : "?", bytes);
     /* Reuse before growth: a hole below the frontier, else the memory of pending frees
-     * (oldest first), and only then the space past the frontier. No step looks at the
-     * capacity, so a larger pool makes exactly the same choices: whatever fits in C
-     * fits in every larger budget, and the frontier's high-water mark is the minimum. */
+     * whose lag has passed (oldest first, waiting for their events), and only then the
+     * space past the frontier. No step looks at the capacity, so a larger pool makes
+     * exactly the same choices: whatever fits in C fits in every larger budget, and the
+     * frontier's high-water mark is the minimum. */
     block *b = find_hole(p, size);
     while (!b) {
         block *old = oldest_pending(p);
@@ -190,7 +183,6 @@ static vdnn_status alloc(pool *p, size_t bytes, int grow, const char *layer, con
         release_block(p, old);
         b = find_hole(p, size);
     }
-    if (!b && !grow) return VDNN_EBUDGET;   /* not an error: the caller goes without */
     if (!b) {
         block *tail = tail_block(p);
         if (tail && tail->size >= size) b = tail;
@@ -238,6 +230,7 @@ vdnn_status pool_free_after(pool *p, size_t offset, void *ev)
     b->state = BLOCK_PENDING;
     b->ev = ev;
     b->seq = p->seq++;
+    b->ripe = p->tick + p->lag;
     p->pending += b->size;
     return VDNN_OK;
 }
@@ -266,3 +259,5 @@ size_t pool_peak_bytes(const pool *p) { return p->peak; }
 size_t pool_used_bytes(const pool *p) { return p->used; }
 void pool_reset_peak(pool *p) { p->peak = p->used; }
 size_t pool_frontier_peak(const pool *p) { return p->frontier_peak; }
+void pool_set_lag(pool *p, unsigned ticks) { p->lag = ticks; }
+void pool_tick(pool *p) { p->tick++; }

@@ -64,12 +64,6 @@ size_t pool_round(size_t bytes);
  * `layer` and `tensor` only name the request in an error message (may be NULL). */
 vdnn_status pool_alloc(pool *p, size_t bytes, const char *layer, const char *tensor, size_t *offset);
 
-/* As pool_alloc, but only from memory below the frontier (holes, then pending frees):
- * never grows the pool's footprint, so an optional buffer (a look-ahead prefetch) never
- * raises the budget an iteration needs. VDNN_EBUDGET, with no message, when that memory
- * is not there. */
-vdnn_status pool_alloc_reuse(pool *p, size_t bytes, const char *layer, const char *tensor, size_t *offset);
-
 /* Returns a block at once. Freeing an offset that is not live is a programming error
  * reported as VDNN_EINVAL. */
 vdnn_status pool_free(pool *p, size_t offset);
@@ -77,6 +71,14 @@ vdnn_status pool_free(pool *p, size_t offset);
 /* Returns a block once `ev` has completed; the pool takes ownership of the event
  * reference and releases it through the sync interface. */
 vdnn_status pool_free_after(pool *p, size_t offset, void *ev);
+
+/* The release lag: a block freed after an event at tick t may be reclaimed by an
+ * allocation only from tick t + ticks on (default 0). The caller advances the tick at
+ * fixed points of its schedule (the iteration: at every layer), so a copy that started
+ * with layer i can run through the next `ticks` layers before anything waits for it;
+ * the pool grows instead, and the budget pays for the overlap. */
+void pool_set_lag(pool *p, unsigned ticks);
+void pool_tick(pool *p);
 
 /* Reclaims every pending block whose event has completed; with `wait`, waits for all.
  * Without `wait` the outcome depends on timing: the iteration never calls it so. */
