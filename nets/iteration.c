@@ -1,7 +1,8 @@
 /* One training iteration and one evaluation batch under the net's memory policy (the
  * rules are in net.h and DESIGN.md). Every device byte comes from the pool; feature
  * maps that the plan offloads go to host memory on the memory stream during forward
- * and come back, one ahead, during backward. */
+ * and come back ahead of their readers during backward, as early as the net's copy
+ * timing (prefetch_ahead, release_lag) allows. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>

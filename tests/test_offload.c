@@ -22,16 +22,7 @@
 
 /* ThreadSanitizer slows compute and every copy's memmove by an order of magnitude and
  * unevenly, so timings there say nothing about overlap: the timing checks skip. */
-#if defined(__SANITIZE_THREAD__)
-#define UNDER_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define UNDER_TSAN 1
-#endif
-#endif
-#ifndef UNDER_TSAN
-#define UNDER_TSAN 0
-#endif
+#include "tests/tsan.h"
 
 /* ---- nets ---- */
 
