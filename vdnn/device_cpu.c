@@ -264,10 +264,10 @@ vdnn_status device_create_cpu(const device_options *opt, device **out)
     set_threads(opt->threads);
     int nthreads = opt->threads > 0 ? opt->threads : omp_get_max_threads();
     if (s->bytes_per_s > 0)
-        snprintf(d->desc, sizeof d->desc, "cpu (%d threads, link %.3g GB/s, budget %s)", nthreads,
+        snprintf(d->desc, sizeof d->desc, "cpu (%d thread%s, link %.3g GB/s, budget %s)", nthreads, nthreads == 1 ? "" : "s",
                  opt->link_gbps, vdnn_fmt_bytes(budget, b, sizeof b));
     else
-        snprintf(d->desc, sizeof d->desc, "cpu (%d threads, budget %s)", nthreads,
+        snprintf(d->desc, sizeof d->desc, "cpu (%d thread%s, budget %s)", nthreads, nthreads == 1 ? "" : "s",
                  vdnn_fmt_bytes(budget, b, sizeof b));
     vdnn_status st = device_init_pool(d);
     if (st != VDNN_OK) {
