@@ -20,6 +20,10 @@ static const cfg_key leaky_keys[] = {
     {NULL, 0, 0, 0, 0, NULL, 0, NULL},
 };
 
+/* Loops over fewer elements than this run on one thread: they take microseconds, less
+ * than starting (and, on a busy machine, waiting out) a parallel region. */
+#define ACT_PAR_MIN ((ptrdiff_t)1 << 16)
+
 /* Elements in the c->n items of this call. */
 static size_t act_count(const layer *l, const exec_ctx *c)
 {
@@ -59,7 +63,7 @@ static void leaky_describe(const layer *l, char *buf, size_t len)
 static vdnn_status relu_forward(layer *l, const exec_ctx *c, const float *x, float *y)
 {
     ptrdiff_t n = (ptrdiff_t)act_count(l, c);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
     for (ptrdiff_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
     return VDNN_OK;
 }
@@ -70,7 +74,7 @@ static vdnn_status relu_backward(layer *l, const exec_ctx *c, const float *x, co
     (void)x;
     if (!dx) return VDNN_OK;
     ptrdiff_t n = (ptrdiff_t)act_count(l, c);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
     for (ptrdiff_t i = 0; i < n; i++) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
     return VDNN_OK;
 }
@@ -81,7 +85,7 @@ static vdnn_status leaky_forward(layer *l, const exec_ctx *c, const float *x, fl
 {
     const float slope = ((const leaky_priv *)l->priv)->slope;
     ptrdiff_t n = (ptrdiff_t)act_count(l, c);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
     for (ptrdiff_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : slope * x[i];
     return VDNN_OK;
 }
@@ -93,7 +97,7 @@ static vdnn_status leaky_backward(layer *l, const exec_ctx *c, const float *x, c
     if (!dx) return VDNN_OK;
     const float slope = ((const leaky_priv *)l->priv)->slope;
     ptrdiff_t n = (ptrdiff_t)act_count(l, c);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
     for (ptrdiff_t i = 0; i < n; i++) dx[i] = y[i] > 0.0f ? dy[i] : slope * dy[i];
     return VDNN_OK;
 }
@@ -103,7 +107,7 @@ static vdnn_status leaky_backward(layer *l, const exec_ctx *c, const float *x, c
 static vdnn_status tanh_forward(layer *l, const exec_ctx *c, const float *x, float *y)
 {
     ptrdiff_t n = (ptrdiff_t)act_count(l, c);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
     for (ptrdiff_t i = 0; i < n; i++) y[i] = tanhf(x[i]);
     return VDNN_OK;
 }
@@ -114,7 +118,7 @@ static vdnn_status tanh_backward(layer *l, const exec_ctx *c, const float *x, co
     (void)x;
     if (!dx) return VDNN_OK;
     ptrdiff_t n = (ptrdiff_t)act_count(l, c);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
     for (ptrdiff_t i = 0; i < n; i++) dx[i] = dy[i] * (1.0f - y[i] * y[i]);
     return VDNN_OK;
 }
@@ -125,7 +129,7 @@ static vdnn_status sigmoid_forward(layer *l, const exec_ctx *c, const float *x, 
 {
     ptrdiff_t n = (ptrdiff_t)act_count(l, c);
     /* expf(-x) overflows to inf for very negative x, and 1 / inf is the right 0. */
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
     for (ptrdiff_t i = 0; i < n; i++) y[i] = 1.0f / (1.0f + expf(-x[i]));
     return VDNN_OK;
 }
@@ -136,7 +140,7 @@ static vdnn_status sigmoid_backward(layer *l, const exec_ctx *c, const float *x,
     (void)x;
     if (!dx) return VDNN_OK;
     ptrdiff_t n = (ptrdiff_t)act_count(l, c);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
     for (ptrdiff_t i = 0; i < n; i++) dx[i] = dy[i] * y[i] * (1.0f - y[i]);
     return VDNN_OK;
 }

@@ -89,7 +89,7 @@ static vdnn_status connected_forward(layer *l, const exec_ctx *c, const float *x
  * items are added in order, so the result does not depend on the thread count. */
 static void bias_grad(const float *dy, int n, int out, int accumulate, float *db)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if ((size_t)out * n >= ((size_t)1 << 15)) schedule(static)
     for (int o = 0; o < out; o++) {
         double s = accumulate ? db[o] : 0.0;
         for (int i = 0; i < n; i++) s += dy[(size_t)i * out + o];

@@ -9,6 +9,18 @@
  *                 plus a (OC, N*OH*OW) buffer to move between that layout and NCHW
  *   im2col-chunk  as im2col-batch, a chunk of images at a time, the chunk sized so that
  *                 its column buffer stays in cache yet the GEMM stays wide
+ *   im2col-par    as im2col, the images split into T contiguous slots (T = the OpenMP
+ *                 thread count, at most N), each slot on one thread with a column buffer
+ *                 of its own and single-threaded GEMMs: the GEMMs of a convolution are
+ *                 small per image (OC rows), so OpenBLAS's own threading gains little on
+ *                 them. Forward and filter passes build the columns in bands of output
+ *                 rows that stay in L2. Each slot sums its filter gradient transposed,
+ *                 (KDIM, OC) = col dy_i^T (the faster orientation for OpenBLAS when OC is
+ *                 small), in a partial buffer of its own; the partials are added to dW
+ *                 in slot order.
+ *
+ * With stride 1 and "same" padding (OW == W), im2col copies each column-buffer row in
+ * one piece and col2im adds it back in one pass (see im2col_row_same).
  *
  * A 1x1 convolution with stride 1 and no padding is already in column form, so the
  * per-image algorithm uses the input (or writes dx) in place and needs no workspace.
@@ -17,14 +29,17 @@
  * Backward reads x for the filter gradient (needs_input) and never y; it needs the
  * larger of its two algorithms' workspaces (only the filter's when dx is NULL). Every
  * result is computed in a fixed order that does not depend on the thread count, except
- * what OpenBLAS does inside one GEMM (fixed for a given OpenBLAS thread count).
+ * what OpenBLAS does inside one GEMM (fixed for a given OpenBLAS thread count) and
+ * im2col-par's filter gradient (fixed for a given OpenMP thread count).
  *
- * cblas calls are made from the calling thread only, never inside an OpenMP region:
- * OpenBLAS threads itself, and nesting the two oversubscribes or deadlocks. */
+ * cblas calls are made from the calling thread, or inside im2col-par's parallel loop:
+ * the OpenMP build of OpenBLAS (the one the Makefile links) runs single-threaded inside
+ * an active OpenMP region, so the two never nest. */
 #include "layers/conv.h"
 
 #include <cblas.h>
 #include <limits.h>
+#include <omp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -49,7 +64,7 @@ static const cfg_key conv_keys[] = {
 };
 
 static const char *const algo_names[CONV_ALGO_COUNT] = {"direct", "im2col", "im2col-batch",
-                                                         "im2col-chunk"};
+                                                         "im2col-chunk", "im2col-par"};
 
 /* im2col-chunk takes as many images per GEMM as keep one chunk's column buffer within
  * CONV_CHUNK_COL_BYTES (about one core's L2, so that it is still in cache when the GEMM
@@ -60,6 +75,13 @@ static const char *const algo_names[CONV_ALGO_COUNT] = {"direct", "im2col", "im2
 #endif
 #ifndef CONV_CHUNK_MIN_COLS
 #define CONV_CHUNK_MIN_COLS 1024
+#endif
+
+/* im2col-par builds an image's column buffer a band of output rows at a time, the band
+ * as tall as keeps its columns within CONV_TILE_COL_BYTES, so that the GEMM finds them
+ * still in L2 (a whole image's, 2.3 MB for 64 channels at 32x32, would not be). */
+#ifndef CONV_TILE_COL_BYTES
+#define CONV_TILE_COL_BYTES ((size_t)512 << 10)
 #endif
 
 /* Everything a kernel needs, for one call with n items. */
@@ -182,11 +204,31 @@ static int chunk_images(const conv_geom *g, int algo)
     return k < (size_t)g->n ? (int)k : g->n;
 }
 
-/* Floats of workspace that `algo` needs for g->n items: the column buffer of one image
- * (per-image), or of one chunk plus the (OC, chunk*OH*OW) reorder buffer (batched). */
-static size_t workspace_floats(const conv_geom *g, int algo)
+/* Slots of im2col-par for g->n items: one per OpenMP thread, at most one per item. */
+static int par_slots(const conv_geom *g)
 {
-    if (algo == CONV_ALGO_IM2COL) return g->pointwise ? 0 : (size_t)g->kdim * g->opix;
+    int t = omp_get_max_threads();
+    return t < g->n ? t : g->n;
+}
+
+/* Floats of one image's column buffer (none for a pointwise convolution). */
+static size_t col_floats(const conv_geom *g)
+{
+    return g->pointwise ? 0 : (size_t)g->kdim * g->opix;
+}
+
+/* Floats of workspace that `algo` needs in `pass` for g->n items: the column buffer of
+ * one image (per-image), of one chunk plus the (OC, chunk*OH*OW) reorder buffer
+ * (batched), or one column buffer per slot plus, for the filter pass, a (KDIM, OC)
+ * partial gradient per slot (im2col-par). */
+static size_t workspace_floats(const conv_geom *g, int pass, int algo)
+{
+    if (algo == CONV_ALGO_IM2COL) return col_floats(g);
+    if (algo == CONV_ALGO_IM2COL_PAR) {
+        size_t slots = (size_t)par_slots(g);
+        size_t partial = pass == PASS_BWD_FILTER ? slots * g->oc * (size_t)g->kdim : 0;
+        return slots * col_floats(g) + partial;
+    }
     return ((size_t)g->kdim + g->oc) * (size_t)chunk_images(g, algo) * g->opix;
 }
 
@@ -203,12 +245,11 @@ static const char *conv_algo_name(const layer *l, int pass, int algo)
     return algo >= 0 && algo < CONV_ALGO_COUNT ? algo_names[algo] : "unknown";
 }
 
-/* The same for every pass: each algorithm's buffers have the same sizes in all three. */
+/* The same for every pass, but for im2col-par's partial filter gradients. */
 static size_t conv_workspace_bytes(const layer *l, int pass, int algo)
 {
-    (void)pass;
     conv_geom g = geom_of(l, l->in.n);
-    return workspace_floats(&g, algo) * sizeof(float);
+    return workspace_floats(&g, pass, algo) * sizeof(float);
 }
 
 /* Checks the algorithms chosen for the passes that will run and the workspace for n
@@ -222,7 +263,7 @@ static vdnn_status check_call(const layer *l, const exec_ctx *c, const conv_geom
         if (a < 0 || a >= CONV_ALGO_COUNT)
             return vdnn_fail(VDNN_EINVAL, "%s: no convolution algorithm %d for pass %d", l->name,
                              a, pass);
-        size_t b = workspace_floats(g, a) * sizeof(float);
+        size_t b = workspace_floats(g, pass, a) * sizeof(float);
         if (b > need) need = b;
     }
     if (c->n < 1 || c->n > l->in.n)
@@ -248,19 +289,55 @@ static void valid_range(int kx, int pad, int stride, int in, int out, int *lo, i
     *hi = h;
 }
 
-/* Row r = (ci, kh, kw) of a column buffer, for one image x (IC, H, W): dst (OH*OW)
- * receives x[ci][oh*s - p + kh][ow*s - p + kw], zero where that falls in the padding. */
-static void im2col_row(const conv_geom *g, const float *x, int r, float *dst)
+/* im2col_row for stride 1 and OW == W ("same" padding): output pixel q reads input
+ * pixel q + (kh - p) * W + (kw - p) of the plane xc, so the valid rows [olo, ohi) (already
+ * clipped to the rows [oh0, oh1) that dst holds) are one copy; the columns whose window
+ * falls off the left or right edge (read wrapped around from the neighbouring row) are
+ * zeroed afterwards. */
+static void im2col_row_same(const conv_geom *g, const float *xc, int kh, int kw, int oh0,
+                            int oh1, int olo, int ohi, int lo, int hi, float *dst)
+{
+    const int ow = g->ow;
+    const size_t base = (size_t)oh0 * ow, end = (size_t)oh1 * ow;
+    if (ohi <= olo || hi <= lo) {
+        memset(dst, 0, (end - base) * sizeof *dst);
+        return;
+    }
+    /* first and one-past-last valid outputs: both read inside the plane, so does all
+     * that lies between them */
+    const size_t q0 = (size_t)olo * ow + lo, q1 = (size_t)(ohi - 1) * ow + hi;
+    const ptrdiff_t off = (ptrdiff_t)(kh - g->p) * g->w + (kw - g->p);
+    memset(dst, 0, (q0 - base) * sizeof *dst);
+    memcpy(dst + (q0 - base), xc + (ptrdiff_t)q0 + off, (q1 - q0) * sizeof *dst);
+    memset(dst + (q1 - base), 0, (end - q1) * sizeof *dst);
+    if (lo == 0 && hi == ow) return;
+    for (int oh = olo; oh < ohi; oh++) {
+        float *d = dst + ((size_t)oh * ow - base);
+        for (int c = 0; c < lo; c++) d[c] = 0.0f;
+        for (int c = hi; c < ow; c++) d[c] = 0.0f;
+    }
+}
+
+/* Row r = (ci, kh, kw) of a column buffer, for the output rows [oh0, oh1) of one image x
+ * (IC, H, W): dst ((oh1 - oh0) * OW) receives x[ci][oh*s - p + kh][ow*s - p + kw], zero
+ * where that falls in the padding. */
+static void im2col_row(const conv_geom *g, const float *x, int r, int oh0, int oh1, float *dst)
 {
     const int kk = g->k * g->k, ci = r / kk, kh = (r / g->k) % g->k, kw = r % g->k;
     const float *xc = x + (size_t)ci * g->ipix;
     int olo, ohi, lo, hi;
     valid_range(kh, g->p, g->s, g->h, g->oh, &olo, &ohi);
     valid_range(kw, g->p, g->s, g->w, g->ow, &lo, &hi);
-    memset(dst, 0, (size_t)olo * g->ow * sizeof *dst);
+    olo = olo < oh0 ? oh0 : olo > oh1 ? oh1 : olo;
+    ohi = ohi > oh1 ? oh1 : ohi < olo ? olo : ohi;
+    if (g->s == 1 && g->ow == g->w) {
+        im2col_row_same(g, xc, kh, kw, oh0, oh1, olo, ohi, lo, hi, dst);
+        return;
+    }
+    memset(dst, 0, (size_t)(olo - oh0) * g->ow * sizeof *dst);
     for (int oh = olo; oh < ohi; oh++) {
         const float *xr = xc + (size_t)(oh * g->s - g->p + kh) * g->w;
-        float *d = dst + (size_t)oh * g->ow;
+        float *d = dst + (size_t)(oh - oh0) * g->ow;
         for (int ow = 0; ow < lo; ow++) d[ow] = 0.0f;
         if (g->s == 1 && hi > lo)
             memcpy(d + lo, xr + (lo - g->p + kw), (size_t)(hi - lo) * sizeof *d);
@@ -268,15 +345,16 @@ static void im2col_row(const conv_geom *g, const float *x, int r, float *dst)
             for (int ow = lo; ow < hi; ow++) d[ow] = xr[ow * g->s - g->p + kw];
         for (int ow = hi; ow < g->ow; ow++) d[ow] = 0.0f;
     }
-    memset(dst + (size_t)ohi * g->ow, 0, (size_t)(g->oh - ohi) * g->ow * sizeof *dst);
+    memset(dst + (size_t)(ohi - oh0) * g->ow, 0, (size_t)(oh1 - ohi) * g->ow * sizeof *dst);
 }
 
-/* col (KDIM, OH*OW) <- the patches of one image x (IC, H, W). */
-static void im2col_image(const conv_geom *g, const float *x, float *col)
+/* col (KDIM, OH*OW) <- the patches of one image x (IC, H, W); on this thread alone
+ * unless `may_fork`. */
+static void im2col_image(const conv_geom *g, const float *x, float *col, int may_fork)
 {
-    const int par = (size_t)g->kdim * g->opix >= PAR_MIN_WORK;
+    const int par = may_fork && (size_t)g->kdim * g->opix >= PAR_MIN_WORK;
 #pragma omp parallel for if (par) schedule(static)
-    for (int r = 0; r < g->kdim; r++) im2col_row(g, x, r, col + (size_t)r * g->opix);
+    for (int r = 0; r < g->kdim; r++) im2col_row(g, x, r, 0, g->oh, col + (size_t)r * g->opix);
 }
 
 /* col (KDIM, N*OH*OW) <- the patches of every image of x (N, IC, H, W); image i fills
@@ -288,14 +366,50 @@ static void im2col_batch(const conv_geom *g, const float *x, float *col)
 #pragma omp parallel for if (par) collapse(2) schedule(static)
     for (int r = 0; r < g->kdim; r++)
         for (int i = 0; i < g->n; i++)
-            im2col_row(g, x + (size_t)i * g->ic * g->ipix, r, col + r * ld + (size_t)i * g->opix);
+            im2col_row(g, x + (size_t)i * g->ic * g->ipix, r, 0, g->oh,
+                       col + r * ld + (size_t)i * g->opix);
+}
+
+/* col2im_channel for stride 1 and OW == W (so OH == H, K odd): the reverse of
+ * im2col_row_same. The centre tap's row covers every pixel once, so it is copied; each
+ * other row, its off-edge columns zeroed first (the column buffer is scratch), is added
+ * in one pass over its valid rows, the wrapped columns then adding zeros. */
+static void col2im_channel_same(const conv_geom *g, float *col, size_t ld, int ci, float *dxc)
+{
+    const int ow = g->ow, c = g->p;
+    float *rows = col + (size_t)ci * g->k * g->k * ld;
+    memcpy(dxc, rows + (size_t)(c * g->k + c) * ld, (size_t)g->ipix * sizeof *dxc);
+    for (int kh = 0; kh < g->k; kh++) {
+        int olo, ohi;
+        valid_range(kh, g->p, 1, g->h, g->oh, &olo, &ohi);
+        for (int kw = 0; kw < g->k; kw++) {
+            int lo, hi;
+            valid_range(kw, g->p, 1, g->w, g->ow, &lo, &hi);
+            if ((kh == c && kw == c) || ohi <= olo || hi <= lo) continue;
+            float *restrict src = rows + (size_t)(kh * g->k + kw) * ld;
+            for (int oh = olo; oh < ohi; oh++) {
+                for (int q = 0; q < lo; q++) src[(size_t)oh * ow + q] = 0.0f;
+                for (int q = hi; q < ow; q++) src[(size_t)oh * ow + q] = 0.0f;
+            }
+            /* outputs [q0, q1) read pixels [q0 + off, q1 + off), all inside the plane */
+            const size_t q0 = (size_t)olo * ow + lo, q1 = (size_t)(ohi - 1) * ow + hi;
+            const ptrdiff_t off = (ptrdiff_t)(kh - g->p) * g->w + (kw - g->p);
+            float *restrict d = dxc + ((ptrdiff_t)q0 + off);
+            const float *restrict sv = src + q0;
+            for (size_t q = 0; q < q1 - q0; q++) d[q] += sv[q];
+        }
+    }
 }
 
 /* dxc (H, W) of channel ci = the sum of the column rows (ci, kh, kw) scattered back to
- * the pixels they were read from; `col` rows have `ld` floats. One thread per channel
- * owns every write into it. */
-static void col2im_channel(const conv_geom *g, const float *col, size_t ld, int ci, float *dxc)
+ * the pixels they were read from; `col` rows have `ld` floats, and may be overwritten.
+ * One thread per channel owns every write into it. */
+static void col2im_channel(const conv_geom *g, float *col, size_t ld, int ci, float *dxc)
 {
+    if (g->s == 1 && g->ow == g->w) {
+        col2im_channel_same(g, col, ld, ci, dxc);
+        return;
+    }
     memset(dxc, 0, (size_t)g->ipix * sizeof *dxc);
     for (int kh = 0; kh < g->k; kh++) {
         int olo, ohi;
@@ -307,23 +421,30 @@ static void col2im_channel(const conv_geom *g, const float *col, size_t ld, int 
             for (int oh = olo; oh < ohi; oh++) {
                 float *dr = dxc + (size_t)(oh * g->s - g->p + kh) * g->w;
                 const float *sr = src + (size_t)oh * g->ow;
-                for (int ow = lo; ow < hi; ow++) dr[ow * g->s - g->p + kw] += sr[ow];
+                if (g->s == 1) {   /* unit stride: a loop the compiler vectorises */
+                    float *restrict d = dr + (lo + kw - g->p);
+                    const float *restrict sv = sr + lo;
+                    for (int j = 0; j < hi - lo; j++) d[j] += sv[j];
+                } else {
+                    for (int ow = lo; ow < hi; ow++) dr[ow * g->s - g->p + kw] += sr[ow];
+                }
             }
         }
     }
 }
 
-/* dx (IC, H, W) of one image <- col (KDIM, OH*OW). */
-static void col2im_image(const conv_geom *g, const float *col, float *dx)
+/* dx (IC, H, W) of one image <- col (KDIM, OH*OW); on this thread alone unless
+ * `may_fork`. */
+static void col2im_image(const conv_geom *g, float *col, float *dx, int may_fork)
 {
-    const int par = (size_t)g->kdim * g->opix >= PAR_MIN_WORK;
+    const int par = may_fork && (size_t)g->kdim * g->opix >= PAR_MIN_WORK;
 #pragma omp parallel for if (par) schedule(static)
     for (int ci = 0; ci < g->ic; ci++)
         col2im_channel(g, col, g->opix, ci, dx + (size_t)ci * g->ipix);
 }
 
 /* dx (N, IC, H, W) <- col (KDIM, N*OH*OW). */
-static void col2im_batch(const conv_geom *g, const float *col, float *dx)
+static void col2im_batch(const conv_geom *g, float *col, float *dx)
 {
     const size_t ld = (size_t)g->n * g->opix;
     const int par = (size_t)g->kdim * g->n * g->opix >= PAR_MIN_WORK;
@@ -427,17 +548,77 @@ static void fill_bias(const conv_geom *g, const float *bias, float *y)
         for (int q = 0; q < g->opix; q++) y[(size_t)o * g->opix + q] = bias[o];
 }
 
+/* y_i (OC, OH*OW) of image i, through the column buffer col. */
+static void fwd_image(const conv_geom *g, int i, const float *x, const float *w,
+                      const float *bias, float *y, float *col, int may_fork)
+{
+    const float *xi = x + (size_t)i * g->ic * g->ipix;
+    float *yi = y + (size_t)i * g->oc * g->opix;
+    if (!g->pointwise) im2col_image(g, xi, col, may_fork);
+    if (bias) fill_bias(g, bias, yi);
+    /* y_i (OC, OH*OW) = W (OC, KDIM) col (KDIM, OH*OW) */
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->oc, g->opix, g->kdim, 1.0f, w,
+                g->kdim, g->pointwise ? xi : col, g->opix, bias ? 1.0f : 0.0f, yi, g->opix);
+}
+
 static void fwd_im2col(const conv_geom *g, const float *x, const float *w, const float *bias,
                        float *y, float *col)
 {
-    for (int i = 0; i < g->n; i++) {
-        const float *xi = x + (size_t)i * g->ic * g->ipix;
-        float *yi = y + (size_t)i * g->oc * g->opix;
-        if (!g->pointwise) im2col_image(g, xi, col);
-        if (bias) fill_bias(g, bias, yi);
-        /* y_i (OC, OH*OW) = W (OC, KDIM) col (KDIM, OH*OW) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->oc, g->opix, g->kdim, 1.0f, w,
-                    g->kdim, g->pointwise ? xi : col, g->opix, bias ? 1.0f : 0.0f, yi, g->opix);
+    for (int i = 0; i < g->n; i++) fwd_image(g, i, x, w, bias, y, col, 1);
+}
+
+/* The items [*lo, *hi) of slot s of `slots` (im2col-par). */
+static void slot_items(const conv_geom *g, int s, int slots, int *lo, int *hi)
+{
+    *lo = (int)((long long)s * g->n / slots);
+    *hi = (int)((long long)(s + 1) * g->n / slots);
+}
+
+/* Output rows per band of im2col-par: at least 1, at most OH. */
+static int band_rows(const conv_geom *g)
+{
+    size_t rows = CONV_TILE_COL_BYTES / ((size_t)g->kdim * g->ow * sizeof(float));
+    return rows < 1 ? 1 : rows > (size_t)g->oh ? g->oh : (int)rows;
+}
+
+/* col (KDIM, (oh1 - oh0) * OW) <- the patches of the output rows [oh0, oh1) of one image
+ * x (IC, H, W), on this thread. */
+static void im2col_band(const conv_geom *g, const float *x, int oh0, int oh1, float *col)
+{
+    const size_t cols = (size_t)(oh1 - oh0) * g->ow;
+    for (int r = 0; r < g->kdim; r++) im2col_row(g, x, r, oh0, oh1, col + r * cols);
+}
+
+/* fwd_image, band by band: y_i[:, band] = W col_band, on this thread. */
+static void fwd_image_banded(const conv_geom *g, int i, const float *x, const float *w,
+                             const float *bias, float *y, float *col)
+{
+    if (g->pointwise) {
+        fwd_image(g, i, x, w, bias, y, col, 0);
+        return;
+    }
+    const float *xi = x + (size_t)i * g->ic * g->ipix;
+    float *yi = y + (size_t)i * g->oc * g->opix;
+    if (bias) fill_bias(g, bias, yi);
+    const int rows = band_rows(g);
+    for (int oh0 = 0; oh0 < g->oh; oh0 += rows) {
+        const int oh1 = oh0 + rows < g->oh ? oh0 + rows : g->oh, cols = (oh1 - oh0) * g->ow;
+        im2col_band(g, xi, oh0, oh1, col);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g->oc, cols, g->kdim, 1.0f, w,
+                    g->kdim, col, cols, bias ? 1.0f : 0.0f, yi + (size_t)oh0 * g->ow, g->opix);
+    }
+}
+
+static void fwd_par(const conv_geom *g, const float *x, const float *w, const float *bias,
+                    float *y, float *ws)
+{
+    const int slots = par_slots(g);
+#pragma omp parallel for if (slots > 1) schedule(static)
+    for (int s = 0; s < slots; s++) {
+        int lo, hi;
+        slot_items(g, s, slots, &lo, &hi);
+        for (int i = lo; i < hi; i++)
+            fwd_image_banded(g, i, x, w, bias, y, ws + (size_t)s * col_floats(g));
     }
 }
 
@@ -482,6 +663,7 @@ static vdnn_status conv_forward(layer *l, const exec_ctx *c, const float *x, flo
     switch (l->algo[PASS_FWD]) {
     case CONV_ALGO_DIRECT: fwd_direct(&g, x, w, b, y); break;
     case CONV_ALGO_IM2COL: fwd_im2col(&g, x, w, b, y, c->workspace); break;
+    case CONV_ALGO_IM2COL_PAR: fwd_par(&g, x, w, b, y, c->workspace); break;
     default: fwd_chunks(&g, chunk_images(&g, l->algo[PASS_FWD]), x, w, b, y, c->workspace); break;
     }
     return VDNN_OK;
@@ -543,17 +725,22 @@ static void bwd_data_direct(const conv_geom *g, const float *dy, const float *w,
         }
 }
 
+/* dx_i (IC, H, W) of image i, through the column buffer col. */
+static void bwd_data_image(const conv_geom *g, int i, const float *dy, const float *w,
+                           float *dx, float *col, int may_fork)
+{
+    const float *dyi = dy + (size_t)i * g->oc * g->opix;
+    float *dxi = dx + (size_t)i * g->ic * g->ipix;
+    /* col (KDIM, OH*OW) = W^T (KDIM, OC) dy_i (OC, OH*OW); pointwise: col is dx_i */
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, g->kdim, g->opix, g->oc, 1.0f, w,
+                g->kdim, dyi, g->opix, 0.0f, g->pointwise ? dxi : col, g->opix);
+    if (!g->pointwise) col2im_image(g, col, dxi, may_fork);
+}
+
 static void bwd_data_im2col(const conv_geom *g, const float *dy, const float *w, float *dx,
                             float *col)
 {
-    for (int i = 0; i < g->n; i++) {
-        const float *dyi = dy + (size_t)i * g->oc * g->opix;
-        float *dxi = dx + (size_t)i * g->ic * g->ipix;
-        /* col (KDIM, OH*OW) = W^T (KDIM, OC) dy_i (OC, OH*OW); pointwise: col is dx_i */
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, g->kdim, g->opix, g->oc, 1.0f, w,
-                    g->kdim, dyi, g->opix, 0.0f, g->pointwise ? dxi : col, g->opix);
-        if (!g->pointwise) col2im_image(g, col, dxi);
-    }
+    for (int i = 0; i < g->n; i++) bwd_data_image(g, i, dy, w, dx, col, 1);
 }
 
 /* t (OC, N*OH*OW) must already hold dy in channel-major order (nchw_to_channels);
@@ -623,17 +810,83 @@ static void bwd_filter_direct(const conv_geom *g, const float *x, const float *d
                                     dw + (size_t)o * g->kdim + (size_t)ci * g->k * g->k);
 }
 
+/* dW (OC, KDIM) = (add ? dW : 0) + dy_i (OC, OH*OW) col_i^T (OH*OW, KDIM), col_i the
+ * column buffer of image i, built in col. */
+static void bwd_filter_image(const conv_geom *g, int i, const float *x, const float *dy,
+                             int add, float *dw, float *col, int may_fork)
+{
+    const float *xi = x + (size_t)i * g->ic * g->ipix;
+    if (!g->pointwise) im2col_image(g, xi, col, may_fork);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->oc, g->kdim, g->opix, 1.0f,
+                dy + (size_t)i * g->oc * g->opix, g->opix, g->pointwise ? xi : col, g->opix,
+                add ? 1.0f : 0.0f, dw, g->kdim);
+}
+
 static void bwd_filter_im2col(const conv_geom *g, const float *x, const float *dy,
                               int accumulate, float *dw, float *col)
 {
-    for (int i = 0; i < g->n; i++) {
-        const float *xi = x + (size_t)i * g->ic * g->ipix;
-        if (!g->pointwise) im2col_image(g, xi, col);
-        /* dW (OC, KDIM) += dy_i (OC, OH*OW) col^T (OH*OW, KDIM) */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->oc, g->kdim, g->opix, 1.0f,
-                    dy + (size_t)i * g->oc * g->opix, g->opix, g->pointwise ? xi : col, g->opix,
-                    (i > 0 || accumulate) ? 1.0f : 0.0f, dw, g->kdim);
+    for (int i = 0; i < g->n; i++) bwd_filter_image(g, i, x, dy, i > 0 || accumulate, dw, col, 1);
+}
+
+/* dWt (KDIM, OC) = (add ? dWt : 0) + col_i (KDIM, OH*OW) dy_i^T (OH*OW, OC), col_i the
+ * column buffer of image i, built in col band by band: the filter gradient of image i,
+ * transposed, on this thread. */
+static void bwd_filter_image_t(const conv_geom *g, int i, const float *x, const float *dy,
+                               int add, float *dwt, float *col)
+{
+    const float *xi = x + (size_t)i * g->ic * g->ipix, *dyi = dy + (size_t)i * g->oc * g->opix;
+    if (g->pointwise) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->kdim, g->oc, g->opix, 1.0f, xi,
+                    g->opix, dyi, g->opix, add ? 1.0f : 0.0f, dwt, g->oc);
+        return;
     }
+    const int rows = band_rows(g);
+    for (int oh0 = 0; oh0 < g->oh; oh0 += rows) {
+        const int oh1 = oh0 + rows < g->oh ? oh0 + rows : g->oh, cols = (oh1 - oh0) * g->ow;
+        im2col_band(g, xi, oh0, oh1, col);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->kdim, g->oc, cols, 1.0f, col,
+                    cols, dyi + (size_t)oh0 * g->ow, g->opix, (add || oh0 > 0) ? 1.0f : 0.0f,
+                    dwt, g->oc);
+    }
+}
+
+/* dW (OC, KDIM) = (accumulate ? dW : 0) + the sum of the `slots` partials (KDIM, OC)
+ * transposed, added in slot order. */
+static void add_partials(const conv_geom *g, const float *partials, int slots, int accumulate,
+                         float *dw)
+{
+    const size_t wcount = (size_t)g->oc * g->kdim;
+    const int par = wcount * slots >= PAR_MIN_WORK;
+#pragma omp parallel for if (par) schedule(static)
+    for (int o = 0; o < g->oc; o++)
+        for (int k = 0; k < g->kdim; k++) {
+            float v = accumulate ? dw[(size_t)o * g->kdim + k] : 0.0f;
+            for (int s = 0; s < slots; s++) v += partials[s * wcount + (size_t)k * g->oc + o];
+            dw[(size_t)o * g->kdim + k] = v;
+        }
+}
+
+/* im2col-par's backward: the filter pass (dw non-NULL) and/or the data pass (dx non-NULL),
+ * image by image in each slot, the data pass reusing the column buffer after the filter
+ * pass of the same image. Slot s sums its transposed filter gradient in partial s (KDIM,
+ * OC), after the column buffers. */
+static void bwd_par(const conv_geom *g, const float *x, const float *dy, const float *w,
+                    int accumulate, float *dw, float *dx, float *ws)
+{
+    const int slots = par_slots(g);
+    const size_t wcount = (size_t)g->oc * g->kdim;
+    float *partials = ws + (size_t)slots * col_floats(g);
+#pragma omp parallel for if (slots > 1) schedule(static)
+    for (int s = 0; s < slots; s++) {
+        int lo, hi;
+        slot_items(g, s, slots, &lo, &hi);
+        float *col = ws + (size_t)s * col_floats(g);
+        for (int i = lo; i < hi; i++) {
+            if (dw) bwd_filter_image_t(g, i, x, dy, i > lo, partials + (size_t)s * wcount, col);
+            if (dx) bwd_data_image(g, i, dy, w, dx, col, slots == 1);
+        }
+    }
+    if (dw) add_partials(g, partials, slots, accumulate, dw);
 }
 
 /* t (OC, N*OH*OW) must already hold dy in channel-major order; overwrites the column
@@ -658,8 +911,14 @@ static void bias_grad(const conv_geom *g, const float *dy, int accumulate, float
         double s = accumulate ? db[o] : 0.0;
         for (int i = 0; i < g->n; i++) {
             const float *d = dy + ((size_t)i * g->oc + o) * g->opix;
+            /* DIRECT_LANES partial sums, which the compiler vectorises */
+            float part[DIRECT_LANES] = {0.0f};
+            int q = 0;
+            for (; q + DIRECT_LANES <= g->opix; q += DIRECT_LANES)
+                for (int v = 0; v < DIRECT_LANES; v++) part[v] += d[q + v];
+            for (; q < g->opix; q++) part[0] += d[q];
             float plane = 0.0f;
-            for (int q = 0; q < g->opix; q++) plane += d[q];
+            for (int v = 0; v < DIRECT_LANES; v++) plane += part[v];
             s += plane;
         }
         db[o] = (float)s;
@@ -695,12 +954,19 @@ static vdnn_status conv_backward(layer *l, const exec_ctx *c, const float *x, co
     const int fchunk = chunk_images(&g, fa), dchunk = dx ? chunk_images(&g, da) : 0;
     float *ws = c->workspace;
     if (p->bias) bias_grad(&g, dy, c->accumulate, l->params[CONV_BIAS].grad);
+    if (fa == CONV_ALGO_IM2COL_PAR) {
+        /* the data pass too when it is im2col-par: one column buffer per image serves both */
+        float *pdx = da == CONV_ALGO_IM2COL_PAR ? dx : NULL;
+        bwd_par(&g, x, dy, w->value, c->accumulate, w->grad, pdx, ws);
+        if (!dx || pdx) return VDNN_OK;
+    }
     /* Batched filter and data passes with the same chunks share one reorder of dy. */
     if (fchunk && fchunk == dchunk) {
         bwd_chunks(&g, fchunk, x, dy, w->value, c->accumulate, w->grad, dx, ws);
         return VDNN_OK;
     }
     switch (fa) {
+    case CONV_ALGO_IM2COL_PAR: break;
     case CONV_ALGO_DIRECT: bwd_filter_direct(&g, x, dy, c->accumulate, w->grad); break;
     case CONV_ALGO_IM2COL: bwd_filter_im2col(&g, x, dy, c->accumulate, w->grad, ws); break;
     default: bwd_chunks(&g, fchunk, x, dy, w->value, c->accumulate, w->grad, NULL, ws); break;
@@ -709,6 +975,7 @@ static vdnn_status conv_backward(layer *l, const exec_ctx *c, const float *x, co
     switch (da) {
     case CONV_ALGO_DIRECT: bwd_data_direct(&g, dy, w->value, dx); break;
     case CONV_ALGO_IM2COL: bwd_data_im2col(&g, dy, w->value, dx, ws); break;
+    case CONV_ALGO_IM2COL_PAR: bwd_par(&g, x, dy, w->value, 0, NULL, dx, ws); break;
     default: bwd_chunks(&g, dchunk, x, dy, w->value, 0, NULL, dx, ws); break;
     }
     return VDNN_OK;

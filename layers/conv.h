@@ -14,7 +14,8 @@ enum {
     CONV_ALGO_IM2COL = 1,        /* im2col of one image + GEMM, per image */
     CONV_ALGO_IM2COL_BATCH = 2,  /* im2col of the whole batch + one GEMM */
     CONV_ALGO_IM2COL_CHUNK = 3,  /* as batch, in chunks of images sized to stay in cache */
-    CONV_ALGO_COUNT = 4
+    CONV_ALGO_IM2COL_PAR = 4,    /* per image, the images split among the OpenMP threads */
+    CONV_ALGO_COUNT = 5
 };
 
 /* The layer's per-type state (l->priv); every field must be valid when built in code. */

@@ -52,7 +52,8 @@ static void apply_mask(const layer *l, const exec_ctx *c, const float *in, float
     const uint64_t seed = rng_hash(c->seed, DROPOUT_TAG, (uint64_t)l->index);
     const uint64_t step = c->step, first = (uint64_t)c->item_offset * shape_per_item(l->in);
     const ptrdiff_t count = (ptrdiff_t)((size_t)c->n * shape_per_item(l->in));
-#pragma omp parallel for schedule(static)
+    /* a hash per element: worth a parallel region from a few thousand elements on */
+#pragma omp parallel for if (count >= 8192) schedule(static)
     for (ptrdiff_t e = 0; e < count; e++) {
         int keep = rng_u01(rng_hash(seed, step, first + (uint64_t)e)) >= p;
         out[e] = keep ? in[e] * scale : 0.0f;

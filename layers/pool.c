@@ -13,6 +13,12 @@
  * Average pooling divides by size*size whatever the padding (PyTorch's
  * count_include_pad = True); its backward reads neither x nor y.
  *
+ * Windows that tile the input without overlap (stride = size, no padding; the usual
+ * 2x2/2) take a faster backward: each input cell lies in at most one window, so every
+ * window writes its cells directly (the gradient at its argmax, zero elsewhere) and
+ * only the cells no window covers need clearing; 2x2/2 windows also get a branch-free
+ * argmax, in forward too. The routing is the same as in the general path.
+ *
  * OpenMP runs over (item, channel) planes: each thread owns its planes' outputs in
  * forward and their input gradients in backward, so overlapping windows never race. */
 #include <stdio.h>
@@ -108,20 +114,83 @@ static int argmax_of(const float *x, int w, pool_win r)
     return best;
 }
 
+/* One row of 2x2/2 windows: the first maximum of each, as argmax_of picks it. */
+static void maxpool_fwd_row2(const float *restrict x0, const float *restrict x1,
+                             float *restrict y, int ow)
+{
+    for (int j = 0; j < ow; j++) {
+        float m = x0[2 * j];
+        m = x0[2 * j + 1] > m ? x0[2 * j + 1] : m;
+        m = x1[2 * j] > m ? x1[2 * j] : m;
+        y[j] = x1[2 * j + 1] > m ? x1[2 * j + 1] : m;
+    }
+}
+
 static vdnn_status maxpool_forward(layer *l, const exec_ctx *c, const float *x, float *y)
 {
     const pool_params *p = l->priv;
     const int planes = c->n * l->in.c, h = l->in.h, w = l->in.w, oh = l->out.h, ow = l->out.w;
     const int par = (size_t)planes * oh * ow * p->size * p->size >= PAR_MIN_WORK;
+    const int tiled2 = p->size == 2 && p->stride == 2 && p->pad == 0;
 #pragma omp parallel for if (par) schedule(static)
     for (int pl = 0; pl < planes; pl++) {
         const float *xp = x + (size_t)pl * h * w;   /* (H, W) */
         float *yp = y + (size_t)pl * oh * ow;       /* (OH, OW) */
+        if (tiled2) {
+            for (int i = 0; i < oh; i++)
+                maxpool_fwd_row2(xp + (size_t)2 * i * w, xp + (size_t)(2 * i + 1) * w,
+                                 yp + (size_t)i * ow, ow);
+            continue;
+        }
         for (int i = 0; i < oh; i++)
             for (int j = 0; j < ow; j++)
                 yp[i * ow + j] = xp[argmax_of(xp, w, window_of(p, h, w, i, j))];
     }
     return VDNN_OK;
+}
+
+/* One row of 2x2/2 windows: x0, x1 the two input rows, dx0, dx1 their gradients. The
+ * first maximum in row-major order wins (strict >), as in argmax_of. */
+static void maxpool_bwd_row2(const float *restrict x0, const float *restrict x1,
+                             const float *restrict dy, float *restrict dx0, float *restrict dx1,
+                             int ow)
+{
+    for (int j = 0; j < ow; j++) {
+        const float a = x0[2 * j], b = x0[2 * j + 1], c = x1[2 * j], d = x1[2 * j + 1];
+        const float g = dy[j];
+        int k = b > a;
+        float m = k ? b : a;
+        k = c > m ? 2 : k;
+        m = c > m ? c : m;
+        k = d > m ? 3 : k;
+        dx0[2 * j] = k == 0 ? g : 0.0f;
+        dx0[2 * j + 1] = k == 1 ? g : 0.0f;
+        dx1[2 * j] = k == 2 ? g : 0.0f;
+        dx1[2 * j + 1] = k == 3 ? g : 0.0f;
+    }
+}
+
+/* Backward of one plane whose windows tile without overlap (stride = size, pad 0). */
+static void maxpool_bwd_tiled(const pool_params *p, int h, int w, int oh, int ow,
+                              const float *xp, const float *dyp, float *dxp)
+{
+    const int k = p->size;
+    if (oh * k < h || ow * k < w) memset(dxp, 0, (size_t)h * w * sizeof *dxp);
+    for (int i = 0; i < oh; i++) {
+        if (k == 2) {
+            const size_t r0 = (size_t)2 * i * w;
+            maxpool_bwd_row2(xp + r0, xp + r0 + w, dyp + (size_t)i * ow, dxp + r0, dxp + r0 + w,
+                             ow);
+            continue;
+        }
+        for (int j = 0; j < ow; j++) {
+            pool_win r = window_of(p, h, w, i, j);
+            const int best = argmax_of(xp, w, r);
+            const float g = dyp[i * ow + j];
+            for (int a = r.h0; a < r.h1; a++)
+                for (int b = r.w0; b < r.w1; b++) dxp[a * w + b] = a * w + b == best ? g : 0.0f;
+        }
+    }
 }
 
 static vdnn_status maxpool_backward(layer *l, const exec_ctx *c, const float *x, const float *y,
@@ -132,8 +201,14 @@ static vdnn_status maxpool_backward(layer *l, const exec_ctx *c, const float *x,
     const pool_params *p = l->priv;
     const int planes = c->n * l->in.c, h = l->in.h, w = l->in.w, oh = l->out.h, ow = l->out.w;
     const int par = (size_t)planes * oh * ow * p->size * p->size >= PAR_MIN_WORK;
+    const int tiled = p->stride == p->size && p->pad == 0;
 #pragma omp parallel for if (par) schedule(static)
     for (int pl = 0; pl < planes; pl++) {
+        if (tiled) {
+            maxpool_bwd_tiled(p, h, w, oh, ow, x + (size_t)pl * h * w, dy + (size_t)pl * oh * ow,
+                              dx + (size_t)pl * h * w);
+            continue;
+        }
         const float *xp = x + (size_t)pl * h * w;    /* (H, W) */
         const float *dyp = dy + (size_t)pl * oh * ow; /* (OH, OW) */
         float *dxp = dx + (size_t)pl * h * w;        /* (H, W) */

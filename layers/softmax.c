@@ -11,6 +11,10 @@
 
 #include "layers/layer.h"
 
+/* Batches of fewer scores than this run on one thread: a parallel region would cost
+ * more than the loop. */
+#define SOFTMAX_PAR_MIN ((size_t)1 << 14)
+
 static vdnn_status softmax_setup(layer *l, const cfg_file *f, const cfg_section *s)
 {
     (void)f;
@@ -61,7 +65,7 @@ static vdnn_status softmax_forward(layer *l, const exec_ctx *c, const float *x, 
         free(hit);
         return vdnn_fail(VDNN_ENOMEM, "%s: out of host memory for %d losses", l->name, n);
     }
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if ((size_t)n * d >= SOFTMAX_PAR_MIN) schedule(static)
     for (int i = 0; i < n; i++) {
         size_t best;
         const float *xi = x + (size_t)i * d;
@@ -98,7 +102,7 @@ static vdnn_status softmax_backward(layer *l, const exec_ctx *c, const float *x,
     if (st != VDNN_OK) return st;
     const float g = c->grad_scale;
     const int n = c->n;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if ((size_t)n * d >= SOFTMAX_PAR_MIN) schedule(static)
     for (int i = 0; i < n; i++) {
         const float *p = y + (size_t)i * d;
         float *g_i = dx + (size_t)i * d;

@@ -1,9 +1,13 @@
 /* SGD with momentum and weight decay (see solver.h). */
 #include "nets/solver.h"
 
+/* Parameters with fewer elements than this (biases, small layers) update on one thread:
+ * starting a parallel region would cost more than the loop. */
+#define SGD_PAR_MIN ((size_t)1 << 16)
+
 static void sgd_cpu(float *w, const float *g, float *v, size_t count, float lr, float mom, float wd)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for if (count >= SGD_PAR_MIN) schedule(static)
     for (size_t i = 0; i < count; i++) {
         float gi = g[i] + wd * w[i];
         v[i] = mom * v[i] + gi;

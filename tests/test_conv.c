@@ -4,6 +4,7 @@
  * the parameter declarations. */
 #include <check.h>
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,12 +28,17 @@ static const conv_case cases[] = {
     {2, 3, 5, 4, 2, 1, 2, 1, 1},   /* 1x1 with pad: border outputs see only padding */
     {2, 3, 11, 10, 4, 4, 3, 2, 1}, /* even kernel, stride 3, pad 2 */
     {4, 16, 13, 13, 32, 3, 1, 1, 1}, /* big enough for OpenBLAS and OpenMP to split */
+    /* "same" padding (OW == W) whose windows can lie wholly in the padding */
+    {3, 3, 3, 2, 4, 5, 1, 2, 1},
     /* column buffers of 0.8 and 1.6 MB per image: im2col-chunk runs in several chunks,
      * one of them partial (test_workspace_bytes checks that it does) */
     {3, 8, 36, 36, 4, 5, 1, 0, 1},
     {3, 16, 36, 36, 3, 5, 1, 0, 0},
+    /* "same" padding on maps large enough for im2col-par to build the column buffer in
+     * three bands of output rows (15, 15 and 10) */
+    {2, 24, 40, 40, 4, 3, 1, 1, 1},
 };
-enum { CASE_CHUNKED_A = 8, CASE_CHUNKED_B = 9 };
+enum { CASE_BIG = 7, CASE_CHUNKED_A = 9, CASE_CHUNKED_B = 10 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
 static int out_side(int in, int k, int s, int p) { return (in + 2 * p - k) / s + 1; }
@@ -321,6 +327,7 @@ START_TEST(test_setup_shapes)
         ck_assert_str_eq(layer_algo_name(l, pass, CONV_ALGO_IM2COL), "im2col");
         ck_assert_str_eq(layer_algo_name(l, pass, CONV_ALGO_IM2COL_BATCH), "im2col-batch");
         ck_assert_str_eq(layer_algo_name(l, pass, CONV_ALGO_IM2COL_CHUNK), "im2col-chunk");
+        ck_assert_str_eq(layer_algo_name(l, pass, CONV_ALGO_IM2COL_PAR), "im2col-par");
     }
     layer_destroy(l, NULL);
 }
@@ -647,11 +654,15 @@ START_TEST(test_stays_in_bounds)
         ref_forward(r.k, n, r.hx, r.hw, r.k->bias ? r.hb : NULL, want);
         for (int a = 0; a < CONV_ALGO_COUNT; a++) {
             for (int p = 0; p < PASS_COUNT; p++) r.l->algo[p] = a;
-            /* for one item, a batched algorithm needs one image's share */
-            size_t need = layer_workspace_bytes(r.l, PASS_FWD, a);
-            if (n == 1 && a >= CONV_ALGO_IM2COL_BATCH)
+            /* for one item, a batched algorithm needs one image's share, and im2col-par
+             * one slot: one column buffer and one partial filter gradient */
+            size_t need = layer_workspace_bytes(r.l, PASS_BWD_FILTER, a);
+            if (n == 1 && (a == CONV_ALGO_IM2COL_BATCH || a == CONV_ALGO_IM2COL_CHUNK))
                 need = layer_workspace_bytes(r.l, PASS_FWD, CONV_ALGO_IM2COL_BATCH) /
                        (size_t)r.k->n;
+            if (n == 1 && a == CONV_ALGO_IM2COL_PAR)
+                need = layer_workspace_bytes(r.l, PASS_FWD, CONV_ALGO_IM2COL) +
+                       r.wcount * sizeof(float);
             float *x = guarded(xc, r.hx), *dy = guarded(yc, r.hdy);
             float *y = guarded(yc, NULL), *dx = guarded(xc, NULL);
             float *ws = guarded(need / sizeof(float), NULL);
@@ -678,6 +689,77 @@ START_TEST(test_stays_in_bounds)
     guarded_free(gb, (size_t)oc, "bias grad");
     r.l->params[0].value = w0, r.l->params[0].grad = gw0;
     if (r.k->bias) r.l->params[1].value = b0, r.l->params[1].grad = gb0;
+    rig_free(&r);
+}
+END_TEST
+
+/* im2col-par: one column buffer per slot in every pass, plus one (KDIM, OC) partial
+ * filter gradient per slot in the filter pass, with slots = min(threads, N). */
+START_TEST(test_par_workspace)
+{
+    const int saved = omp_get_max_threads();
+    layer *l = make_conv(&cases[0]);   /* KDIM = 27, OH*OW = 12, OC = 4, N = 3 */
+    layer *p = make_conv(&cases[1]);   /* pointwise: KDIM = 5, OC = 3, N = 2 */
+    for (int t = 1; t <= 4; t++) {
+        omp_set_num_threads(t);
+        size_t slots = t < 3 ? (size_t)t : 3, pslots = t < 2 ? (size_t)t : 2;
+        ck_assert_uint_eq(layer_workspace_bytes(l, PASS_FWD, CONV_ALGO_IM2COL_PAR),
+                          slots * 27 * 12 * 4);
+        ck_assert_uint_eq(layer_workspace_bytes(l, PASS_BWD_DATA, CONV_ALGO_IM2COL_PAR),
+                          slots * 27 * 12 * 4);
+        ck_assert_uint_eq(layer_workspace_bytes(l, PASS_BWD_FILTER, CONV_ALGO_IM2COL_PAR),
+                          slots * (27 * 12 + 27 * 4) * 4);
+        ck_assert_uint_eq(layer_workspace_bytes(p, PASS_FWD, CONV_ALGO_IM2COL_PAR), 0);
+        ck_assert_uint_eq(layer_workspace_bytes(p, PASS_BWD_FILTER, CONV_ALGO_IM2COL_PAR),
+                          pslots * 5 * 3 * 4);
+    }
+    omp_set_num_threads(saved);
+    layer_destroy(l, NULL);
+    layer_destroy(p, NULL);
+}
+END_TEST
+
+/* im2col-par with 1 to 5 threads (so 1 to N slots, some of one item, some of two):
+ * every pass matches the reference, with and without accumulation, and a second run
+ * with the same thread count gives the same bits. */
+START_TEST(test_par_thread_counts)
+{
+    const int saved = omp_get_max_threads();
+    rig r;
+    rig_init(&r, &cases[CASE_BIG]);
+    const size_t yc = r.ycount;
+    float *hy = malloc(yc * sizeof *hy), *hy2 = malloc(yc * sizeof *hy2);
+    float *hdx = malloc(r.xcount * sizeof *hdx), *hdx2 = malloc(r.xcount * sizeof *hdx2);
+    float *hdw = malloc(r.wcount * sizeof *hdw), *hdw2 = malloc(r.wcount * sizeof *hdw2);
+    float *hdb = malloc((size_t)r.k->filters * sizeof *hdb);
+    double *want = malloc(yc * sizeof *want), *twice = malloc(r.wcount * sizeof *twice);
+    ck_assert(hy && hy2 && hdx && hdx2 && hdw && hdw2 && hdb && want && twice);
+    ref_forward(r.k, r.k->n, r.hx, r.hw, r.hb, want);
+    ref_grads g = ref_grads_of(&r, r.k->n);
+    for (size_t i = 0; i < r.wcount; i++) twice[i] = 2.0 * g.dw[i];
+    for (int t = 1; t <= 5; t++) {
+        omp_set_num_threads(t);
+        const int a = CONV_ALGO_IM2COL_PAR;
+        rig_forward(&r, a, r.k->n, hy);
+        expect_close(hy, want, yc, "im2col-par forward");
+        rig_forward(&r, a, r.k->n, hy2);
+        ck_assert_mem_eq(hy, hy2, yc * sizeof *hy);
+        rig_backward(&r, a, a, r.k->n, 0, hdx, hdw, hdb);
+        expect_close(hdx, g.dx, r.xcount, "im2col-par data");
+        expect_close(hdw, g.dw, r.wcount, "im2col-par filter");
+        rig_backward(&r, a, a, r.k->n, 0, hdx2, hdw2, hdb);
+        ck_assert_mem_eq(hdx, hdx2, r.xcount * sizeof *hdx);
+        ck_assert_mem_eq(hdw, hdw2, r.wcount * sizeof *hdw);
+        /* the filter pass alone, then with another data algorithm, accumulating */
+        rig_backward(&r, CONV_ALGO_DIRECT, a, r.k->n, 1, NULL, hdw, hdb);
+        expect_close(hdw, twice, r.wcount, "im2col-par filter, accumulated");
+        rig_backward(&r, a, CONV_ALGO_IM2COL, r.k->n, 0, hdx, hdw, hdb);
+        expect_close(hdx, g.dx, r.xcount, "im2col-par data after im2col filter");
+    }
+    omp_set_num_threads(saved);
+    ref_grads_free(&g);
+    free(hy), free(hy2), free(hdx), free(hdx2), free(hdw), free(hdw2), free(hdb);
+    free(want), free(twice);
     rig_free(&r);
 }
 END_TEST
@@ -715,6 +797,8 @@ static Suite *conv_suite(void)
     tcase_add_loop_test(tc, test_gradcheck, 0, CASE_CHUNKED_A);
     tcase_add_loop_test(tc, test_stays_in_bounds, 0, NCASES);
     tcase_add_test(tc, test_workspace_bytes);
+    tcase_add_test(tc, test_par_workspace);
+    tcase_add_test(tc, test_par_thread_counts);
     tcase_add_test(tc, test_accumulate);
     tcase_add_test(tc, test_dx_null);
     tcase_add_test(tc, test_small_workspace);

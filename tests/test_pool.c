@@ -27,6 +27,11 @@ static const pool_case cases[] = {
     {2, 2, 4, 5, 1, 1, 0},   /* 1x1: the identity */
     {2, 2, 9, 8, 4, 3, 2},   /* even window, stride 3, pad 2 */
     {2, 2, 8, 9, 2, 3, 1},   /* stride larger than the window: cells skipped */
+    /* windows that tile without overlap (the tiled backward): exactly, and with a
+     * remainder no window covers */
+    {2, 3, 6, 8, 2, 2, 0},
+    {2, 2, 9, 6, 3, 3, 0},
+    {2, 2, 10, 7, 3, 3, 0},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -184,10 +189,12 @@ END_TEST
 
 /* Forward and backward against the reference; average pooling gets x = y = NULL in
  * backward, since it declares it needs neither. */
+/* Loop over (case, kind, input): _i % 2 is max pooling, _i / 2 % NCASES the case, and
+ * _i / (2 * NCASES) == 1 draws x from {0, 1, 2}, so that windows tie often. */
 START_TEST(test_reference)
 {
-    const pool_case *k = &cases[_i / 2];
-    const int is_max = _i % 2;
+    const pool_case *k = &cases[_i / 2 % NCASES];
+    const int is_max = _i % 2, ties = _i / (2 * NCASES);
     device *d = test_cpu_device();
     layer *l = make_pool(is_max, k);
     const size_t xc = shape_count(l->in), yc = shape_count(l->out);
@@ -196,6 +203,7 @@ START_TEST(test_reference)
     double *ry = malloc(yc * sizeof *ry), *rdx = malloc(xc * sizeof *rdx);
     ck_assert(x && dy && y && dx && ry && rdx);
     test_fill_uniform(x, xc, 1.0f, 1 + (uint64_t)_i);
+    for (size_t i = 0; ties && i < xc; i++) x[i] = floorf(1.5f * (x[i] + 1.0f));
     test_fill_uniform(dy, yc, 1.0f, 100 + (uint64_t)_i);
     run_layer(d, l, x, dy, y, dx, is_max);
     ref_pool(is_max, k, x, dy, ry, rdx);
@@ -446,7 +454,7 @@ static Suite *pool_suite(void)
     TCase *tc = tcase_create("pool");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_setup_shapes, 0, 2 * NCASES);
-    tcase_add_loop_test(tc, test_reference, 0, 2 * NCASES);
+    tcase_add_loop_test(tc, test_reference, 0, 4 * NCASES);
     tcase_add_loop_test(tc, test_gradcheck, 0, 2 * NCASES);
     tcase_add_loop_test(tc, test_stays_in_bounds, 0, 2 * NCASES);
     tcase_add_loop_test(tc, test_smaller_batch, 0, 2);
