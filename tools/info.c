@@ -108,14 +108,13 @@ int cmd_info(int argc, char **argv)
                    mins[p][ALGO_PERF], mins[p][ALGO_MEM]);
         printf("}\n}\n");
     } else {
-        char a[32], b[32], c[32], d[32];
+        char a[32], b[32], c[32];
         printf("%s: input %dx%dx%dx%d, %d classes, %d layers\n", cfg, n->input.n, n->input.c, n->input.h,
                n->input.w, n->classes, n->nlayers);
         printf("%3s  %-10s %-13s %-22s %-17s %12s %12s\n", "#", "name", "type", "", "output", "params", "output map");
         for (int i = 0; i < n->nlayers; i++) text_layer(stdout, n->layers[i]);
-        printf("totals: params+grads+momenta %s, feature maps %s, largest workspace %s, "
-               "training needs at most %s\n", vdnn_fmt_bytes(params, a, sizeof a), vdnn_fmt_bytes(maps, b, sizeof b),
-               vdnn_fmt_bytes(ws, c, sizeof c), vdnn_fmt_bytes(bound, d, sizeof d));
+        printf("totals: params+grads+momenta %s, feature maps %s, largest workspace %s\n",
+               vdnn_fmt_bytes(params, a, sizeof a), vdnn_fmt_bytes(maps, b, sizeof b), vdnn_fmt_bytes(ws, c, sizeof c));
         printf("minimum budget of one training iteration (exact, fragmentation included):\n");
         printf("  %-6s %14s %14s   %s\n", "policy", "perf algos", "mem algos", "mem saved vs none/perf");
         for (int p = 0; p < POLICY_COUNT; p++)
