@@ -21,11 +21,12 @@
 
 #include "nets/net.h"
 #include "tests/testnet.h"
+#include "vdnn/rng.h"
 
 #define BT_TRAIN "[train]\nepochs = 1\nlearning_rate = 0.05\nmomentum = 0.9\nweight_decay = 0.0005\nseed = 5\n"
 #define BT_DATA(k) "[data]\nset = synthetic\ntrain_size = 64\ntest_size = 16\nclasses = " #k "\n"
 
-/* Odd shapes, strided padded convolution, batch norm, leaky, both poolings, dropout. */
+/* Odd shapes, strided padded convolution, tn_batch norm, leaky, both poolings, dropout. */
 #define NET_A                                                                              \
     "[net]\nbatch = 8\nchannels = 3\nheight = 13\nwidth = 11\n" BT_TRAIN BT_DATA(4)        \
     "[convolutional]\nfilters = 5\nsize = 3\nstride = 2\npad = 1\n"                        \
@@ -71,42 +72,10 @@ static const char *const budget_nets[] = {NET_A, NET_B, NET_WIDE, NET_C};
 
 /* ---- helpers ---- */
 
-static uint64_t splitmix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* A value in [0, n). */
 static int pick(uint64_t *s, int n)
 {
-    return (int)(splitmix(s) % (uint64_t)n);
-}
-
-typedef struct batch {
-    float *x;
-    int32_t *y;
-    int items;
-} batch;
-
-/* `items` inputs in [-1, 1) and labels below n->classes, from `seed`. */
-static batch batch_make(const net *n, int items, uint64_t seed)
-{
-    size_t count = (size_t)items * shape_per_item(n->input);
-    batch b = {malloc(count * sizeof(float)), malloc((size_t)items * sizeof(int32_t)), items};
-    ck_assert(b.x && b.y);
-    uint64_t s = seed;
-    for (size_t i = 0; i < count; i++) b.x[i] = (float)((double)(splitmix(&s) >> 11) / 9007199254740992.0 * 2 - 1);
-    for (int i = 0; i < items; i++) b.y[i] = (int32_t)(splitmix(&s) % (uint64_t)n->classes);
-    return b;
-}
-
-static void batch_free(batch *b)
-{
-    free(b->x);
-    free(b->y);
+    return (int)(rng_splitmix(s) % (uint64_t)n);
 }
 
 static device *make_device(device_kind kind, size_t budget, double link_gbps)
@@ -187,11 +156,11 @@ static vdnn_status train_steps(net *n, int steps, double *loss)
 {
     int sim = device_get_kind(n->dev) == DEVICE_SIM;
     for (int k = 0; k < steps; k++) {
-        batch b = {0};
-        if (!sim) b = batch_make(n, n->input.n, 100 + (uint64_t)k);
+        tn_batch b = {0};
+        if (!sim) b = tn_batch_make(n, n->input.n, 100 + (uint64_t)k);
         step_result r;
         vdnn_status st = net_train_step(n, b.x, b.y, n->input.n, n->train.learning_rate, &r);
-        if (!sim) batch_free(&b);
+        if (!sim) tn_batch_free(&b);
         if (st != VDNN_OK) return st;
         if (loss) loss[k] = r.loss_sum;
     }
@@ -700,7 +669,7 @@ static uint64_t stress_one(int k, uint64_t *s)
     vdnn_status st = net_parse(text, TN_NAME, &ov, &n);
     ck_assert_msg(st == VDNN_OK, "chain %d does not parse: %s\n%s", k, vdnn_errmsg(), text);
     size_t m = min_budget_of(n, &pc);
-    size_t budget = (m + (size_t)(splitmix(s) % (m + 1))) / POOL_ALIGN * POOL_ALIGN;
+    size_t budget = (m + (size_t)(rng_splitmix(s) % (m + 1))) / POOL_ALIGN * POOL_ALIGN;
     ck_assert_uint_ge(budget, m);
 
     result a = {0}, b = {0};

@@ -19,6 +19,7 @@
 
 #include "nets/net.h"
 #include "tests/testnet.h"
+#include "vdnn/rng.h"
 
 /* ThreadSanitizer slows compute and every copy's memmove by an order of magnitude and
  * unevenly, so timings there say nothing about overlap: the timing checks skip. */
@@ -29,7 +30,7 @@
 #define OT_TRAIN "[train]\nepochs = 1\nlearning_rate = 0.05\nmomentum = 0.9\nweight_decay = 0.0005\nseed = 11\n"
 #define OT_DATA(k) "[data]\nset = synthetic\ntrain_size = 64\ntest_size = 16\nclasses = " #k "\n"
 
-/* Odd shapes, a strided padded convolution, batch norm, leaky, both poolings, dropout
+/* Odd shapes, a strided padded convolution, tn_batch norm, leaky, both poolings, dropout
  * and two connected layers. */
 #define NET_A                                                                              \
     "[net]\nbatch = 8\nchannels = 3\nheight = 13\nwidth = 11\n" OT_TRAIN OT_DATA(4)        \
@@ -62,38 +63,6 @@ static const char *const inv_nets[] = {NET_A, NET_B, NET_C};
 #define NINV ((int)(sizeof inv_nets / sizeof *inv_nets))
 
 /* ---- deterministic inputs ---- */
-
-static uint64_t splitmix(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* A batch for n: `items` inputs in [-1, 1) and labels below n->classes, from `seed`. */
-typedef struct batch {
-    float *x;
-    int32_t *y;
-    int items;
-} batch;
-
-static batch batch_make(const net *n, int items, uint64_t seed)
-{
-    size_t count = (size_t)items * shape_per_item(n->input);
-    batch b = {malloc(count * sizeof(float)), malloc((size_t)items * sizeof(int32_t)), items};
-    ck_assert(b.x && b.y);
-    uint64_t s = seed;
-    for (size_t i = 0; i < count; i++) b.x[i] = (float)((double)(splitmix(&s) >> 11) / 9007199254740992.0 * 2 - 1);
-    for (int i = 0; i < items; i++) b.y[i] = (int32_t)(splitmix(&s) % (uint64_t)n->classes);
-    return b;
-}
-
-static void batch_free(batch *b)
-{
-    free(b->x);
-    free(b->y);
-}
 
 /* ---- runs ---- */
 
@@ -253,10 +222,10 @@ static void run_net(const char *text, const run_cfg *rc, snapshot *s, run_info *
     memset(s, 0, sizeof *s);
     int items = rc->items ? rc->items : n->input.n;
     for (int k = 0; k < rc->steps; k++) {
-        batch b = batch_make(n, items, 1000 + (uint64_t)k);
+        tn_batch b = tn_batch_make(n, items, 1000 + (uint64_t)k);
         step_result r;
         vdnn_status st = net_train_step(n, b.x, b.y, items, n->train.learning_rate, &r);
-        batch_free(&b);
+        tn_batch_free(&b);
         ck_assert_msg(st == VDNN_OK, "step %d (policy %s, budget %zu): %s", k + 1, policy_name(rc->policy), budget,
                       vdnn_errmsg());
         s->loss[k] = r.loss_sum;
@@ -469,10 +438,10 @@ static void check_residency(const char *text, mem_policy p, const signed char *m
         if (n->maps[j].offload) planned += map_bytes_of(n, j, items);
     }
     for (int k = 1; k <= 2; k++) {
-        batch b = batch_make(n, items, 7 + (uint64_t)k);
+        tn_batch b = tn_batch_make(n, items, 7 + (uint64_t)k);
         step_result r;
         vdnn_status st = net_train_step(n, b.x, b.y, items, 0.01, &r);
-        batch_free(&b);
+        tn_batch_free(&b);
         ck_assert_msg(st == VDNN_OK, "%s", vdnn_errmsg());
         ck_assert_msg(n->stats.offload_bytes == (uint64_t)k * planned,
                       "policy %s, %d items, step %d: offloaded %llu bytes, planned %llu per step",
@@ -584,7 +553,7 @@ static double run_delay_s(void)
  * calling thread (all the compute: one thread) sat ready on a run queue while other
  * processes ran: what is left is its compute and its waits for copies, which is what
  * overlap is about, without the noise of a shared machine. */
-static double timed_step(net *n, const batch *b, int eval)
+static double timed_step(net *n, const tn_batch *b, int eval)
 {
     step_result r = {0};
     double d0 = run_delay_s(), t0 = vdnn_now_s();
@@ -623,7 +592,7 @@ static overlap_times measure_overlap(const char *text, int reps, int with_sync)
     double t[3][16];
     ck_assert_int_le(reps, 16);
     net *none = overlap_net(text, POLICY_NONE, 0, 0);
-    batch b = batch_make(none, none->input.n, 5);
+    tn_batch b = tn_batch_make(none, none->input.n, 5);
     timed_step(none, &b, 0);
     for (int k = 0; k < reps; k++) t[0][k] = timed_step(none, &b, 1);
     o.t_f = median(t[0], reps);
@@ -650,7 +619,7 @@ static overlap_times measure_overlap(const char *text, int reps, int with_sync)
     o.t_sync = sync ? median(t[2], reps) : 0;
     o.wait_s = all->stats.wait_s / reps;
     ck_assert_uint_eq(all->stats.offload_bytes, (uint64_t)(reps + 1) * bytes);
-    batch_free(&b);
+    tn_batch_free(&b);
     overlap_free(none);
     overlap_free(all);
     if (sync) overlap_free(sync);
@@ -661,10 +630,10 @@ static overlap_times measure_overlap(const char *text, int reps, int with_sync)
 static int overlap_reps(void)
 {
     net *n = overlap_net(NET_CHAIN, POLICY_NONE, 0, 0);
-    batch b = batch_make(n, n->input.n, 5);
+    tn_batch b = tn_batch_make(n, n->input.n, 5);
     double t = timed_step(n, &b, 0);
     t = timed_step(n, &b, 0);
-    batch_free(&b);
+    tn_batch_free(&b);
     overlap_free(n);
     return t > 0.4 ? 3 : 7;
 }
@@ -888,10 +857,10 @@ START_TEST(test_trace)
     ck_assert_msg(trace_open(path, &t) == VDNN_OK, "%s", vdnn_errmsg());
     n->trace = t;
     device_set_trace(d, t);
-    batch b = batch_make(n, n->input.n, 3);
+    tn_batch b = tn_batch_make(n, n->input.n, 3);
     step_result r;
     ck_assert_msg(net_train_step(n, b.x, b.y, b.items, 0.01, &r) == VDNN_OK, "%s", vdnn_errmsg());
-    batch_free(&b);
+    tn_batch_free(&b);
     device_stream_sync(d, STREAM_MEMORY);
     device_set_trace(d, NULL);
     n->trace = NULL;

@@ -1,5 +1,6 @@
 /* Helpers shared by the net, checkpoint, trainer and CLI suites (see testnet.h). */
 #include "tests/testnet.h"
+#include "vdnn/rng.h"
 
 #include <check.h>
 #include <ftw.h>
@@ -178,4 +179,21 @@ int tn_same_file(const char *a, const char *b)
     free(pa);
     free(pb);
     return same;
+}
+
+tn_batch tn_batch_make(const net *n, int items, uint64_t seed)
+{
+    size_t count = (size_t)items * shape_per_item(n->input);
+    tn_batch b = {malloc(count * sizeof(float)), malloc((size_t)items * sizeof(int32_t)), items};
+    ck_assert(b.x && b.y);
+    uint64_t s = seed;
+    for (size_t i = 0; i < count; i++) b.x[i] = (float)((double)(rng_splitmix(&s) >> 11) / 9007199254740992.0 * 2 - 1);
+    for (int i = 0; i < items; i++) b.y[i] = (int32_t)(rng_splitmix(&s) % (uint64_t)n->classes);
+    return b;
+}
+
+void tn_batch_free(tn_batch *b)
+{
+    free(b->x);
+    free(b->y);
 }

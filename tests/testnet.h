@@ -27,6 +27,16 @@
  * succeeds. Free with net_free(). */
 net *tn_parse(const char *text, const net_overrides *ov);
 
+/* A batch for n: `items` inputs in [-1, 1) and labels below n->classes, from `seed`.
+ * Free with tn_batch_free(). */
+typedef struct tn_batch {
+    float *x;
+    int32_t *y;
+    int items;
+} tn_batch;
+tn_batch tn_batch_make(const net *n, int items, uint64_t seed);
+void tn_batch_free(tn_batch *b);
+
 /* net_parse must fail with `status`; the message must contain `a` and, if non-NULL, `b`. */
 void tn_parse_fails(const char *text, int status, const char *a, const char *b);
 
