@@ -160,7 +160,10 @@ size_t layer_param_bytes(const layer *l)
 vdnn_status layer_forward(layer *l, const exec_ctx *c, const float *x, float *y)
 {
     device_kind k = device_get_kind(c->dev);
-    if (k == DEVICE_SIM) return VDNN_OK;
+    if (k == DEVICE_SIM) {
+        device_sim_layer(c->dev, l, SIM_FWD);
+        return VDNN_OK;
+    }
     if (k == DEVICE_CPU) return l->ops->forward_cpu(l, c, x, y);
     return vdnn_fail(VDNN_EDEVICE, "%s: no implementation for this device", l->name);
 }
@@ -169,7 +172,10 @@ vdnn_status layer_backward(layer *l, const exec_ctx *c, const float *x, const fl
                            const float *dy, float *dx)
 {
     device_kind k = device_get_kind(c->dev);
-    if (k == DEVICE_SIM) return VDNN_OK;
+    if (k == DEVICE_SIM) {
+        device_sim_layer(c->dev, l, dx ? SIM_BWD : SIM_BWD_NO_DX);
+        return VDNN_OK;
+    }
     if (k == DEVICE_CPU) return l->ops->backward_cpu(l, c, x, y, dy, dx);
     return vdnn_fail(VDNN_EDEVICE, "%s: no implementation for this device", l->name);
 }

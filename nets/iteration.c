@@ -232,8 +232,7 @@ vdnn_status net_train_step(net *n, const float *x, const int32_t *y, int items, 
     if (st == VDNN_OK) pool_reclaim(device_pool(n->dev), 1);
     if (st == VDNN_OK) st = backward(n, &c);
     for (int i = 0; i < n->nlayers && st == VDNN_OK; i++)
-        for (int p = 0; p < n->layers[i]->nparams && st == VDNN_OK; p++)
-            st = solver_update(n->dev, &n->layers[i]->params[p], lr, n->train.momentum, n->train.weight_decay);
+        st = solver_update_layer(n->dev, n->layers[i], lr, n->train.momentum, n->train.weight_decay);
     release_all(n);
     if (st != VDNN_OK) return st;
     r->loss_sum = loss;

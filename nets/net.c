@@ -51,7 +51,7 @@ net_overrides net_no_overrides(void)
 
 static const cfg_key memory_keys[] = {
     {"budget", CFG_BYTES, 0, 4096, 1e15, NULL, 0, "device-memory budget (K/M/G suffixes)"},
-    {"policy", CFG_ENUM, 0, 0, 0, "none|all|conv", 0, "which feature maps are offloaded (default none)"},
+    {"policy", CFG_ENUM, 0, 0, 0, "none|all|conv|dyn", 0, "which feature maps are offloaded; dyn: the planner chooses (default none)"},
     {"algo", CFG_ENUM, 0, 0, 0, "perf|mem", 0, "convolution algorithms: fastest or smallest workspace (default perf)"},
     {"sync", CFG_BOOL, 0, 0, 1, NULL, 0, "vDNN's per-layer barrier on both streams (default 0)"},
     {NULL, 0, 0, 0, 0, NULL, 0, NULL},
@@ -278,6 +278,7 @@ static vdnn_status read_memory(const cfg_file *f, net *n)
     n->budget_bytes = cfg_bytes(s, "budget", 0);
     const char *p = cfg_str(s, "policy", "none");
     n->policy = !strcmp(p, "all") ? POLICY_ALL : !strcmp(p, "conv") ? POLICY_CONV : POLICY_NONE;
+    n->dyn = !strcmp(p, "dyn");
     n->algo = !strcmp(cfg_str(s, "algo", "perf"), "mem") ? ALGO_MEM : ALGO_PERF;
     n->sync_layers = cfg_int(s, "sync", 0);
     return VDNN_OK;

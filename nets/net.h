@@ -74,6 +74,7 @@ typedef struct net {
     int nlayers;
     layer **layers;           /* owned */
     mem_policy policy;        /* [memory] policy or --policy */
+    int dyn;                  /* policy dyn: the planner (nets/planner.h) chooses the plan */
     algo_mode algo;           /* [memory] algo or --algo */
     size_t budget_bytes;      /* [memory] budget or --budget; 0: enough for the net */
     int sync_layers;          /* vDNN's original per-layer barrier on both streams */

@@ -4,10 +4,7 @@
 #include <string.h>
 
 #include "nets/net.h"
-
-/* How many items the algorithm measurement runs with: enough for the batch-wide
- * algorithms to show their advantage, few enough that the slow direct loops stay short. */
-#define MEASURE_ITEMS 32
+#include "nets/planner.h"
 
 static int offloads(const net *n, int j, mem_policy p)
 {
@@ -35,170 +32,22 @@ static int largest_workspace(const layer *l, int pass)
     return best;
 }
 
-/* Scratch buffers for measuring one layer, on a device of its own. */
-typedef struct bench_bufs {
-    void *x, *y, *dy, *dx, *ws;
-    size_t ws_bytes;
-} bench_bufs;
-
-/* Seconds for one call: forward (fwd >= 0), or backward with data algorithm `bd` (dx
- * computed when bd >= 0) and filter algorithm `bf`. */
-static vdnn_status time_call(layer *l, device *d, bench_bufs *b, int items, int fwd, int bd, int bf,
-                             double best_so_far, double *secs)
-{
-    int saved[PASS_COUNT];
-    memcpy(saved, l->algo, sizeof saved);
-    l->algo[PASS_FWD] = fwd >= 0 ? fwd : 0;
-    l->algo[PASS_BWD_DATA] = bd >= 0 ? bd : 0;
-    l->algo[PASS_BWD_FILTER] = bf >= 0 ? bf : 0;
-    exec_ctx c = {.dev = d, .n = items, .train = 1, .workspace = b->ws, .workspace_bytes = b->ws_bytes,
-                  .grad_scale = 1};
-    vdnn_status st = VDNN_OK;
-    *secs = 1e30;
-    /* A probe on an eighth of the items first: an algorithm whose probe alone, scaled
-     * up, is three times the best so far is out (so slow loops cost little to rule
-     * out); the others get the best of three full runs. */
-    int probe = items / 8 > 0 ? items / 8 : 1;
-    for (int run = 0; run < 4 && st == VDNN_OK; run++) {
-        c.n = run == 0 ? probe : items;
-        double t0 = vdnn_now_s();
-        st = fwd >= 0 ? layer_forward(l, &c, b->x, b->y)
-                      : layer_backward(l, &c, b->x, b->y, b->dy, bd >= 0 ? b->dx : NULL);
-        device_stream_sync(d, STREAM_COMPUTE);
-        double t = vdnn_now_s() - t0;
-        if (run == 0) {
-            t *= (double)items / probe;
-            if (t > 3 * best_so_far) {
-                *secs = t;
-                break;
-            }
-            continue;
-        }
-        if (t < *secs) *secs = t;
-    }
-    memcpy(l->algo, saved, sizeof saved);
-    return st;
-}
-
-static size_t max_workspace(const layer *l)
-{
-    size_t m = 0;
-    for (int p = 0; p < PASS_COUNT; p++)
-        for (int a = 0; a < layer_algo_count(l, p); a++)
-            if (layer_workspace_bytes(l, p, a) > m) m = layer_workspace_bytes(l, p, a);
-    return m;
-}
-
-static int argmin(const double *t, int count)
-{
-    int best = 0;
-    for (int a = 1; a < count; a++)
-        if (t[a] < t[best]) best = a;
-    return best;
-}
-
-#define MAX_ALGOS 16
-
-/* The best of `count` times (unmeasured ones are 1e30). */
-static double best(const double *t, int count)
-{
-    return count ? t[argmin(t, count)] : 1e30;
-}
-
-/* The k-th algorithm of a pass in order of decreasing workspace. */
-static int by_workspace(const layer *l, int pass, int k)
-{
-    int order[MAX_ALGOS], n = layer_algo_count(l, pass) < MAX_ALGOS ? layer_algo_count(l, pass) : MAX_ALGOS;
-    for (int i = 0; i < n; i++) order[i] = i;
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && layer_workspace_bytes(l, pass, order[j]) > layer_workspace_bytes(l, pass, order[j - 1]); j--) {
-            int t = order[j];
-            order[j] = order[j - 1];
-            order[j - 1] = t;
-        }
-    return order[k];
-}
-
-static vdnn_status bench_alloc(layer *l, device *d, int items, bench_bufs *b)
-{
-    size_t xb = (size_t)items * shape_per_item(l->in) * sizeof(float);
-    size_t yb = (size_t)items * shape_per_item(l->out) * sizeof(float);
-    b->ws_bytes = max_workspace(l);
-    vdnn_status st = device_alloc(d, xb, l->name, "x (measuring)", &b->x);
-    if (st == VDNN_OK) st = device_alloc(d, yb, l->name, "y (measuring)", &b->y);
-    if (st == VDNN_OK) st = device_alloc(d, yb, l->name, "dy (measuring)", &b->dy);
-    if (st == VDNN_OK) st = device_alloc(d, xb, l->name, "dx (measuring)", &b->dx);
-    if (st == VDNN_OK && b->ws_bytes) st = device_alloc(d, b->ws_bytes, l->name, "workspace (measuring)", &b->ws);
-    if (st == VDNN_OK) st = device_zero(d, b->x, xb);
-    if (st == VDNN_OK) st = device_zero(d, b->dy, yb);
-    return st;
-}
-
-static void bench_free(device *d, bench_bufs *b)
-{
-    void *bufs[] = {b->ws, b->dx, b->dy, b->y, b->x};
-    for (int i = 0; i < 5; i++)
-        if (bufs[i]) device_free(d, bufs[i]);
-}
-
-/* Measures every algorithm of every pass of a convolution and keeps the fastest of
- * each (unless pinned). The filter gradient is timed alone (no dx); the data gradient
- * as the whole backward with the fastest filter algorithm, less that one's time. */
-static vdnn_status measure_layer(layer *l, device *d, int items)
-{
-    bench_bufs b = {0};
-    vdnn_status st = bench_alloc(l, d, items, &b);
-    double tf[MAX_ALGOS], tb[MAX_ALGOS], td[MAX_ALGOS];
-    int nf = layer_algo_count(l, PASS_FWD), nb = layer_algo_count(l, PASS_BWD_FILTER);
-    int nd = layer_algo_count(l, PASS_BWD_DATA);
-    if (nf > MAX_ALGOS) nf = MAX_ALGOS;
-    if (nb > MAX_ALGOS) nb = MAX_ALGOS;
-    if (nd > MAX_ALGOS) nd = MAX_ALGOS;
-    /* largest workspace first: the likely fastest set the bar the slow ones must pass */
-    for (int k = 0; k < MAX_ALGOS; k++) tf[k] = tb[k] = td[k] = 1e30;
-    for (int k = 0; k < nf && st == VDNN_OK; k++) {
-        int a = by_workspace(l, PASS_FWD, k);
-        st = time_call(l, d, &b, items, a, -1, 0, best(tf, nf), &tf[a]);
-    }
-    for (int k = 0; k < nb && st == VDNN_OK; k++) {
-        int a = by_workspace(l, PASS_BWD_FILTER, k);
-        st = time_call(l, d, &b, items, -1, -1, a, best(tb, nb), &tb[a]);
-    }
-    int bf = st == VDNN_OK ? argmin(tb, nb) : 0;
-    for (int k = 0; k < nd && st == VDNN_OK; k++) {
-        int a = by_workspace(l, PASS_BWD_DATA, k);
-        st = time_call(l, d, &b, items, -1, a, bf, best(td, nd), &td[a]);
-    }
-    if (st == VDNN_OK) {
-        int pick[PASS_COUNT] = {argmin(tf, nf), argmin(td, nd), bf};
-        for (int p = 0; p < PASS_COUNT; p++) l->algo[p] = l->algo_pinned[p] >= 0 ? l->algo_pinned[p] : pick[p];
-    }
-    bench_free(d, &b);
-    return st;
-}
-
-/* The fastest algorithm per pass, measured on a scratch device of the net's kind (so
- * the run's pool and budget are not touched). */
+/* The fastest algorithm per pass, from the net's profile on its device: measured once
+ * at the net's batch and then read from the profile cache (nets/planner.h), so that
+ * every run on the same device picks the same algorithms. */
 static vdnn_status measure_algos(net *n)
 {
-    int items = n->input.n < MEASURE_ITEMS ? n->input.n : MEASURE_ITEMS;
-    size_t need = 0;
-    for (int i = 0; i < n->nlayers; i++) {
-        const layer *l = n->layers[i];
-        if (!l->ops->algo_count) continue;
-        size_t b = 2 * pool_round((size_t)items * shape_per_item(l->in) * sizeof(float)) +
-                   2 * pool_round((size_t)items * shape_per_item(l->out) * sizeof(float)) +
-                   pool_round(max_workspace(l));
-        if (b > need) need = b;
-    }
-    if (!need) return VDNN_OK;
-    device_options o = {.kind = device_get_kind(n->dev), .budget_bytes = need + POOL_ALIGN};
-    device *d = NULL;
-    vdnn_status st = device_create(&o, &d);
-    for (int i = 0; i < n->nlayers && st == VDNN_OK; i++)
-        if (n->layers[i]->ops->algo_count) st = measure_layer(n->layers[i], d, items);
-    device_destroy(d);
-    return st == VDNN_OK ? VDNN_OK : vdnn_wrap(st, "measuring convolution algorithms");
+    const device_options *o = device_get_options(n->dev);
+    profile pr;
+    plan p;
+    int cached = 0;
+    vdnn_status st = profile_get(n, n->dev, o->link_gbps, o->threads, NULL, &pr, &cached);
+    if (st != VDNN_OK) return vdnn_wrap(st, "measuring convolution algorithms");
+    st = plan_policy(n, &pr, n->policy, ALGO_PERF, n->prefetch_ahead, n->release_lag, &p);
+    for (int i = 0; i < n->nlayers && st == VDNN_OK; i++) memcpy(n->layers[i]->algo, p.algo[i], sizeof p.algo[i]);
+    if (st == VDNN_OK) plan_free(&p);
+    profile_free(&pr);
+    return st;
 }
 
 static void choose_without_measuring(net *n, algo_mode a)

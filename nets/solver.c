@@ -25,3 +25,15 @@ vdnn_status solver_update(device *d, param *p, double lr, double momentum, doubl
     }
     return vdnn_fail(VDNN_EDEVICE, "solver: no implementation for this device");
 }
+
+vdnn_status solver_update_layer(device *d, layer *l, double lr, double momentum, double weight_decay)
+{
+    if (device_get_kind(d) == DEVICE_SIM) {
+        device_sim_layer(d, l, SIM_UPDATE);
+        return VDNN_OK;
+    }
+    vdnn_status st = VDNN_OK;
+    for (int p = 0; p < l->nparams && st == VDNN_OK; p++)
+        st = solver_update(d, &l->params[p], lr, momentum, weight_decay);
+    return st;
+}

@@ -9,5 +9,7 @@
 #include "layers/layer.h"
 
 vdnn_status solver_update(device *d, param *p, double lr, double momentum, double weight_decay);
+/* Every trainable parameter of a layer (on the simulated device: its modelled time). */
+vdnn_status solver_update_layer(device *d, layer *l, double lr, double momentum, double weight_decay);
 
 #endif

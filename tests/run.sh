@@ -5,6 +5,10 @@
 # counted as skipped, never as passed.
 # Idle OpenMP threads that spin steal the cores from the suites running beside them.
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
+# Measured profiles (nets/planner.h) go to a folder of this run, not the user's cache.
+cache=$(mktemp -d "${TMPDIR:-/tmp}/vdnn-test-cache.XXXXXX")
+export VDNN_CACHE="$cache"
+trap 'rm -rf "$cache"' EXIT
 passed=0; failed=0; skipped=0; bad=""
 for t in "$@"; do
     out=$("$t" 2>&1); rc=$?

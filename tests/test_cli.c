@@ -566,6 +566,92 @@ START_TEST(test_device_unknown)
 }
 END_TEST
 
+/* ---- the planner: profile, --plan, --policy dyn ---- */
+
+/* The least budget `info --json` reports for a policy and algorithm mode. */
+static size_t info_min_budget(const char *cfg, const char *key)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "info %s --json", cfg);
+    cli_run r = run_cli(args);
+    assert_ok(&r, args);
+    const char *at = strstr(r.out, key);
+    ck_assert_msg(at != NULL, "info --json lacks %s:\n%s", key, r.out);
+    at = strchr(at + strlen(key), ':');
+    ck_assert_ptr_nonnull(at);
+    size_t v = strtoull(at + 1, NULL, 10);
+    run_free(&r);
+    return v;
+}
+
+START_TEST(test_profile_plan_and_train)
+{
+    char cfg[512], plan_file[512], cache[512], args[2048];
+    write_cfg(cfg, sizeof cfg, "net.cfg", CLI_NET);
+    tmp_path(cache, sizeof cache, "cache");
+    tmp_path(plan_file, sizeof plan_file, "net.plan");
+    snprintf(args, sizeof args, "profile %s --budget 1M --threads 1 --save-plan %s --profile-cache %s", cfg, plan_file, cache);
+    cli_run r = run_cli(args);
+    assert_ok(&r, args);
+    ck_assert_msg(strstr(r.out, "predicted") && strstr(r.out, "conv1") && strstr(r.out, "peak"),
+                  "profile output lacks the plan:\n%s", r.out);
+    ck_assert_msg(strstr(r.out, "profile measured"), "the first profile is measured:\n%s", r.out);
+    run_free(&r);
+    ck_assert(tn_exists(plan_file));
+    /* the second time the profile comes from the cache; JSON is one object */
+    snprintf(args, sizeof args, "profile %s --budget 1M --threads 1 --json --profile-cache %s", cfg, cache);
+    r = run_cli(args);
+    assert_ok(&r, args);
+    ck_assert_msg(!strstr(r.out, "profile measured"), "JSON only on stdout:\n%s", r.out);
+    ck_assert_msg(r.out[0] == '{' && json_balanced(r.out) && strstr(r.out, "\"predicted_ms\""), "%s", r.out);
+    run_free(&r);
+    snprintf(args, sizeof args, "train %s --steps 2 --plan %s --quiet --threads 1", cfg, plan_file);
+    r = run_cli(args);
+    assert_ok(&r, args);
+    run_free(&r);
+    snprintf(args, sizeof args, "train %s --steps 2 --policy dyn --budget 1M --threads 1", cfg);
+    r = run_cli(args);
+    assert_ok(&r, args);
+    ck_assert_msg(strstr(r.out, "chosen plan:") && strstr(r.out, "measured"), "dyn prints its choice:\n%s", r.out);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(test_plan_errors)
+{
+    char cfg[512], other[512], plan_file[512], args[2048];
+    write_cfg(cfg, sizeof cfg, "net.cfg", CLI_NET);
+    write_cfg(other, sizeof other, "other.cfg", TN_HEAD "[convolutional]\nfilters = 4\nsize = 3\n[relu]\n"
+                                                       "[connected]\noutput = 4\n[softmax]\n");
+    tmp_path(plan_file, sizeof plan_file, "net.plan");
+    snprintf(args, sizeof args, "profile %s --budget 1M --threads 1 --save-plan %s", cfg, plan_file);
+    cli_run r = run_cli(args);
+    assert_ok(&r, args);
+    run_free(&r);
+    /* a plan of another net names the file and line of the mismatch */
+    snprintf(args, sizeof args, "train %s --steps 1 --plan %s --quiet", other, plan_file);
+    fails_with(args, "net.plan:", "layers");
+    snprintf(args, sizeof args, "train %s --steps 1 --plan %s --batch 8 --quiet", cfg, plan_file);
+    fails_with(args, "net.plan:", "batch");
+    snprintf(args, sizeof args, "train %s --steps 1 --plan /nonexistent/x.plan --quiet", cfg);
+    fails_with(args, "x.plan", NULL);
+    /* a plan that needs more than the budget is refused with both numbers */
+    size_t need = info_min_budget(cfg, "\"none\": {\"perf\"");
+    ck_assert(need > 4096);
+    snprintf(args, sizeof args, "train %s --steps 1 --plan %s --budget %zu --quiet", cfg, plan_file, need / 2);
+    fails_with(args, "net.plan", "budget");
+    /* flags */
+    snprintf(args, sizeof args, "profile %s", cfg);
+    fails_with(args, "--budget", NULL);
+    snprintf(args, sizeof args, "profile %s --budget 1M --search genetic", cfg);
+    fails_with(args, "--search", "genetic");
+    snprintf(args, sizeof args, "train %s --policy fastest --quiet", cfg);
+    fails_with(args, "--policy", "dyn");
+    snprintf(args, sizeof args, "profile %s --budget 2K --threads 1", cfg);
+    fails_with(args, "budget", NULL);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
@@ -610,6 +696,8 @@ static Suite *cli_suite(void)
     tcase_add_test(dev, test_budget_too_small);
     tcase_add_test(dev, test_device_cuda);
     tcase_add_test(dev, test_device_unknown);
+    tcase_add_test(dev, test_profile_plan_and_train);
+    tcase_add_test(dev, test_plan_errors);
     suite_add_tcase(s, dev);
     return s;
 }

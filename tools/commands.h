@@ -2,6 +2,8 @@
 #ifndef VDNN_COMMANDS_H
 #define VDNN_COMMANDS_H
 
+#include <stdio.h>
+
 #include "data/data.h"
 #include "nets/net.h"
 #include "tools/args.h"
@@ -22,5 +24,29 @@ vdnn_status cli_device(const char *name, size_t budget, long long threads, doubl
 /* Plans the attached net (policy, algorithms) and checks that the budget (0: none
  * given) holds its iteration; if not, the error lists every policy's minimum. */
 vdnn_status cli_plan(net *n, size_t budget);
+
+/* How `--policy dyn` and `vdnn profile` plan (tools/plan_cmd.c). */
+typedef struct planner_flags {
+    size_t budget;            /* bytes the plan must fit; 0: no limit */
+    const char *search;       /* "bb" (default) or "vdnn" */
+    const char *cache;        /* --profile-cache DIR; NULL: the default cache */
+    long long node_limit;     /* branch and bound nodes; 0: no limit */
+    long long verify;         /* real iterations to verify with; 0: none */
+    double link_gbps;         /* the device's settings, for the profile's key */
+    long long threads;
+    int json;                 /* print the plan as JSON on stdout */
+} planner_flags;
+
+int cmd_profile(int argc, char **argv);
+int cmd_sweep(int argc, char **argv);
+
+struct plan;
+/* Profiles the attached net (cached), searches for the fastest plan under f->budget,
+ * verifies it with real iterations, applies it, and prints what it did to `out`
+ * (NULL: quiet). *chosen (may be NULL) receives the plan; free with plan_free(). */
+vdnn_status cli_dyn_plan(net *n, const planner_flags *f, FILE *out, struct plan *chosen);
+/* Loads a plan file for the attached net and applies it; fails when its simulated
+ * peak exceeds `budget` (0: no limit). */
+vdnn_status cli_load_plan(net *n, const char *path, size_t budget);
 
 #endif

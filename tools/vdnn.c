@@ -5,17 +5,24 @@
 #include <unistd.h>
 
 #include "nets/checkpoint.h"
+#include "nets/planner.h"
 #include "nets/trainer.h"
 #include "tools/commands.h"
 
 static const char usage[] =
     "usage: vdnn COMMAND ...\n"
-    "  train CFG [--device auto|cpu] [--budget SIZE] [--policy none|all|conv] [--algo perf|mem]\n"
+    "  train CFG [--device auto|cpu] [--budget SIZE] [--policy none|all|conv|dyn] [--algo perf|mem]\n"
+    "            [--plan FILE] [--search bb|vdnn] [--profile-cache DIR] [--node-limit N]\n"
     "            [--link-gbps X] [--sync-layers] [--trace FILE] [--data PATH] [--epochs N]\n"
     "            [--steps N] [--batch N] [--lr X] [--seed N] [--threads N] [--save FILE]\n"
     "            [--resume FILE] [--log FILE] [--quiet]\n"
     "  test CFG --weights FILE [--data PATH] [--batch N] [--device D] [--threads N] [--log FILE]\n"
     "  info CFG [--batch N] [--json]\n"
+    "  profile CFG --budget SIZE [--json] [--search bb|vdnn] [--save-plan FILE] [--verify N]\n"
+    "            [--link-gbps X] [--threads N] [--batch N] [--profile-cache DIR] [--node-limit N]\n"
+    "  sweep CFG --budgets LIST --policies LIST [--out DIR] [--simulate] [--iters N]\n"
+    "            [--link-gbps X] [--threads N] [--batch N] [--device D] [--profile-cache DIR]\n"
+    "            [--node-limit N]\n"
     "See docs/cli.md.\n";
 
 int cli_error(void)
@@ -100,6 +107,8 @@ vdnn_status cli_plan(net *n, size_t budget)
 
 typedef struct run_flags {
     const char *device, *data, *save, *resume, *log, *weights, *policy, *algo, *trace;
+    const char *plan, *search, *cache;
+    long long node_limit;
     long long epochs, steps, batch, seed, threads;
     double lr, link_gbps;
     size_t budget;
@@ -111,8 +120,10 @@ static vdnn_status apply_memory_flags(net *n, const run_flags *f)
     if (f->policy) {
         int p = 0;
         while (p < POLICY_COUNT && strcmp(f->policy, policy_name((mem_policy)p))) p++;
-        if (p == POLICY_COUNT) return vdnn_fail(VDNN_EINVAL, "--policy: '%s' is not one of none, all, conv", f->policy);
-        n->policy = (mem_policy)p;
+        n->dyn = !strcmp(f->policy, "dyn");
+        if (p == POLICY_COUNT && !n->dyn)
+            return vdnn_fail(VDNN_EINVAL, "--policy: '%s' is not one of none, all, conv, dyn", f->policy);
+        n->policy = n->dyn ? POLICY_NONE : (mem_policy)p;
     }
     if (f->algo) {
         if (strcmp(f->algo, "perf") && strcmp(f->algo, "mem"))
@@ -140,7 +151,17 @@ static vdnn_status open_all(const char *cfg, run_flags *f, int need_train, net *
         st = net_attach(*n, *d);
         if (st == VDNN_EBUDGET) st = budget_error(*n, (*n)->budget_bytes, 0);
     }
-    if (st == VDNN_OK) st = cli_plan(*n, (*n)->budget_bytes);
+    if (st == VDNN_OK && f->plan) st = cli_load_plan(*n, f->plan, (*n)->budget_bytes);
+    else if (st == VDNN_OK && (*n)->dyn) {
+        pool_stats ps;
+        pool_get_stats(device_pool(*d), &ps);
+        planner_flags pf = {.budget = (*n)->budget_bytes ? (*n)->budget_bytes : ps.capacity_bytes,
+                            .search = f->search, .cache = f->cache, .node_limit = f->node_limit, .verify = 3,
+                            .link_gbps = f->link_gbps, .threads = f->threads};
+        st = cli_dyn_plan(*n, &pf, f->quiet ? NULL : stdout, NULL);
+    } else if (st == VDNN_OK) {
+        st = cli_plan(*n, (*n)->budget_bytes);
+    }
     if (st != VDNN_OK) return st;
     const data_cfg *dc = &(*n)->data;
     shape4 in = (*n)->input;
@@ -179,7 +200,8 @@ static FILE *open_log(const char *path)
 
 int cmd_train(int argc, char **argv)
 {
-    run_flags f = {.device = "auto", .epochs = -1, .steps = -1, .batch = -1, .seed = -1};
+    run_flags f = {.device = "auto", .epochs = -1, .steps = -1, .batch = -1, .seed = -1,
+                   .node_limit = PLAN_NODE_LIMIT};
     const char *cfg = NULL;
     arg_spec specs[] = {
         {"--device", ARG_STRING, &f.device, 0, 0, "", 0}, {"--budget", ARG_BYTES, &f.budget, 0, 0, "", 0},
@@ -191,6 +213,8 @@ int cmd_train(int argc, char **argv)
         {"--quiet", ARG_FLAG, &f.quiet, 0, 0, "", 0}, {"--policy", ARG_STRING, &f.policy, 0, 0, "", 0},
         {"--algo", ARG_STRING, &f.algo, 0, 0, "", 0}, {"--link-gbps", ARG_FLOAT, &f.link_gbps, 0.001, 1e4, "", 0},
         {"--sync-layers", ARG_FLAG, &f.sync_layers, 0, 0, "", 0}, {"--trace", ARG_STRING, &f.trace, 0, 0, "", 0},
+        {"--plan", ARG_STRING, &f.plan, 0, 0, "", 0}, {"--search", ARG_STRING, &f.search, 0, 0, "", 0},
+        {"--profile-cache", ARG_STRING, &f.cache, 0, 0, "", 0}, {"--node-limit", ARG_INT, &f.node_limit, 0, 1e12, "", 0},
         {NULL, 0, NULL, 0, 0, NULL, 0},
     };
     if (args_parse(argc, argv, 2, specs, &cfg, 1, "vdnn train CFG [flags] (see vdnn --help)") != VDNN_OK)
@@ -216,7 +240,7 @@ int cmd_train(int argc, char **argv)
     if (st == VDNN_OK && !f.quiet)
         fprintf(o.out, "vdnn: training %s on %s: %d train / %d test images, batch %d, %d epochs, policy %s, "
                 "%s algorithms\n", cfg, device_describe(d), train->count, test->count, n->input.n, n->train.epochs,
-                policy_name(n->policy), algo_mode_name(n->algo));
+                n->dyn ? "dyn" : f.plan ? f.plan : policy_name(n->policy), algo_mode_name(n->algo));
     if (st == VDNN_OK && !f.quiet) fflush(o.out);
     train_summary s;
     if (st == VDNN_OK) st = train_run(n, train, test, &o, &s);
@@ -283,6 +307,8 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "train")) return cmd_train(argc, argv);
     if (!strcmp(argv[1], "test")) return cmd_test(argc, argv);
     if (!strcmp(argv[1], "info")) return cmd_info(argc, argv);
+    if (!strcmp(argv[1], "profile")) return cmd_profile(argc, argv);
+    if (!strcmp(argv[1], "sweep")) return cmd_sweep(argc, argv);
     fprintf(stderr, "vdnn: unknown command '%s'\n%s", argv[1], usage);
     return 2;
 }

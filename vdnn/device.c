@@ -22,10 +22,14 @@ vdnn_status device_create(const device_options *opt, device **out)
     *out = NULL;
     if (opt->budget_bytes < POOL_ALIGN)
         return vdnn_fail(VDNN_EINVAL, "device budget of %zu bytes is too small", opt->budget_bytes);
-    if (opt->kind == DEVICE_CUDA) return device_create_cuda(opt, out);
-    if (opt->kind == DEVICE_SIM) return device_create_sim(opt, out);
-    return device_create_cpu(opt, out);
+    vdnn_status st = opt->kind == DEVICE_CUDA  ? device_create_cuda(opt, out)
+                     : opt->kind == DEVICE_SIM ? device_create_sim(opt, out)
+                                               : device_create_cpu(opt, out);
+    if (st == VDNN_OK) (*out)->opt = *opt;
+    return st;
 }
+
+const device_options *device_get_options(const device *d) { return &d->opt; }
 
 void device_destroy(device *d)
 {

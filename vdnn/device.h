@@ -44,6 +44,8 @@ vdnn_status device_create(const device_options *opt, device **out);
 void device_destroy(device *d);
 
 device_kind device_get_kind(const device *d);
+/* The options the device was created with. */
+const device_options *device_get_options(const device *d);
 const char *device_describe(const device *d);   /* e.g. "cpu (2 threads, link 12 GB/s)" */
 pool *device_pool(device *d);
 
@@ -83,6 +85,27 @@ int device_event_done(device *d, dev_event *ev);
 void device_event_wait(device *d, dev_event *ev);          /* blocks the calling thread */
 void device_stream_wait(device *d, stream_id stream, dev_event *ev);  /* stream waits, host does not (CUDA) */
 void device_stream_sync(device *d, stream_id stream);
+
+/* The simulated device's clocks, for the planner's simulator. Each stream has a clock;
+ * a layer pass advances the compute clock by its modelled cost, a memory-stream copy
+ * starts when both the memory stream and the issuing host (at the compute clock) are
+ * free and takes latency + bytes / bandwidth, events carry the clock of their stream,
+ * and every wait moves the waiting clock forward to the event's. On other devices these
+ * calls do nothing. */
+struct layer;
+enum { SIM_FWD = 0, SIM_BWD, SIM_BWD_NO_DX, SIM_UPDATE };
+typedef struct sim_model {
+    double h2d_bytes_per_s, d2h_bytes_per_s;   /* 0: copies take no time */
+    double copy_latency_s;                     /* per memory-stream copy */
+    /* seconds of one layer's work (SIM_*), with its current algorithms; NULL: free */
+    double (*layer_s)(void *ctx, const struct layer *l, int what);
+    void *ctx;
+} sim_model;
+/* Sets the model (copied) and resets both clocks to 0. */
+void device_sim_set_model(device *d, const sim_model *m);
+void device_sim_layer(device *d, const struct layer *l, int what);
+/* When the last work on either stream ends. */
+double device_sim_elapsed(const device *d);
 
 /* Monotonic time in seconds, for progress, logs and traces. */
 double vdnn_now_s(void);

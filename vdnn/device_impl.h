@@ -12,6 +12,7 @@ struct dev_event {
     stream_id stream;
     uint64_t ticket;       /* CPU: completed once the stream's done count reaches it */
     void *handle;          /* CUDA: the cudaEvent_t */
+    double at_s;           /* simulated device: its stream's clock when recorded */
 };
 
 typedef struct device_impl {
@@ -37,6 +38,7 @@ struct device {
     char *slab;            /* base of the budgeted device memory */
     size_t budget_bytes;
     char desc[160];
+    device_options opt;    /* as created */
     void *priv;            /* the implementation's state */
 };
 

@@ -1,22 +1,53 @@
-/* The simulated device: the real pool over a slab that does not exist.
+/* The simulated device: the real pool over a slab that does not exist, and a clock
+ * per stream.
  *
- * Used to replay an iteration on sizes only (the planner and `vdnn info` find minimum
- * budgets with it). Device pointers are the slab token plus an offset and are never
- * dereferenced: layers, copies and the solver do nothing on this device. Host buffers
- * are 1-byte stand-ins. Events are complete when recorded. */
+ * Used to replay an iteration on sizes only: the planner finds minimum budgets and
+ * predicts iteration times with it. Device pointers are the slab token plus an offset
+ * and are never dereferenced: layers, copies and the solver compute nothing here.
+ * Host buffers are 1-byte stand-ins. Events are complete when recorded (the pool's
+ * choices never depend on it); what they order is modelled by the clocks (device.h). */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "vdnn/device_impl.h"
 
-static void sim_destroy(device *d) { free(d); }
+typedef struct sim_state {
+    sim_model model;
+    double t[2];              /* clock per stream: STREAM_COMPUTE, STREAM_MEMORY */
+} sim_state;
+
+static sim_state *state(const device *d) { return d->priv; }
+
+static double later(double a, double b) { return a > b ? a : b; }
+
+static void sim_destroy(device *d)
+{
+    free(d->priv);
+    free(d);
+}
+
 static void *sim_host_alloc(device *d, size_t bytes) { (void)d; (void)bytes; return malloc(1); }
 static void sim_host_free(device *d, void *p) { (void)d; free(p); }
 
+static double copy_s(const sim_model *m, size_t bytes, copy_kind k)
+{
+    double rate = k == COPY_H2D ? m->h2d_bytes_per_s : k == COPY_D2H ? m->d2h_bytes_per_s : 0;
+    return rate > 0 ? (double)bytes / rate : 0;
+}
+
+/* Compute-stream copies (the input upload) hold the compute stream; memory-stream
+ * copies start once the host has issued them and the memory stream is free. */
 static vdnn_status sim_copy(device *d, stream_id s, void *dst, const void *src, size_t bytes, copy_kind k,
                             const char *tag)
 {
-    (void)d, (void)s, (void)dst, (void)src, (void)bytes, (void)k, (void)tag;
+    (void)dst, (void)src, (void)tag;
+    sim_state *st = state(d);
+    if (s == STREAM_COMPUTE) {
+        st->t[STREAM_COMPUTE] += copy_s(&st->model, bytes, k);
+        return VDNN_OK;
+    }
+    double start = later(st->t[STREAM_MEMORY], st->t[STREAM_COMPUTE]);
+    st->t[STREAM_MEMORY] = start + st->model.copy_latency_s + copy_s(&st->model, bytes, k);
     return VDNN_OK;
 }
 
@@ -28,14 +59,30 @@ static vdnn_status sim_zero(device *d, void *dst, size_t bytes)
 
 static vdnn_status sim_record(device *d, stream_id s, dev_event *ev)
 {
-    (void)d, (void)s, (void)ev;
+    ev->at_s = state(d)->t[s];
     return VDNN_OK;
 }
 
 static int sim_done(device *d, dev_event *ev) { (void)d, (void)ev; return 1; }
-static void sim_wait(device *d, dev_event *ev) { (void)d, (void)ev; }
-static void sim_stream_wait(device *d, stream_id s, dev_event *ev) { (void)d, (void)s, (void)ev; }
-static void sim_stream_sync(device *d, stream_id s) { (void)d, (void)s; }
+
+/* The host waits: it issues the next compute work no earlier than the event. */
+static void sim_wait(device *d, dev_event *ev)
+{
+    sim_state *st = state(d);
+    st->t[STREAM_COMPUTE] = later(st->t[STREAM_COMPUTE], ev->at_s);
+}
+
+static void sim_stream_wait(device *d, stream_id s, dev_event *ev)
+{
+    sim_state *st = state(d);
+    st->t[s] = later(st->t[s], ev->at_s);
+}
+
+static void sim_stream_sync(device *d, stream_id s)
+{
+    sim_state *st = state(d);
+    st->t[STREAM_COMPUTE] = later(st->t[STREAM_COMPUTE], st->t[s]);
+}
 
 static const device_impl sim_impl = {
     .destroy = sim_destroy,
@@ -50,19 +97,47 @@ static const device_impl sim_impl = {
     .stream_sync = sim_stream_sync,
 };
 
+void device_sim_set_model(device *d, const sim_model *m)
+{
+    if (d->kind != DEVICE_SIM) return;
+    sim_state *st = state(d);
+    st->model = *m;
+    st->t[0] = st->t[1] = 0;
+}
+
+void device_sim_layer(device *d, const struct layer *l, int what)
+{
+    if (d->kind != DEVICE_SIM) return;
+    sim_state *st = state(d);
+    if (st->model.layer_s) st->t[STREAM_COMPUTE] += st->model.layer_s(st->model.ctx, l, what);
+}
+
+double device_sim_elapsed(const device *d)
+{
+    if (d->kind != DEVICE_SIM) return 0;
+    const sim_state *st = state(d);
+    return later(st->t[STREAM_COMPUTE], st->t[STREAM_MEMORY]);
+}
+
 vdnn_status device_create_sim(const device_options *opt, device **out)
 {
     device *d = calloc(1, sizeof *d);
-    if (!d) return vdnn_fail(VDNN_ENOMEM, "out of host memory creating the simulated device");
+    sim_state *st = calloc(1, sizeof *st);
+    if (!d || !st) {
+        free(d);
+        free(st);
+        return vdnn_fail(VDNN_ENOMEM, "out of host memory creating the simulated device");
+    }
     d->kind = DEVICE_SIM;
     d->impl = &sim_impl;
+    d->priv = st;
     d->budget_bytes = opt->budget_bytes / POOL_ALIGN * POOL_ALIGN;
     d->slab = (char *)(uintptr_t)POOL_ALIGN;
     snprintf(d->desc, sizeof d->desc, "simulated (sizes only)");
-    vdnn_status st = device_init_pool(d);
-    if (st != VDNN_OK) {
-        free(d);
-        return st;
+    vdnn_status s = device_init_pool(d);
+    if (s != VDNN_OK) {
+        sim_destroy(d);
+        return s;
     }
     *out = d;
     return VDNN_OK;

@@ -1,0 +1,178 @@
+/* The planner: measured costs (the profile), plans, the simulator that predicts a
+ * plan's iteration time and pool peak, and the searches that pick the fastest plan
+ * that fits a budget.
+ *
+ * A profile holds what one training iteration of a net costs on one device at one
+ * batch: every layer's forward and backward time per convolution algorithm, the
+ * optimizer update, and the link's bandwidth in each direction. It is measured once
+ * and cached in a file keyed by (device, net, batch).
+ *
+ * A plan says, per feature map x[j], whether it is offloaded after forward; per
+ * convolution and pass, which algorithm runs; and how early backward prefetches
+ * (vDNN's far look-ahead, the next layer, or on demand, with a release lag). Applied
+ * to a net, it is exactly what the iteration (nets/iteration.c) runs.
+ *
+ * The simulator replays one iteration of a plan on the simulated device: the same
+ * iteration code, the same pool, on sizes only, with each layer pass and each copy
+ * advancing a clock per stream by its measured cost. It returns the predicted time
+ * and the pool's high-water mark; the peak is exact (the pool's choices depend only
+ * on the sequence of calls), the time is a model (see docs/planner.md). */
+#ifndef VDNN_PLANNER_H
+#define VDNN_PLANNER_H
+
+#include <stdio.h>
+
+#include "nets/net.h"
+
+#define PLAN_MAX_ALGOS 16
+
+/* Seconds of one layer's passes, per algorithm (index < the layer's algo_count). */
+typedef struct layer_cost {
+    double fwd_s[PLAN_MAX_ALGOS];
+    /* Backward = bwd_data_s[data algo] + bwd_filter_s[filter algo]. For layers with one
+     * algorithm, bwd_data_s[0] is the whole backward and bwd_filter_s[0] is 0. For the
+     * first layer, bwd_data_s is 0: no input gradient is computed. */
+    double bwd_data_s[PLAN_MAX_ALGOS];
+    double bwd_filter_s[PLAN_MAX_ALGOS];
+    double update_s;          /* the optimizer step on its parameters */
+} layer_cost;
+
+typedef struct profile {
+    char device[160];         /* device_describe() of the device measured, budget left out */
+    uint64_t net_key;         /* net_fingerprint() */
+    int batch;
+    int nlayers;
+    layer_cost *layers;       /* (nlayers); owned */
+    double h2d_bytes_per_s;   /* link bandwidth host -> device */
+    double d2h_bytes_per_s;   /* device -> host */
+    double duplex_bytes_per_s;/* both directions at once, bytes moved per second in all */
+    double copy_latency_s;    /* fixed cost of one copy on the memory stream */
+    double measure_s;         /* how long measuring took (0 when read from the cache) */
+} profile;
+
+/* A fingerprint of what the costs depend on: every layer's type, shapes, algorithms
+ * and description, and the batch. */
+uint64_t net_fingerprint(const net *n);
+
+/* Measures the net's costs on a scratch device of `d`'s kind and settings (its pool
+ * and budget untouched), at the net's batch. `link_gbps` is the CPU device's emulated
+ * link (0: none). Free with profile_free(). */
+vdnn_status profile_measure(const net *n, const device *d, double link_gbps, int threads, profile *out);
+void profile_free(profile *p);
+
+/* The profile cache: a folder of text files, one per (device, net, batch). `dir` NULL
+ * means $VDNN_CACHE, else $XDG_CACHE_HOME/vdnn, else ~/.cache/vdnn. profile_get()
+ * reads the cached one when it matches, else measures and writes it (an unwritable
+ * cache is not an error: the profile is just not kept); *cached says which. */
+vdnn_status profile_get(const net *n, const device *d, double link_gbps, int threads, const char *dir,
+                        profile *out, int *cached);
+vdnn_status profile_save(const profile *p, const char *path);
+/* Reads a profile; VDNN_ENOENT-like failure (VDNN_EIO) when missing, VDNN_EFORMAT when
+ * malformed (the message names the file and line). */
+vdnn_status profile_load(const char *path, profile *out);
+/* The cache file name for a net measured on a device (path written into buf). */
+vdnn_status profile_cache_path(const net *n, const char *device_desc, const char *dir, char *buf, size_t len);
+
+typedef struct plan {
+    int nlayers;
+    int batch;
+    unsigned char *offload;   /* (nlayers + 1): offload x[j] after its last forward reader */
+    int (*algo)[PASS_COUNT];  /* (nlayers): algorithm per pass */
+    int prefetch_ahead;       /* PREFETCH_* */
+    int release_lag;
+    char origin[24];          /* how it was made: "none", "all", "conv", "dyn", "vdnn", a file name */
+    double predicted_s;       /* simulated iteration time; < 0: not simulated */
+    size_t peak_bytes;        /* simulated pool peak (the least budget the plan fits) */
+    double measured_s;        /* measured iteration time; < 0: not verified */
+} plan;
+
+/* Functions that fill a plan treat it as empty (free what it held first): on success
+ * the caller owns it and frees it with plan_free(), on failure it is left empty.
+ * plan_free() of an empty (zeroed) plan does nothing. */
+vdnn_status plan_init(plan *p, const net *n);
+void plan_free(plan *p);
+vdnn_status plan_copy(plan *dst, const plan *src);
+/* The plan the net runs now / makes the net run `p` (p must match the net; a plan
+ * that does not is rejected and the net left as it was). n->policy is not changed. */
+vdnn_status plan_from_net(const net *n, plan *p);
+vdnn_status plan_apply(net *n, const plan *p);
+/* The plan of a fixed policy (none/all/conv) with the fastest measured algorithms
+ * (from the profile; NULL: the net's current algorithms) or the smallest-workspace
+ * ones, and the given copy timing. Per-layer config overrides (offload=, algo=) win. */
+vdnn_status plan_policy(const net *n, const profile *pr, mem_policy pol, algo_mode a, int prefetch_ahead,
+                        int release_lag, plan *p);
+
+/* Text file: one line per layer with its name, its input map's offload flag and its
+ * algorithms by name. Loading checks layer count, names, algorithm names, and that
+ * only maps some backward pass reads are offloaded; errors name the file and line. */
+vdnn_status plan_save(const plan *p, const net *n, const char *path);
+vdnn_status plan_load(const net *n, const char *path, plan *out);
+/* A table (or one JSON object) of the plan: per layer its input map and whether it is
+ * offloaded, algorithms, workspace and measured times (when pr is non-NULL), then the
+ * copy timing and the prediction. */
+void plan_print(FILE *f, const plan *p, const net *n, const profile *pr);
+void plan_print_json(FILE *f, const plan *p, const net *n, const profile *pr);
+
+/* The simulator (see the top of this file). Reusable: create once per (net, profile),
+ * run many plans. */
+typedef struct simulator simulator;
+vdnn_status sim_create(const net *n, const profile *pr, simulator **out);
+void sim_destroy(simulator *s);
+/* Replays one training iteration of `p`; *time_s is the predicted iteration time and
+ * *peak_bytes the pool's high-water mark, parameters included. */
+vdnn_status sim_run(simulator *s, const plan *p, double *time_s, size_t *peak_bytes);
+/* How many iterations the simulator has replayed. */
+long sim_runs(const simulator *s);
+/* The last run's high-water mark of bytes in use (<= its peak, which also counts the
+ * holes below the highest block). Unlike the peak, it never grows when a map is
+ * offloaded or a workspace shrinks: the search bounds with it. */
+size_t sim_used_peak(const simulator *s);
+
+typedef enum { SEARCH_VDNN = 0, SEARCH_BB } search_kind;
+
+/* The command line's default cap on branch-and-bound nodes: a few seconds of search on
+ * the nets in configs/, and complete on most budgets (docs/planner.md). */
+#define PLAN_NODE_LIMIT 50000
+
+typedef struct search_stats {
+    long simulations;         /* plans replayed */
+    long nodes;               /* branch and bound: partial plans visited */
+    int complete;             /* the search proved its plan optimal (B&B within its node limit) */
+    double seconds;
+} search_stats;
+
+/* The fastest plan whose simulated pool peak fits `budget` bytes.
+ * SEARCH_VDNN is vDNN's own ladder (the paper's vDNN_dyn): all + memory-optimal must
+ * fit, else no plan; then none, conv, all with the fastest algorithms; then all with
+ * convolutions moved to memory-optimal algorithms one layer at a time; then all +
+ * memory-optimal. SEARCH_BB is a branch and bound over the copy timing, every map's
+ * offload and every convolution pass's algorithm (docs/planner.md). `node_limit` > 0
+ * caps the B&B's nodes (then the best plan found so far is returned, stats->complete
+ * 0). VDNN_EBUDGET when nothing fits, with a message naming the least budget found. */
+vdnn_status plan_search(const net *n, const profile *pr, size_t budget, search_kind k, long node_limit,
+                        plan *out, search_stats *stats);
+
+/* The fastest copy timing of a fixed policy and algorithm mode whose simulated peak
+ * fits `budget` (0: no limit); VDNN_EBUDGET (no message) when none does. */
+vdnn_status plan_fit_policy(const net *n, const profile *pr, size_t budget, mem_policy pol, algo_mode a, plan *out);
+
+/* The planner's whole decision for an attached net: plan_search, then, with `verify`
+ * > 0, real iterations of the plan found and of the fastest fixed policy that fits
+ * (when its prediction is slower, but by less than half); the faster measured is returned in *out, the other
+ * in *alt (alt->nlayers is 0 when there was none; alt may be NULL). So a misprediction
+ * can never leave the planner's plan slower than a plain policy. The net's own plan
+ * and weights are left as they were. */
+vdnn_status plan_choose(net *n, const profile *pr, size_t budget, search_kind k, long node_limit, int verify,
+                        plan *out, plan *alt, search_stats *stats);
+
+/* Every plan of the net, enumerated (tests: small nets only). Calls `visit` with each
+ * complete plan; stops early when it returns non-zero. Returns the count visited. */
+long plan_enumerate(const net *n, const profile *pr, int (*visit)(void *ctx, const plan *p), void *ctx);
+
+/* Runs `iters` real training iterations of the attached net with plan `p` on random
+ * data (after one warm-up) and stores the median time in p->measured_s. The net's
+ * parameters, momenta, step and plan are restored afterwards, and the pool's peak is
+ * reset (the measurement is not part of training). */
+vdnn_status plan_measure(net *n, plan *p, int iters);
+
+#endif

@@ -1,0 +1,485 @@
+/* The profile: every layer pass and algorithm timed on the device in use, the link's
+ * bandwidth, and a cache of both on disk (see planner.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "nets/planner.h"
+#include "nets/solver.h"
+#include "vdnn/rng.h"
+
+/* Timed runs per measurement, after a probe and a warm-up; the median is kept. */
+#define TIMED_RUNS 3
+
+uint64_t net_fingerprint(const net *n)
+{
+    uint64_t h = 1469598103934665603ull;   /* FNV-1a */
+    char buf[256];
+    for (int i = 0; i < n->nlayers; i++) {
+        const layer *l = n->layers[i];
+        char desc[128] = "";
+        if (l->ops->describe) l->ops->describe(l, desc, sizeof desc);
+        int len = snprintf(buf, sizeof buf, "%s|%d,%d,%d,%d|%d,%d,%d|%d,%d,%d|%s;", l->ops->type, l->in.n, l->in.c,
+                           l->in.h, l->in.w, l->out.c, l->out.h, l->out.w, layer_algo_count(l, PASS_FWD),
+                           layer_algo_count(l, PASS_BWD_DATA), layer_algo_count(l, PASS_BWD_FILTER), desc);
+        for (int k = 0; k < len && k < (int)sizeof buf; k++) h = (h ^ (unsigned char)buf[k]) * 1099511628211ull;
+    }
+    return h;
+}
+
+void profile_free(profile *p)
+{
+    free(p->layers);
+    p->layers = NULL;
+}
+
+/* Buffers for timing one layer, on the scratch device. */
+typedef struct bench_bufs {
+    void *x, *y, *dy, *dx, *ws;
+    int32_t *labels;
+    size_t ws_bytes;
+} bench_bufs;
+
+static size_t max_workspace(const layer *l)
+{
+    size_t m = 0;
+    for (int p = 0; p < PASS_COUNT; p++)
+        for (int a = 0; a < layer_algo_count(l, p) && a < PLAN_MAX_ALGOS; a++)
+            if (layer_workspace_bytes(l, p, a) > m) m = layer_workspace_bytes(l, p, a);
+    return m;
+}
+
+static size_t layer_scratch_bytes(const layer *l, int items)
+{
+    size_t x = pool_round((size_t)items * shape_per_item(l->in) * sizeof(float));
+    size_t y = pool_round((size_t)items * shape_per_item(l->out) * sizeof(float));
+    return 2 * x + 2 * y + pool_round(max_workspace(l)) + layer_param_bytes(l) +
+           pool_round((size_t)items * sizeof(int32_t)) + 8 * POOL_ALIGN;
+}
+
+static vdnn_status fill_random(device *d, void *dev, size_t count, uint64_t seed)
+{
+    float *h = malloc(count * sizeof *h);
+    if (!h) return vdnn_fail(VDNN_ENOMEM, "out of host memory for measuring");
+    rng r;
+    rng_seed(&r, seed);
+    for (size_t k = 0; k < count; k++) h[k] = rng_normal(&r);
+    vdnn_status st = device_upload(d, dev, h, count * sizeof *h);
+    free(h);
+    return st;
+}
+
+static vdnn_status bench_alloc(layer *l, device *d, int items, bench_bufs *b)
+{
+    size_t xb = (size_t)items * shape_per_item(l->in) * sizeof(float);
+    size_t yb = (size_t)items * shape_per_item(l->out) * sizeof(float);
+    b->ws_bytes = max_workspace(l);
+    vdnn_status st = layer_alloc_params(l, d, 1);
+    if (st == VDNN_OK) st = device_alloc(d, xb, l->name, "x (measuring)", &b->x);
+    if (st == VDNN_OK) st = device_alloc(d, yb, l->name, "y (measuring)", &b->y);
+    if (st == VDNN_OK) st = device_alloc(d, yb, l->name, "dy (measuring)", &b->dy);
+    if (st == VDNN_OK) st = device_alloc(d, xb, l->name, "dx (measuring)", &b->dx);
+    if (st == VDNN_OK) st = device_alloc(d, (size_t)items * sizeof(int32_t), l->name, "labels", (void **)&b->labels);
+    if (st == VDNN_OK && b->ws_bytes) st = device_alloc(d, b->ws_bytes, l->name, "workspace (measuring)", &b->ws);
+    /* random values, not zeros: branches on signs (ReLU, max pooling) must cost what
+     * they cost on real data */
+    if (st == VDNN_OK) st = fill_random(d, b->x, xb / sizeof(float), 1);
+    if (st == VDNN_OK) st = fill_random(d, b->dy, yb / sizeof(float), 2);
+    if (st == VDNN_OK) st = device_zero(d, b->labels, (size_t)items * sizeof(int32_t));
+    return st;
+}
+
+static void bench_free(layer *l, device *d, bench_bufs *b)
+{
+    void *bufs[] = {b->ws, b->labels, b->dx, b->dy, b->y, b->x};
+    for (int i = 0; i < 6; i++)
+        if (bufs[i]) device_free(d, bufs[i]);
+    layer_free_params(l, d);
+    memset(b, 0, sizeof *b);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+enum { RUN_FWD, RUN_BWD, RUN_BWD_FILTER, RUN_UPDATE };
+
+static vdnn_status run_once(layer *l, device *d, bench_bufs *b, exec_ctx *c, int what, int with_dx)
+{
+    if (what == RUN_FWD) return layer_forward(l, c, b->x, b->y);
+    if (what == RUN_UPDATE) {
+        vdnn_status st = VDNN_OK;
+        for (int p = 0; p < l->nparams && st == VDNN_OK; p++)
+            if (l->params[p].trainable) st = solver_update(d, &l->params[p], 1e-9, 0.9, 0);
+        return st;
+    }
+    return layer_backward(l, c, b->x, b->y, b->dy, with_dx ? b->dx : NULL);
+}
+
+/* Seconds of one call with the layer's algorithms set to `algo`. A probe on an eighth
+ * of the items comes first: a call whose probe alone, scaled up, is three times
+ * `bar` is out (so slow loops cost little to rule out) and gets the scaled probe;
+ * the others get a warm-up and the median of TIMED_RUNS full calls. */
+static vdnn_status time_call(layer *l, device *d, bench_bufs *b, int items, const int algo[PASS_COUNT], int what,
+                             int with_dx, double bar, double *secs)
+{
+    int saved[PASS_COUNT];
+    memcpy(saved, l->algo, sizeof saved);
+    memcpy(l->algo, algo, sizeof saved);
+    double loss = 0;
+    int correct = 0;
+    exec_ctx c = {.dev = d, .n = items, .train = 1, .workspace = b->ws, .workspace_bytes = b->ws_bytes,
+                  .labels = b->labels, .grad_scale = 1.0f / (float)items, .loss_sum = &loss, .correct = &correct};
+    int probe = items / 8 > 0 ? items / 8 : 1;
+    double t[TIMED_RUNS];
+    vdnn_status st = VDNN_OK;
+    *secs = 0;
+    for (int run = 0; run < TIMED_RUNS + 2 && st == VDNN_OK; run++) {
+        c.n = run == 0 && what != RUN_UPDATE ? probe : items;
+        double t0 = vdnn_now_s();
+        st = run_once(l, d, b, &c, what, with_dx);
+        device_stream_sync(d, STREAM_COMPUTE);
+        double dt = vdnn_now_s() - t0;
+        if (run == 0) {
+            dt *= (double)items / c.n;
+            if (dt > 3 * bar) {
+                *secs = dt;
+                break;
+            }
+        }
+        if (run >= 2) t[run - 2] = dt;
+        if (run == TIMED_RUNS + 1) {
+            qsort(t, TIMED_RUNS, sizeof *t, cmp_double);
+            *secs = t[TIMED_RUNS / 2];
+        }
+    }
+    memcpy(l->algo, saved, sizeof saved);
+    return st;
+}
+
+static double best_of(const double *t, int count)
+{
+    double b = 1e30;
+    for (int a = 0; a < count; a++)
+        if (t[a] < b) b = t[a];
+    return b;
+}
+
+static int argmin_of(const double *t, int count)
+{
+    int b = 0;
+    for (int a = 1; a < count; a++)
+        if (t[a] < t[b]) b = a;
+    return b;
+}
+
+/* The k-th algorithm of a pass in order of decreasing workspace: the likely fastest
+ * first, so that it sets the bar the slow ones must pass. */
+static int by_workspace(const layer *l, int pass, int k)
+{
+    int count = layer_algo_count(l, pass) < PLAN_MAX_ALGOS ? layer_algo_count(l, pass) : PLAN_MAX_ALGOS;
+    int order[PLAN_MAX_ALGOS];
+    for (int i = 0; i < count; i++) order[i] = i;
+    for (int i = 1; i < count; i++)
+        for (int j = i; j > 0 && layer_workspace_bytes(l, pass, order[j]) > layer_workspace_bytes(l, pass, order[j - 1]);
+             j--) {
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    return order[k];
+}
+
+static int algos(const layer *l, int pass)
+{
+    int c = layer_algo_count(l, pass);
+    return c < PLAN_MAX_ALGOS ? c : PLAN_MAX_ALGOS;
+}
+
+/* Every pass of one layer. Filter-gradient algorithms are timed alone (no dx); each
+ * data-gradient algorithm as the whole backward with the fastest filter algorithm,
+ * less that one's time. The first layer computes no dx, so its data time is 0. */
+static vdnn_status measure_layer(layer *l, device *d, int items, layer_cost *lc)
+{
+    bench_bufs b = {0};
+    vdnn_status st = bench_alloc(l, d, items, &b);
+    int nf = algos(l, PASS_FWD), nd = algos(l, PASS_BWD_DATA), nb = algos(l, PASS_BWD_FILTER);
+    int a3[PASS_COUNT] = {0, 0, 0};
+    for (int k = 0; k < PLAN_MAX_ALGOS; k++) lc->fwd_s[k] = lc->bwd_data_s[k] = lc->bwd_filter_s[k] = 1e30;
+    for (int k = 0; k < nf && st == VDNN_OK; k++) {
+        a3[PASS_FWD] = by_workspace(l, PASS_FWD, k);
+        st = time_call(l, d, &b, items, a3, RUN_FWD, 0, best_of(lc->fwd_s, nf), &lc->fwd_s[a3[PASS_FWD]]);
+    }
+    a3[PASS_FWD] = 0;
+    int with_dx = l->index > 0;
+    if (!l->ops->algo_count) {
+        if (st == VDNN_OK) st = time_call(l, d, &b, items, a3, RUN_BWD, with_dx, 1e30, &lc->bwd_data_s[0]);
+        lc->bwd_filter_s[0] = 0;
+    } else {
+        for (int k = 0; k < nb && st == VDNN_OK; k++) {
+            a3[PASS_BWD_FILTER] = by_workspace(l, PASS_BWD_FILTER, k);
+            st = time_call(l, d, &b, items, a3, RUN_BWD_FILTER, 0, best_of(lc->bwd_filter_s, nb),
+                           &lc->bwd_filter_s[a3[PASS_BWD_FILTER]]);
+        }
+        int bf = argmin_of(lc->bwd_filter_s, nb);
+        a3[PASS_BWD_FILTER] = bf;
+        for (int k = 0; k < nd && st == VDNN_OK; k++) {
+            a3[PASS_BWD_DATA] = by_workspace(l, PASS_BWD_DATA, k);
+            double *t = &lc->bwd_data_s[a3[PASS_BWD_DATA]];
+            if (!with_dx) {
+                *t = 0;
+                continue;
+            }
+            st = time_call(l, d, &b, items, a3, RUN_BWD, 1, best_of(lc->bwd_data_s, nd) + lc->bwd_filter_s[bf], t);
+            *t = *t > lc->bwd_filter_s[bf] ? *t - lc->bwd_filter_s[bf] : 0;
+        }
+    }
+    lc->update_s = 0;
+    if (st == VDNN_OK && l->nparams) st = time_call(l, d, &b, items, a3, RUN_UPDATE, 0, 1e30, &lc->update_s);
+    bench_free(l, d, &b);
+    return st == VDNN_OK ? VDNN_OK : vdnn_wrap(st, "measuring %s", l->name);
+}
+
+/* Seconds per copy of `bytes` in `kind` (both directions alternating when kind < 0),
+ * on the memory stream, over `count` copies. */
+static double time_copies(device *d, void *dev, void *host, size_t bytes, int kind, int count)
+{
+    device_stream_sync(d, STREAM_MEMORY);
+    double t0 = vdnn_now_s();
+    for (int i = 0; i < count; i++) {
+        int k = kind >= 0 ? kind : (i % 2 ? COPY_D2H : COPY_H2D);
+        if (k == COPY_H2D) device_copy(d, STREAM_MEMORY, dev, host, bytes, COPY_H2D);
+        else device_copy(d, STREAM_MEMORY, host, dev, bytes, COPY_D2H);
+    }
+    device_stream_sync(d, STREAM_MEMORY);
+    return (vdnn_now_s() - t0) / count;
+}
+
+/* The link: bandwidth per direction and both at once from copies the size of the
+ * net's largest map (1 to 64 MiB), latency from small copies. */
+static vdnn_status measure_link(device *d, size_t bytes, profile *p)
+{
+    void *dev = NULL, *host = device_host_alloc(d, bytes);
+    vdnn_status st = host ? device_alloc(d, bytes, "link", "measuring", &dev) : VDNN_ENOMEM;
+    if (st != VDNN_OK) {
+        device_host_free(d, host);
+        return st == VDNN_ENOMEM ? vdnn_fail(st, "out of host memory measuring the link") : st;
+    }
+    memset(host, 0, bytes);
+    st = device_zero(d, dev, bytes);
+    int count = 6;
+    double lat = time_copies(d, dev, host, POOL_ALIGN, COPY_H2D, 32);
+    time_copies(d, dev, host, bytes, COPY_H2D, 1);
+    double h2d = time_copies(d, dev, host, bytes, COPY_H2D, count);
+    double d2h = time_copies(d, dev, host, bytes, COPY_D2H, count);
+    double both = time_copies(d, dev, host, bytes, -1, count);
+    p->copy_latency_s = lat;
+    p->h2d_bytes_per_s = (double)bytes / (h2d > lat ? h2d - lat : h2d);
+    p->d2h_bytes_per_s = (double)bytes / (d2h > lat ? d2h - lat : d2h);
+    p->duplex_bytes_per_s = (double)bytes / both;
+    device_free(d, dev);
+    device_host_free(d, host);
+    return st;
+}
+
+static void device_key(const device *d, double link_gbps, int threads, char *buf, size_t len)
+{
+    if (device_get_kind(d) == DEVICE_CPU)
+        snprintf(buf, len, "cpu threads=%d link_gbps=%g", threads, link_gbps);
+    else
+        snprintf(buf, len, "%s", device_describe(d));
+}
+
+vdnn_status profile_measure(const net *n, const device *d, double link_gbps, int threads, profile *out)
+{
+    memset(out, 0, sizeof *out);
+    double t0 = vdnn_now_s();
+    net *m = NULL;
+    vdnn_status st = net_clone(n, &m);
+    if (st != VDNN_OK) return st;
+    int items = n->input.n;
+    size_t need = 0, largest_map = shape_bytes(n->input);
+    for (int i = 0; i < m->nlayers; i++) {
+        size_t b = layer_scratch_bytes(m->layers[i], items);
+        if (b > need) need = b;
+        if (shape_bytes(m->layers[i]->out) > largest_map) largest_map = shape_bytes(m->layers[i]->out);
+    }
+    size_t link_bytes = largest_map < ((size_t)1 << 20) ? (size_t)1 << 20 : largest_map > ((size_t)64 << 20) ? (size_t)64 << 20 : largest_map;
+    if (link_bytes + POOL_ALIGN > need) need = link_bytes + POOL_ALIGN;
+    device_options o = {.kind = device_get_kind(d), .budget_bytes = need + POOL_ALIGN, .threads = threads,
+                        .link_gbps = link_gbps};
+    device *s = NULL;
+    st = device_create(&o, &s);
+    out->layers = calloc((size_t)m->nlayers, sizeof *out->layers);
+    if (st == VDNN_OK && !out->layers) st = vdnn_fail(VDNN_ENOMEM, "out of host memory for a profile");
+    out->nlayers = m->nlayers;
+    out->batch = items;
+    out->net_key = net_fingerprint(n);
+    device_key(d, link_gbps, threads, out->device, sizeof out->device);
+    for (int i = 0; i < m->nlayers && st == VDNN_OK; i++) st = measure_layer(m->layers[i], s, items, &out->layers[i]);
+    if (st == VDNN_OK) st = measure_link(s, link_bytes, out);
+    device_destroy(s);
+    net_free(m);
+    out->measure_s = vdnn_now_s() - t0;
+    if (st != VDNN_OK) profile_free(out);
+    return st;
+}
+
+/* ---- the cache file ---- */
+
+vdnn_status profile_save(const profile *p, const char *path)
+{
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return vdnn_fail(VDNN_EIO, "cannot write profile %s: %s", tmp, strerror(errno));
+    fprintf(f, "vdnn-profile 1\ndevice %s\nnet %016llx\nbatch %d\nlayers %d\n", p->device,
+            (unsigned long long)p->net_key, p->batch, p->nlayers);
+    fprintf(f, "link %.9g %.9g %.9g %.9g\nmeasure_s %.6g\n", p->h2d_bytes_per_s, p->d2h_bytes_per_s,
+            p->duplex_bytes_per_s, p->copy_latency_s, p->measure_s);
+    for (int i = 0; i < p->nlayers; i++) {
+        const layer_cost *c = &p->layers[i];
+        fprintf(f, "layer %d %.9g\n", i, c->update_s);
+        const double *rows[3] = {c->fwd_s, c->bwd_data_s, c->bwd_filter_s};
+        for (int r = 0; r < 3; r++) {
+            int count = 0;
+            for (int a = 0; a < PLAN_MAX_ALGOS; a++)
+                if (rows[r][a] < 1e29) count = a + 1;
+            fprintf(f, "%d", count);
+            for (int a = 0; a < count; a++) fprintf(f, " %.9g", rows[r][a]);
+            fputc('\n', f);
+        }
+    }
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
+        remove(tmp);
+        return vdnn_fail(VDNN_EIO, "cannot write profile %s", path);
+    }
+    return VDNN_OK;
+}
+
+static vdnn_status bad_line(const char *path, int line, const char *what)
+{
+    return vdnn_fail(VDNN_EFORMAT, "%s:%d: malformed profile (%s); delete it to measure again", path, line, what);
+}
+
+static int read_row(FILE *f, double *row)
+{
+    int count = 0;
+    if (fscanf(f, "%d", &count) != 1 || count < 0 || count > PLAN_MAX_ALGOS) return 0;
+    for (int a = 0; a < PLAN_MAX_ALGOS; a++) row[a] = 1e30;
+    for (int a = 0; a < count; a++)
+        if (fscanf(f, "%lf", &row[a]) != 1 || !(row[a] >= 0)) return 0;
+    return 1;
+}
+
+vdnn_status profile_load(const char *path, profile *out)
+{
+    memset(out, 0, sizeof *out);
+    FILE *f = fopen(path, "r");
+    if (!f) return vdnn_fail(VDNN_EIO, "cannot read profile %s: %s", path, strerror(errno));
+    unsigned long long key = 0;
+    int version = 0;
+    vdnn_status st = VDNN_OK;
+    if (fscanf(f, "vdnn-profile %d\n", &version) != 1 || version != 1) st = bad_line(path, 1, "not a vdnn profile");
+    else if (fscanf(f, "device %159[^\n]\n", out->device) != 1) st = bad_line(path, 2, "device");
+    else if (fscanf(f, "net %llx\n", &key) != 1) st = bad_line(path, 3, "net");
+    else if (fscanf(f, "batch %d\n", &out->batch) != 1 || out->batch < 1) st = bad_line(path, 4, "batch");
+    else if (fscanf(f, "layers %d\n", &out->nlayers) != 1 || out->nlayers < 1 || out->nlayers > 100000)
+        st = bad_line(path, 5, "layers");
+    else if (fscanf(f, "link %lf %lf %lf %lf\n", &out->h2d_bytes_per_s, &out->d2h_bytes_per_s,
+                    &out->duplex_bytes_per_s, &out->copy_latency_s) != 4 || !(out->h2d_bytes_per_s > 0) ||
+             !(out->d2h_bytes_per_s > 0) || !(out->copy_latency_s >= 0))
+        st = bad_line(path, 6, "link");
+    else if (fscanf(f, "measure_s %lf\n", &out->measure_s) != 1) st = bad_line(path, 7, "measure_s");
+    out->net_key = key;
+    if (st == VDNN_OK && !(out->layers = calloc((size_t)out->nlayers, sizeof *out->layers)))
+        st = vdnn_fail(VDNN_ENOMEM, "out of host memory reading %s", path);
+    for (int i = 0; i < out->nlayers && st == VDNN_OK; i++) {
+        layer_cost *c = &out->layers[i];
+        int idx = -1;
+        if (fscanf(f, " layer %d %lf", &idx, &c->update_s) != 2 || idx != i || !read_row(f, c->fwd_s) ||
+            !read_row(f, c->bwd_data_s) || !read_row(f, c->bwd_filter_s))
+            st = bad_line(path, 8 + 4 * i, "layer costs");
+    }
+    fclose(f);
+    if (st != VDNN_OK) profile_free(out);
+    return st;
+}
+
+static const char *cache_dir(const char *dir, char *buf, size_t len)
+{
+    if (dir) return dir;
+    const char *e = getenv("VDNN_CACHE");
+    if (e && *e) return e;
+    e = getenv("XDG_CACHE_HOME");
+    if (e && *e) {
+        snprintf(buf, len, "%s/vdnn", e);
+        return buf;
+    }
+    e = getenv("HOME");
+    snprintf(buf, len, "%s/.cache/vdnn", e && *e ? e : ".");
+    return buf;
+}
+
+vdnn_status profile_cache_path(const net *n, const char *device_desc, const char *dir, char *buf, size_t len)
+{
+    char d[1024];
+    const char *folder = cache_dir(dir, d, sizeof d);
+    uint64_t h = net_fingerprint(n) ^ ((uint64_t)n->input.n * 0x9e3779b97f4a7c15ull);
+    for (const char *c = device_desc; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    int w = snprintf(buf, len, "%s/profile-%016llx.txt", folder, (unsigned long long)h);
+    if (w < 0 || (size_t)w >= len) return vdnn_fail(VDNN_EINVAL, "profile cache path too long: %s", folder);
+    return VDNN_OK;
+}
+
+static void make_dirs(const char *path)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *c = buf + 1; *c; c++)
+        if (*c == '/') {
+            *c = 0;
+            mkdir(buf, 0755);
+            *c = '/';
+        }
+    mkdir(buf, 0755);
+}
+
+static int matches(const profile *p, const net *n, const char *key)
+{
+    return p->net_key == net_fingerprint(n) && p->batch == n->input.n && p->nlayers == n->nlayers &&
+           !strcmp(p->device, key);
+}
+
+vdnn_status profile_get(const net *n, const device *d, double link_gbps, int threads, const char *dir,
+                        profile *out, int *cached)
+{
+    char key[160], path[1200];
+    device_key(d, link_gbps, threads, key, sizeof key);
+    *cached = 0;
+    vdnn_status st = profile_cache_path(n, key, dir, path, sizeof path);
+    if (st != VDNN_OK) return st;
+    if (profile_load(path, out) == VDNN_OK) {
+        if (matches(out, n, key)) {
+            out->measure_s = 0;
+            *cached = 1;
+            return VDNN_OK;
+        }
+        profile_free(out);
+    }
+    st = profile_measure(n, d, link_gbps, threads, out);
+    if (st != VDNN_OK) return st;
+    char folder[1200];
+    snprintf(folder, sizeof folder, "%s", path);
+    char *slash = strrchr(folder, '/');
+    if (slash) {
+        *slash = 0;
+        make_dirs(folder);
+    }
+    profile_save(out, path);   /* an unwritable cache only means measuring again next time */
+    return VDNN_OK;
+}

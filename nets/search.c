@@ -1,0 +1,445 @@
+/* The searches for the fastest plan that fits a budget (planner.h, docs/planner.md):
+ * vDNN's own ladder, kept as the reference, and a branch and bound over every
+ * decision of a plan, both scored by the simulator. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "nets/planner.h"
+
+/* How early copies may run (nets/plan.c orders them fastest first). */
+static const int timing_modes[][2] = {
+    {PREFETCH_FAR, 1}, {PREFETCH_NEXT, 1}, {PREFETCH_NEXT, 0}, {PREFETCH_ON_DEMAND, 0},
+};
+#define TIMING_MODES 4
+
+/* plan_choose measures the best fixed policy too when its prediction is within this
+ * factor of the chosen plan's. */
+#define VERIFY_RIVAL 1.5
+
+/* One choice of a plan: offload of map x[layer] (pass < 0) or a pass's algorithm. */
+typedef struct decision {
+    int layer, pass;
+    int count;
+    int choice[PLAN_MAX_ALGOS];   /* fastest first */
+    int small;                    /* the choice that needs the least memory */
+} decision;
+
+typedef struct search {
+    const net *n;
+    const profile *pr;
+    simulator *sim;
+    size_t budget;
+    decision *dec;
+    int ndec;
+    plan work;                /* the plan being built */
+    plan best;                /* the incumbent; predicted_s < 0: none yet */
+    size_t least;             /* the least peak seen (for the error when nothing fits) */
+    long nodes, node_limit;
+} search;
+
+static double pass_s(const profile *pr, int layer, int pass, int algo)
+{
+    const layer_cost *c = &pr->layers[layer];
+    return pass == PASS_FWD ? c->fwd_s[algo] : pass == PASS_BWD_DATA ? c->bwd_data_s[algo] : c->bwd_filter_s[algo];
+}
+
+static void set_choice(plan *p, const decision *d, int value)
+{
+    if (d->pass < 0) p->offload[d->layer] = (unsigned char)value;
+    else p->algo[d->layer][d->pass] = value;
+}
+
+static int offloadable(const net *n, int j)
+{
+    return j < n->nlayers && net_first_reader(n, j) >= 0 && n->layers[j]->offload < 0;
+}
+
+/* A pass's algorithms worth trying: for each, no other is both at least as fast and
+ * at most as large (ties keep the lower index), fastest first. With `all`, every one. */
+static int algo_choices(const net *n, const profile *pr, int i, int pass, int all, decision *d)
+{
+    const layer *l = n->layers[i];
+    int count = layer_algo_count(l, pass) < PLAN_MAX_ALGOS ? layer_algo_count(l, pass) : PLAN_MAX_ALGOS;
+    d->layer = i;
+    d->pass = pass;
+    d->count = 0;
+    for (int a = 0; a < count; a++) {
+        double ta = pass_s(pr, i, pass, a);
+        size_t wa = layer_workspace_bytes(l, pass, a);
+        int dominated = 0;
+        for (int b = 0; b < count && !all && !dominated; b++) {
+            double tb = pass_s(pr, i, pass, b);
+            size_t wb = layer_workspace_bytes(l, pass, b);
+            if (b != a && tb <= ta && wb <= wa && (tb < ta || wb < wa || b < a)) dominated = 1;
+        }
+        if (!dominated) d->choice[d->count++] = a;
+    }
+    for (int x = 1; x < d->count; x++)
+        for (int y = x; y > 0 && pass_s(pr, i, pass, d->choice[y]) < pass_s(pr, i, pass, d->choice[y - 1]); y--) {
+            int t = d->choice[y];
+            d->choice[y] = d->choice[y - 1];
+            d->choice[y - 1] = t;
+        }
+    d->small = d->choice[0];
+    for (int k = 1; k < d->count; k++)
+        if (layer_workspace_bytes(l, pass, d->choice[k]) < layer_workspace_bytes(l, pass, d->small)) d->small = d->choice[k];
+    return d->count;
+}
+
+/* The decisions in layer order (the early, large maps first): per layer, the offload
+ * of its input, then its algorithms. Config overrides (offload=, algo=) are fixed. */
+static vdnn_status make_decisions(const net *n, const profile *pr, int all, decision **out, int *count)
+{
+    decision *d = calloc((size_t)n->nlayers * 4 + 1, sizeof *d);
+    if (!d) return vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
+    int k = 0;
+    for (int i = 0; i < n->nlayers; i++) {
+        if (offloadable(n, i)) {
+            d[k] = (decision){.layer = i, .pass = -1, .count = 2, .choice = {0, 1}, .small = 1};
+            k++;
+        }
+        for (int p = 0; p < PASS_COUNT; p++)
+            if (n->layers[i]->algo_pinned[p] < 0 && algo_choices(n, pr, i, p, all, &d[k]) > 1) k++;
+    }
+    *out = d;
+    *count = k;
+    return VDNN_OK;
+}
+
+static void fill_from(plan *p, const decision *d, int from, int to, int small)
+{
+    for (int k = from; k < to; k++) set_choice(p, &d[k], small ? d[k].small : d[k].choice[0]);
+}
+
+static vdnn_status simulate(search *s, plan *p)
+{
+    vdnn_status st = sim_run(s->sim, p, &p->predicted_s, &p->peak_bytes);
+    if (st == VDNN_OK && (!s->least || p->peak_bytes < s->least)) s->least = p->peak_bytes;
+    return st;
+}
+
+static vdnn_status offer(search *s, const plan *p)
+{
+    if (p->peak_bytes > s->budget) return VDNN_OK;
+    if (s->best.predicted_s >= 0 && p->predicted_s >= s->best.predicted_s) return VDNN_OK;
+    plan_free(&s->best);
+    return plan_copy(&s->best, p);
+}
+
+/* Depth-first over decisions k.. of s->work. At each node two completions bound the
+ * rest: the fastest choices (no offload, fastest algorithms) bound the time from
+ * below, and the smallest (offload, smallest workspaces) bound the bytes in use from
+ * below; a node whose bounds cannot beat the incumbent or cannot fit is cut. The
+ * peak itself is no bound: where a block lands depends on every earlier request, so
+ * offloading one more map can raise the highest end by a hole. */
+static vdnn_status branch(search *s, int k)
+{
+    if (s->node_limit > 0 && s->nodes >= s->node_limit) return VDNN_OK;
+    s->nodes++;
+    plan *p = &s->work;
+    fill_from(p, s->dec, k, s->ndec, 1);
+    vdnn_status st = simulate(s, p);
+    if (st != VDNN_OK || sim_used_peak(s->sim) > s->budget) return st;
+    if (k == s->ndec) return p->peak_bytes <= s->budget ? offer(s, p) : VDNN_OK;
+    fill_from(p, s->dec, k, s->ndec, 0);
+    st = simulate(s, p);
+    if (st != VDNN_OK) return st;
+    if (s->best.predicted_s >= 0 && p->predicted_s >= s->best.predicted_s) return VDNN_OK;
+    if (p->peak_bytes <= s->budget) return offer(s, p);
+    /* Fastest choices first once a plan fits, so that the time bound cuts early; until
+     * then the smallest first (on a Pareto set, reversed order), so that one is found. */
+    const decision *d = &s->dec[k];
+    int smallest_first = s->best.predicted_s < 0;
+    for (int c = 0; c < d->count && st == VDNN_OK; c++) {
+        set_choice(p, d, d->choice[smallest_first ? d->count - 1 - c : c]);
+        st = branch(s, k + 1);
+    }
+    return st;
+}
+
+static vdnn_status best_policy_plan(search *s, mem_policy pol, algo_mode a, plan *out, int *fits)
+{
+    *fits = 0;
+    vdnn_status st = VDNN_OK;
+    for (int m = 0; m < TIMING_MODES && st == VDNN_OK; m++) {
+        plan p = {0};
+        st = plan_policy(s->n, s->pr, pol, a, timing_modes[m][0], timing_modes[m][1], &p);
+        if (st == VDNN_OK) st = simulate(s, &p);
+        if (st == VDNN_OK && p.peak_bytes <= s->budget && (!*fits || p.predicted_s < out->predicted_s)) {
+            if (*fits) plan_free(out);
+            st = plan_copy(out, &p);
+            *fits = 1;
+        }
+        plan_free(&p);
+    }
+    return st;
+}
+
+/* The paper's vDNN_dyn: the first rung that fits. */
+static vdnn_status search_vdnn(search *s)
+{
+    plan p = {0};
+    int fits = 0;
+    vdnn_status st = best_policy_plan(s, POLICY_ALL, ALGO_MEM, &p, &fits);
+    if (st != VDNN_OK || !fits) return st;
+    plan_free(&p);
+    static const mem_policy rungs[] = {POLICY_NONE, POLICY_CONV, POLICY_ALL};
+    for (int r = 0; r < 3 && st == VDNN_OK; r++) {
+        st = best_policy_plan(s, rungs[r], ALGO_PERF, &p, &fits);
+        if (st == VDNN_OK && fits) {
+            st = offer(s, &p);
+            plan_free(&p);
+            return st;
+        }
+    }
+    /* all + fastest, then each convolution in turn moved to memory-optimal algorithms */
+    plan mem = {0};
+    if (st == VDNN_OK) st = plan_policy(s->n, s->pr, POLICY_ALL, ALGO_MEM, PREFETCH_FAR, 1, &mem);
+    for (int i = 0; i < s->n->nlayers && st == VDNN_OK; i++) {
+        if (!s->n->layers[i]->ops->algo_count) continue;
+        for (int m = 0; m < TIMING_MODES && st == VDNN_OK; m++) {
+            plan g = {0};
+            st = plan_policy(s->n, s->pr, POLICY_ALL, ALGO_PERF, timing_modes[m][0], timing_modes[m][1], &g);
+            for (int j = 0; j <= i && st == VDNN_OK; j++) memcpy(g.algo[j], mem.algo[j], sizeof g.algo[j]);
+            if (st == VDNN_OK) st = simulate(s, &g);
+            if (st == VDNN_OK) st = offer(s, &g);
+            plan_free(&g);
+        }
+        if (s->best.predicted_s >= 0) break;
+    }
+    if (st == VDNN_OK && s->best.predicted_s < 0) {
+        st = best_policy_plan(s, POLICY_ALL, ALGO_MEM, &p, &fits);
+        if (st == VDNN_OK && fits) st = offer(s, &p);
+        if (fits) plan_free(&p);
+    }
+    plan_free(&mem);
+    return st;
+}
+
+static int get_choice(const plan *p, const decision *d)
+{
+    return d->pass < 0 ? p->offload[d->layer] : p->algo[d->layer][d->pass];
+}
+
+/* From a plan that fits, the best single change (keep a map, or another algorithm for
+ * one pass) that still fits, again and again while one makes it faster. A strong
+ * incumbent for the branch and bound, found in a few thousand simulations. */
+static vdnn_status climb(search *s, const plan *start)
+{
+    plan cur = {0};
+    vdnn_status st = plan_copy(&cur, start);
+    for (int moved = 1; moved && st == VDNN_OK;) {
+        moved = 0;
+        int best_k = -1, best_c = 0;
+        double best_t = cur.predicted_s;
+        for (int k = 0; k < s->ndec && st == VDNN_OK; k++) {
+            const decision *d = &s->dec[k];
+            int was = get_choice(&cur, d);
+            for (int c = 0; c < d->count && st == VDNN_OK; c++) {
+                if (d->choice[c] == was) continue;
+                set_choice(&cur, d, d->choice[c]);
+                double t = cur.predicted_s;
+                size_t peak = cur.peak_bytes;
+                st = simulate(s, &cur);
+                if (st == VDNN_OK && cur.peak_bytes <= s->budget && cur.predicted_s < best_t) {
+                    best_t = cur.predicted_s;
+                    best_k = k;
+                    best_c = d->choice[c];
+                }
+                cur.predicted_s = t;
+                cur.peak_bytes = peak;
+            }
+            set_choice(&cur, d, was);
+        }
+        if (st == VDNN_OK && best_k >= 0) {
+            set_choice(&cur, &s->dec[best_k], best_c);
+            st = simulate(s, &cur);
+            moved = 1;
+        }
+    }
+    if (st == VDNN_OK) st = offer(s, &cur);
+    plan_free(&cur);
+    return st;
+}
+
+static vdnn_status search_bb(search *s)
+{
+    /* the fixed policies first, then climbs from the best of them and from the smallest
+     * plan of every copy timing: a good incumbent cuts most of the tree */
+    vdnn_status st = make_decisions(s->n, s->pr, 0, &s->dec, &s->ndec);
+    for (int pol = 0; pol < POLICY_COUNT && st == VDNN_OK; pol++)
+        for (int a = 0; a < ALGO_MODE_COUNT && st == VDNN_OK; a++) {
+            plan p = {0};
+            int fits = 0;
+            st = best_policy_plan(s, (mem_policy)pol, (algo_mode)a, &p, &fits);
+            if (st == VDNN_OK && fits) st = offer(s, &p);
+            if (fits) plan_free(&p);
+        }
+    if (st == VDNN_OK && s->best.predicted_s >= 0) {
+        plan from = {0};
+        st = plan_copy(&from, &s->best);
+        if (st == VDNN_OK) st = climb(s, &from);
+        plan_free(&from);
+    }
+    for (int m = 0; m < TIMING_MODES && st == VDNN_OK; m++) {
+        plan p = {0};
+        st = plan_policy(s->n, s->pr, POLICY_NONE, ALGO_PERF, timing_modes[m][0], timing_modes[m][1], &p);
+        fill_from(&p, s->dec, 0, s->ndec, 1);
+        if (st == VDNN_OK) st = simulate(s, &p);
+        if (st == VDNN_OK && p.peak_bytes <= s->budget) st = climb(s, &p);
+        plan_free(&p);
+    }
+    for (int m = 0; m < TIMING_MODES && st == VDNN_OK; m++) {
+        plan_free(&s->work);
+        st = plan_policy(s->n, s->pr, POLICY_NONE, ALGO_PERF, timing_modes[m][0], timing_modes[m][1], &s->work);
+        if (st == VDNN_OK) st = branch(s, 0);
+    }
+    return st;
+}
+
+vdnn_status plan_search(const net *n, const profile *pr, size_t budget, search_kind k, long node_limit, plan *out,
+                        search_stats *stats)
+{
+    if (!pr) return vdnn_fail(VDNN_EINVAL, "planning needs a profile of the net");
+    search s = {.n = n, .pr = pr, .budget = budget ? budget : (size_t)-1, .node_limit = node_limit};
+    double t0 = vdnn_now_s();
+    s.best.predicted_s = -1;
+    vdnn_status st = sim_create(n, pr, &s.sim);
+    if (st == VDNN_OK) st = k == SEARCH_VDNN ? search_vdnn(&s) : search_bb(&s);
+    if (stats) {
+        stats->simulations = s.sim ? sim_runs(s.sim) : 0;
+        stats->nodes = s.nodes;
+        stats->complete = k == SEARCH_BB && (node_limit <= 0 || s.nodes < node_limit);
+        stats->seconds = vdnn_now_s() - t0;
+    }
+    sim_destroy(s.sim);
+    plan_free(&s.work);
+    free(s.dec);
+    if (st == VDNN_OK && s.best.predicted_s < 0) {
+        char b[32], l[32];
+        st = vdnn_fail(VDNN_EBUDGET, "no plan fits the budget of %s: the least any plan tried needs is %s",
+                       vdnn_fmt_bytes(budget, b, sizeof b), vdnn_fmt_bytes(s.least, l, sizeof l));
+    }
+    if (st != VDNN_OK) {
+        plan_free(&s.best);
+        return st;
+    }
+    snprintf(s.best.origin, sizeof s.best.origin, "%s", k == SEARCH_VDNN ? "vdnn" : "dyn");
+    s.best.measured_s = -1;
+    *out = s.best;
+    return VDNN_OK;
+}
+
+vdnn_status plan_fit_policy(const net *n, const profile *pr, size_t budget, mem_policy pol, algo_mode a, plan *out)
+{
+    search s = {.n = n, .pr = pr, .budget = budget ? budget : (size_t)-1};
+    int fits = 0;
+    vdnn_status st = sim_create(n, pr, &s.sim);
+    if (st == VDNN_OK) st = best_policy_plan(&s, pol, a, out, &fits);
+    sim_destroy(s.sim);
+    if (st == VDNN_OK && !fits) return VDNN_EBUDGET;
+    return st;
+}
+
+/* The fastest fixed policy (fastest algorithms, then smallest) whose peak fits. */
+static vdnn_status best_fixed(const net *n, const profile *pr, size_t budget, plan *out)
+{
+    vdnn_status st = VDNN_EBUDGET;
+    for (int a = 0; a < ALGO_MODE_COUNT; a++)
+        for (int pol = 0; pol < POLICY_COUNT; pol++) {
+            plan p = {0};
+            vdnn_status r = plan_fit_policy(n, pr, budget, (mem_policy)pol, (algo_mode)a, &p);
+            if (r == VDNN_EBUDGET) continue;
+            if (r != VDNN_OK) return r;
+            if (st != VDNN_OK || p.predicted_s < out->predicted_s) {
+                if (st == VDNN_OK) plan_free(out);
+                *out = p;
+                st = VDNN_OK;
+            } else {
+                plan_free(&p);
+            }
+        }
+    return st;
+}
+
+vdnn_status plan_choose(net *n, const profile *pr, size_t budget, search_kind k, long node_limit, int verify,
+                        plan *out, plan *alt, search_stats *stats)
+{
+    plan best = {0}, fixed = {0};
+    if (alt) memset(alt, 0, sizeof *alt);
+    vdnn_status st = plan_search(n, pr, budget, k, node_limit, &best, stats);
+    if (st != VDNN_OK) return st;
+    int have_fixed = 0;
+    if (verify > 0) {
+        st = plan_measure(n, &best, verify);
+        vdnn_status f = st == VDNN_OK ? best_fixed(n, pr, budget, &fixed) : VDNN_EBUDGET;
+        have_fixed = f == VDNN_OK;
+        if (f != VDNN_OK && f != VDNN_EBUDGET) st = f;
+        /* a fixed policy predicted far slower is not worth its iterations: the
+         * simulator is not off by that much */
+        if (st == VDNN_OK && have_fixed && fixed.predicted_s > best.predicted_s &&
+            fixed.predicted_s < VERIFY_RIVAL * best.predicted_s)
+            st = plan_measure(n, &fixed, verify);
+        else if (have_fixed) {
+            plan_free(&fixed);
+            have_fixed = 0;
+        }
+    }
+    if (st == VDNN_OK && have_fixed && fixed.measured_s < best.measured_s) {
+        plan t = best;
+        best = fixed;
+        fixed = t;
+    }
+    if (st != VDNN_OK) {
+        plan_free(&best);
+        plan_free(&fixed);
+        return st;
+    }
+    *out = best;
+    if (alt && have_fixed) *alt = fixed;
+    else plan_free(&fixed);
+    return VDNN_OK;
+}
+
+/* ---- enumeration (tests) ---- */
+
+typedef struct walk {
+    const decision *dec;
+    int ndec;
+    plan *p;
+    int (*visit)(void *, const plan *);
+    void *ctx;
+    long count;
+    int stop;
+} walk;
+
+static void walk_all(walk *w, int k)
+{
+    if (w->stop) return;
+    if (k == w->ndec) {
+        w->count++;
+        w->stop = w->visit(w->ctx, w->p);
+        return;
+    }
+    for (int c = 0; c < w->dec[k].count && !w->stop; c++) {
+        set_choice(w->p, &w->dec[k], w->dec[k].choice[c]);
+        walk_all(w, k + 1);
+    }
+}
+
+long plan_enumerate(const net *n, const profile *pr, int (*visit)(void *ctx, const plan *p), void *ctx)
+{
+    decision *dec = NULL;
+    int ndec = 0;
+    if (make_decisions(n, pr, 1, &dec, &ndec) != VDNN_OK) return -1;
+    walk w = {.dec = dec, .ndec = ndec, .visit = visit, .ctx = ctx};
+    for (int m = 0; m < TIMING_MODES && !w.stop; m++) {
+        plan p = {0};
+        if (plan_policy(n, pr, POLICY_NONE, ALGO_PERF, timing_modes[m][0], timing_modes[m][1], &p) != VDNN_OK) break;
+        w.p = &p;
+        walk_all(&w, 0);
+        plan_free(&p);
+    }
+    free(dec);
+    return w.count;
+}

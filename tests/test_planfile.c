@@ -1,0 +1,834 @@
+/* Check suite for nets/planfile.c: plans as data (nets/planner.h).
+ *
+ *  - making plans: plan_init's defaults, plan_copy is deep, plan_policy for none/all/conv
+ *    (conv offloads exactly the convolutions' inputs, all every map some backward reads)
+ *    with per-layer `offload=` and `algo=` overrides winning, the smallest-workspace
+ *    algorithms for mem and the fastest measured ones for perf;
+ *  - plan_from_net / plan_apply round trip, on an attached net and on a bare one; a plan
+ *    of another net, or one offloading a map no backward reads, is rejected and leaves
+ *    the net as it was;
+ *  - the file: save/load round trip of every field; each kind of bad file (layer count,
+ *    layer name, algorithm name, offload flag, batch, magic, version, trailing lines) is
+ *    rejected with its status and a message naming plan.txt:LINE and the problem; every
+ *    truncation and random byte edits never crash, and what loads can be applied;
+ *  - printing: the table and the JSON name every layer and algorithm; the JSON parses.
+ *
+ * The net below: conv1 relu2 conv3 bn4 relu5 maxpool6 fc7 softmax8. Maps a
+ * backward pass reads: x[0], x[2], x[3], x[5], x[6] (x[1], x[4] and x[7] feed layers
+ * that read only their output, behind layers that do not read theirs). */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nets/planner.h"
+#include "tests/testnet.h"
+#include "vdnn/rng.h"
+
+#define PF_CONV1 "[convolutional]\nfilters = 4\nsize = 3\npad = 1\n"
+#define PF_CONV3 "[convolutional]\nfilters = 6\nsize = 3\npad = 1\n"
+#define PF_REST "[batchnorm]\n[relu]\n[maxpool]\nsize = 2\n[connected]\noutput = 4\n"
+#define PF_NET TN_HEAD PF_CONV1 "[relu]\n" PF_CONV3 PF_REST "[softmax]\n"
+/* conv1 pinned to im2col-batch, conv3 kept on the device, fc7 always offloaded. */
+#define PF_OVERRIDES TN_HEAD PF_CONV1 "algo = im2col-batch\n[relu]\n" PF_CONV3 "offload = 0\n" \
+                     PF_REST "offload = 1\n[softmax]\n"
+#define PF_LAYERS 8
+
+/* The maps some backward pass reads, by index (PF_NET). */
+static const int readable[PF_LAYERS + 1] = {1, 0, 1, 1, 0, 1, 1, 0, 0};
+
+/* ---- helpers ---- */
+
+/* Every field of a and b equal. */
+static void plans_equal(const plan *a, const plan *b)
+{
+    ck_assert_int_eq(a->nlayers, b->nlayers);
+    ck_assert_int_eq(a->batch, b->batch);
+    for (int j = 0; j <= a->nlayers; j++) ck_assert_int_eq(a->offload[j], b->offload[j]);
+    for (int i = 0; i < a->nlayers; i++)
+        for (int p = 0; p < PASS_COUNT; p++) ck_assert_int_eq(a->algo[i][p], b->algo[i][p]);
+    ck_assert_int_eq(a->prefetch_ahead, b->prefetch_ahead);
+    ck_assert_int_eq(a->release_lag, b->release_lag);
+    ck_assert_str_eq(a->origin, b->origin);
+    ck_assert(a->predicted_s == b->predicted_s);
+    ck_assert_uint_eq(a->peak_bytes, b->peak_bytes);
+    ck_assert(a->measured_s == b->measured_s);
+}
+
+/* A plan of PF_NET with every field away from its default: all offloaded, conv1 on a
+ * different algorithm per pass, conv3 on im2col-par. */
+static plan busy_plan(const net *n)
+{
+    plan p;
+    ck_assert_int_eq(plan_policy(n, NULL, POLICY_ALL, ALGO_MEM, PREFETCH_NEXT, 0, &p), VDNN_OK);
+    p.algo[0][PASS_FWD] = 1;
+    p.algo[0][PASS_BWD_DATA] = 2;
+    p.algo[0][PASS_BWD_FILTER] = 3;
+    for (int k = 0; k < PASS_COUNT; k++) p.algo[2][k] = 4;
+    snprintf(p.origin, sizeof p.origin, "dyn");
+    p.predicted_s = 0.0125;
+    p.peak_bytes = 1234567;
+    p.measured_s = 0.015;
+    return p;
+}
+
+/* A profile of n with every time 0 (fill in what a test needs). Free with profile_free-like free(). */
+static profile zero_profile(const net *n)
+{
+    profile pr;
+    memset(&pr, 0, sizeof pr);
+    pr.nlayers = n->nlayers;
+    pr.batch = n->input.n;
+    pr.layers = calloc((size_t)n->nlayers, sizeof *pr.layers);
+    ck_assert_ptr_nonnull(pr.layers);
+    return pr;
+}
+
+/* The index of algorithm `name` of conv layer l in `pass`. */
+static int algo_index(const layer *l, int pass, const char *name)
+{
+    for (int a = 0; a < layer_algo_count(l, pass); a++)
+        if (!strcmp(layer_algo_name(l, pass, a), name)) return a;
+    ck_abort_msg("no algorithm %s", name);
+    return -1;
+}
+
+/* A scratch folder with the text of busy_plan(n) saved as plan.txt. */
+typedef struct planfile {
+    char dir[256];
+    char path[300];
+    char *text;
+} planfile;
+
+static planfile saved_plan(const net *n)
+{
+    planfile f;
+    tn_tmpdir(f.dir, sizeof f.dir, "plan");
+    tn_join(f.path, sizeof f.path, f.dir, "plan.txt");
+    plan p = busy_plan(n);
+    ck_assert_msg(plan_save(&p, n, f.path) == VDNN_OK, "plan_save: %s", vdnn_errmsg());
+    plan_free(&p);
+    size_t len;
+    f.text = tn_read(f.path, &len);
+    ck_assert_ptr_nonnull(f.text);
+    return f;
+}
+
+static void planfile_free(planfile *f)
+{
+    free(f->text);
+    tn_rmtree(f->dir);
+}
+
+/* text with its first `from` replaced by `to`; free() it. */
+static char *edited(const char *text, const char *from, const char *to)
+{
+    const char *at = strstr(text, from);
+    ck_assert_msg(at != NULL, "'%s' not in the plan file:\n%s", from, text);
+    size_t head = (size_t)(at - text), len = strlen(text) - strlen(from) + strlen(to);
+    char *out = malloc(len + 1);
+    ck_assert_ptr_nonnull(out);
+    memcpy(out, text, head);
+    strcpy(out + head, to);
+    strcat(out, at + strlen(from));
+    return out;
+}
+
+/* Writes `text` as the plan file and loads it into n: it must fail with `status`, and
+ * the message must contain `a` and `b`. */
+static void load_fails(const net *n, const planfile *f, const char *text, int status, const char *a, const char *b)
+{
+    tn_write_text(f->path, text);
+    plan p;
+    vdnn_status st = plan_load(n, f->path, &p);
+    ck_assert_msg((int)st == status, "plan_load returned %d, expected %d (%s)\n%s", st, status, vdnn_errmsg(), text);
+    tn_msg_has(a, b);
+    ck_assert_ptr_null(p.offload);
+    plan_free(&p);
+}
+
+/* As load_fails, with f's good text edited (from -> to). */
+static void edit_fails(const net *n, const planfile *f, const char *from, const char *to, int status, const char *a,
+                       const char *b)
+{
+    char *text = edited(f->text, from, to);
+    load_fails(n, f, text, status, a, b);
+    free(text);
+}
+
+/* ---- a tiny JSON checker: the grammar, no semantics ---- */
+
+static void j_ws(const char **s)
+{
+    while (**s == ' ' || **s == '\n' || **s == '\t' || **s == '\r') (*s)++;
+}
+
+static int j_string(const char **s)
+{
+    if (**s != '"') return 0;
+    for ((*s)++; **s != '"'; (*s)++) {
+        unsigned char c = (unsigned char)**s;
+        if (c < 0x20) return 0;   /* also the end of the text */
+        if (c != '\\') continue;
+        (*s)++;
+        if (**s == 'u') {
+            for (int k = 0; k < 4; k++)
+                if (!strchr("0123456789abcdefABCDEF", (*s)[1]) || !(*s)[1]) return 0;
+                else (*s)++;
+        } else if (!**s || !strchr("\"\\/bfnrt", **s)) {
+            return 0;
+        }
+    }
+    (*s)++;
+    return 1;
+}
+
+static int j_number(const char **s)
+{
+    if (**s != '-' && (**s < '0' || **s > '9')) return 0;
+    char *end;
+    strtod(*s, &end);
+    *s = end;
+    return 1;
+}
+
+static int j_word(const char **s, const char *w)
+{
+    size_t n = strlen(w);
+    if (strncmp(*s, w, n) != 0) return 0;
+    *s += n;
+    return 1;
+}
+
+static int j_value(const char **s, int depth);
+
+/* An object (close '}') or an array (close ']') after its opening character. */
+static int j_members(const char **s, char close, int depth)
+{
+    (*s)++;
+    j_ws(s);
+    if (**s == close) return (*s)++, 1;
+    for (;;) {
+        j_ws(s);
+        if (close == '}') {
+            if (!j_string(s)) return 0;
+            j_ws(s);
+            if (**s != ':') return 0;
+            (*s)++;
+        }
+        if (!j_value(s, depth + 1)) return 0;
+        j_ws(s);
+        if (**s == close) return (*s)++, 1;
+        if (**s != ',') return 0;
+        (*s)++;
+    }
+}
+
+static int j_value(const char **s, int depth)
+{
+    if (depth > 32) return 0;
+    j_ws(s);
+    switch (**s) {
+    case '{': return j_members(s, '}', depth);
+    case '[': return j_members(s, ']', depth);
+    case '"': return j_string(s);
+    case 't': return j_word(s, "true");
+    case 'f': return j_word(s, "false");
+    case 'n': return j_word(s, "null");
+    default: return j_number(s);
+    }
+}
+
+static int json_valid(const char *text)
+{
+    const char *s = text;
+    if (!j_value(&s, 0)) return 0;
+    j_ws(&s);
+    return *s == 0;
+}
+
+/* What f prints, as a string; free() it. */
+static char *printed(const plan *p, const net *n, const profile *pr, int json)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ck_assert_ptr_nonnull(f);
+    if (json) plan_print_json(f, p, n, pr);
+    else plan_print(f, p, n, pr);
+    fclose(f);
+    return buf;
+}
+
+/* ---- making plans ---- */
+
+START_TEST(test_init_defaults_and_copy)
+{
+    net *n = tn_parse(PF_NET, NULL);
+    plan p;
+    ck_assert_int_eq(plan_init(&p, n), VDNN_OK);
+    ck_assert_int_eq(p.nlayers, PF_LAYERS);
+    ck_assert_int_eq(p.batch, 16);
+    ck_assert_str_eq(p.origin, "");
+    ck_assert(p.predicted_s < 0 && p.measured_s < 0);
+    ck_assert_uint_eq(p.peak_bytes, 0);
+    ck_assert_int_eq(p.prefetch_ahead, PREFETCH_FAR);
+    ck_assert_int_eq(p.release_lag, 1);
+    for (int j = 0; j <= PF_LAYERS; j++) ck_assert_int_eq(p.offload[j], 0);
+    plan_free(&p);
+    plan_free(&p);   /* a freed plan frees again harmlessly */
+
+    plan a = busy_plan(n), b;
+    ck_assert_int_eq(plan_copy(&b, &a), VDNN_OK);
+    plans_equal(&a, &b);
+    ck_assert_ptr_ne(a.offload, b.offload);
+    ck_assert_ptr_ne(a.algo, b.algo);
+    a.offload[0] = 0;
+    a.algo[0][0] = 0;
+    ck_assert_int_eq(b.offload[0], 1);
+    ck_assert_int_eq(b.algo[0][0], 1);
+    plan_free(&a);
+    plan c;
+    ck_assert_int_eq(plan_copy(&c, &a), VDNN_OK);   /* a freed plan copies as empty */
+    ck_assert_ptr_null(c.offload);
+    plan_free(&b);
+    net_free(n);
+}
+END_TEST
+
+START_TEST(test_policy_offload)
+{
+    net *n = tn_parse(PF_NET, NULL);
+    for (int pol = 0; pol < POLICY_COUNT; pol++) {
+        plan p;
+        ck_assert_int_eq(plan_policy(n, NULL, (mem_policy)pol, ALGO_MEM, PREFETCH_NEXT, 0, &p), VDNN_OK);
+        ck_assert_str_eq(p.origin, policy_name((mem_policy)pol));
+        ck_assert_int_eq(p.prefetch_ahead, PREFETCH_NEXT);
+        ck_assert_int_eq(p.release_lag, 0);
+        for (int j = 0; j <= PF_LAYERS; j++) {
+            int conv_input = j < PF_LAYERS && n->layers[j]->ops->algo_count != NULL;
+            int want = pol == POLICY_ALL ? readable[j] : pol == POLICY_CONV ? conv_input : 0;
+            ck_assert_msg(p.offload[j] == want, "policy %s, x[%d]: %d", policy_name((mem_policy)pol), j,
+                          p.offload[j]);
+        }
+        plan_free(&p);
+    }
+    /* conv is exactly the convolutions' inputs */
+    plan p;
+    ck_assert_int_eq(plan_policy(n, NULL, POLICY_CONV, ALGO_MEM, PREFETCH_FAR, 1, &p), VDNN_OK);
+    ck_assert(p.offload[0] && p.offload[2]);
+    int count = 0;
+    for (int j = 0; j <= PF_LAYERS; j++) count += p.offload[j];
+    ck_assert_int_eq(count, 2);
+    plan_free(&p);
+    /* bad arguments */
+    ck_assert_int_eq(plan_policy(n, NULL, POLICY_COUNT, ALGO_MEM, PREFETCH_FAR, 1, &p), VDNN_EINVAL);
+    ck_assert_int_eq(plan_policy(n, NULL, POLICY_ALL, ALGO_MEM, 7, 1, &p), VDNN_EINVAL);
+    ck_assert_int_eq(plan_policy(n, NULL, POLICY_ALL, ALGO_MEM, PREFETCH_FAR, -1, &p), VDNN_EINVAL);
+    ck_assert_ptr_null(p.offload);
+    net_free(n);
+}
+END_TEST
+
+START_TEST(test_policy_overrides_win)
+{
+    net *n = tn_parse(PF_OVERRIDES, NULL);
+    const int all[PF_LAYERS + 1] = {1, 0, 0, 1, 0, 1, 1, 0, 0};
+    const int conv[PF_LAYERS + 1] = {1, 0, 0, 0, 0, 0, 1, 0, 0};
+    const int none[PF_LAYERS + 1] = {0, 0, 0, 0, 0, 0, 1, 0, 0};
+    const int *want[POLICY_COUNT] = {[POLICY_NONE] = none, [POLICY_ALL] = all, [POLICY_CONV] = conv};
+    int pinned = algo_index(n->layers[0], PASS_FWD, "im2col-batch");
+    for (int pol = 0; pol < POLICY_COUNT; pol++)
+        for (int a = 0; a < ALGO_MODE_COUNT; a++) {
+            plan p;
+            ck_assert_int_eq(plan_policy(n, NULL, (mem_policy)pol, (algo_mode)a, PREFETCH_FAR, 1, &p), VDNN_OK);
+            for (int j = 0; j <= PF_LAYERS; j++)
+                ck_assert_msg(p.offload[j] == want[pol][j], "policy %s, x[%d]", policy_name((mem_policy)pol), j);
+            for (int k = 0; k < PASS_COUNT; k++) ck_assert_int_eq(p.algo[0][k], pinned);
+            plan_free(&p);
+        }
+    net_free(n);
+}
+END_TEST
+
+START_TEST(test_policy_mem_smallest_workspace)
+{
+    net *n = tn_parse(PF_NET, NULL);
+    plan p;
+    ck_assert_int_eq(plan_policy(n, NULL, POLICY_NONE, ALGO_MEM, PREFETCH_FAR, 1, &p), VDNN_OK);
+    int convs = 0;
+    for (int i = 0; i < PF_LAYERS; i++) {
+        const layer *l = n->layers[i];
+        convs += layer_algo_count(l, PASS_FWD) > 1;
+        for (int k = 0; k < PASS_COUNT; k++) {
+            int pick = p.algo[i][k];
+            size_t ws = layer_workspace_bytes(l, k, pick);
+            for (int a = 0; a < layer_algo_count(l, k); a++) {
+                ck_assert_uint_le(ws, layer_workspace_bytes(l, k, a));
+                if (a < pick) ck_assert_uint_lt(ws, layer_workspace_bytes(l, k, a));   /* ties: lowest */
+            }
+        }
+    }
+    ck_assert_int_eq(convs, 2);
+    plan_free(&p);
+    net_free(n);
+}
+END_TEST
+
+START_TEST(test_policy_perf_from_profile)
+{
+    net *n = tn_parse(PF_NET, NULL);
+    profile pr = zero_profile(n);
+    for (int i = 0; i < PF_LAYERS; i++)
+        for (int a = 0; a < PLAN_MAX_ALGOS; a++) {
+            pr.layers[i].fwd_s[a] = 1 + (a == 3 ? -0.5 : 0);
+            pr.layers[i].bwd_filter_s[a] = 1 + (a == 1 ? -0.5 : 0);
+            pr.layers[i].bwd_data_s[a] = i == 0 ? 0 : 1 + (a == 4 ? -0.5 : 0);   /* the first: no dx */
+        }
+    plan p, mem;
+    ck_assert_int_eq(plan_policy(n, &pr, POLICY_NONE, ALGO_PERF, PREFETCH_FAR, 1, &p), VDNN_OK);
+    ck_assert_int_eq(plan_policy(n, NULL, POLICY_NONE, ALGO_MEM, PREFETCH_FAR, 1, &mem), VDNN_OK);
+    for (int i = 0; i < 3; i += 2) {
+        ck_assert_int_eq(p.algo[i][PASS_FWD], 3);
+        ck_assert_int_eq(p.algo[i][PASS_BWD_FILTER], 1);
+    }
+    ck_assert_int_eq(p.algo[2][PASS_BWD_DATA], 4);
+    /* all times equal: the smallest workspace, free speed-wise */
+    ck_assert_int_eq(p.algo[0][PASS_BWD_DATA], mem.algo[0][PASS_BWD_DATA]);
+    plan_free(&p);
+    plan_free(&mem);
+
+    /* no profile: the algorithms the net has now */
+    n->layers[2]->algo[PASS_FWD] = 2;
+    n->layers[2]->algo[PASS_BWD_FILTER] = 4;
+    ck_assert_int_eq(plan_policy(n, NULL, POLICY_ALL, ALGO_PERF, PREFETCH_FAR, 1, &p), VDNN_OK);
+    ck_assert_int_eq(p.algo[2][PASS_FWD], 2);
+    ck_assert_int_eq(p.algo[2][PASS_BWD_FILTER], 4);
+    plan_free(&p);
+
+    pr.nlayers = 3;   /* a profile of another net */
+    ck_assert_int_eq(plan_policy(n, &pr, POLICY_ALL, ALGO_PERF, PREFETCH_FAR, 1, &p), VDNN_EINVAL);
+    tn_msg_has("profile", "3 layers");
+    free(pr.layers);
+    net_free(n);
+}
+END_TEST
+
+/* ---- from the net, onto the net ---- */
+
+START_TEST(test_from_net_apply_attached)
+{
+    device *d;
+    net *n = tn_attached(PF_NET, NULL, &d);
+    plan p = busy_plan(n), q;
+    ck_assert_int_eq(plan_apply(n, &p), VDNN_OK);
+    for (int j = 0; j <= PF_LAYERS; j++) ck_assert_int_eq(n->maps[j].offload, p.offload[j]);
+    ck_assert_int_eq(n->layers[0]->algo[PASS_BWD_FILTER], 3);
+    ck_assert_int_eq(n->prefetch_ahead, PREFETCH_NEXT);
+    ck_assert_int_eq(n->release_lag, 0);
+    ck_assert_int_eq(plan_from_net(n, &q), VDNN_OK);
+    ck_assert_str_eq(q.origin, policy_name(n->policy));
+    ck_assert(q.predicted_s < 0 && q.measured_s < 0);
+    /* everything but the results and the origin comes back */
+    q.predicted_s = p.predicted_s;
+    q.measured_s = p.measured_s;
+    q.peak_bytes = p.peak_bytes;
+    memcpy(q.origin, p.origin, sizeof q.origin);
+    plans_equal(&p, &q);
+    plan_free(&q);
+
+    /* a plan that offloads what no backward reads: rejected, the net untouched */
+    p.offload[1] = 1;
+    p.algo[0][PASS_FWD] = 0;
+    ck_assert_int_eq(plan_apply(n, &p), VDNN_EINVAL);
+    tn_msg_has("x[1]", "no backward pass reads it");
+    ck_assert_int_eq(n->layers[0]->algo[PASS_FWD], 1);
+    p.offload[1] = 0;
+    p.offload[PF_LAYERS] = 1;
+    ck_assert_int_eq(plan_apply(n, &p), VDNN_EINVAL);
+    tn_msg_has("x[8]", "loss output");
+    p.offload[PF_LAYERS] = 0;
+    p.algo[2][PASS_BWD_DATA] = 5;
+    ck_assert_int_eq(plan_apply(n, &p), VDNN_EINVAL);
+    tn_msg_has("conv3", "backward-data algorithm 5");
+    plan_free(&p);
+    tn_free(n, d);
+}
+END_TEST
+
+START_TEST(test_from_net_unattached)
+{
+    /* No maps yet: the flags are those net_attach will give them, from the policy. */
+    net *n = tn_parse(PF_NET "[memory]\npolicy = conv\n", NULL);
+    ck_assert_ptr_null(n->maps);
+    plan p, q;
+    ck_assert_int_eq(plan_from_net(n, &p), VDNN_OK);
+    ck_assert_str_eq(p.origin, "conv");
+    for (int j = 0; j <= PF_LAYERS; j++) ck_assert_int_eq(p.offload[j], j == 0 || j == 2);
+    plan_free(&p);
+    p = busy_plan(n);
+    ck_assert_int_eq(plan_apply(n, &p), VDNN_OK);
+    ck_assert_int_eq(plan_from_net(n, &q), VDNN_OK);
+    for (int i = 0; i < PF_LAYERS; i++)
+        for (int k = 0; k < PASS_COUNT; k++) ck_assert_int_eq(q.algo[i][k], p.algo[i][k]);
+    ck_assert_int_eq(q.prefetch_ahead, PREFETCH_NEXT);
+    plan_free(&p);
+    plan_free(&q);
+    net_free(n);
+    n = tn_parse(PF_NET "[memory]\npolicy = dyn\n", NULL);
+    ck_assert_int_eq(plan_from_net(n, &p), VDNN_OK);
+    ck_assert_str_eq(p.origin, "dyn");
+    plan_free(&p);
+    net_free(n);
+}
+END_TEST
+
+START_TEST(test_apply_other_net)
+{
+    net *n = tn_parse(PF_NET, NULL), *small = tn_parse(TN_SMALL, NULL);
+    plan p = busy_plan(n);
+    int algo = small->layers[0]->algo[PASS_FWD];
+    ck_assert_int_eq(plan_apply(small, &p), VDNN_EINVAL);
+    tn_msg_has("8 layers", "the net has 5");
+    ck_assert_int_eq(small->layers[0]->algo[PASS_FWD], algo);
+    plan_free(&p);
+    net_free(small);
+    net_free(n);
+}
+END_TEST
+
+/* ---- the file ---- */
+
+START_TEST(test_save_load_round_trip)
+{
+    net *n = tn_parse(PF_NET, NULL);
+    planfile f = saved_plan(n);
+    ck_assert_ptr_nonnull(strstr(f.text, "conv1 1 im2col im2col-batch im2col-chunk\n"));
+    ck_assert_ptr_nonnull(strstr(f.text, "relu2 0 default default default\n"));
+    ck_assert_ptr_nonnull(strstr(f.text, "predicted_ms 12.5\n"));
+    ck_assert_ptr_nonnull(strstr(f.text, "measured_ms 15\n"));
+    ck_assert_ptr_null(strstr(f.text, ".tmp"));
+    plan want = busy_plan(n), got;
+    ck_assert_msg(plan_load(n, f.path, &got) == VDNN_OK, "plan_load: %s", vdnn_errmsg());
+    plans_equal(&want, &got);
+    plan_free(&got);
+    /* unknown results and an empty origin survive too */
+    want.predicted_s = want.measured_s = -1;
+    want.origin[0] = 0;
+    want.peak_bytes = 0;
+    ck_assert_int_eq(plan_save(&want, n, f.path), VDNN_OK);
+    ck_assert_int_eq(plan_load(n, f.path, &got), VDNN_OK);
+    plans_equal(&want, &got);
+    plan_free(&got);
+    /* an odd time reads back to the same double */
+    want.predicted_s = 1.0 / 3.0;
+    want.measured_s = 0.1 + 0.2;
+    ck_assert_int_eq(plan_save(&want, n, f.path), VDNN_OK);
+    ck_assert_int_eq(plan_load(n, f.path, &got), VDNN_OK);
+    plans_equal(&want, &got);
+    plan_free(&got);
+    /* a plan the net cannot run is not saved */
+    want.offload[4] = 1;
+    ck_assert_int_eq(plan_save(&want, n, f.path), VDNN_EINVAL);
+    tn_msg_has("x[4]", NULL);
+    plan_free(&want);
+    /* comments and blank lines anywhere are ignored */
+    char *text = edited(f.text, "layers", "\n# a note\n\n  layers");
+    tn_write_text(f.path, text);
+    ck_assert_int_eq(plan_load(n, f.path, &got), VDNN_OK);
+    plan_free(&got);
+    free(text);
+    planfile_free(&f);
+    net_free(n);
+}
+END_TEST
+
+START_TEST(test_load_wrong_layer_count)
+{
+    net *n = tn_parse(PF_NET, NULL), *small = tn_parse(TN_SMALL, NULL);
+    planfile f = saved_plan(n);
+    edit_fails(n, &f, "layers 8", "layers 12", VDNN_EINVAL, "plan.txt:3: ", "the plan has 12 layers, the net has 8");
+    load_fails(small, &f, f.text, VDNN_EINVAL, "plan.txt:3: ", "the plan has 8 layers, the net has 5");
+    edit_fails(n, &f, "layers 8", "layers eight", VDNN_EFORMAT, "plan.txt:3: ", "'eight'");
+    planfile_free(&f);
+    net_free(small);
+    net_free(n);
+}
+END_TEST
+
+START_TEST(test_load_wrong_layer_name)
+{
+    net *n = tn_parse(PF_NET, NULL);
+    planfile f = saved_plan(n);
+    edit_fails(n, &f, "conv3 ", "conv9 ", VDNN_EINVAL, "plan.txt:14: ", "conv3 in the net but 'conv9' in the plan");
+    edit_fails(n, &f, "relu2 0 default default default", "relu2 0 default default", VDNN_EFORMAT, "plan.txt:13: ",
+               "has 4 fields");
+    planfile_free(&f);
+    net_free(n);
+}
+END_TEST
+
+START_TEST(test_load_unknown_algorithm)
+{
+    net *n = tn_parse(PF_NET, NULL);
+    planfile f = saved_plan(n);
+    edit_fails(n, &f, "conv1 1 im2col", "conv1 1 fft", VDNN_EINVAL, "plan.txt:12: ",
+               "conv1: unknown forward algorithm 'fft'");
+    tn_msg_has("direct, im2col, im2col-batch, im2col-chunk, im2col-par", NULL);
+    edit_fails(n, &f, "im2col-chunk\n", "winograd\n", VDNN_EINVAL, "plan.txt:12: ", "backward-filter algorithm");
+    /* a name another layer type has is unknown here */
+    edit_fails(n, &f, "relu2 0 default default", "relu2 0 default direct", VDNN_EINVAL, "plan.txt:13: ",
+               "relu2: unknown backward-data algorithm 'direct' (it has: default)");
+    planfile_free(&f);
+    net_free(n);
+}
+END_TEST
+
+START_TEST(test_load_bad_offload)
+{
+    net *n = tn_parse(PF_NET, NULL);
+    planfile f = saved_plan(n);
+    edit_fails(n, &f, "relu2 0", "relu2 1", VDNN_EINVAL, "plan.txt:13: ", "offloads its input x[1], but no backward");
+    edit_fails(n, &f, "softmax8 0", "softmax8 1", VDNN_EINVAL, "plan.txt:19: ", "x[7]");
+    edit_fails(n, &f, "conv3 1", "conv3 2", VDNN_EFORMAT, "plan.txt:14: ", "must be 0 or 1, not '2'");
+    edit_fails(n, &f, "conv3 1", "conv3 yes", VDNN_EFORMAT, "plan.txt:14: ", "'yes'");
+    planfile_free(&f);
+    net_free(n);
+}
+END_TEST
+
+START_TEST(test_load_wrong_batch)
+{
+    net *n = tn_parse(PF_NET, NULL);
+    net_overrides ov = net_no_overrides();
+    ov.batch = 32;
+    net *big = tn_parse(PF_NET, &ov);
+    planfile f = saved_plan(n);
+    load_fails(big, &f, f.text, VDNN_EINVAL, "plan.txt:4: ", "made for batch 16, the net has batch 32");
+    edit_fails(n, &f, "batch 16", "batch -16", VDNN_EFORMAT, "plan.txt:4: ", "batch must be an integer");
+    planfile_free(&f);
+    net_free(big);
+    net_free(n);
+}
+END_TEST
+
+START_TEST(test_load_bad_header)
+{
+    net *n = tn_parse(PF_NET, NULL);
+    planfile f = saved_plan(n);
+    edit_fails(n, &f, "vdnn-plan 1", "vdnn-plot 1", VDNN_EFORMAT, "plan.txt:2: ", "not a vdnn plan");
+    edit_fails(n, &f, "vdnn-plan 1", "vdnn-plan 2", VDNN_EFORMAT, "plan.txt:2: ", "version '2'");
+    load_fails(n, &f, "", VDNN_EFORMAT, "plan.txt:1: ", "the file ends");
+    load_fails(n, &f, "[net]\nbatch = 16\n", VDNN_EFORMAT, "plan.txt:1: ", "not a vdnn plan");
+    edit_fails(n, &f, "prefetch next", "prefetch soon", VDNN_EFORMAT, "plan.txt:5: ", "far, next or on-demand");
+    edit_fails(n, &f, "release_lag 0", "release_lag -1", VDNN_EFORMAT, "plan.txt:6: ", "release_lag");
+    edit_fails(n, &f, "release_lag 0\n", "", VDNN_EFORMAT, "plan.txt:6: ", "expected 'release_lag VALUE'");
+    edit_fails(n, &f, "origin dyn", "origin dyn vdnn", VDNN_EFORMAT, "plan.txt:7: ", "'origin' takes one value");
+    edit_fails(n, &f, "predicted_ms 12.5", "predicted_ms nan", VDNN_EFORMAT, "plan.txt:8: ", "'nan'");
+    edit_fails(n, &f, "peak_bytes 1234567", "peak_bytes -5", VDNN_EFORMAT, "plan.txt:9: ", "byte count");
+    edit_fails(n, &f, "measured_ms 15", "measured_ms -3", VDNN_EFORMAT, "plan.txt:10: ", "measured_ms");
+    char *more = malloc(strlen(f.text) + 32);
+    strcpy(more, f.text);
+    strcat(more, "\n# fine\nconv9 0 a b c\n");
+    load_fails(n, &f, more, VDNN_EFORMAT, "plan.txt:22: ", "unexpected 'conv9' after the last layer");
+    free(more);
+    char missing[300];
+    tn_join(missing, sizeof missing, f.dir, "none.txt");
+    plan p;
+    ck_assert_int_eq(plan_load(n, missing, &p), VDNN_EIO);
+    tn_msg_has("none.txt", "cannot open");
+    planfile_free(&f);
+    net_free(n);
+}
+END_TEST
+
+/* Every prefix of a good file is rejected, or is the whole plan (the last newline
+ * dropped). Never a crash, never a half-read plan. */
+START_TEST(test_load_truncated)
+{
+    net *n = tn_parse(PF_NET, NULL);
+    planfile f = saved_plan(n);
+    plan want = busy_plan(n);
+    size_t full = strlen(f.text);
+    for (size_t len = 0; len < full; len++) {
+        tn_write(f.path, f.text, len);
+        plan p;
+        vdnn_status st = plan_load(n, f.path, &p);
+        if (st == VDNN_OK) {
+            ck_assert_msg(len + 1 >= full, "a prefix of %zu of %zu bytes loaded", len, full);
+            plans_equal(&want, &p);
+            plan_free(&p);
+            continue;
+        }
+        ck_assert_msg(st == VDNN_EFORMAT || st == VDNN_EINVAL, "prefix %zu: status %d", len, st);
+        ck_assert_msg(strstr(vdnn_errmsg(), "plan.txt:") != NULL, "prefix %zu: %s", len, vdnn_errmsg());
+    }
+    plan_free(&want);
+    planfile_free(&f);
+    net_free(n);
+}
+END_TEST
+
+/* Random byte edits: whatever loads is a plan the net can run. */
+START_TEST(test_load_fuzz)
+{
+    net *n = tn_parse(PF_NET, NULL);
+    planfile f = saved_plan(n);
+    size_t full = strlen(f.text);
+    char *text = malloc(full);
+    uint64_t seed = 42;
+    static const char bytes[] = {'\0', '\n', ' ', '#', '0', '1', '-', 'x', '\xff', '\r'};
+    int loaded = 0;
+    for (int it = 0; it < 3000; it++) {
+        memcpy(text, f.text, full);
+        int edits = 1 + (int)(rng_splitmix(&seed) % 3);
+        for (int e = 0; e < edits; e++) {
+            size_t at = rng_splitmix(&seed) % full;
+            uint64_t r = rng_splitmix(&seed);
+            text[at] = r & 1 ? bytes[(r >> 1) % sizeof bytes] : (char)(r >> 8);
+        }
+        tn_write(f.path, text, full);
+        plan p;
+        vdnn_status st = plan_load(n, f.path, &p);
+        if (st != VDNN_OK) {
+            ck_assert_msg(strstr(vdnn_errmsg(), "plan.txt:") != NULL, "%s", vdnn_errmsg());
+            continue;
+        }
+        loaded++;
+        ck_assert_msg(plan_apply(n, &p) == VDNN_OK, "a loaded plan does not apply: %s", vdnn_errmsg());
+        plan_free(&p);
+    }
+    ck_assert_int_gt(loaded, 0);   /* edits inside comments, numbers, flags */
+    free(text);
+    planfile_free(&f);
+    net_free(n);
+}
+END_TEST
+
+/* ---- printing ---- */
+
+START_TEST(test_json_checker)
+{
+    ck_assert(json_valid("{\"a\":[1,-2.5e3,null,true,false,\"x\\\"y\\u00e9\"],\"b\":{}}"));
+    ck_assert(!json_valid("{\"a\":}"));
+    ck_assert(!json_valid("{\"a\":1,}"));
+    ck_assert(!json_valid("{\"a\":nan}"));
+    ck_assert(!json_valid("{\"a\":\"x\ny\"}"));
+    ck_assert(!json_valid("[1] 2"));
+    ck_assert(!json_valid("{\"a\":1"));
+}
+END_TEST
+
+START_TEST(test_print_table)
+{
+    net *n = tn_parse(PF_NET, NULL);
+    plan p = busy_plan(n);
+    profile pr = zero_profile(n);
+    pr.layers[2].fwd_s[4] = 0.0025;
+    pr.layers[2].bwd_data_s[4] = 0.001;
+    pr.layers[2].bwd_filter_s[4] = 0.002;
+    p.offload[3] = 0;
+    char *out = printed(&p, n, &pr, 0);
+    for (int i = 0; i < PF_LAYERS; i++) ck_assert_msg(strstr(out, n->layers[i]->name) != NULL, "%s", out);
+    const char *words[] = {"im2col-batch", "im2col-chunk", "im2col-par", "convolutional", "offload", "keep",
+                           "prefetch next", "release lag 0", "12.500 ms", "1.18 MiB", "15.000 ms", "1.20x",
+                           "2.500", "3.000", "input x[i]", "origin dyn"};
+    for (size_t k = 0; k < sizeof words / sizeof *words; k++)
+        ck_assert_msg(strstr(out, words[k]) != NULL, "'%s' missing in:\n%s", words[k], out);
+    ck_assert_ptr_null(strstr(out, "default"));   /* one-algorithm layers show "-" */
+    free(out);
+    p.predicted_s = p.measured_s = -1;
+    out = printed(&p, n, NULL, 0);
+    ck_assert_ptr_nonnull(strstr(out, "not simulated"));
+    ck_assert_ptr_null(strstr(out, "measured"));
+    ck_assert_ptr_null(strstr(out, "fwd ms"));
+    free(out);
+    free(pr.layers);
+    plan_free(&p);
+    net_free(n);
+}
+END_TEST
+
+START_TEST(test_print_json)
+{
+    net *n = tn_parse(PF_NET, NULL);
+    plan p = busy_plan(n);
+    profile pr = zero_profile(n);
+    pr.layers[2].fwd_s[4] = 0.0025;
+    char *out = printed(&p, n, &pr, 1);
+    ck_assert_msg(json_valid(out), "not JSON:\n%s", out);
+    for (int i = 0; i < PF_LAYERS; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "\"name\":\"%s\"", n->layers[i]->name);
+        ck_assert_msg(strstr(out, name) != NULL, "%s missing in:\n%s", name, out);
+    }
+    const char *keys[] = {"\"origin\":\"dyn\"", "\"batch\":16", "\"prefetch\":\"next\"", "\"release_lag\":0",
+                          "\"predicted_ms\":12.500000", "\"peak_bytes\":1234567", "\"measured_ms\":15.000000",
+                          "\"fwd\":\"im2col\"", "\"bwd_data\":\"im2col-batch\"", "\"bwd_filter\":\"im2col-chunk\"",
+                          "\"offload\":true", "\"offload\":null", "\"fwd_ms\":2.500000", "\"workspace_bytes\":"};
+    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++)
+        ck_assert_msg(strstr(out, keys[k]) != NULL, "%s missing in:\n%s", keys[k], out);
+    free(out);
+    /* unknown numbers are null; odd characters in the origin are escaped */
+    p.predicted_s = p.measured_s = -1;
+    p.offload[0] = 0;
+    snprintf(p.origin, sizeof p.origin, "a\"b\\c\td");
+    out = printed(&p, n, NULL, 1);
+    ck_assert_msg(json_valid(out), "not JSON:\n%s", out);
+    const char *nulls[] = {"\"predicted_ms\":null", "\"measured_ms\":null", "\"fwd_ms\":null", "\"bwd_ms\":null",
+                           "\"offload\":false", "\"origin\":\"a\\\"b\\\\c\\u0009d\""};
+    for (size_t k = 0; k < sizeof nulls / sizeof *nulls; k++)
+        ck_assert_msg(strstr(out, nulls[k]) != NULL, "%s missing in:\n%s", nulls[k], out);
+    free(out);
+    free(pr.layers);
+    plan_free(&p);
+    net_free(n);
+}
+END_TEST
+
+static Suite *planfile_suite(void)
+{
+    Suite *s = suite_create("planfile");
+    TCase *make = tcase_create("making");
+    tcase_add_test(make, test_init_defaults_and_copy);
+    tcase_add_test(make, test_policy_offload);
+    tcase_add_test(make, test_policy_overrides_win);
+    tcase_add_test(make, test_policy_mem_smallest_workspace);
+    tcase_add_test(make, test_policy_perf_from_profile);
+    suite_add_tcase(s, make);
+
+    TCase *apply = tcase_create("apply");
+    tcase_add_test(apply, test_from_net_apply_attached);
+    tcase_add_test(apply, test_from_net_unattached);
+    tcase_add_test(apply, test_apply_other_net);
+    suite_add_tcase(s, apply);
+
+    TCase *file = tcase_create("file");
+    tcase_set_timeout(file, 60);
+    tcase_add_test(file, test_save_load_round_trip);
+    tcase_add_test(file, test_load_wrong_layer_count);
+    tcase_add_test(file, test_load_wrong_layer_name);
+    tcase_add_test(file, test_load_unknown_algorithm);
+    tcase_add_test(file, test_load_bad_offload);
+    tcase_add_test(file, test_load_wrong_batch);
+    tcase_add_test(file, test_load_bad_header);
+    tcase_add_test(file, test_load_truncated);
+    tcase_add_test(file, test_load_fuzz);
+    suite_add_tcase(s, file);
+
+    TCase *print = tcase_create("print");
+    tcase_add_test(print, test_json_checker);
+    tcase_add_test(print, test_print_table);
+    tcase_add_test(print, test_print_json);
+    suite_add_tcase(s, print);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(planfile_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,474 @@
+/* Check suite for the planner (nets/planner.h): the profile and its cache, the
+ * simulator against real iterations on the CPU device with an emulated link, the
+ * branch and bound against exhaustive enumeration, vDNN's ladder, and the planner's
+ * choice against the fixed policies, measured.
+ *
+ * Stated bounds: the simulator's prediction is within SIM_TOLERANCE of the measured
+ * median iteration time (bench/planner.md records the accuracy on larger nets); the
+ * planner's chosen plan, measured, is within NOISE of the fastest fixed policy that
+ * fits, measured separately (the planner itself keeps the faster of the two it
+ * measures, so only run-to-run noise separates them). */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nets/planner.h"
+#include "tests/testnet.h"
+#include "tests/tsan.h"
+#include "vdnn/rng.h"
+
+#define SIM_TOLERANCE 0.25
+#define NOISE 0.15
+
+/* 3x32x32 at batch 16: three convolutions, maps of 0.2 to 1 MiB, ~10-30 ms per step. */
+#define PLAN_NET                                                                                    \
+    "[net]\nbatch = 16\nchannels = 3\nheight = 32\nwidth = 32\n" TN_TRAIN                          \
+    "[data]\nset = synthetic\ntrain_size = 64\ntest_size = 16\nclasses = 10\n"                     \
+    "[convolutional]\nfilters = 16\nsize = 3\npad = 1\n[relu]\n[maxpool]\nsize = 2\n"              \
+    "[convolutional]\nfilters = 32\nsize = 3\npad = 1\n[relu]\n[maxpool]\nsize = 2\n"              \
+    "[convolutional]\nfilters = 32\nsize = 3\npad = 1\n[relu]\n"                                   \
+    "[connected]\noutput = 10\n[softmax]\n"
+
+/* A link slow enough that copies matter: 1 MiB takes ~5 ms. */
+#define LINK_GBPS 0.2
+
+static char cache_dir[256];
+
+static void cache_setup(void) { tn_tmpdir(cache_dir, sizeof cache_dir, "test_planner"); }
+static void cache_teardown(void) { tn_rmtree(cache_dir); }
+
+static device *cpu_device(size_t budget, double link_gbps)
+{
+    device_options o = {.kind = DEVICE_CPU, .budget_bytes = budget, .threads = 1, .link_gbps = link_gbps};
+    device *d = NULL;
+    ck_assert_msg(device_create(&o, &d) == VDNN_OK, "%s", vdnn_errmsg());
+    return d;
+}
+
+static net *attached(const char *text, size_t budget, double link_gbps, device **d)
+{
+    net *n = tn_parse(text, NULL);
+    *d = cpu_device(budget, link_gbps);
+    ck_assert_msg(net_attach(n, *d) == VDNN_OK, "%s", vdnn_errmsg());
+    return n;
+}
+
+static void get_profile(net *n, double link_gbps, profile *pr)
+{
+    int cached = -1;
+    ck_assert_msg(profile_get(n, n->dev, link_gbps, 1, cache_dir, pr, &cached) == VDNN_OK, "%s", vdnn_errmsg());
+}
+
+/* ---- the profile ---- */
+
+START_TEST(profile_measures_every_pass_and_the_link)
+{
+    device *d;
+    net *n = attached(PLAN_NET, (size_t)64 << 20, LINK_GBPS, &d);
+    profile pr;
+    get_profile(n, LINK_GBPS, &pr);
+    ck_assert_int_eq(pr.nlayers, n->nlayers);
+    ck_assert_int_eq(pr.batch, 16);
+    for (int i = 0; i < n->nlayers; i++) {
+        const layer *l = n->layers[i];
+        for (int a = 0; a < layer_algo_count(l, PASS_FWD); a++)
+            ck_assert_msg(pr.layers[i].fwd_s[a] > 0 && pr.layers[i].fwd_s[a] < 1, "%s fwd %d", l->name, a);
+        for (int a = 0; a < layer_algo_count(l, PASS_BWD_FILTER) && l->ops->algo_count; a++)
+            ck_assert_msg(pr.layers[i].bwd_filter_s[a] > 0, "%s bwd-filter %d", l->name, a);
+        if (i > 0) ck_assert_msg(pr.layers[i].bwd_data_s[0] >= 0 && pr.layers[i].bwd_data_s[0] < 1, "%s", l->name);
+        if (l->nparams) ck_assert_msg(pr.layers[i].update_s > 0, "%s update", l->name);
+    }
+    /* the emulated link is throttled to 0.2 GB/s per direction */
+    ck_assert_msg(pr.h2d_bytes_per_s > 0.12e9 && pr.h2d_bytes_per_s < 0.21e9, "h2d %g", pr.h2d_bytes_per_s);
+    ck_assert_msg(pr.d2h_bytes_per_s > 0.12e9 && pr.d2h_bytes_per_s < 0.21e9, "d2h %g", pr.d2h_bytes_per_s);
+    ck_assert_msg(pr.duplex_bytes_per_s > 0.1e9 && pr.duplex_bytes_per_s < 0.21e9, "duplex %g", pr.duplex_bytes_per_s);
+    profile_free(&pr);
+    net_free(n);
+    device_destroy(d);
+}
+END_TEST
+
+START_TEST(profile_cache_round_trip)
+{
+    device *d;
+    net *n = attached(PLAN_NET, (size_t)64 << 20, 0, &d);
+    profile a, b, c;
+    int cached = -1;
+    ck_assert(profile_get(n, d, 0, 1, cache_dir, &a, &cached) == VDNN_OK);
+    ck_assert_int_eq(cached, 0);
+    ck_assert_msg(a.measure_s > 0, "measuring takes time");
+    ck_assert(profile_get(n, d, 0, 1, cache_dir, &b, &cached) == VDNN_OK);
+    ck_assert_int_eq(cached, 1);
+    ck_assert_int_eq(b.nlayers, a.nlayers);
+    ck_assert(b.net_key == a.net_key);
+    for (int i = 0; i < a.nlayers; i++) {
+        ck_assert(fabs(b.layers[i].fwd_s[0] - a.layers[i].fwd_s[0]) <= 1e-8 * a.layers[i].fwd_s[0]);
+        ck_assert(fabs(b.layers[i].update_s - a.layers[i].update_s) <= 1e-8 * a.layers[i].update_s);
+    }
+    ck_assert(fabs(b.h2d_bytes_per_s - a.h2d_bytes_per_s) <= 1e-6 * a.h2d_bytes_per_s);
+    /* another link is another device: measured anew */
+    ck_assert(profile_get(n, d, 3.0, 1, cache_dir, &c, &cached) == VDNN_OK);
+    ck_assert_int_eq(cached, 0);
+    profile_free(&c);
+    /* a damaged cache file is measured again, and a damaged file read directly names itself */
+    char path[1200];
+    char key[64];
+    snprintf(key, sizeof key, "cpu threads=%d link_gbps=%g", 1, 0.0);
+    ck_assert(profile_cache_path(n, key, cache_dir, path, sizeof path) == VDNN_OK);
+    ck_assert(tn_exists(path));
+    tn_write_text(path, "vdnn-profile 1\ndevice cpu\nnet zz\n");
+    ck_assert(profile_load(path, &c) == VDNN_EFORMAT);
+    tn_msg_has(path, ":3:");
+    ck_assert(profile_get(n, d, 0, 1, cache_dir, &c, &cached) == VDNN_OK);
+    ck_assert_int_eq(cached, 0);
+    profile_free(&a);
+    profile_free(&b);
+    profile_free(&c);
+    net_free(n);
+    device_destroy(d);
+}
+END_TEST
+
+/* ---- the simulator against real iterations ---- */
+
+START_TEST(simulator_predicts_measured_time)
+{
+    if (UNDER_TSAN) {
+        printf("SKIPPED: simulator accuracy is a timing check; ThreadSanitizer slows threads unevenly\n");
+        return;
+    }
+    device *d;
+    net *n = attached(PLAN_NET, (size_t)64 << 20, LINK_GBPS, &d);
+    profile pr;
+    get_profile(n, LINK_GBPS, &pr);
+    static const struct { mem_policy p; int ahead, lag; } cases[] = {
+        {POLICY_NONE, PREFETCH_FAR, 1}, {POLICY_ALL, PREFETCH_FAR, 1}, {POLICY_ALL, PREFETCH_ON_DEMAND, 0},
+        {POLICY_CONV, PREFETCH_NEXT, 1}, {POLICY_ALL, PREFETCH_NEXT, 0},
+    };
+    simulator *s;
+    ck_assert(sim_create(n, &pr, &s) == VDNN_OK);
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        plan p;
+        ck_assert(plan_policy(n, &pr, cases[k].p, ALGO_PERF, cases[k].ahead, cases[k].lag, &p) == VDNN_OK);
+        ck_assert(sim_run(s, &p, &p.predicted_s, &p.peak_bytes) == VDNN_OK);
+        ck_assert_msg(plan_measure(n, &p, 5) == VDNN_OK, "%s", vdnn_errmsg());
+        double err = p.measured_s / p.predicted_s - 1;
+        printf("simulator: %s ahead %d lag %d: predicted %.2f ms, measured %.2f ms (%+.1f%%)\n",
+               policy_name(cases[k].p), cases[k].ahead, cases[k].lag, 1e3 * p.predicted_s, 1e3 * p.measured_s,
+               100 * err);
+        ck_assert_msg(fabs(err) < SIM_TOLERANCE, "case %zu: predicted %g s, measured %g s", k, p.predicted_s,
+                      p.measured_s);
+        plan_free(&p);
+    }
+    sim_destroy(s);
+    profile_free(&pr);
+    net_free(n);
+    device_destroy(d);
+}
+END_TEST
+
+START_TEST(simulated_peak_is_the_real_peak)
+{
+    device *d;
+    net *n = attached(PLAN_NET, (size_t)64 << 20, 0, &d);
+    simulator *s;
+    ck_assert(sim_create(n, NULL, &s) == VDNN_OK);
+    for (int pol = 0; pol < POLICY_COUNT; pol++) {
+        plan p;
+        double t;
+        ck_assert(plan_policy(n, NULL, (mem_policy)pol, ALGO_MEM, PREFETCH_FAR, 1, &p) == VDNN_OK);
+        ck_assert(sim_run(s, &p, &t, &p.peak_bytes) == VDNN_OK);
+        /* the same plan on a CPU device of exactly that budget runs, and one 256 bytes
+         * smaller fails cleanly */
+        device *e;
+        net *m = attached(PLAN_NET, p.peak_bytes, 0, &e);
+        ck_assert(plan_apply(m, &p) == VDNN_OK);
+        tn_batch b = tn_batch_make(m, 16, 1);
+        step_result r;
+        ck_assert_msg(net_train_step(m, b.x, b.y, 16, 0.01, &r) == VDNN_OK, "%s", vdnn_errmsg());
+        ck_assert_uint_le(m->peak_iter_bytes, p.peak_bytes);
+        net_free(m);
+        device_destroy(e);
+        m = attached(PLAN_NET, p.peak_bytes - POOL_ALIGN, 0, &e);
+        ck_assert(plan_apply(m, &p) == VDNN_OK);
+        ck_assert(net_train_step(m, b.x, b.y, 16, 0.01, &r) == VDNN_EBUDGET);
+        tn_batch_free(&b);
+        net_free(m);
+        device_destroy(e);
+        plan_free(&p);
+    }
+    sim_destroy(s);
+    net_free(n);
+    device_destroy(d);
+}
+END_TEST
+
+/* The least peak of all + memory-optimal algorithms over every copy timing. */
+static size_t least_all_mem(const net *n, const profile *pr)
+{
+    static const int modes[][2] = {{PREFETCH_FAR, 1}, {PREFETCH_NEXT, 1}, {PREFETCH_NEXT, 0}, {PREFETCH_ON_DEMAND, 0}};
+    simulator *s;
+    ck_assert(sim_create(n, pr, &s) == VDNN_OK);
+    size_t least = 0;
+    for (int m = 0; m < 4; m++) {
+        plan p;
+        double t;
+        ck_assert(plan_policy(n, pr, POLICY_ALL, ALGO_MEM, modes[m][0], modes[m][1], &p) == VDNN_OK);
+        ck_assert(sim_run(s, &p, &t, &p.peak_bytes) == VDNN_OK);
+        if (!least || p.peak_bytes < least) least = p.peak_bytes;
+        plan_free(&p);
+    }
+    sim_destroy(s);
+    return least;
+}
+
+/* ---- the search against enumeration ---- */
+
+/* Two convolutions (the second's backward algorithms pinned) keep the plan space
+ * small enough to enumerate: 4 timings x 2^maps x 5^3 x 5. */
+#define ENUM_NET                                                                                    \
+    "[net]\nbatch = 4\nchannels = 2\nheight = 12\nwidth = 12\n" TN_TRAIN TN_DATA                   \
+    "[convolutional]\nfilters = 4\nsize = 3\npad = 1\n[relu]\n[maxpool]\nsize = 2\n"               \
+    "[convolutional]\nfilters = 4\nsize = 3\npad = 1\nalgo_bwd_data = direct\nalgo_bwd_filter = direct\n" \
+    "[relu]\n[connected]\noutput = 4\n[softmax]\n"
+
+/* A made-up profile from a seed: costs that make every kind of trade-off appear. */
+static void synthetic_profile(const net *n, uint64_t seed, profile *pr)
+{
+    memset(pr, 0, sizeof *pr);
+    pr->nlayers = n->nlayers;
+    pr->batch = n->input.n;
+    pr->layers = calloc((size_t)n->nlayers, sizeof *pr->layers);
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (int i = 0; i < n->nlayers; i++) {
+        layer_cost *c = &pr->layers[i];
+        for (int a = 0; a < PLAN_MAX_ALGOS; a++) {
+            c->fwd_s[a] = 1e-3 * (double)(1 + rng_splitmix(&x) % 20);
+            c->bwd_data_s[a] = i ? 1e-3 * (double)(1 + rng_splitmix(&x) % 20) : 0;
+            c->bwd_filter_s[a] = n->layers[i]->ops->algo_count ? 1e-3 * (double)(1 + rng_splitmix(&x) % 20) : 0;
+        }
+        c->update_s = n->layers[i]->nparams ? 1e-4 : 0;
+    }
+    pr->h2d_bytes_per_s = pr->d2h_bytes_per_s = 1e6 * (double)(2 + rng_splitmix(&x) % 50);
+    pr->duplex_bytes_per_s = pr->h2d_bytes_per_s;
+    pr->copy_latency_s = 1e-5;
+}
+
+typedef struct exhaustive {
+    simulator *s;
+    size_t *budgets;
+    int nbudgets;
+    double *best;             /* per budget: the least time among plans that fit */
+    size_t least, most;
+} exhaustive;
+
+static int visit(void *ctx, const plan *p)
+{
+    exhaustive *e = ctx;
+    double t;
+    size_t peak;
+    ck_assert(sim_run(e->s, p, &t, &peak) == VDNN_OK);
+    if (!e->least || peak < e->least) e->least = peak;
+    if (peak > e->most) e->most = peak;
+    for (int b = 0; b < e->nbudgets; b++)
+        if (peak <= e->budgets[b] && (e->best[b] < 0 || t < e->best[b])) e->best[b] = t;
+    return 0;
+}
+
+START_TEST(branch_and_bound_finds_the_optimum)
+{
+    net *n = tn_parse(ENUM_NET, NULL);
+    profile pr;
+    synthetic_profile(n, (uint64_t)_i + 1, &pr);
+    /* the range of peaks first, then the budgets spread over it */
+    exhaustive e = {0};
+    ck_assert(sim_create(n, &pr, &e.s) == VDNN_OK);
+    long count = plan_enumerate(n, &pr, visit, &e);
+    ck_assert_msg(count > 1000, "%ld plans", count);
+    enum { B = 7 };
+    size_t budgets[B];
+    double best[B];
+    for (int b = 0; b < B; b++) {
+        budgets[b] = e.least + (e.most - e.least) * (size_t)b / (B - 1);
+        best[b] = -1;
+    }
+    e.budgets = budgets;
+    e.nbudgets = B;
+    e.best = best;
+    ck_assert_int_eq(plan_enumerate(n, &pr, visit, &e), count);
+    for (int b = 0; b < B; b++) {
+        plan p;
+        search_stats ss;
+        ck_assert_msg(plan_search(n, &pr, budgets[b], SEARCH_BB, 0, &p, &ss) == VDNN_OK, "%s", vdnn_errmsg());
+        ck_assert_uint_le(p.peak_bytes, budgets[b]);
+        ck_assert_msg(fabs(p.predicted_s - best[b]) <= 1e-12, "budget %zu: search %.6f, optimum %.6f (%ld plans, %ld simulations)",
+                      budgets[b], p.predicted_s, best[b], count, ss.simulations);
+        ck_assert(ss.complete);
+        ck_assert_msg(ss.simulations < count, "the bound cut nothing: %ld simulations for %ld plans", ss.simulations,
+                      count);
+        /* vDNN's ladder never beats the optimum */
+        plan v;
+        if (plan_search(n, &pr, budgets[b], SEARCH_VDNN, 0, &v, NULL) == VDNN_OK) {
+            ck_assert(v.predicted_s >= best[b] - 1e-12);
+            ck_assert_uint_le(v.peak_bytes, budgets[b]);
+            plan_free(&v);
+        }
+        plan_free(&p);
+    }
+    /* below the least peak nothing fits, and the message says what would */
+    plan p;
+    ck_assert(plan_search(n, &pr, e.least - POOL_ALIGN, SEARCH_BB, 0, &p, NULL) == VDNN_EBUDGET);
+    tn_msg_has("no plan fits", "the least");
+    sim_destroy(e.s);
+    profile_free(&pr);
+    net_free(n);
+}
+END_TEST
+
+START_TEST(vdnn_ladder_follows_the_paper)
+{
+    net *n = tn_parse(ENUM_NET, NULL);
+    profile pr;
+    synthetic_profile(n, 7, &pr);
+    plan none, allmem, v;
+    ck_assert(plan_fit_policy(n, &pr, 0, POLICY_NONE, ALGO_PERF, &none) == VDNN_OK);
+    ck_assert(plan_fit_policy(n, &pr, 0, POLICY_ALL, ALGO_MEM, &allmem) == VDNN_OK);
+    /* unlimited: none with the fastest algorithms, the ladder's first rung after the check */
+    ck_assert(plan_search(n, &pr, 0, SEARCH_VDNN, 0, &v, NULL) == VDNN_OK);
+    ck_assert(fabs(v.predicted_s - none.predicted_s) < 1e-12);
+    ck_assert_str_eq(v.origin, "vdnn");
+    plan_free(&v);
+    /* all + memory-optimal is the last resort: at its own peak the ladder ends there or better */
+    size_t least = least_all_mem(n, &pr);
+    ck_assert(plan_search(n, &pr, least, SEARCH_VDNN, 0, &v, NULL) == VDNN_OK);
+    ck_assert_uint_le(v.peak_bytes, least);
+    plan_free(&v);
+    /* and below it vDNN gives up, even where a cleverer plan might fit */
+    ck_assert(plan_search(n, &pr, least - POOL_ALIGN, SEARCH_VDNN, 0, &v, NULL) == VDNN_EBUDGET);
+    plan_free(&none);
+    plan_free(&allmem);
+    profile_free(&pr);
+    net_free(n);
+}
+END_TEST
+
+/* ---- the planner's choice, measured ---- */
+
+START_TEST(dyn_is_never_slower_than_a_fixed_policy)
+{
+    if (UNDER_TSAN) {
+        printf("SKIPPED: comparing measured step times; ThreadSanitizer slows threads unevenly\n");
+        return;
+    }
+    device *d;
+    net *probe = attached(PLAN_NET, (size_t)64 << 20, LINK_GBPS, &d);
+    profile pr;
+    get_profile(probe, LINK_GBPS, &pr);
+    plan none;
+    ck_assert(plan_fit_policy(probe, &pr, 0, POLICY_NONE, ALGO_PERF, &none) == VDNN_OK);
+    size_t budget = pool_round((none.peak_bytes + least_all_mem(probe, &pr)) / 2);   /* none does not fit */
+    net_free(probe);
+    device_destroy(d);
+    net *n = attached(PLAN_NET, budget, LINK_GBPS, &d);
+    plan chosen, alt;
+    search_stats ss;
+    ck_assert_msg(plan_choose(n, &pr, budget, SEARCH_BB, 0, 5, &chosen, &alt, &ss) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_uint_le(chosen.peak_bytes, budget);
+    double fastest = 1e30;
+    for (int pol = 0; pol < POLICY_COUNT; pol++) {
+        plan p;
+        if (plan_fit_policy(n, &pr, budget, (mem_policy)pol, ALGO_PERF, &p) != VDNN_OK) continue;
+        ck_assert(plan_measure(n, &p, 5) == VDNN_OK);
+        if (p.measured_s < fastest) fastest = p.measured_s;
+        plan_free(&p);
+    }
+    ck_assert_msg(fastest < 1e30, "some fixed policy fits 3/4 of none's peak");
+    printf("dyn: measured %.2f ms (predicted %.2f), fastest fixed policy %.2f ms\n", 1e3 * chosen.measured_s,
+           1e3 * chosen.predicted_s, 1e3 * fastest);
+    ck_assert_msg(chosen.measured_s <= fastest * (1 + NOISE), "dyn %g s, fixed %g s", chosen.measured_s, fastest);
+    /* it trains in the budget, and the pool never passes it */
+    ck_assert(plan_apply(n, &chosen) == VDNN_OK);
+    tn_batch b = tn_batch_make(n, 16, 2);
+    step_result r;
+    ck_assert(net_train_step(n, b.x, b.y, 16, 0.01, &r) == VDNN_OK);
+    ck_assert_uint_le(n->peak_iter_bytes, budget);
+    tn_batch_free(&b);
+    plan_free(&chosen);
+    if (alt.nlayers) plan_free(&alt);
+    plan_free(&none);
+    profile_free(&pr);
+    net_free(n);
+    device_destroy(d);
+}
+END_TEST
+
+START_TEST(measuring_a_plan_leaves_the_net_as_it_was)
+{
+    device *d;
+    net *n = attached(PLAN_NET, (size_t)64 << 20, 0, &d);
+    param *w = tn_param(n, "conv1.weights");
+    size_t count = shape_count(w->shape);
+    float *before = tn_download(n, w->value, count);
+    plan mine, other;
+    ck_assert(plan_from_net(n, &mine) == VDNN_OK);
+    ck_assert(plan_policy(n, NULL, POLICY_ALL, ALGO_MEM, PREFETCH_NEXT, 0, &other) == VDNN_OK);
+    uint64_t step = n->step;
+    ck_assert(plan_measure(n, &other, 2) == VDNN_OK);
+    ck_assert(other.measured_s > 0);
+    float *after = tn_download(n, w->value, count);
+    ck_assert(memcmp(before, after, count * sizeof *before) == 0);
+    ck_assert(n->step == step);
+    plan now;
+    ck_assert(plan_from_net(n, &now) == VDNN_OK);
+    ck_assert(memcmp(now.offload, mine.offload, (size_t)n->nlayers + 1) == 0);
+    ck_assert(memcmp(now.algo, mine.algo, (size_t)n->nlayers * sizeof *now.algo) == 0);
+    ck_assert_int_eq(now.prefetch_ahead, mine.prefetch_ahead);
+    free(before);
+    free(after);
+    plan_free(&mine);
+    plan_free(&other);
+    plan_free(&now);
+    net_free(n);
+    device_destroy(d);
+}
+END_TEST
+
+static Suite *planner_suite(void)
+{
+    Suite *s = suite_create("planner");
+    TCase *t = tcase_create("profile");
+    tcase_add_checked_fixture(t, cache_setup, cache_teardown);
+    tcase_set_timeout(t, 120);
+    tcase_add_test(t, profile_measures_every_pass_and_the_link);
+    tcase_add_test(t, profile_cache_round_trip);
+    suite_add_tcase(s, t);
+    t = tcase_create("simulator");
+    tcase_add_checked_fixture(t, cache_setup, cache_teardown);
+    tcase_set_timeout(t, 300);
+    tcase_add_test(t, simulator_predicts_measured_time);
+    tcase_add_test(t, simulated_peak_is_the_real_peak);
+    tcase_add_test(t, measuring_a_plan_leaves_the_net_as_it_was);
+    suite_add_tcase(s, t);
+    t = tcase_create("search");
+    tcase_set_timeout(t, 300);
+    tcase_add_loop_test(t, branch_and_bound_finds_the_optimum, 0, 3);
+    tcase_add_test(t, vdnn_ladder_follows_the_paper);
+    suite_add_tcase(s, t);
+    t = tcase_create("choice");
+    tcase_add_checked_fixture(t, cache_setup, cache_teardown);
+    tcase_set_timeout(t, 300);
+    tcase_add_test(t, dyn_is_never_slower_than_a_fixed_policy);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *r = srunner_create(planner_suite());
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,456 @@
+/* Check suite for `vdnn sweep` (tools/sweep.c), run as a user runs it: the program is
+ * $VDNN_BIN (else build/vdnn), started from the repository root with its output
+ * captured, on small nets written into a temporary folder (the profile cache too).
+ *
+ * What is checked: a simulated sweep writes the CSV header and one row per budget x
+ * policy; offloading fits a budget that keeping everything does not; no fitting row's
+ * peak exceeds its budget; dyn is never predicted slower than a fixed policy that fits;
+ * auto:K spans the least budget to what none needs. A real sweep measures every fitting
+ * row inside its budget. Bad lists and a missing --budgets fail with one message that
+ * names the problem. The plot is a real PNG when gnuplot is installed; without it the
+ * sweep still succeeds; a failing gnuplot is reported with its exit status and the CSV
+ * stays. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "tests/testnet.h"
+
+/* Six convolutions on 4x16x16 at batch 8: the feature maps outweigh the parameters and
+ * the largest workspace, so offloading them saves memory (as in the paper's nets), and
+ * profiling takes a fraction of a second. */
+#define SW_HEAD                                                                              \
+    "[net]\nbatch = 8\nchannels = 4\nheight = 16\nwidth = 16\n"                              \
+    "[train]\nepochs = 1\nlearning_rate = 0.05\nmomentum = 0.9\nseed = 3\n"                  \
+    "[data]\nset = synthetic\ntrain_size = 64\ntest_size = 32\nclasses = 4\n"
+#define SW_CONV "[convolutional]\nfilters = 8\nsize = 3\npad = 1\n[relu]\n"
+#define SW_NET SW_HEAD SW_CONV SW_CONV SW_CONV SW_CONV SW_CONV SW_CONV \
+    "[maxpool]\nsize = 2\n[connected]\noutput = 4\n[softmax]\n"
+
+#define SW_HEADER "budget_bytes,policy,fits,predicted_ms,measured_ms,peak_bytes,measured_peak_bytes,plan_s"
+#define SW_MAX_ROWS 64
+
+static char tmp_dir[256];
+
+static void tmp_setup(void)
+{
+    tn_tmpdir(tmp_dir, sizeof tmp_dir, "test_sweep");
+}
+
+static void tmp_teardown(void)
+{
+    tn_rmtree(tmp_dir);
+}
+
+static const char *tmp_path(char *buf, size_t len, const char *name)
+{
+    return tn_join(buf, len, tmp_dir, name);
+}
+
+static const char *vdnn_bin(void)
+{
+    const char *b = getenv("VDNN_BIN");
+    return b && *b ? b : "build/vdnn";
+}
+
+typedef struct cli_run {
+    int status;        /* exit status, or 128 + signal */
+    char *out, *err;   /* everything it wrote, NUL-terminated */
+} cli_run;
+
+static void run_free(cli_run *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+/* Runs `ENV vdnn ARGS` through the shell (ENV: shell assignments such as PATH=..., or
+ * ""; ARGS is shell text). */
+static cli_run run_env(const char *env, const char *args)
+{
+    char outf[512], errf[512], cmd[4096];
+    tmp_path(outf, sizeof outf, "stdout.txt");
+    tmp_path(errf, sizeof errf, "stderr.txt");
+    snprintf(cmd, sizeof cmd, "%s %s %s >%s 2>%s", env, vdnn_bin(), args, outf, errf);
+    int w = system(cmd);
+    cli_run r = {0, tn_read(outf, NULL), tn_read(errf, NULL)};
+    if (!r.out) r.out = strdup("");
+    if (!r.err) r.err = strdup("");
+    r.status = WIFEXITED(w) ? WEXITSTATUS(w) : 255;
+    /* the shell reports a signal as 128 + signal: a crash is never an ordinary exit */
+    ck_assert_msg(r.status < 128, "`vdnn %s` died (status %d); stderr:\n%s", args, r.status, r.err);
+    return r;
+}
+
+static cli_run run_cli(const char *args)
+{
+    return run_env("", args);
+}
+
+static void assert_ok(const cli_run *r, const char *args)
+{
+    ck_assert_msg(r->status == 0, "`vdnn %s` exited %d; stderr:\n%s", args, r->status, r->err);
+}
+
+/* Fails with exit status 1 and one "vdnn: " line naming `a` (and `b`, if non-NULL). */
+static void fails_with(const char *args, const char *a, const char *b)
+{
+    cli_run r = run_cli(args);
+    ck_assert_msg(r.status == 1, "`vdnn %s` exited %d; stdout:\n%s", args, r.status, r.out);
+    ck_assert_msg(!strncmp(r.err, "vdnn: ", 6), "`vdnn %s`: stderr does not start with 'vdnn: ':\n%s", args, r.err);
+    ck_assert_msg(strchr(r.err, '\n') == r.err + strlen(r.err) - 1, "`vdnn %s`: more than one line:\n%s", args,
+                  r.err);
+    ck_assert_msg(strstr(r.err, a) != NULL, "`vdnn %s`: stderr lacks '%s':\n%s", args, a, r.err);
+    if (b) ck_assert_msg(strstr(r.err, b) != NULL, "`vdnn %s`: stderr lacks '%s':\n%s", args, b, r.err);
+    ck_assert_msg(r.out[0] == 0, "`vdnn %s` failed but wrote to stdout:\n%s", args, r.out);
+    run_free(&r);
+}
+
+/* The net's config in the temporary folder; its path goes to buf. */
+static const char *write_net(char *buf, size_t len)
+{
+    tmp_path(buf, len, "net.cfg");
+    tn_write_text(buf, SW_NET);
+    return buf;
+}
+
+/* ---- the CSV ---- */
+
+typedef struct sw_row {
+    size_t budget;
+    char policy[16];
+    int fits;
+    double predicted_ms, measured_ms;        /* < 0: empty */
+    long long peak, measured_peak;           /* < 0: empty */
+    double plan_s;
+} sw_row;
+
+typedef struct sw_csv {
+    int nrows;
+    sw_row rows[SW_MAX_ROWS];
+} sw_csv;
+
+/* Field k (0-based) of a CSV line into buf ("" when empty). */
+static void field(const char *line, int k, char *buf, size_t len)
+{
+    for (int i = 0; i < k && line; i++) {
+        line = strchr(line, ',');
+        if (line) line++;
+    }
+    ck_assert_msg(line != NULL, "a CSV row lacks field %d", k);
+    size_t n = strcspn(line, ",\n");
+    ck_assert_msg(n < len, "CSV field %d is too long", k);
+    memcpy(buf, line, n);
+    buf[n] = 0;
+}
+
+static double num(const char *line, int k)
+{
+    char buf[64], *end;
+    field(line, k, buf, sizeof buf);
+    if (!buf[0]) return -1;
+    double v = strtod(buf, &end);
+    ck_assert_msg(*end == 0, "CSV field %d '%s' is not a number", k, buf);
+    return v;
+}
+
+static void parse_row(const char *line, sw_row *r)
+{
+    int commas = 0;
+    for (const char *c = line; *c && *c != '\n'; c++) commas += *c == ',';
+    ck_assert_msg(commas == 7, "a CSV row has %d fields, not 8: %.200s", commas + 1, line);
+    r->budget = (size_t)num(line, 0);
+    field(line, 1, r->policy, sizeof r->policy);
+    r->fits = (int)num(line, 2);
+    r->predicted_ms = num(line, 3);
+    r->measured_ms = num(line, 4);
+    r->peak = (long long)num(line, 5);
+    r->measured_peak = (long long)num(line, 6);
+    r->plan_s = num(line, 7);
+    ck_assert_msg(r->fits == 0 || r->fits == 1, "fits is %d", r->fits);
+    ck_assert_msg(r->plan_s >= 0, "plan_s is empty or negative: %.200s", line);
+}
+
+/* DIR/sweep.csv: the header, then its rows. */
+static void read_csv(const char *dir, sw_csv *c)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/sweep.csv", dir);
+    char *text = tn_read(path, NULL);
+    ck_assert_msg(text != NULL, "%s was not written", path);
+    ck_assert_msg(!strncmp(text, SW_HEADER "\n", strlen(SW_HEADER) + 1), "the CSV header is wrong:\n%s", text);
+    c->nrows = 0;
+    for (const char *line = strchr(text, '\n') + 1; *line; line = strchr(line, '\n') + 1) {
+        ck_assert_int_lt(c->nrows, SW_MAX_ROWS);
+        ck_assert_msg(strchr(line, '\n') != NULL, "the CSV's last line is not terminated");
+        parse_row(line, &c->rows[c->nrows++]);
+    }
+    free(text);
+}
+
+static const sw_row *find(const sw_csv *c, size_t budget, const char *policy)
+{
+    for (int k = 0; k < c->nrows; k++)
+        if (c->rows[k].budget == budget && !strcmp(c->rows[k].policy, policy)) return &c->rows[k];
+    ck_abort_msg("no row for budget %zu, policy %s", budget, policy);
+    return NULL;
+}
+
+/* Every fitting row has its numbers and its peaks within the budget; every other row
+ * has none. */
+static void check_rows(const sw_csv *c, int measured)
+{
+    for (int k = 0; k < c->nrows; k++) {
+        const sw_row *r = &c->rows[k];
+        if (!r->fits) {
+            ck_assert_msg(r->predicted_ms < 0 && r->measured_ms < 0 && r->peak < 0 && r->measured_peak < 0,
+                          "row %d (%s) does not fit but has numbers", k, r->policy);
+            continue;
+        }
+        ck_assert_msg(r->predicted_ms > 0, "row %d (%s): predicted_ms %g", k, r->policy, r->predicted_ms);
+        ck_assert_msg(r->peak > 0 && (size_t)r->peak <= r->budget, "row %d (%s): peak %lld over budget %zu", k,
+                      r->policy, r->peak, r->budget);
+        if (!measured) {
+            ck_assert_msg(r->measured_ms < 0 && r->measured_peak < 0, "row %d: --simulate measured", k);
+            continue;
+        }
+        ck_assert_msg(r->measured_ms > 0, "row %d (%s): measured_ms %g", k, r->policy, r->measured_ms);
+        ck_assert_msg(r->measured_peak > 0 && (size_t)r->measured_peak <= r->budget,
+                      "row %d (%s): measured peak %lld over budget %zu", k, r->policy, r->measured_peak, r->budget);
+        /* the real pool may release copied maps sooner than the simulator assumes, but
+         * never half of the peak: that would be a peak taken without the iterations */
+        ck_assert_msg(r->measured_peak >= r->peak / 2, "row %d (%s): measured peak %lld, predicted %lld", k,
+                      r->policy, r->measured_peak, r->peak);
+    }
+}
+
+/* Runs a sweep of the net into DIR (a name in the temporary folder) and reads its CSV. */
+static void sweep_ok(const char *cfg, const char *flags, const char *dir_name, sw_csv *c, char *dir, size_t len)
+{
+    char args[2048], cache[512];
+    tmp_path(dir, len, dir_name);
+    tmp_path(cache, sizeof cache, "cache");
+    snprintf(args, sizeof args, "sweep %s %s --profile-cache %s --out %s", cfg, flags, cache, dir);
+    cli_run r = run_cli(args);
+    assert_ok(&r, args);
+    read_csv(dir, c);
+    run_free(&r);
+}
+
+/* ---- simulated sweeps ---- */
+
+/* auto:2 spans the least budget of any fixed policy to what none needs; the least
+ * fits something, and the largest is exactly none's peak. */
+static void auto_range(const char *cfg, size_t *lo, size_t *hi, sw_csv *c)
+{
+    char dir[512];
+    sweep_ok(cfg, "--budgets auto:2 --policies none,all,none-mem,conv-mem,all-mem --simulate", "auto", c, dir,
+             sizeof dir);
+    ck_assert_int_eq(c->nrows, 10);
+    *lo = c->rows[0].budget;
+    *hi = c->rows[5].budget;
+    ck_assert_msg(*lo < *hi, "auto:2 gave budgets %zu and %zu", *lo, *hi);
+    const sw_row *none = find(c, *hi, "none");
+    ck_assert_msg(none->fits && (size_t)none->peak == *hi, "none's peak %lld is not the top budget %zu", none->peak,
+                  *hi);
+    int some = 0;
+    for (int k = 0; k < 5; k++) some |= c->rows[k].fits;
+    ck_assert_msg(some, "no policy fits the least budget %zu", *lo);
+    check_rows(c, 0);
+}
+
+START_TEST(test_simulate)
+{
+    char cfg[512], dir[512], flags[512];
+    size_t lo, hi;
+    sw_csv c;
+    write_net(cfg, sizeof cfg);
+    auto_range(cfg, &lo, &hi, &c);
+    /* all's own peak at the top budget: the least in which offloading runs at full speed */
+    const sw_row *all = find(&c, hi, "all");
+    ck_assert_msg(all->fits && (size_t)all->peak < hi, "offloading saves nothing on this net: all %lld, none %zu",
+                  all->peak, hi);
+    size_t b1 = (size_t)all->peak, b2 = (b1 + hi) / 2, b3 = hi;
+    snprintf(flags, sizeof flags, "--budgets %zu,%zu,%zu --policies none,all,dyn --simulate", b1, b2, b3);
+    sweep_ok(cfg, flags, "sim", &c, dir, sizeof dir);
+    ck_assert_int_eq(c.nrows, 9);
+    static const char *const order[] = {"none", "all", "dyn"};
+    for (int k = 0; k < 9; k++) {
+        ck_assert_str_eq(c.rows[k].policy, order[k % 3]);
+        ck_assert_uint_eq(c.rows[k].budget, k < 3 ? b1 : k < 6 ? b2 : b3);
+    }
+    check_rows(&c, 0);
+    ck_assert_msg(!find(&c, b1, "none")->fits, "none fits %zu, below its own peak %zu", b1, hi);
+    ck_assert_msg(find(&c, b1, "all")->fits, "all does not fit its own peak %zu", b1);
+    ck_assert_msg(find(&c, b3, "none")->fits, "none does not fit its own peak %zu", b3);
+    size_t budgets[] = {b1, b2, b3};
+    for (int b = 0; b < 3; b++) {
+        const sw_row *dyn = find(&c, budgets[b], "dyn");
+        ck_assert_msg(dyn->fits, "dyn does not fit %zu", budgets[b]);
+        for (int p = 0; p < 2; p++) {
+            const sw_row *fixed = find(&c, budgets[b], order[p]);
+            ck_assert_msg(!fixed->fits || dyn->predicted_ms <= fixed->predicted_ms,
+                          "at %zu dyn is predicted slower (%g ms) than %s (%g ms)", budgets[b], dyn->predicted_ms,
+                          order[p], fixed->predicted_ms);
+        }
+    }
+}
+END_TEST
+
+/* ---- a real sweep ---- */
+
+START_TEST(test_real)
+{
+    char cfg[512], dir[512];
+    sw_csv c;
+    write_net(cfg, sizeof cfg);
+    sweep_ok(cfg, "--budgets auto:2 --policies dyn,all --iters 1", "real", &c, dir, sizeof dir);
+    ck_assert_int_eq(c.nrows, 4);
+    check_rows(&c, 1);
+    /* at the top budget both run; the least fits dyn (it includes every fixed policy) */
+    ck_assert(c.rows[0].fits);
+    ck_assert(c.rows[2].fits && c.rows[3].fits);
+}
+END_TEST
+
+/* ---- bad input ---- */
+
+START_TEST(test_bad_input)
+{
+    char cfg[512], args[1024], out[512], file[512];
+    write_net(cfg, sizeof cfg);
+    snprintf(args, sizeof args, "sweep %s --budgets 1M,abc,2M --policies all --simulate", cfg);
+    fails_with(args, "--budgets", "'abc'");
+    snprintf(args, sizeof args, "sweep %s --budgets 1M,,2M --policies all --simulate", cfg);
+    fails_with(args, "--budgets", "empty");
+    snprintf(args, sizeof args, "sweep %s --budgets auto:1 --policies all --simulate", cfg);
+    fails_with(args, "--budgets", "auto:1");
+    snprintf(args, sizeof args, "sweep %s --budgets 1M --policies none,fast --simulate", cfg);
+    fails_with(args, "'fast'", "none, conv, all, none-mem, conv-mem, all-mem, dyn, vdnn");
+    snprintf(args, sizeof args, "sweep %s --budgets 1M --policies all,all --simulate", cfg);
+    fails_with(args, "'all'", "twice");
+    snprintf(args, sizeof args, "sweep %s --policies all --simulate", cfg);
+    fails_with(args, "--budgets", NULL);
+    snprintf(args, sizeof args, "sweep %s --budgets 1M --simulate", cfg);
+    fails_with(args, "--policies", NULL);
+    snprintf(args, sizeof args, "sweep %s --budgets 1M --policies all --simulate --iters 3", cfg);
+    fails_with(args, "--iters", "--simulate");
+    /* --out under a plain file cannot be created */
+    tmp_path(file, sizeof file, "plain");
+    tn_write_text(file, "x");
+    snprintf(out, sizeof out, "%s/sub", file);
+    snprintf(args, sizeof args, "sweep %s --budgets 1M --policies all --simulate --out %s", cfg, out);
+    fails_with(args, "--out", out);
+}
+END_TEST
+
+/* ---- the plot ---- */
+
+static int have_gnuplot(void)
+{
+    return system("command -v gnuplot >/dev/null 2>&1") == 0;
+}
+
+START_TEST(test_plot)
+{
+    if (!have_gnuplot()) {
+        printf("SKIPPED: test_plot: gnuplot is not on PATH (apt-get install gnuplot-nox)\n");
+        fflush(stdout);
+        return;
+    }
+    char cfg[512], dir[512], png[600], gp[600];
+    sw_csv c;
+    write_net(cfg, sizeof cfg);
+    sweep_ok(cfg, "--budgets auto:3 --policies none,conv,all,dyn,vdnn --simulate", "plot", &c, dir, sizeof dir);
+    snprintf(png, sizeof png, "%s/sweep.png", dir);
+    snprintf(gp, sizeof gp, "%s/sweep.gp", dir);
+    size_t len = 0;
+    unsigned char *data = (unsigned char *)tn_read(png, &len);
+    ck_assert_msg(data != NULL, "%s was not written", png);
+    static const unsigned char magic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    ck_assert_msg(len > 8 && !memcmp(data, magic, 8), "%s is not a PNG", png);
+    ck_assert_msg(len > 10000, "%s is only %zu bytes", png, len);
+    free(data);
+    ck_assert_msg(tn_exists(gp), "the script %s was not kept", gp);
+}
+END_TEST
+
+/* Without gnuplot the sweep succeeds, says how to get it, and keeps the script. */
+START_TEST(test_plot_without_gnuplot)
+{
+    char cfg[512], dir[512], args[1024], env[600], empty[512], cache[512];
+    write_net(cfg, sizeof cfg);
+    tmp_path(empty, sizeof empty, "empty-bin");
+    ck_assert_int_eq(mkdir(empty, 0755), 0);
+    tmp_path(dir, sizeof dir, "nognuplot");
+    tmp_path(cache, sizeof cache, "cache");
+    snprintf(env, sizeof env, "PATH=%s", empty);
+    snprintf(args, sizeof args, "sweep %s --budgets auto:2 --policies all,dyn --simulate --profile-cache %s --out %s",
+             cfg, cache, dir);
+    cli_run r = run_env(env, args);
+    assert_ok(&r, args);
+    ck_assert_msg(strstr(r.out, "plot skipped") && strstr(r.out, "apt-get install gnuplot-nox"), "stdout:\n%s",
+                  r.out);
+    sw_csv c;
+    read_csv(dir, &c);
+    ck_assert_int_eq(c.nrows, 4);
+    char png[600];
+    snprintf(png, sizeof png, "%s/sweep.png", dir);
+    ck_assert(!tn_exists(png));
+    run_free(&r);
+}
+END_TEST
+
+/* A gnuplot that fails: exit 1 with its status named; the CSV stays. */
+START_TEST(test_plot_gnuplot_fails)
+{
+    char cfg[512], dir[512], args[1024], env[700], bin[512], fake[600], cache[512];
+    write_net(cfg, sizeof cfg);
+    tmp_path(bin, sizeof bin, "fake-bin");
+    ck_assert_int_eq(mkdir(bin, 0755), 0);
+    snprintf(fake, sizeof fake, "%s/gnuplot", bin);
+    tn_write_text(fake, "#!/bin/sh\necho 'fake gnuplot: broken' >&2\nexit 3\n");
+    ck_assert_int_eq(chmod(fake, 0755), 0);
+    tmp_path(dir, sizeof dir, "badplot");
+    tmp_path(cache, sizeof cache, "cache");
+    snprintf(env, sizeof env, "PATH=%s:\"$PATH\"", bin);
+    snprintf(args, sizeof args, "sweep %s --budgets auto:2 --policies all,dyn --simulate --profile-cache %s --out %s",
+             cfg, cache, dir);
+    cli_run r = run_env(env, args);
+    ck_assert_msg(r.status == 1, "exited %d; stderr:\n%s", r.status, r.err);
+    ck_assert_msg(strstr(r.err, "vdnn: ") && strstr(r.err, "gnuplot") && strstr(r.err, "exit status 3"),
+                  "stderr:\n%s", r.err);
+    sw_csv c;
+    read_csv(dir, &c);
+    ck_assert_int_eq(c.nrows, 4);
+    run_free(&r);
+}
+END_TEST
+
+static Suite *sweep_suite(void)
+{
+    Suite *s = suite_create("sweep");
+    TCase *t = tcase_create("sweep");
+    tcase_add_checked_fixture(t, tmp_setup, tmp_teardown);
+    tcase_set_timeout(t, 60);
+    tcase_add_test(t, test_simulate);
+    tcase_add_test(t, test_real);
+    tcase_add_test(t, test_bad_input);
+    tcase_add_test(t, test_plot);
+    tcase_add_test(t, test_plot_without_gnuplot);
+    tcase_add_test(t, test_plot_gnuplot_fails);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(sweep_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

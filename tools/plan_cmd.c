@@ -1,0 +1,124 @@
+/* The planner on the command line: `--policy dyn` and `--plan FILE` for train, and
+ * `vdnn profile`, which prints the plan the planner picks for a budget and its
+ * prediction (docs/planner.md). */
+#include <stdio.h>
+#include <string.h>
+
+#include "nets/planner.h"
+#include "tools/commands.h"
+
+vdnn_status cli_search_kind(const char *name, search_kind *k)
+{
+    if (!name || !strcmp(name, "bb")) *k = SEARCH_BB;
+    else if (!strcmp(name, "vdnn")) *k = SEARCH_VDNN;
+    else return vdnn_fail(VDNN_EINVAL, "--search: '%s' is not one of bb, vdnn", name);
+    return VDNN_OK;
+}
+
+static void summary(FILE *out, const plan *p, const char *what)
+{
+    char b[32];
+    fprintf(out, "  %-22s predicted %8.2f ms", what, 1e3 * p->predicted_s);
+    if (p->measured_s >= 0) fprintf(out, ", measured %8.2f ms (%+.1f%%)", 1e3 * p->measured_s,
+                                   100 * (p->measured_s / p->predicted_s - 1));
+    fprintf(out, ", peak %s\n", vdnn_fmt_bytes(p->peak_bytes, b, sizeof b));
+}
+
+vdnn_status cli_dyn_plan(net *n, const planner_flags *f, FILE *out, plan *chosen)
+{
+    search_kind k = SEARCH_BB;
+    vdnn_status st = cli_search_kind(f->search, &k);
+    if (st != VDNN_OK) return st;
+    profile pr;
+    int cached = 0;
+    double t0 = vdnn_now_s();
+    size_t budget = f->budget;
+    st = profile_get(n, n->dev, f->link_gbps, (int)f->threads, f->cache, &pr, &cached);
+    if (st != VDNN_OK) return vdnn_wrap(st, "profiling the net");
+    double t1 = vdnn_now_s();
+    plan best = {0}, alt = {0};
+    search_stats ss = {0};
+    st = plan_choose(n, &pr, budget, k, f->node_limit, (int)f->verify, &best, &alt, &ss);
+    double t2 = vdnn_now_s();
+    if (st == VDNN_OK && out) {
+        fprintf(out, "vdnn: planner (%s search): profile %s (%.2f s), search %.3f s over %ld simulations%s, "
+                "verification %.2f s\n", k == SEARCH_BB ? "branch-and-bound" : "vDNN", cached ? "cached" : "measured",
+                t1 - t0, ss.seconds, ss.simulations, k == SEARCH_BB && !ss.complete ? " (node limit reached)" : "",
+                t2 - t1 - ss.seconds);
+        summary(out, &best, "chosen plan:");
+        if (alt.nlayers) summary(out, &alt, "other candidate:");
+    }
+    if (alt.nlayers) plan_free(&alt);
+    if (st == VDNN_OK) st = plan_apply(n, &best);
+    if (st == VDNN_OK && f->json) plan_print_json(stdout, &best, n, &pr);
+    else if (st == VDNN_OK && out) plan_print(out, &best, n, &pr);
+    if (st == VDNN_OK && chosen) *chosen = best;
+    else plan_free(&best);
+    profile_free(&pr);
+    return st;
+}
+
+vdnn_status cli_load_plan(net *n, const char *path, size_t budget)
+{
+    plan p = {0};
+    vdnn_status st = plan_load(n, path, &p);
+    if (st != VDNN_OK) return st;
+    simulator *s = NULL;
+    double t;
+    st = sim_create(n, NULL, &s);
+    if (st == VDNN_OK) st = sim_run(s, &p, &t, &p.peak_bytes);
+    sim_destroy(s);
+    char b[32], need[32];
+    if (st == VDNN_OK && budget && p.peak_bytes > budget)
+        st = vdnn_fail(VDNN_EBUDGET, "--plan %s needs %s of device memory, more than the budget of %s", path,
+                       vdnn_fmt_bytes(p.peak_bytes, need, sizeof need), vdnn_fmt_bytes(budget, b, sizeof b));
+    if (st == VDNN_OK) st = plan_apply(n, &p);
+    plan_free(&p);
+    return st;
+}
+
+int cmd_profile(int argc, char **argv)
+{
+    const char *cfg = NULL, *dev_name = "auto", *save = NULL;
+    long long batch = -1;
+    int json = 0;
+    planner_flags f = {.verify = 0, .node_limit = PLAN_NODE_LIMIT};
+    arg_spec specs[] = {
+        {"--budget", ARG_BYTES, &f.budget, 0, 0, "", 0}, {"--json", ARG_FLAG, &json, 0, 0, "", 0},
+        {"--search", ARG_STRING, &f.search, 0, 0, "", 0}, {"--save-plan", ARG_STRING, &save, 0, 0, "", 0},
+        {"--verify", ARG_INT, &f.verify, 0, 1000, "", 0}, {"--link-gbps", ARG_FLOAT, &f.link_gbps, 0.001, 1e4, "", 0},
+        {"--threads", ARG_INT, &f.threads, 1, 1024, "", 0}, {"--device", ARG_STRING, &dev_name, 0, 0, "", 0},
+        {"--batch", ARG_INT, &batch, 1, 65536, "", 0}, {"--profile-cache", ARG_STRING, &f.cache, 0, 0, "", 0},
+        {"--node-limit", ARG_INT, &f.node_limit, 0, 1e12, "", 0}, {NULL, 0, NULL, 0, 0, NULL, 0},
+    };
+    if (args_parse(argc, argv, 2, specs, &cfg, 1,
+                   "vdnn profile CFG --budget SIZE [--json] [--search bb|vdnn] [--save-plan FILE] [--verify N]") != VDNN_OK)
+        return cli_error();
+    if (!f.budget) {
+        vdnn_fail(VDNN_EINVAL, "profile needs --budget SIZE (the device memory the plan must fit in)");
+        return cli_error();
+    }
+    net_overrides ov = net_no_overrides();
+    ov.batch = (int)batch;
+    net *n = NULL;
+    device *d = NULL;
+    plan p = {0};
+    vdnn_status st = net_load(cfg, &ov, &n);
+    /* verifying runs real iterations in the budget; predicting only needs the profile,
+     * measured on a device of the net's own size */
+    if (st == VDNN_OK) st = cli_device(dev_name, f.verify ? f.budget : 0, f.threads, f.link_gbps, n, &d);
+    if (st == VDNN_OK) {
+        st = net_attach(n, d);
+        if (st == VDNN_EBUDGET) st = vdnn_wrap(st, "the parameters alone do not fit --budget");
+    }
+    f.json = json;
+    if (st == VDNN_OK) st = cli_dyn_plan(n, &f, json ? NULL : stdout, &p);
+    if (st == VDNN_OK && save) {
+        st = plan_save(&p, n, save);
+        if (st == VDNN_OK && !json) printf("plan saved to %s (train with --plan %s)\n", save, save);
+    }
+    if (p.nlayers) plan_free(&p);
+    net_free(n);
+    device_destroy(d);
+    return st == VDNN_OK ? 0 : cli_error();
+}

@@ -1,0 +1,610 @@
+/* `vdnn sweep`: the memory/speed trade-off of a net, drawn by planning (and, unless
+ * --simulate, running) every policy asked for at every budget asked for. The profile is
+ * measured once; each budget x policy row is planned from it, and in real mode run on a
+ * fresh device of exactly that budget. Rows go to DIR/sweep.csv as they finish, so an
+ * interrupted sweep keeps what it did; DIR/sweep.gp and DIR/sweep.png follow when
+ * gnuplot is installed (docs/sweep.md). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "nets/planner.h"
+#include "tools/commands.h"
+
+/* A policy as sweep names it: a fixed policy with one algorithm mode, or a search. Its
+ * colour and point type stay the same from plot to plot, so sweeps compare at a glance
+ * (colour-blind-safe colours, Okabe and Ito). */
+typedef struct sweep_policy {
+    const char *name;
+    int search;               /* plan_search(kind) instead of plan_fit_policy(pol, algo) */
+    search_kind kind;
+    mem_policy pol;
+    algo_mode algo;
+    const char *color;
+    int point;                /* gnuplot point type */
+} sweep_policy;
+
+static const sweep_policy sweep_policies[] = {
+    {"none", 0, SEARCH_BB, POLICY_NONE, ALGO_PERF, "#000000", 7},
+    {"conv", 0, SEARCH_BB, POLICY_CONV, ALGO_PERF, "#009e73", 5},
+    {"all", 0, SEARCH_BB, POLICY_ALL, ALGO_PERF, "#0072b2", 9},
+    {"none-mem", 0, SEARCH_BB, POLICY_NONE, ALGO_MEM, "#999999", 6},
+    {"conv-mem", 0, SEARCH_BB, POLICY_CONV, ALGO_MEM, "#56b4e9", 4},
+    {"all-mem", 0, SEARCH_BB, POLICY_ALL, ALGO_MEM, "#cc79a7", 8},
+    {"dyn", 1, SEARCH_BB, POLICY_NONE, ALGO_PERF, "#d55e00", 13},
+    {"vdnn", 1, SEARCH_VDNN, POLICY_NONE, ALGO_PERF, "#e69f00", 11},
+};
+#define SWEEP_NPOLICIES ((int)(sizeof sweep_policies / sizeof *sweep_policies))
+#define SWEEP_VALID "none, conv, all, none-mem, conv-mem, all-mem, dyn, vdnn"
+#define SWEEP_MAX_ITEMS 1000
+
+typedef struct sweep_opts {
+    const char *cfg, *budgets, *policies, *out, *device, *cache;
+    long long iters;          /* real iterations per row; 0: not given (5) */
+    long long threads, batch, node_limit;
+    double link_gbps;
+    int simulate;
+} sweep_opts;
+
+typedef struct sweep_row {
+    size_t budget;
+    const sweep_policy *pol;
+    int fits;
+    double predicted_s, measured_s, plan_s;   /* measured_s < 0: not run */
+    size_t peak_bytes, measured_peak_bytes;
+    char note[200];                           /* why a row does not fit, when known */
+} sweep_row;
+
+typedef struct sweep {
+    sweep_opts o;
+    size_t *budgets;          /* (nbudgets); owned */
+    int nbudgets;
+    int auto_count;           /* auto:K: K, the budgets come from the profile; 0: a list */
+    const sweep_policy *pols[SWEEP_NPOLICIES];
+    int npols;
+    int fit_any[SWEEP_NPOLICIES];   /* per pols[k]: some row fits (the plot draws it) */
+    net *n;                   /* owned */
+    profile pr;
+    int have_profile;
+    char dir[1024];
+    FILE *csv;
+} sweep;
+
+/* "512 MiB", "1.5 GiB", "96.25 KiB": short enough for a progress line. */
+static const char *fmt_size(size_t bytes, char *buf, size_t len)
+{
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(buf, len, "%.4g %s", v, units[u]);
+    return buf;
+}
+
+/* ---- the lists ---------------------------------------------------------------------- */
+
+/* The next comma-separated item of *list (a tail of `whole`) into buf; 0 at the end.
+ * An empty item is an error, so that "1G,,2G" and a trailing comma are caught, not
+ * skipped. */
+static int next_item(const char **list, const char *whole, char *buf, size_t len, const char *flag,
+                     vdnn_status *st)
+{
+    if (!*list) return 0;
+    const char *comma = strchr(*list, ',');
+    size_t n = comma ? (size_t)(comma - *list) : strlen(*list);
+    if (n == 0 || n >= len) {
+        *st = vdnn_fail(VDNN_EINVAL, "%s: %s item in '%s'", flag, n ? "an overlong" : "an empty", whole);
+        return 0;
+    }
+    memcpy(buf, *list, n);
+    buf[n] = 0;
+    *list = comma ? comma + 1 : NULL;
+    return 1;
+}
+
+static vdnn_status parse_auto(sweep *s, const char *text)
+{
+    char *end;
+    errno = 0;
+    long k = strtol(text, &end, 10);
+    if (!*text || *end || errno || k < 2 || k > SWEEP_MAX_ITEMS)
+        return vdnn_fail(VDNN_EINVAL, "--budgets: 'auto:%s': K must be a whole number from 2 to %d", text,
+                         SWEEP_MAX_ITEMS);
+    s->auto_count = (int)k;
+    return VDNN_OK;
+}
+
+static int cmp_size(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The budgets are swept smallest first and each once, whatever order they came in: the
+ * plot joins the rows in file order. */
+static vdnn_status parse_budgets(sweep *s, const char *text)
+{
+    if (!strncmp(text, "auto:", 5)) return parse_auto(s, text + 5);
+    s->budgets = calloc(SWEEP_MAX_ITEMS, sizeof *s->budgets);
+    if (!s->budgets) return vdnn_fail(VDNN_ENOMEM, "out of host memory");
+    char item[64];
+    const char *list = text;
+    vdnn_status st = VDNN_OK;
+    while (st == VDNN_OK && next_item(&list, text, item, sizeof item, "--budgets", &st)) {
+        if (s->nbudgets == SWEEP_MAX_ITEMS)
+            return vdnn_fail(VDNN_EINVAL, "--budgets: more than %d budgets", SWEEP_MAX_ITEMS);
+        st = vdnn_parse_bytes(item, "--budgets", &s->budgets[s->nbudgets++]);
+    }
+    if (st != VDNN_OK) return st;
+    qsort(s->budgets, (size_t)s->nbudgets, sizeof *s->budgets, cmp_size);
+    int kept = 0;
+    for (int k = 0; k < s->nbudgets; k++)
+        if (!kept || s->budgets[k] != s->budgets[kept - 1]) s->budgets[kept++] = s->budgets[k];
+    s->nbudgets = kept;
+    return VDNN_OK;
+}
+
+static vdnn_status parse_policies(sweep *s, const char *text)
+{
+    char item[64];
+    const char *list = text;
+    vdnn_status st = VDNN_OK;
+    while (st == VDNN_OK && next_item(&list, text, item, sizeof item, "--policies", &st)) {
+        int k = 0;
+        while (k < SWEEP_NPOLICIES && strcmp(item, sweep_policies[k].name)) k++;
+        if (k == SWEEP_NPOLICIES)
+            return vdnn_fail(VDNN_EINVAL, "--policies: '%s' is not one of " SWEEP_VALID, item);
+        for (int j = 0; j < s->npols; j++)
+            if (s->pols[j] == &sweep_policies[k])
+                return vdnn_fail(VDNN_EINVAL, "--policies: '%s' is given twice", item);
+        s->pols[s->npols++] = &sweep_policies[k];
+    }
+    return st;
+}
+
+/* ---- the output folder -------------------------------------------------------------- */
+
+/* mkdir -p: every missing parent too. */
+static vdnn_status make_dirs(const char *dir)
+{
+    char path[1024];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
+        return vdnn_fail(VDNN_EINVAL, "--out: the path is too long");
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(path, 0777) != 0 && errno != EEXIST)
+            return vdnn_fail(VDNN_EIO, "--out: cannot create %s: %s", path, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(path, 0777) != 0 && errno != EEXIST)
+        return vdnn_fail(VDNN_EIO, "--out: cannot create %s: %s", path, strerror(errno));
+    return VDNN_OK;
+}
+
+static vdnn_status open_csv(sweep *s)
+{
+    char path[1200];
+    snprintf(s->dir, sizeof s->dir, "%s", s->o.out);
+    vdnn_status st = make_dirs(s->dir);
+    if (st != VDNN_OK) return st;
+    snprintf(path, sizeof path, "%s/sweep.csv", s->dir);
+    s->csv = fopen(path, "w");
+    if (!s->csv) return vdnn_fail(VDNN_EIO, "--out: cannot write %s: %s", path, strerror(errno));
+    fputs("budget_bytes,policy,fits,predicted_ms,measured_ms,peak_bytes,measured_peak_bytes,plan_s\n", s->csv);
+    return VDNN_OK;
+}
+
+static vdnn_status write_row(sweep *s, const sweep_row *r)
+{
+    fprintf(s->csv, "%zu,%s,%d,", r->budget, r->pol->name, r->fits);
+    if (r->fits) fprintf(s->csv, "%.6f", 1e3 * r->predicted_s);
+    fputc(',', s->csv);
+    if (r->fits && r->measured_s >= 0) fprintf(s->csv, "%.6f", 1e3 * r->measured_s);
+    fputc(',', s->csv);
+    if (r->fits) fprintf(s->csv, "%zu", r->peak_bytes);
+    fputc(',', s->csv);
+    if (r->fits && r->measured_s >= 0) fprintf(s->csv, "%zu", r->measured_peak_bytes);
+    fprintf(s->csv, ",%.6f\n", r->plan_s);
+    /* flushed per row: a sweep stopped half way keeps the rows it finished */
+    if (fflush(s->csv) != 0 || ferror(s->csv))
+        return vdnn_fail(VDNN_EIO, "--out: writing %s/sweep.csv failed: %s", s->dir, strerror(errno));
+    return VDNN_OK;
+}
+
+static void print_row(const sweep_row *r)
+{
+    char b[32], p[32];
+    printf("budget %-10s  policy %-8s", fmt_size(r->budget, b, sizeof b), r->pol->name);
+    if (!r->fits) {
+        printf("  does not fit%s%s%s\n", r->note[0] ? " (" : "", r->note, r->note[0] ? ")" : "");
+    } else {
+        printf("  predicted %9.3f ms", 1e3 * r->predicted_s);
+        if (r->measured_s >= 0) printf("  measured %9.3f ms", 1e3 * r->measured_s);
+        printf("  peak %s\n", fmt_size(r->measured_s >= 0 ? r->measured_peak_bytes : r->peak_bytes, p, sizeof p));
+    }
+    fflush(stdout);
+}
+
+/* ---- the profile and the budgets ---------------------------------------------------- */
+
+/* The device's description without its budget, which in a sweep is each row's own. */
+static const char *describe(const device *d, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s", device_describe(d));
+    char *b = strstr(buf, ", budget ");
+    if (b && len - (size_t)(b - buf) >= 2) strcpy(b, ")");
+    return buf;
+}
+
+/* The profile is measured on a device of the kind and settings asked for, sized for the
+ * net (the profile ignores the budget); that device goes before any row's is made. */
+static vdnn_status get_profile(sweep *s)
+{
+    device *d = NULL;
+    int cached = 0;
+    char desc[200];
+    vdnn_status st = cli_device(s->o.device, 0, s->o.threads, s->o.link_gbps, s->n, &d);
+    if (st == VDNN_OK) st = profile_get(s->n, d, s->o.link_gbps, (int)s->o.threads, s->o.cache, &s->pr, &cached);
+    if (st == VDNN_OK) {
+        s->have_profile = 1;
+        printf("vdnn: sweep of %s (batch %d) on %s: profile %s (%.2f s); %s\n", s->o.cfg, s->n->input.n,
+               describe(d, desc, sizeof desc), cached ? "cached" : "measured", s->pr.measure_s,
+               s->o.simulate ? "predictions only (--simulate)" : "each plan runs for real in its budget");
+    } else {
+        st = vdnn_wrap(st, "profiling the net");
+    }
+    device_destroy(d);
+    return st;
+}
+
+/* The peak of a fixed policy's plan under `budget` (0: no limit) into *peak. */
+static vdnn_status policy_peak(sweep *s, size_t budget, mem_policy pol, algo_mode a, size_t *peak)
+{
+    plan p = {0};
+    vdnn_status st = plan_fit_policy(s->n, &s->pr, budget, pol, a, &p);
+    if (st == VDNN_OK) *peak = p.peak_bytes;
+    plan_free(&p);
+    return st;
+}
+
+/* The least budget a fixed policy's plan needs. With no limit the fastest copy timing
+ * is returned, which may hold maps longer than a slower one; asking again below each
+ * peak found walks down to the least of them. */
+static vdnn_status least_of(sweep *s, mem_policy pol, algo_mode a, size_t *least)
+{
+    vdnn_status st = policy_peak(s, 0, pol, a, least);
+    while (st == VDNN_OK && *least > 1) {
+        size_t lower = 0;
+        st = policy_peak(s, *least - 1, pol, a, &lower);
+        if (st == VDNN_OK) *least = lower;
+    }
+    return st == VDNN_EBUDGET ? VDNN_OK : st;
+}
+
+/* The least budget any fixed policy needs. Usually all + smallest workspaces, but on a
+ * net whose maps are small next to what offloading holds back for its copies, keeping
+ * maps resident can need less: every policy is asked. */
+static vdnn_status least_budget(sweep *s, size_t *least)
+{
+    vdnn_status st = VDNN_OK;
+    *least = (size_t)-1;
+    for (int pol = 0; pol < POLICY_COUNT && st == VDNN_OK; pol++)
+        for (int a = 0; a < ALGO_MODE_COUNT && st == VDNN_OK; a++) {
+            size_t b = 0;
+            st = least_of(s, (mem_policy)pol, (algo_mode)a, &b);
+            if (st == VDNN_OK && b < *least) *least = b;
+        }
+    return st;
+}
+
+/* auto:K: K budgets evenly spaced from the least any fixed policy needs to what none
+ * with the fastest algorithms needs (above it no policy gets faster), both ends
+ * included. */
+static vdnn_status auto_budgets(sweep *s)
+{
+    size_t lo = 0, hi = 0;
+    vdnn_status st = least_budget(s, &lo);
+    if (st == VDNN_OK) st = policy_peak(s, 0, POLICY_NONE, ALGO_PERF, &hi);
+    if (st != VDNN_OK) return vdnn_wrap(st, "--budgets auto: finding the range");
+    if (hi < lo) hi = lo;
+    s->budgets = calloc((size_t)s->auto_count, sizeof *s->budgets);
+    if (!s->budgets) return vdnn_fail(VDNN_ENOMEM, "out of host memory");
+    for (int k = 0; k < s->auto_count; k++) {
+        double at = (double)lo + (double)(hi - lo) * k / (s->auto_count - 1);
+        size_t b = k == 0 ? lo : k == s->auto_count - 1 ? hi : pool_round((size_t)at);
+        if (b > hi) b = hi;
+        /* a range narrower than K pool blocks repeats budgets: keep each once */
+        if (!s->nbudgets || b != s->budgets[s->nbudgets - 1]) s->budgets[s->nbudgets++] = b;
+    }
+    return VDNN_OK;
+}
+
+/* ---- the rows ----------------------------------------------------------------------- */
+
+/* Plans one row; r->fits says whether a plan fits (then *p holds it). */
+static vdnn_status plan_row(sweep *s, sweep_row *r, plan *p)
+{
+    double t0 = vdnn_now_s();
+    search_stats ss = {0};
+    vdnn_status st = r->pol->search
+                         ? plan_search(s->n, &s->pr, r->budget, r->pol->kind, s->o.node_limit, p, &ss)
+                         : plan_fit_policy(s->n, &s->pr, r->budget, r->pol->pol, r->pol->algo, p);
+    r->plan_s = vdnn_now_s() - t0;
+    if (st == VDNN_EBUDGET) return VDNN_OK;
+    if (st != VDNN_OK) return vdnn_wrap(st, "planning policy %s", r->pol->name);
+    r->fits = 1;
+    r->predicted_s = p->predicted_s;
+    r->peak_bytes = p->peak_bytes;
+    return VDNN_OK;
+}
+
+/* Runs the row's plan on a fresh device of exactly the row's budget, so the pool's
+ * high-water mark is this plan's alone. It is read from the net, which records it after
+ * each iteration (plan_measure resets the pool's own when it is done). A budget error
+ * means the real pool did not hold what the simulator said fits: the row is marked as
+ * not fitting, with the reason, and the sweep goes on. */
+static vdnn_status measure_row(sweep *s, sweep_row *r, plan *p)
+{
+    device *d = NULL;
+    const char *stage = "the parameters alone";
+    vdnn_status st = cli_device(s->o.device, r->budget, s->o.threads, s->o.link_gbps, s->n, &d);
+    if (st == VDNN_OK) st = net_attach(s->n, d);
+    s->n->peak_iter_bytes = 0;
+    if (st == VDNN_OK) {
+        stage = "the real iterations";
+        st = plan_measure(s->n, p, (int)s->o.iters);
+    }
+    if (st == VDNN_OK) {
+        r->measured_s = p->measured_s;
+        r->measured_peak_bytes = s->n->peak_iter_bytes;
+    } else if (st == VDNN_EBUDGET) {
+        r->fits = 0;
+        snprintf(r->note, sizeof r->note, "%s: %s", stage, vdnn_errmsg());
+        st = VDNN_OK;
+    }
+    net_detach(s->n);
+    device_destroy(d);
+    return st;
+}
+
+static vdnn_status run_row(sweep *s, size_t budget, int k)
+{
+    sweep_row r = {.budget = budget, .pol = s->pols[k], .measured_s = -1};
+    plan p = {0};
+    vdnn_status st = plan_row(s, &r, &p);
+    if (st == VDNN_OK && r.fits && !s->o.simulate) st = measure_row(s, &r, &p);
+    plan_free(&p);
+    if (st != VDNN_OK) return st;
+    s->fit_any[k] |= r.fits;
+    print_row(&r);
+    return write_row(s, &r);
+}
+
+/* ---- the plot ----------------------------------------------------------------------- */
+
+/* The config's file name, as the body of a gnuplot double-quoted string. */
+static void gp_quote(const char *text, char *buf, size_t len)
+{
+    size_t k = 0;
+    for (; *text && k + 3 < len; text++) {
+        if (*text == '"' || *text == '\\') buf[k++] = '\\';
+        buf[k++] = *text;
+    }
+    buf[k] = 0;
+}
+
+/* One panel's plot command: per policy, column `ym` where it has a value (measured)
+ * else `y` (predicted); `extra` adds more curves (NULL: none). Policies often coincide
+ * (dyn is none when none fits): each is drawn a little thinner than the one before, so
+ * the earlier ones still show around the later ones. */
+static void gp_panel(FILE *f, const char *y, const char *ym, const char *extra)
+{
+    fprintf(f, "plot for [i=1:words(policies)] 'sweep.csv' skip 1 using ($1/MiB):(row(word(policies,i)) ? \\\n"
+               "         (strcol(%s) ne '' ? $%s : $%s)/unit : NaN) \\\n"
+               "         with linespoints lc rgb word(colors,i) pt int(word(points,i)) \\\n"
+               "         ps size(i) lw 1.5 * size(i) title word(policies,i)",
+            ym, ym, y);
+    if (extra) fprintf(f, ", \\\n     %s", extra);
+    fputc('\n', f);
+}
+
+static void gp_header(FILE *f, const sweep *s)
+{
+    fprintf(f, "# Written by `vdnn sweep` (docs/sweep.md). Edit it and redraw with `gnuplot sweep.gp`\n"
+               "# in this folder. Rows that do not fit have empty numbers and are left out.\n"
+               "set datafile separator ','\n"
+               "# values computed as NaN (other policies' rows) are skipped without breaking a line\n"
+               "set datafile missing NaN\n"
+               "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
+               "    set terminal pngcairo noenhanced size 1000,900 font ',10'\n"
+               "} else {\n"
+               "    set terminal png size 1000,900\n"
+               "}\n"
+               "set output 'sweep.png'\n");
+    /* the policies drawn (those that fit some budget), each with its colour and point */
+    static const char *const lists[] = {"policies", "colors", "points"};
+    for (int l = 0; l < 3; l++) {
+        fprintf(f, "%s = '", lists[l]);
+        for (int k = 0, n = 0; k < s->npols; k++) {
+            if (!s->fit_any[k]) continue;
+            fputs(n++ ? " " : "", f);
+            if (l == 0) fputs(s->pols[k]->name, f);
+            else if (l == 1) fputs(s->pols[k]->color, f);
+            else fprintf(f, "%d", s->pols[k]->point);
+        }
+        fputs("'\n", f);
+    }
+    fprintf(f, "MiB = 1048576.\nrow(p) = strcol(2) eq p && strcol(3) eq '1'\n"
+               "size(i) = i < 8 ? 1.6 - 0.15 * (i - 1) : 0.6\n");
+}
+
+/* The title: the net, the batch, and the policies that fit no budget at all (they
+ * have no line to show it). */
+static void gp_title(FILE *f, const sweep *s)
+{
+    const char *base = strrchr(s->o.cfg, '/') ? strrchr(s->o.cfg, '/') + 1 : s->o.cfg;
+    char name[512];
+    gp_quote(base, name, sizeof name);
+    fprintf(f, "set multiplot layout 2,1 title \"%s, batch %d: %s time per iteration and pool peak against the "
+               "budget", name, s->n->input.n, s->o.simulate ? "predicted" : "measured (dashed: predicted)");
+    int n = 0;
+    for (int k = 0; k < s->npols; k++)
+        if (!s->fit_any[k]) fprintf(f, "%s%s", n++ ? ", " : "\\n(no budget fits: ", s->pols[k]->name);
+    fprintf(f, "%s\"\n", n ? ")" : "");
+}
+
+static vdnn_status write_script(const sweep *s, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) return vdnn_fail(VDNN_EIO, "--out: cannot write %s: %s", path, strerror(errno));
+    gp_header(f, s);
+    gp_title(f, s);
+    fprintf(f, "set grid\nset key outside right top\nset xlabel 'budget (MiB)'\nset yrange [0:*]\n"
+               "set ylabel 'time per iteration (ms)'\nunit = 1\n");
+    if (s->nbudgets == 1)   /* gnuplot cannot span an axis over one value by itself */
+        fprintf(f, "set xrange [%.6g:%.6g]\n", 0.9 * (double)s->budgets[0] / (1 << 20),
+                1.1 * (double)s->budgets[0] / (1 << 20));
+    gp_panel(f, "4", "5", s->o.simulate ? NULL
+                          : "for [i=1:words(policies)] 'sweep.csv' skip 1 using ($1/MiB):(row(word(policies,i)) "
+                            "? $4 : NaN) \\\n         with lines lc rgb word(colors,i) dt 2 lw 1 notitle");
+    fprintf(f, "set ylabel 'pool peak (MiB)'\nunit = MiB\n");
+    /* the diagonal: every fitting point lies on or below it */
+    gp_panel(f, "6", "7", "x with lines lc rgb '#808080' dt 2 lw 1 title 'budget'");
+    fprintf(f, "unset multiplot\n");
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) return vdnn_fail(VDNN_EIO, "--out: writing %s failed", path);
+    return VDNN_OK;
+}
+
+static int on_path(const char *prog)
+{
+    const char *path = getenv("PATH");
+    char buf[4096];
+    while (path && *path) {
+        const char *colon = strchr(path, ':');
+        size_t n = colon ? (size_t)(colon - path) : strlen(path);
+        snprintf(buf, sizeof buf, "%.*s/%s", (int)n, n ? path : ".", prog);
+        if (access(buf, X_OK) == 0) return 1;
+        path = colon ? colon + 1 : NULL;
+    }
+    return 0;
+}
+
+/* gnuplot runs in the output folder, so the script names its files without a folder
+ * and still works when the user reruns it there. */
+static vdnn_status run_gnuplot(const sweep *s)
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) return vdnn_fail(VDNN_EIO, "cannot start gnuplot: %s", strerror(errno));
+    if (pid == 0) {
+        if (chdir(s->dir) != 0) _exit(126);
+        execlp("gnuplot", "gnuplot", "sweep.gp", (char *)NULL);
+        _exit(127);
+    }
+    int w = 0;
+    while (waitpid(pid, &w, 0) < 0)
+        if (errno != EINTR) return vdnn_fail(VDNN_EIO, "waiting for gnuplot: %s", strerror(errno));
+    if (WIFEXITED(w) && WEXITSTATUS(w) == 0) return VDNN_OK;
+    if (WIFEXITED(w))
+        return vdnn_fail(VDNN_EIO, "gnuplot %s/sweep.gp failed with exit status %d; the CSV is in %s/sweep.csv",
+                         s->dir, WEXITSTATUS(w), s->dir);
+    return vdnn_fail(VDNN_EIO, "gnuplot %s/sweep.gp was killed by signal %d; the CSV is in %s/sweep.csv", s->dir,
+                     WIFSIGNALED(w) ? WTERMSIG(w) : 0, s->dir);
+}
+
+/* The script is written even without gnuplot, so that the plot can be drawn later. */
+static vdnn_status plot(const sweep *s)
+{
+    char gp[1200], png[1200];
+    int any = 0;
+    for (int k = 0; k < s->npols; k++) any |= s->fit_any[k];
+    snprintf(gp, sizeof gp, "%s/sweep.gp", s->dir);
+    snprintf(png, sizeof png, "%s/sweep.png", s->dir);
+    /* no run may leave an older sweep's plot looking current */
+    remove(png);
+    remove(gp);
+    if (!any) {
+        printf("plot skipped: no policy fits any of the budgets\n");
+        return VDNN_OK;
+    }
+    vdnn_status st = write_script(s, gp);
+    if (st != VDNN_OK) return st;
+    if (!on_path("gnuplot")) {
+        printf("plot skipped: gnuplot is not on PATH (install it, e.g. apt-get install gnuplot-nox, then run "
+               "`gnuplot sweep.gp` in %s)\n", s->dir);
+        return VDNN_OK;
+    }
+    st = run_gnuplot(s);
+    if (st == VDNN_OK) printf("wrote %s (script %s)\n", png, gp);
+    return st;
+}
+
+/* ---- the command -------------------------------------------------------------------- */
+
+static vdnn_status parse_flags(int argc, char **argv, sweep *s)
+{
+    sweep_opts *o = &s->o;
+    o->node_limit = PLAN_NODE_LIMIT;
+    arg_spec specs[] = {
+        {"--budgets", ARG_STRING, &o->budgets, 0, 0, "", 0}, {"--policies", ARG_STRING, &o->policies, 0, 0, "", 0},
+        {"--out", ARG_STRING, &o->out, 0, 0, "", 0}, {"--simulate", ARG_FLAG, &o->simulate, 0, 0, "", 0},
+        {"--iters", ARG_INT, &o->iters, 1, 1000, "", 0}, {"--link-gbps", ARG_FLOAT, &o->link_gbps, 0.001, 1e4, "", 0},
+        {"--threads", ARG_INT, &o->threads, 1, 1024, "", 0}, {"--batch", ARG_INT, &o->batch, 1, 65536, "", 0},
+        {"--profile-cache", ARG_STRING, &o->cache, 0, 0, "", 0},
+        {"--node-limit", ARG_INT, &o->node_limit, 0, 1e12, "", 0}, {"--device", ARG_STRING, &o->device, 0, 0, "", 0},
+        {NULL, 0, NULL, 0, 0, NULL, 0},
+    };
+    vdnn_status st = args_parse(argc, argv, 2, specs, &o->cfg, 1,
+                                "vdnn sweep CFG --budgets LIST --policies LIST [--out DIR] [--simulate] [--iters N]");
+    if (st != VDNN_OK) return st;
+    if (!o->budgets)
+        return vdnn_fail(VDNN_EINVAL, "sweep needs --budgets LIST (sizes such as 256M,512M,1G, or auto:K)");
+    if (!o->policies) return vdnn_fail(VDNN_EINVAL, "sweep needs --policies LIST (from " SWEEP_VALID ")");
+    if (o->simulate && o->iters)
+        return vdnn_fail(VDNN_EINVAL, "--iters runs real iterations; it does not go with --simulate");
+    if (!o->iters) o->iters = 5;
+    st = parse_budgets(s, o->budgets);
+    if (st == VDNN_OK) st = parse_policies(s, o->policies);
+    return st;
+}
+
+static vdnn_status run_sweep(sweep *s)
+{
+    net_overrides ov = net_no_overrides();
+    ov.batch = (int)s->o.batch;
+    vdnn_status st = net_load(s->o.cfg, &ov, &s->n);
+    if (st == VDNN_OK) st = open_csv(s);
+    if (st == VDNN_OK) st = get_profile(s);
+    if (st == VDNN_OK && s->auto_count) st = auto_budgets(s);
+    for (int b = 0; b < s->nbudgets && st == VDNN_OK; b++)
+        for (int k = 0; k < s->npols && st == VDNN_OK; k++) st = run_row(s, s->budgets[b], k);
+    if (s->csv) {
+        if (fclose(s->csv) != 0 && st == VDNN_OK) st = vdnn_fail(VDNN_EIO, "--out: closing sweep.csv failed");
+        s->csv = NULL;
+    }
+    if (st == VDNN_OK) printf("wrote %s/sweep.csv (%d rows)\n", s->dir, s->nbudgets * s->npols);
+    if (st == VDNN_OK) st = plot(s);
+    return st;
+}
+
+int cmd_sweep(int argc, char **argv)
+{
+    sweep s = {.o = {.out = "sweep-out", .device = "auto", .batch = -1}};
+    vdnn_status st = parse_flags(argc, argv, &s);
+    if (st == VDNN_OK) st = run_sweep(&s);
+    int rc = st == VDNN_OK ? 0 : cli_error();
+    if (s.csv) fclose(s.csv);
+    if (s.have_profile) profile_free(&s.pr);
+    net_free(s.n);
+    free(s.budgets);
+    return rc;
+}
