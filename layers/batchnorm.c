@@ -117,7 +117,7 @@ static vdnn_status bn_forward(layer *l, const exec_ctx *c, const float *x, float
         bn_chan s;
         if (c->train) {
             s = batch_stats(x, n, ch_count, hw, ch, p->eps);
-            update_running(l, ch, &s, (double)n * hw);
+            if (!c->recompute) update_running(l, ch, &s, (double)n * hw);
         } else {
             s = running_stats(l, ch, p->eps);
         }

@@ -87,8 +87,19 @@ void layer_free_params(layer *l, device *d)
         if (p->value) device_free(d, p->value);
         if (p->grad) device_free(d, p->grad);
         if (p->momentum) device_free(d, p->momentum);
+        device_host_free(d, p->host_value);
+        device_host_free(d, p->host_grad);
+        device_host_free(d, p->host_momentum);
         p->value = p->grad = p->momentum = NULL;
+        p->host_value = p->host_grad = p->host_momentum = NULL;
     }
+}
+
+int layer_swappable(const layer *l)
+{
+    for (int i = 0; i < l->nparams; i++)
+        if (!l->params[i].trainable) return 0;
+    return l->nparams > 0;
 }
 
 void layer_destroy(layer *l, device *d)
@@ -142,6 +153,29 @@ vdnn_status layer_alloc_params(layer *l, device *d, uint64_t seed)
         if (st == VDNN_OK && p->trainable) st = device_zero(d, p->grad, bytes);
         if (st == VDNN_OK && p->trainable) st = device_zero(d, p->momentum, bytes);
         if (st != VDNN_OK) return st;
+    }
+    return VDNN_OK;
+}
+
+vdnn_status layer_alloc_params_host(layer *l, device *d, uint64_t seed)
+{
+    if (!layer_swappable(l))
+        return vdnn_fail(VDNN_EINVAL, "%s: its parameters cannot be swapped (%s)", l->name,
+                         l->nparams ? "its forward pass updates state in them" : "it has none");
+    for (int i = 0; i < l->nparams; i++) {
+        param *p = &l->params[i];
+        size_t count = shape_count(p->shape), bytes = count * sizeof(float);
+        p->host_value = device_host_alloc(d, bytes);
+        p->host_grad = device_host_alloc(d, bytes);
+        p->host_momentum = device_host_alloc(d, bytes);
+        if (!p->host_value || !p->host_grad || !p->host_momentum)
+            return vdnn_fail(VDNN_ENOMEM, "out of host memory for the swapped %s.%s", l->name, p->name);
+        if (device_get_kind(d) == DEVICE_SIM) continue;
+        rng r;
+        rng_seed(&r, rng_hash(seed, (uint64_t)l->index, (uint64_t)i));
+        fill_init(p, p->host_value, count, &r);
+        memset(p->host_grad, 0, bytes);
+        memset(p->host_momentum, 0, bytes);
     }
     return VDNN_OK;
 }

@@ -51,6 +51,9 @@ typedef struct param {
     float *value;         /* device memory, shape_count(shape) floats */
     float *grad;          /* device memory; NULL unless trainable */
     float *momentum;      /* device memory; NULL unless trainable */
+    /* Parameter swapping (the layer's `swap`): the master copies live in host memory
+     * and value/grad/momentum above point at device copies only while the layer runs. */
+    float *host_value, *host_grad, *host_momentum;
 } param;
 
 typedef struct layer layer;
@@ -61,6 +64,8 @@ typedef struct exec_ctx {
     int n;                    /* items in this batch, 1 <= n <= l->in.n */
     int item_offset;          /* index of item 0 inside the mini-batch (micro-batching) */
     int train;                /* training mode: dropout active, batch norm uses batch stats */
+    int recompute;            /* forward again in backward (recomputation): no side effects
+                               * such as batch norm's running statistics */
     int accumulate;           /* add to parameter gradients instead of overwriting */
     uint64_t seed;            /* the net's seed (dropout masks) */
     uint64_t step;            /* optimizer step (a fresh dropout mask per step) */
@@ -107,6 +112,7 @@ struct layer {
     int algo[PASS_COUNT];     /* chosen algorithm per pass */
     int algo_pinned[PASS_COUNT]; /* config override per pass: -1 the algo mode decides */
     int offload;              /* config override for its input: -1 the policy decides, 0 keep, 1 offload */
+    int swap;                 /* parameters live in host memory (set before net_attach) */
     void *priv;               /* priv_bytes of per-type state; owned by the layer */
 };
 
@@ -130,7 +136,14 @@ void layer_destroy(layer *l, device *d);
  * pool and fills values per their init, from `seed` (deterministic). Momenta are zeroed. */
 vdnn_status layer_alloc_params(layer *l, device *d, uint64_t seed);
 size_t layer_param_bytes(const layer *l);   /* values + grads + momenta */
-/* Returns the params' device memory (layer_alloc_params undone). */
+/* As layer_alloc_params for a swapped layer: value, grad and momentum in host memory
+ * (device_host_alloc), values from the same seed, so a swapped net starts bit for bit
+ * where a resident one does. The device pointers stay NULL. */
+vdnn_status layer_alloc_params_host(layer *l, device *d, uint64_t seed);
+/* Whether the layer's parameters can be swapped: all of them trainable (a layer with
+ * state its forward writes, such as batch norm's running statistics, stays resident). */
+int layer_swappable(const layer *l);
+/* Returns the params' device and host memory (layer_alloc_params undone). */
 void layer_free_params(layer *l, device *d);
 
 /* Forward/backward on whatever device c->dev is; the training loop never branches. */

@@ -50,7 +50,8 @@ static void put_u64(buf *b, uint64_t v)
 typedef struct tensor_ref {
     char name[80];
     const param *p;
-    float *dev;          /* value or momentum */
+    float *dev;          /* value or momentum on the device, or NULL when swapped */
+    float *host;         /* the host master copy of a swapped layer's tensor, or NULL */
 } tensor_ref;
 
 /* Every tensor of the net in file order: layer by layer, each param then its momentum. */
@@ -61,11 +62,11 @@ static int list_tensors(const net *n, tensor_ref *out, int max)
         const layer *l = n->layers[i];
         for (int j = 0; j < l->nparams; j++) {
             const param *p = &l->params[j];
-            if (k < max) out[k] = (tensor_ref){"", p, p->value};
+            if (k < max) out[k] = (tensor_ref){"", p, p->value, p->host_value};
             if (k < max) snprintf(out[k].name, sizeof out[k].name, "%s.%s", l->name, p->name);
             k++;
             if (!p->trainable) continue;
-            if (k < max) out[k] = (tensor_ref){"", p, p->momentum};
+            if (k < max) out[k] = (tensor_ref){"", p, p->momentum, p->host_momentum};
             if (k < max) snprintf(out[k].name, sizeof out[k].name, "%s.%s.momentum", l->name, p->name);
             k++;
         }
@@ -95,7 +96,9 @@ static vdnn_status put_tensor(net *n, buf *b, const tensor_ref *t, float *host)
     put_u32(b, (uint32_t)s.h);
     put_u32(b, (uint32_t)s.w);
     put_u64(b, bytes);
-    vdnn_status st = device_download(n->dev, host, t->dev, bytes);
+    vdnn_status st = VDNN_OK;
+    if (t->host) memcpy(host, t->host, bytes);
+    else st = device_download(n->dev, host, t->dev, bytes);
     if (st != VDNN_OK) return st;
     size_t count = shape_count(s);
     for (size_t i = 0; i < count; i++) {
@@ -164,7 +167,7 @@ vdnn_status checkpoint_save(net *n, const char *path, const ckpt_state *s)
     put_u64(&b, s->epoch);
     put_u64(&b, s->index);
     put_u64(&b, s->seed);
-    put_u32(&b, (uint32_t)n->input.n);
+    put_u32(&b, (uint32_t)n->minibatch);
     put_u32(&b, (uint32_t)count + 1);
     for (int i = 0; i < count && st == VDNN_OK; i++) st = put_tensor(n, &b, &t[i], host);
     put_algos(n, &b);
@@ -364,7 +367,8 @@ vdnn_status checkpoint_load(net *n, const char *path, ckpt_state *s, int weights
             uint32_t v = (uint32_t)c[0] | (uint32_t)c[1] << 8 | (uint32_t)c[2] << 16 | (uint32_t)c[3] << 24;
             memcpy(&h[k], &v, 4);
         }
-        st = device_upload(n->dev, t[i].dev, h, cnt * sizeof *h);
+        if (t[i].host) memcpy(t[i].host, h, cnt * sizeof *h);
+        else st = device_upload(n->dev, t[i].dev, h, cnt * sizeof *h);
         free(h);
     }
     for (int i = 0; i < n->nlayers && st == VDNN_OK && algos && !weights_only; i++)

@@ -77,8 +77,75 @@ static vdnn_status settle_after_forward(net *n, int i, int train)
 {
     fmap *m = &n->maps[i];
     if (m->state == RES_OFFLOADING) return mm_release(n->dev, m);
-    if (!train || m->first_reader < 0) mm_drop(n->dev, m);
+    /* a map that recomputation starts from stays, read by backward or not */
+    int source = i < n->nlayers && n->maps[i + 1].recompute && !m->recompute;
+    if (!train || (m->first_reader < 0 && !source) || m->recompute) mm_drop(n->dev, m);
     return VDNN_OK;
+}
+
+/* ---- parameter swapping ---- */
+
+/* Starts copying a swapped layer's parameters to the device (for backward, with
+ * gradient buffers; when gradients accumulate, with their running sums too). */
+static vdnn_status params_fetch(net *n, int i, int backward, int accumulate)
+{
+    if (i < 0 || i >= n->nlayers || !n->layers[i]->swap || n->wev[i]) return VDNN_OK;
+    layer *l = n->layers[i];
+    vdnn_status st = VDNN_OK;
+    for (int k = 0; k < l->nparams && st == VDNN_OK; k++) {
+        param *p = &l->params[k];
+        size_t bytes = shape_count(p->shape) * sizeof(float);
+        char what[48];
+        snprintf(what, sizeof what, "%s (swapped in)", p->name);
+        st = device_alloc(n->dev, bytes, l->name, what, (void **)&p->value);
+        if (st == VDNN_OK) st = device_copy_tagged(n->dev, STREAM_MEMORY, p->value, p->host_value, bytes, COPY_H2D, l->name);
+        if (st == VDNN_OK && backward) {
+            snprintf(what, sizeof what, "%s.grad (swapped)", p->name);
+            st = device_alloc(n->dev, bytes, l->name, what, (void **)&p->grad);
+            if (st == VDNN_OK && accumulate)
+                st = device_copy(n->dev, STREAM_MEMORY, p->grad, p->host_grad, bytes, COPY_H2D);
+        }
+    }
+    if (st != VDNN_OK) return st;
+    n->wev[i] = device_event_record(n->dev, STREAM_MEMORY);
+    return n->wev[i] ? VDNN_OK : vdnn_fail(VDNN_ENOMEM, "out of host memory for an event");
+}
+
+static void params_wait(net *n, int i)
+{
+    if (!n->layers[i]->swap) return;
+    device_stream_wait(n->dev, STREAM_COMPUTE, n->wev[i]);
+    device_event_release(n->dev, n->wev[i]);
+    n->wev[i] = NULL;
+}
+
+/* After the layer ran: its parameters leave the device once the compute stream is
+ * done with them; after backward its gradients go to the host first. */
+static vdnn_status params_release(net *n, int i, int backward)
+{
+    layer *l = n->layers[i];
+    if (!l->swap) return VDNN_OK;
+    dev_event *done = device_event_record(n->dev, STREAM_COMPUTE);
+    if (!done) return vdnn_fail(VDNN_ENOMEM, "out of host memory for an event");
+    vdnn_status st = VDNN_OK;
+    if (backward) {
+        device_stream_wait(n->dev, STREAM_MEMORY, done);
+        for (int k = 0; k < l->nparams && st == VDNN_OK; k++) {
+            param *p = &l->params[k];
+            st = device_copy_tagged(n->dev, STREAM_MEMORY, p->host_grad, p->grad, shape_count(p->shape) * sizeof(float),
+                                    COPY_D2H, l->name);
+        }
+        n->gev[i] = device_event_record(n->dev, STREAM_MEMORY);
+        if (!n->gev[i] && st == VDNN_OK) st = vdnn_fail(VDNN_ENOMEM, "out of host memory for an event");
+    }
+    for (int k = 0; k < l->nparams; k++) {
+        param *p = &l->params[k];
+        if (p->value) device_free_after(n->dev, p->value, device_event_retain(done));
+        if (p->grad) device_free_after(n->dev, p->grad, device_event_retain(n->gev[i]));
+        p->value = p->grad = NULL;
+    }
+    device_event_release(n->dev, done);
+    return st;
 }
 
 static vdnn_status forward(net *n, exec_ctx *c, int train)
@@ -96,8 +163,12 @@ static vdnn_status forward(net *n, exec_ctx *c, int train)
             if (st == VDNN_OK) out->state = RES_DEVICE;
         }
         if (st == VDNN_OK) st = take_workspace(n, l, PASS_FWD, c);
+        if (st == VDNN_OK) st = params_fetch(n, i, 0, 0);
+        if (st == VDNN_OK) st = params_fetch(n, i + 1, 0, 0);
+        if (st == VDNN_OK) params_wait(n, i);
         if (st == VDNN_OK) st = layer_forward(l, c, in->dev, out->dev);
         give_workspace(n, c);
+        if (st == VDNN_OK) st = params_release(n, i, 0);
         if (st == VDNN_OK) st = settle_after_forward(n, i, train);
         if (st != VDNN_OK) return st;
         trace_pass(n, l, "forward", t0);
@@ -128,13 +199,55 @@ static vdnn_status fetch(net *n, int j, const layer *l, int items)
     return m->state == RES_HOST ? mm_prefetch(n->dev, m, map_bytes(n, j, items), l->name, &n->stats) : VDNN_OK;
 }
 
+/* Recomputes x[j], dropped after forward, from the nearest map below it that was kept:
+ * forward again through the layers between, with the same inputs, parameters and
+ * dropout masks, so x[j] comes back bit for bit. Maps on the way that backward reads
+ * stay for their readers; the others go as soon as the next layer has read them. */
+static vdnn_status recompute(net *n, int j, exec_ctx *c)
+{
+    int k = j - 1;
+    while (k > 0 && n->maps[k].recompute && n->maps[k].state == RES_NONE) k--;
+    fmap *src = &n->maps[k];
+    const layer *reader = n->layers[k];
+    vdnn_status st = fetch(n, k, reader, c->n);
+    if (st == VDNN_OK) st = mm_ready(n->dev, src, &n->stats);
+    exec_ctx rc = *c;
+    rc.recompute = 1;
+    rc.accumulate = 0;
+    for (int i = k; i < j && st == VDNN_OK; i++) {
+        layer *l = n->layers[i];
+        fmap *in = &n->maps[i], *out = &n->maps[i + 1];
+        double t0 = vdnn_now_s();
+        char what[48];
+        snprintf(what, sizeof what, "recomputed %s", out->name);
+        st = device_alloc(n->dev, map_bytes(n, i + 1, c->n), l->name, what, (void **)&out->dev);
+        if (st == VDNN_OK) out->state = RES_DEVICE;
+        if (st == VDNN_OK && l->swap)
+            st = vdnn_fail(VDNN_EINVAL, "%s: recomputing %s would run the swapped layer %s again; a plan may "
+                           "not recompute through swapped layers", l->name, n->maps[j].name, l->name);
+        if (st == VDNN_OK) st = take_workspace(n, l, PASS_FWD, &rc);
+        if (st == VDNN_OK) st = layer_forward(l, &rc, in->dev, out->dev);
+        give_workspace(n, &rc);
+        if (st == VDNN_OK && i > k && in->first_reader < 0) mm_drop(n->dev, in);
+        if (n->trace) trace_slice(n->trace, TRACE_TRACK_COMPUTE, l->name, "recompute", t0, vdnn_now_s());
+    }
+    return st;
+}
+
+static vdnn_status fetch_or_recompute(net *n, int j, const layer *l, exec_ctx *c)
+{
+    fmap *m = &n->maps[j];
+    if (m->recompute && m->state == RES_NONE) return recompute(n, j, c);
+    return fetch(n, j, l, c->n);
+}
+
 /* Layer i's own inputs: requested first (the memory stream is FIFO). */
-static vdnn_status fetch_own(net *n, int i, int items)
+static vdnn_status fetch_own(net *n, int i, exec_ctx *c)
 {
     const layer *l = n->layers[i];
     vdnn_status st = VDNN_OK;
-    if (l->needs_input) st = fetch(n, i, l, items);
-    if (st == VDNN_OK && l->needs_output) st = fetch(n, i + 1, l, items);
+    if (l->needs_input) st = fetch_or_recompute(n, i, l, c);
+    if (st == VDNN_OK && l->needs_output) st = fetch_or_recompute(n, i + 1, l, c);
     return st;
 }
 
@@ -164,7 +277,9 @@ static vdnn_status backward(net *n, exec_ctx *c)
     for (int i = n->nlayers - 1; i >= 0; i--) {
         layer *l = n->layers[i];
         double t0 = vdnn_now_s();
-        vdnn_status st = fetch_own(n, i, c->n);
+        vdnn_status st = fetch_own(n, i, c);
+        if (st == VDNN_OK) st = params_fetch(n, i, 1, c->accumulate);
+        if (st == VDNN_OK) st = params_fetch(n, i - 1, 1, c->accumulate);
         if (st == VDNN_OK && i > 0) {
             char what[48];
             snprintf(what, sizeof what, "gradient of %s", n->maps[i].name);
@@ -173,9 +288,11 @@ static vdnn_status backward(net *n, exec_ctx *c)
         if (st == VDNN_OK) st = take_workspace(n, l, PASS_BWD_DATA, c);
         if (st == VDNN_OK) st = fetch_ahead(n, i, c->n);
         if (st == VDNN_OK) st = wait_own(n, i);
+        if (st == VDNN_OK) params_wait(n, i);
         if (st == VDNN_OK)
             st = layer_backward(l, c, n->maps[i].dev, n->maps[i + 1].dev, l->is_loss ? NULL : n->dx[i + 1], n->dx[i]);
         give_workspace(n, c);
+        if (st == VDNN_OK) st = params_release(n, i, 1);
         if (st != VDNN_OK) return st;
         if (n->dx[i + 1]) device_free(n->dev, n->dx[i + 1]);
         n->dx[i + 1] = NULL;
@@ -188,10 +305,31 @@ static vdnn_status backward(net *n, exec_ctx *c)
     return VDNN_OK;
 }
 
+/* Waits for a swapped layer's gradients to reach the host. */
+static void wait_grads(net *n, int i)
+{
+    if (!n->gev[i]) return;
+    device_event_wait(n->dev, n->gev[i]);
+    device_event_release(n->dev, n->gev[i]);
+    n->gev[i] = NULL;
+}
+
 /* Returns every device byte of the iteration and settles pending frees, so that each
  * iteration starts from the same pool state (and the simulator's replay holds). */
 static void release_all(net *n)
 {
+    for (int i = 0; i < n->nlayers; i++) {   /* swapped parameters left on the device by a failure */
+        if (n->wev[i]) device_event_wait(n->dev, n->wev[i]);
+        device_event_release(n->dev, n->wev[i]);
+        n->wev[i] = NULL;
+        wait_grads(n, i);
+        for (int k = 0; n->layers[i]->swap && k < n->layers[i]->nparams; k++) {
+            param *p = &n->layers[i]->params[k];
+            if (p->value) device_free(n->dev, p->value);
+            if (p->grad) device_free(n->dev, p->grad);
+            p->value = p->grad = NULL;
+        }
+    }
     for (int i = 0; i <= n->nlayers; i++) {
         mm_drop(n->dev, &n->maps[i]);
         if (n->dx[i]) device_free(n->dev, n->dx[i]);
@@ -214,25 +352,51 @@ static vdnn_status load_input(net *n, const float *x, const int32_t *y, int item
     return st;
 }
 
+/* One micro-batch (or the whole batch): forward and backward of `items` items that
+ * start at `offset` in the mini-batch; gradients are added to the earlier ones when
+ * `accumulate`. */
+static vdnn_status run_chunk(net *n, const float *x, const int32_t *y, int items, int offset, int total,
+                             int accumulate, double *loss, step_result *r)
+{
+    exec_ctx c = make_ctx(n, items, 1, r, loss);
+    c.item_offset = offset;
+    c.accumulate = accumulate;
+    c.grad_scale = 1.0f / (float)total;
+    size_t per_item = shape_per_item(n->input);
+    vdnn_status st = load_input(n, x ? x + (size_t)offset * per_item : NULL, y ? y + offset : NULL, items);
+    if (st == VDNN_OK) st = forward(n, &c, 1);
+    if (st == VDNN_OK && !isfinite(*loss))
+        st = vdnn_fail(VDNN_ENUMERIC, "the loss is %g at step %llu: training diverged (lower the learning rate?)",
+                       *loss / total, (unsigned long long)n->step + 1);
+    /* The offloads are long done by now but for the last few maps: settling them here
+     * returns the bottom of the slab to the backward pass in one piece. */
+    if (st == VDNN_OK) pool_reclaim(device_pool(n->dev), 1);
+    if (st == VDNN_OK) st = backward(n, &c);
+    /* the next micro-batch's swapped gradients start from these sums */
+    for (int i = 0; i < n->nlayers; i++) wait_grads(n, i);
+    return st;
+}
+
 vdnn_status net_train_step(net *n, const float *x, const int32_t *y, int items, double lr, step_result *r)
 {
     double loss = 0;
     memset(r, 0, sizeof *r);
     r->n = items;
-    exec_ctx c = make_ctx(n, items, 1, r, &loss);
+    if (items < 1 || items > n->minibatch)
+        return vdnn_fail(VDNN_EINVAL, "a batch of %d items for a net built for %d", items, n->minibatch);
     /* freed during layer k, reusable from layer k + 1 + lag: the copy runs through lag layers */
     pool_set_lag(device_pool(n->dev), n->release_lag ? (unsigned)n->release_lag + 1 : 0);
-    vdnn_status st = load_input(n, x, y, items);
-    if (st == VDNN_OK) st = forward(n, &c, 1);
-    if (st == VDNN_OK && !isfinite(loss))
-        st = vdnn_fail(VDNN_ENUMERIC, "the loss is %g at step %llu: training diverged (lower the learning rate?)",
-                       loss / items, (unsigned long long)n->step + 1);
-    /* The offloads are long done by now but for the last few maps: settling them here
-     * returns the bottom of the slab to the backward pass in one piece. */
-    if (st == VDNN_OK) pool_reclaim(device_pool(n->dev), 1);
-    if (st == VDNN_OK) st = backward(n, &c);
-    for (int i = 0; i < n->nlayers && st == VDNN_OK; i++)
-        st = solver_update_layer(n->dev, n->layers[i], lr, n->train.momentum, n->train.weight_decay);
+    vdnn_status st = VDNN_OK;
+    for (int off = 0; off < items && st == VDNN_OK; off += n->input.n) {
+        int k = items - off < n->input.n ? items - off : n->input.n;
+        st = run_chunk(n, x, y, k, off, items, off > 0, &loss, r);
+        if (off + k < items) release_all(n);
+    }
+    for (int i = 0; i < n->nlayers && st == VDNN_OK; i++) {
+        layer *l = n->layers[i];
+        st = l->swap ? solver_update_host(n->dev, l, lr, n->train.momentum, n->train.weight_decay)
+                     : solver_update_layer(n->dev, l, lr, n->train.momentum, n->train.weight_decay);
+    }
     release_all(n);
     if (st != VDNN_OK) return st;
     r->loss_sum = loss;

@@ -45,15 +45,16 @@ static const cfg_key no_keys[] = {{NULL, 0, 0, 0, 0, NULL, 0, NULL}};
 
 net_overrides net_no_overrides(void)
 {
-    net_overrides o = {-1, -1, 0, -1, NULL};
+    net_overrides o = {-1, 0, -1, 0, -1, NULL};
     return o;
 }
 
 static const cfg_key memory_keys[] = {
     {"budget", CFG_BYTES, 0, 4096, 1e15, NULL, 0, "device-memory budget (K/M/G suffixes)"},
-    {"policy", CFG_ENUM, 0, 0, 0, "none|all|conv|dyn", 0, "which feature maps are offloaded; dyn: the planner chooses (default none)"},
+    {"policy", CFG_ENUM, 0, 0, 0, "none|all|conv|swap|recompute|dyn", 0, "which feature maps are offloaded (swap: and parameters; recompute: cheap maps recomputed); dyn: the planner chooses (default none)"},
     {"algo", CFG_ENUM, 0, 0, 0, "perf|mem", 0, "convolution algorithms: fastest or smallest workspace (default perf)"},
     {"sync", CFG_BOOL, 0, 0, 1, NULL, 0, "vDNN's per-layer barrier on both streams (default 0)"},
+    {"micro_batch", CFG_INT, 0, 1, 65536, NULL, 0, "split each batch into micro-batches of this many items (default: no split)"},
     {NULL, 0, 0, 0, 0, NULL, 0, NULL},
 };
 
@@ -64,7 +65,7 @@ static int is_meta(const char *name)
 
 const char *policy_name(mem_policy p)
 {
-    static const char *names[] = {"none", "all", "conv"};
+    static const char *names[] = {"none", "all", "conv", "swap", "recompute"};
     return p < POLICY_COUNT ? names[p] : "?";
 }
 
@@ -217,6 +218,43 @@ static vdnn_status read_layer_memory_keys(const cfg_file *f, const cfg_section *
     return st;
 }
 
+/* Cheap to compute again: no parameters (activations, pooling, dropout, LRN) or batch
+ * norm's few. */
+static int cheap(const layer *l)
+{
+    return !l->ops->algo_count && (l->nparams == 0 || !layer_swappable(l));
+}
+
+int net_recomputable(const net *n, int j, const unsigned char *swap)
+{
+    if (j < 1 || j >= n->nlayers || net_first_reader(n, j) < 0) return 0;
+    return !(swap ? swap[j - 1] : n->layers[j - 1]->swap);
+}
+
+int net_policy_map(const net *n, int j, mem_policy p)
+{
+    if (j >= n->nlayers || net_first_reader(n, j) < 0) return MAP_KEEP;
+    const layer *l = n->layers[j];
+    if (l->offload >= 0) return l->offload ? MAP_OFFLOAD : MAP_KEEP;
+    switch (p) {
+    case POLICY_ALL:
+    case POLICY_SWAP: return MAP_OFFLOAD;
+    case POLICY_CONV: return l->ops->algo_count ? MAP_OFFLOAD : MAP_KEEP;
+    case POLICY_RECOMPUTE:
+        /* only where the map it comes from is kept for backward anyway: recomputing
+         * from a map that would otherwise be freed saves nothing */
+        return net_recomputable(n, j, NULL) && cheap(n->layers[j - 1]) && net_first_reader(n, j - 1) >= 0
+                   ? MAP_RECOMPUTE
+                   : MAP_KEEP;
+    default: return MAP_KEEP;
+    }
+}
+
+int net_policy_swaps(const net *n, int i, mem_policy p)
+{
+    return p == POLICY_SWAP && layer_swappable(n->layers[i]);
+}
+
 int net_first_reader(const net *n, int j)
 {
     if (j < n->nlayers && n->layers[j]->needs_input) return j;
@@ -277,10 +315,13 @@ static vdnn_status read_memory(const cfg_file *f, net *n)
     if (st != VDNN_OK) return st;
     n->budget_bytes = cfg_bytes(s, "budget", 0);
     const char *p = cfg_str(s, "policy", "none");
-    n->policy = !strcmp(p, "all") ? POLICY_ALL : !strcmp(p, "conv") ? POLICY_CONV : POLICY_NONE;
+    n->policy = POLICY_NONE;
+    for (int k = 0; k < POLICY_COUNT; k++)
+        if (!strcmp(p, policy_name((mem_policy)k))) n->policy = (mem_policy)k;
     n->dyn = !strcmp(p, "dyn");
     n->algo = !strcmp(cfg_str(s, "algo", "perf"), "mem") ? ALGO_MEM : ALGO_PERF;
     n->sync_layers = cfg_int(s, "sync", 0);
+    n->micro = cfg_int(s, "micro_batch", 0);
     return VDNN_OK;
 }
 
@@ -299,6 +340,13 @@ static vdnn_status apply_net(net *n, const net_overrides *ov)
     if (st == VDNN_OK) st = read_data(f, n->input.c, &n->data);
     if (st == VDNN_OK) st = read_memory(f, n);
     if (st != VDNN_OK) return st;
+    /* the layers are built for the micro-batch; the optimizer steps per batch */
+    n->minibatch = n->input.n;
+    if (ov->micro_batch > 0) n->micro = ov->micro_batch;
+    if (n->micro > n->minibatch)
+        return vdnn_fail(VDNN_EINVAL, "%s: micro_batch %d is larger than the batch %d", f->path, n->micro, n->minibatch);
+    if (n->micro == n->minibatch) n->micro = 0;
+    if (n->micro) n->input.n = n->micro;
     if (ov->epochs > 0) n->train.epochs = ov->epochs;
     if (ov->lr > 0) n->train.learning_rate = ov->lr;
     if (ov->seed >= 0) n->train.seed = (uint64_t)ov->seed;
@@ -345,6 +393,33 @@ vdnn_status net_clone(const net *n, net **out)
     return net_from_cfg(n->cfg, 1, &n->ov, out);
 }
 
+vdnn_status net_clone_micro(const net *n, int micro, net **out)
+{
+    net_overrides ov = n->ov;
+    ov.batch = n->minibatch;
+    ov.micro_batch = micro;
+    return net_from_cfg(n->cfg, 1, &ov, out);
+}
+
+vdnn_status net_remake(net *n, int micro, net **out)
+{
+    if (n->dev) return vdnn_fail(VDNN_EINVAL, "net_remake: detach the net first");
+    net_overrides ov = n->ov;
+    ov.micro_batch = micro;
+    ov.batch = n->minibatch;
+    vdnn_status st = net_from_cfg(n->cfg, n->cfg_borrowed, &ov, out);
+    if (st != VDNN_OK) return st;
+    n->cfg_borrowed = 1;   /* the new net owns the config now (if n did) */
+    net *m = *out;
+    m->policy = n->policy;
+    m->dyn = n->dyn;
+    m->algo = n->algo;
+    m->budget_bytes = n->budget_bytes;
+    m->sync_layers = n->sync_layers;
+    m->trace = n->trace;
+    return VDNN_OK;
+}
+
 vdnn_status net_parse(const char *text, const char *name, const net_overrides *ov, net **out)
 {
     *out = NULL;
@@ -375,8 +450,11 @@ void net_detach(net *n)
     pool_reclaim(device_pool(n->dev), 1);
     free(n->maps);
     free(n->dx);
+    free(n->wev);
+    free(n->gev);
     n->maps = NULL;
     n->dx = NULL;
+    n->wev = n->gev = NULL;
     n->labels = NULL;
     n->dev = NULL;
 }
@@ -387,13 +465,17 @@ vdnn_status net_attach(net *n, device *d)
     n->dev = d;
     n->maps = calloc((size_t)n->nlayers + 1, sizeof *n->maps);
     n->dx = calloc((size_t)n->nlayers + 1, sizeof *n->dx);
-    if (!n->maps || !n->dx) return vdnn_fail(VDNN_ENOMEM, "out of host memory");
+    n->wev = calloc((size_t)n->nlayers, sizeof *n->wev);
+    n->gev = calloc((size_t)n->nlayers, sizeof *n->gev);
+    if (!n->maps || !n->dx || !n->wev || !n->gev) return vdnn_fail(VDNN_ENOMEM, "out of host memory");
     for (int j = 0; j <= n->nlayers; j++) {
         snprintf(n->maps[j].name, sizeof n->maps[j].name, "x[%d]", j);
         n->maps[j].first_reader = net_first_reader(n, j);
     }
     for (int i = 0; i < n->nlayers; i++) {
-        vdnn_status st = layer_alloc_params(n->layers[i], d, n->train.seed);
+        layer *l = n->layers[i];
+        if (net_policy_swaps(n, i, n->policy)) l->swap = 1;
+        vdnn_status st = l->swap ? layer_alloc_params_host(l, d, n->train.seed) : layer_alloc_params(l, d, n->train.seed);
         if (st != VDNN_OK) return st;
     }
     vdnn_status st = device_alloc(d, (size_t)n->input.n * sizeof(int32_t), "input", "labels", (void **)&n->labels);

@@ -28,8 +28,15 @@
 #include "vdnn/mm.h"
 #include "vdnn/trace.h"
 
-/* Which feature maps leave the device between forward and backward. */
-typedef enum { POLICY_NONE = 0, POLICY_ALL, POLICY_CONV, POLICY_COUNT } mem_policy;
+/* Which feature maps leave the device between forward and backward, and where the
+ * parameters live: none keeps everything; all offloads every map backward reads; conv
+ * the inputs of convolutions; swap offloads every map and keeps every swappable layer's
+ * parameters in host memory; recompute drops the outputs of the cheap layers (no
+ * parameters, or batch norm) whose input backward keeps anyway, and computes them
+ * again in backward. */
+typedef enum { POLICY_NONE = 0, POLICY_ALL, POLICY_CONV, POLICY_SWAP, POLICY_RECOMPUTE, POLICY_COUNT } mem_policy;
+/* What happens to a feature map between its forward and its backward readers. */
+enum { MAP_KEEP = 0, MAP_OFFLOAD = 1, MAP_RECOMPUTE = 2 };
 /* How far ahead backward prefetches: to the next layer that reads an offloaded map
  * however far (vDNN's rule), to the next layer only, or not at all (each layer fetches
  * its own inputs and waits). Farther overlaps more and holds maps longer. */
@@ -57,6 +64,7 @@ typedef struct train_cfg {
 
 typedef struct net_overrides {
     int batch;
+    int micro_batch;          /* items per forward/backward; the batch is split (0: no split) */
     int epochs;
     double lr;
     long long seed;
@@ -67,7 +75,10 @@ typedef struct net {
     cfg_file *cfg;            /* owned unless cfg_borrowed (a clone) */
     int cfg_borrowed;
     net_overrides ov;         /* as given to net_load (data_path is not kept) */
-    shape4 input;             /* (N, C, H, W): N is the batch */
+    shape4 input;             /* (N, C, H, W): N is the items of one forward/backward (the
+                               * micro-batch when split, else the batch) */
+    int minibatch;            /* items per optimizer step (the config's batch) */
+    int micro;                /* micro-batch size when the batch is split, else 0 */
     int classes;              /* outputs of the last layer before softmax */
     train_cfg train;
     data_cfg data;
@@ -84,6 +95,8 @@ typedef struct net {
     uint64_t step;            /* optimizer steps taken */
     fmap *maps;               /* (nlayers + 1) feature maps x[i] with residency and plan */
     float **dx;               /* (nlayers + 1) gradient maps */
+    dev_event **wev;          /* (nlayers) swapped layers: their parameters' copy to the device */
+    dev_event **gev;          /* (nlayers) swapped layers: their gradients' copy to the host */
     int32_t *labels;          /* device, (N) */
     size_t peak_iter_bytes;   /* pool high-water mark so far */
     mm_stats stats;           /* offloaded/prefetched bytes and copy waits, cumulative */
@@ -103,6 +116,13 @@ void net_free(net *n);
 /* A second net of the same config and overrides, sharing n's config (n must outlive
  * it), with no device: for replaying n's iteration on a simulated device. */
 vdnn_status net_clone(const net *n, net **out);
+/* As net_clone, built for micro-batches of `micro` items (0: the whole batch). */
+vdnn_status net_clone_micro(const net *n, int micro, net **out);
+
+/* The same net (config, overrides, command-line settings) built for micro-batches of
+ * `micro` items (0: no split). n must be detached. The new net takes over n's config
+ * and n keeps a borrowed reference: free n, and use the new net in its place. */
+vdnn_status net_remake(net *n, int micro, net **out);
 
 /* Allocates and initialises every parameter on `d` (from the seed), and the label
  * buffer. The net keeps `d` until net_detach() or net_free(). */
@@ -139,6 +159,17 @@ vdnn_status net_least_budget(net *n, size_t *bytes);
  * bound), mem with the smallest-workspace ones. The net's own plan is left as it was. */
 vdnn_status net_budget_table(net *n, size_t table[POLICY_COUNT][ALGO_MODE_COUNT]);
 
+/* What policy p does with x[j] (MAP_*); a layer's `offload =` override wins. */
+int net_policy_map(const net *n, int j, mem_policy p);
+/* Whether policy p swaps layer i's parameters. */
+int net_policy_swaps(const net *n, int i, mem_policy p);
+/* Whether x[j] may be dropped and recomputed: a backward pass reads it, it is not the
+ * input or the loss output, and the layer that computes it is not swapped (`swap`: per
+ * layer swap flags, NULL: the layers' own). Recomputation runs the layers from the
+ * nearest map below x[j] that is not itself recomputed; none of them may be swapped
+ * either (plan_apply checks the whole chain). */
+int net_recomputable(const net *n, int j, const unsigned char *swap);
+
 /* The first layer, counting backward, whose backward pass reads x[j]: j if layer j reads
  * its input, else j-1 if layer j-1 reads its output, else -1. */
 int net_first_reader(const net *n, int j);
@@ -155,8 +186,10 @@ typedef struct step_result {
     int n;
 } step_result;
 
-/* One training step on a batch in host memory (items x C x H x W floats, items labels):
- * the input is copied into x[0] from the pool; forward, backward, SGD update with lr. */
+/* One training step on a batch in host memory (items x C x H x W floats, items labels,
+ * items <= n->minibatch): in micro-batches of n->input.n items when split, each copied
+ * into x[0] from the pool, forward and backward with gradients accumulated; then the
+ * SGD update with lr. */
 vdnn_status net_train_step(net *n, const float *x, const int32_t *y, int items, double lr, step_result *r);
 /* Forward in evaluation mode; adds to r. */
 vdnn_status net_eval_batch(net *n, const float *x, const int32_t *y, int items, step_result *r);

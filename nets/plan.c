@@ -6,16 +6,6 @@
 #include "nets/net.h"
 #include "nets/planner.h"
 
-static int offloads(const net *n, int j, mem_policy p)
-{
-    if (j >= n->nlayers || net_first_reader(n, j) < 0) return 0;
-    const layer *l = n->layers[j];
-    if (l->offload >= 0) return l->offload;
-    if (p == POLICY_ALL) return 1;
-    if (p == POLICY_CONV) return l->ops->algo_count != NULL;
-    return 0;
-}
-
 static int smallest_workspace(const layer *l, int pass)
 {
     int best = 0;
@@ -39,15 +29,20 @@ static vdnn_status measure_algos(net *n)
 {
     const device_options *o = device_get_options(n->dev);
     profile pr;
-    plan p;
     int cached = 0;
     vdnn_status st = profile_get(n, n->dev, o->link_gbps, o->threads, NULL, &pr, &cached);
     if (st != VDNN_OK) return vdnn_wrap(st, "measuring convolution algorithms");
-    st = plan_policy(n, &pr, n->policy, ALGO_PERF, n->prefetch_ahead, n->release_lag, &p);
-    for (int i = 0; i < n->nlayers && st == VDNN_OK; i++) memcpy(n->layers[i]->algo, p.algo[i], sizeof p.algo[i]);
-    if (st == VDNN_OK) plan_free(&p);
+    for (int i = 0; i < n->nlayers; i++)
+        for (int p = 0; p < PASS_COUNT; p++)
+            n->layers[i]->algo[p] = plan_choose_algo(n->layers[i], p, ALGO_PERF, &pr.layers[i]);
     profile_free(&pr);
-    return st;
+    return VDNN_OK;
+}
+
+static void set_map(fmap *m, int what)
+{
+    m->offload = what == MAP_OFFLOAD;
+    m->recompute = what == MAP_RECOMPUTE;
 }
 
 static void choose_without_measuring(net *n, algo_mode a)
@@ -65,7 +60,7 @@ vdnn_status net_plan_static(net *n, mem_policy p, algo_mode a)
 {
     n->policy = p;
     n->algo = a;
-    for (int j = 0; n->maps && j <= n->nlayers; j++) n->maps[j].offload = offloads(n, j, p);
+    for (int j = 0; n->maps && j <= n->nlayers; j++) set_map(&n->maps[j], net_policy_map(n, j, p));
     choose_without_measuring(n, a);
     return VDNN_OK;
 }
@@ -86,7 +81,10 @@ static void copy_plan(net *m, const net *n)
     m->prefetch_ahead = n->prefetch_ahead;
     m->release_lag = n->release_lag;
     for (int i = 0; i < n->nlayers; i++) memcpy(m->layers[i]->algo, n->layers[i]->algo, sizeof n->layers[i]->algo);
-    for (int j = 0; j <= n->nlayers; j++) m->maps[j].offload = n->maps ? n->maps[j].offload : offloads(n, j, n->policy);
+    for (int j = 0; j <= n->nlayers; j++) {
+        if (n->maps) m->maps[j].offload = n->maps[j].offload, m->maps[j].recompute = n->maps[j].recompute;
+        else set_map(&m->maps[j], net_policy_map(n, j, n->policy));
+    }
 }
 
 vdnn_status net_min_budget(net *n, size_t *bytes)
@@ -99,6 +97,10 @@ vdnn_status net_min_budget(net *n, size_t *bytes)
     net *m = NULL;
     vdnn_status st = net_clone(n, &m);
     if (st == VDNN_OK) st = device_create(&o, &d);
+    /* parameters go where the net has them, or (unattached) where attaching would put them */
+    for (int i = 0; st == VDNN_OK && i < n->nlayers; i++)
+        m->layers[i]->swap = n->layers[i]->swap || (!n->dev && net_policy_swaps(n, i, n->policy));
+    if (m) m->policy = POLICY_NONE;   /* the swaps just set, nothing more */
     if (st == VDNN_OK) st = net_attach(m, d);
     if (st == VDNN_OK) {
         copy_plan(m, n);
@@ -126,7 +128,7 @@ vdnn_status net_budget_table(net *n, size_t table[POLICY_COUNT][ALGO_MODE_COUNT]
         if (a == ALGO_MEM || saved_mode != ALGO_PERF) choose_without_measuring(n, (algo_mode)a);
         for (int p = 0; p < POLICY_COUNT && st == VDNN_OK; p++) {
             n->policy = (mem_policy)p;
-            for (int j = 0; n->maps && j <= n->nlayers; j++) n->maps[j].offload = offloads(n, j, (mem_policy)p);
+            for (int j = 0; n->maps && j <= n->nlayers; j++) set_map(&n->maps[j], net_policy_map(n, j, (mem_policy)p));
             st = net_least_budget(n, &table[p][a]);
         }
     }
@@ -136,7 +138,7 @@ vdnn_status net_budget_table(net *n, size_t table[POLICY_COUNT][ALGO_MODE_COUNT]
     n->algo = saved_mode;
     n->prefetch_ahead = saved_far;
     n->release_lag = saved_lag;
-    for (int j = 0; n->maps && j <= n->nlayers; j++) n->maps[j].offload = offloads(n, j, saved_policy);
+    for (int j = 0; n->maps && j <= n->nlayers; j++) set_map(&n->maps[j], net_policy_map(n, j, saved_policy));
     return st;
 }
 

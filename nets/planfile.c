@@ -41,12 +41,14 @@ vdnn_status plan_init(plan *p, const net *n)
     if (!n || n->nlayers < 1) return vdnn_fail(VDNN_EINVAL, "plan_init: the net has no layers");
     p->offload = calloc((size_t)n->nlayers + 1, sizeof *p->offload);
     p->algo = calloc((size_t)n->nlayers, sizeof *p->algo);
-    if (!p->offload || !p->algo) {
+    p->swap = calloc((size_t)n->nlayers, sizeof *p->swap);
+    if (!p->offload || !p->algo || !p->swap) {
         plan_free(p);
         return vdnn_fail(VDNN_ENOMEM, "out of host memory for a plan of %d layers", n->nlayers);
     }
     p->nlayers = n->nlayers;
-    p->batch = n->input.n;
+    p->batch = n->minibatch;
+    p->micro = n->micro;
     p->prefetch_ahead = PREFETCH_FAR;
     p->release_lag = 1;
     p->predicted_s = -1;
@@ -59,27 +61,32 @@ void plan_free(plan *p)
     if (!p) return;
     free(p->offload);
     free(p->algo);
+    free(p->swap);
     p->offload = NULL;
     p->algo = NULL;
+    p->swap = NULL;
     p->nlayers = 0;
 }
 
 vdnn_status plan_copy(plan *dst, const plan *src)
 {
     *dst = *src;
-    if (!src->offload || !src->algo) {   /* an empty (freed) plan copies as empty */
+    if (!src->offload || !src->algo || !src->swap) {   /* an empty (freed) plan copies as empty */
         dst->offload = NULL;
         dst->algo = NULL;
+        dst->swap = NULL;
         dst->nlayers = 0;
         return VDNN_OK;
     }
     dst->offload = malloc((size_t)src->nlayers + 1);
     dst->algo = malloc((size_t)src->nlayers * sizeof *src->algo);
-    if (!dst->offload || !dst->algo) {
+    dst->swap = malloc((size_t)src->nlayers);
+    if (!dst->offload || !dst->algo || !dst->swap) {
         plan_free(dst);
         return vdnn_fail(VDNN_ENOMEM, "out of host memory copying a plan of %d layers", src->nlayers);
     }
     memcpy(dst->offload, src->offload, (size_t)src->nlayers + 1);
+    memcpy(dst->swap, src->swap, (size_t)src->nlayers);
     memcpy(dst->algo, src->algo, (size_t)src->nlayers * sizeof *src->algo);
     return VDNN_OK;
 }
@@ -91,17 +98,6 @@ static int offloadable(const net *n, int j)
     return j >= 0 && j < n->nlayers && net_first_reader(n, j) >= 0;
 }
 
-/* The policy's flag for x[j]; a layer's `offload=` override wins (as nets/plan.c). */
-static int policy_offloads(const net *n, int j, mem_policy pol)
-{
-    if (!offloadable(n, j)) return 0;
-    const layer *l = n->layers[j];
-    if (l->offload >= 0) return l->offload;
-    if (pol == POLICY_ALL) return 1;
-    if (pol == POLICY_CONV) return l->ops->algo_count != NULL;
-    return 0;
-}
-
 vdnn_status plan_from_net(const net *n, plan *p)
 {
     vdnn_status st = plan_init(p, n);
@@ -109,7 +105,11 @@ vdnn_status plan_from_net(const net *n, plan *p)
     /* Unattached, the net has no maps yet: net_attach will plan them by its policy, and
      * nets/plan.c's budget replay assumes the same, so that is the plan it runs. */
     for (int j = 0; j <= n->nlayers; j++)
-        p->offload[j] = (unsigned char)(n->maps ? n->maps[j].offload != 0 : policy_offloads(n, j, n->policy));
+        p->offload[j] = (unsigned char)(!n->maps               ? net_policy_map(n, j, n->policy)
+                                        : n->maps[j].recompute ? MAP_RECOMPUTE
+                                                               : n->maps[j].offload != 0);
+    for (int i = 0; i < n->nlayers; i++)
+        p->swap[i] = (unsigned char)(n->layers[i]->swap || (!n->dev && net_policy_swaps(n, i, n->policy)));
     for (int i = 0; i < n->nlayers; i++) memcpy(p->algo[i], n->layers[i]->algo, sizeof p->algo[i]);
     p->prefetch_ahead = n->prefetch_ahead;
     p->release_lag = n->release_lag;
@@ -132,11 +132,34 @@ static vdnn_status plan_check(const plan *p, const net *n, const char *who)
                 return vdnn_fail(VDNN_EINVAL, "%s: %s: %s algorithm %d does not exist (the layer has %d)", who,
                                  n->layers[i]->name, pass_names[pass], a, count);
         }
-    for (int j = 0; j <= n->nlayers; j++)
+    for (int i = 0; i < n->nlayers; i++) {
+        if (p->swap[i] && !layer_swappable(n->layers[i]))
+            return vdnn_fail(VDNN_EINVAL, "%s: %s's parameters cannot be swapped (%s)", who, n->layers[i]->name,
+                             n->layers[i]->nparams ? "its forward pass updates state in them" : "it has none");
+    }
+    for (int j = 0; j <= n->nlayers; j++) {
+        if (p->offload[j] > MAP_RECOMPUTE)
+            return vdnn_fail(VDNN_EINVAL, "%s: x[%d]: map decision %d is not keep, offload or recompute", who, j,
+                             p->offload[j]);
         if (p->offload[j] && !offloadable(n, j))
-            return vdnn_fail(VDNN_EINVAL, "%s: the plan offloads x[%d]%s%s, but no backward pass reads it", who, j,
+            return vdnn_fail(VDNN_EINVAL, "%s: the plan %s x[%d]%s%s, but no backward pass reads it", who,
+                             p->offload[j] == MAP_RECOMPUTE ? "recomputes" : "offloads", j,
                              j < n->nlayers ? ", the input of " : " (the loss output)",
                              j < n->nlayers ? n->layers[j]->name : "");
+        /* recomputing x[j] runs the layers from the nearest map below it that is kept */
+        for (int k = j - 1; p->offload[j] == MAP_RECOMPUTE && k >= 0; k--) {
+            if (k == 0 && j == 0) break;
+            if (p->swap[k])
+                return vdnn_fail(VDNN_EINVAL, "%s: recomputing x[%d] would run %s again, whose parameters are swapped",
+                                 who, j, n->layers[k]->name);
+            if (p->offload[k] != MAP_RECOMPUTE) break;
+        }
+        if (p->offload[j] == MAP_RECOMPUTE && j == 0)
+            return vdnn_fail(VDNN_EINVAL, "%s: x[0], the input, cannot be recomputed", who);
+    }
+    if (p->micro != n->micro)
+        return vdnn_fail(VDNN_EINVAL, "%s: the plan's micro-batches are of %d items, the net's of %d (0: no split)",
+                         who, p->micro, n->micro);
     if (p->prefetch_ahead < PREFETCH_ON_DEMAND || p->prefetch_ahead > PREFETCH_FAR)
         return vdnn_fail(VDNN_EINVAL, "%s: prefetch mode %d is not one of PREFETCH_*", who, p->prefetch_ahead);
     if (p->release_lag < 0 || p->release_lag > PLAN_MAX_LAG)
@@ -149,8 +172,18 @@ vdnn_status plan_apply(net *n, const plan *p)
     /* all checks first, so that a rejected plan leaves the net as it was */
     vdnn_status st = plan_check(p, n, "plan_apply");
     if (st != VDNN_OK) return st;
+    for (int i = 0; n->dev && i < n->nlayers; i++)
+        if (!p->swap[i] != !n->layers[i]->swap)
+            return vdnn_fail(VDNN_EINVAL, "plan_apply: the plan %s %s's parameters, but the net is on its device with "
+                             "them %s; swapping is decided before the parameters are placed (net_attach)",
+                             p->swap[i] ? "swaps" : "keeps", n->layers[i]->name,
+                             n->layers[i]->swap ? "in host memory" : "on the device");
     for (int i = 0; i < n->nlayers; i++) memcpy(n->layers[i]->algo, p->algo[i], sizeof p->algo[i]);
-    for (int j = 0; n->maps && j <= n->nlayers; j++) n->maps[j].offload = p->offload[j];
+    for (int j = 0; n->maps && j <= n->nlayers; j++) {
+        n->maps[j].offload = p->offload[j] == MAP_OFFLOAD;
+        n->maps[j].recompute = p->offload[j] == MAP_RECOMPUTE;
+    }
+    for (int i = 0; !n->dev && i < n->nlayers; i++) n->layers[i]->swap = p->swap[i];
     n->prefetch_ahead = p->prefetch_ahead;
     n->release_lag = p->release_lag;
     return VDNN_OK;
@@ -179,7 +212,7 @@ static const double *pass_times(const layer_cost *c, int pass)
     return pass == PASS_FWD ? c->fwd_s : pass == PASS_BWD_DATA ? c->bwd_data_s : c->bwd_filter_s;
 }
 
-static int choose_algo(const layer *l, int pass, algo_mode a, const layer_cost *c)
+int plan_choose_algo(const layer *l, int pass, algo_mode a, const layer_cost *c)
 {
     if (l->algo_pinned[pass] >= 0) return l->algo_pinned[pass];
     if (a == ALGO_MEM) return best_algo(l, pass, NULL);
@@ -202,10 +235,11 @@ vdnn_status plan_policy(const net *n, const profile *pr, mem_policy pol, algo_mo
     p->prefetch_ahead = prefetch_ahead;
     p->release_lag = release_lag;
     snprintf(p->origin, sizeof p->origin, "%s", policy_name(pol));
-    for (int j = 0; j <= n->nlayers; j++) p->offload[j] = (unsigned char)policy_offloads(n, j, pol);
+    for (int j = 0; j <= n->nlayers; j++) p->offload[j] = (unsigned char)net_policy_map(n, j, pol);
+    for (int i = 0; i < n->nlayers; i++) p->swap[i] = (unsigned char)net_policy_swaps(n, i, pol);
     for (int i = 0; i < n->nlayers; i++)
         for (int pass = 0; pass < PASS_COUNT; pass++)
-            p->algo[i][pass] = choose_algo(n->layers[i], pass, a, pr ? &pr->layers[i] : NULL);
+            p->algo[i][pass] = plan_choose_algo(n->layers[i], pass, a, pr ? &pr->layers[i] : NULL);
     st = plan_check(p, n, "plan_policy");
     if (st != VDNN_OK) plan_free(p);
     return st;
@@ -242,18 +276,22 @@ static void origin_word(const char *origin, char *buf, size_t len)
     if (!k) snprintf(buf, len, "-");
 }
 
+static const char *const map_words[3] = {"keep", "offload", "recompute"};
+
 static void write_plan(FILE *f, const plan *p, const net *n)
 {
     char t1[40], t2[40], origin[sizeof p->origin + 1];
     origin_word(p->origin, origin, sizeof origin);
-    fprintf(f, "# vdnn plan (docs/planner.md)\n%s %d\nlayers %d\nbatch %d\nprefetch %s\nrelease_lag %d\n",
-            PLAN_MAGIC, PLAN_VERSION, p->nlayers, p->batch, prefetch_name(p->prefetch_ahead), p->release_lag);
+    fprintf(f, "# vdnn plan (docs/planner.md)\n%s %d\nlayers %d\nbatch %d\nmicro_batch %d\nprefetch %s\n"
+            "release_lag %d\n", PLAN_MAGIC, PLAN_VERSION, p->nlayers, p->batch, p->micro,
+            prefetch_name(p->prefetch_ahead), p->release_lag);
     fprintf(f, "origin %s\npredicted_ms %s\npeak_bytes %zu\nmeasured_ms %s\n", origin,
             fmt_ms(p->predicted_s, t1, sizeof t1), p->peak_bytes, fmt_ms(p->measured_s, t2, sizeof t2));
-    fprintf(f, "# layer  offload-input  fwd  bwd-data  bwd-filter\n");
+    fprintf(f, "# layer  input-map  swap  fwd  bwd-data  bwd-filter\n");
     for (int i = 0; i < n->nlayers; i++) {
         const layer *l = n->layers[i];
-        fprintf(f, "%s %d %s %s %s\n", l->name, p->offload[i] ? 1 : 0, layer_algo_name(l, PASS_FWD, p->algo[i][0]),
+        fprintf(f, "%s %s %d %s %s %s\n", l->name, map_words[p->offload[i]], p->swap[i] ? 1 : 0,
+                layer_algo_name(l, PASS_FWD, p->algo[i][0]),
                 layer_algo_name(l, PASS_BWD_DATA, p->algo[i][1]), layer_algo_name(l, PASS_BWD_FILTER, p->algo[i][2]));
     }
 }
@@ -407,9 +445,15 @@ static vdnn_status read_shape(reader *r, const net *n)
         return vdnn_fail(VDNN_EINVAL, "%s:%d: the plan has %d layers, the net has %d", r->path, r->line, count,
                          n->nlayers);
     if (st == VDNN_OK) st = read_int(r, "batch", 1, 1000000000, &batch);
-    if (st == VDNN_OK && batch != n->input.n)
+    if (st == VDNN_OK && batch != n->minibatch)
         return vdnn_fail(VDNN_EINVAL, "%s:%d: the plan was made for batch %d, the net has batch %d "
-                         "(run with --batch %d, or make a new plan)", r->path, r->line, batch, n->input.n, batch);
+                         "(run with --batch %d, or make a new plan)", r->path, r->line, batch, n->minibatch, batch);
+    int micro = 0;
+    if (st == VDNN_OK) st = read_int(r, "micro_batch", 0, 1000000000, &micro);
+    if (st == VDNN_OK && micro != n->micro)
+        return vdnn_fail(VDNN_EINVAL, "%s:%d: the plan was made for micro-batches of %d items, the net runs "
+                         "micro-batches of %d (0: the whole batch); run %s%.0d, or make a new plan", r->path, r->line,
+                         micro, n->micro, micro ? "with --micro-batch " : "without --micro-batch", micro);
     return st;
 }
 
@@ -464,22 +508,30 @@ static vdnn_status read_layer(reader *r, const net *n, int i, plan *p)
 {
     const layer *l = n->layers[i];
     if (!next_line(r)) return at_end(r, "a layer line");
-    if (r->ntok != 5)
-        return vdnn_fail(VDNN_EFORMAT, "%s:%d: a layer line reads 'NAME OFFLOAD FWD BWD-DATA BWD-FILTER'; "
+    if (r->ntok != 6)
+        return vdnn_fail(VDNN_EFORMAT, "%s:%d: a layer line reads 'NAME MAP SWAP FWD BWD-DATA BWD-FILTER'; "
                          "this one has %d fields", r->path, r->line, r->ntok);
     if (strcmp(r->tok[0], l->name) != 0)
         return vdnn_fail(VDNN_EINVAL, "%s:%d: layer %d is %s in the net but '%.40s' in the plan", r->path, r->line,
                          i + 1, l->name, r->tok[0]);
-    if (strcmp(r->tok[1], "0") != 0 && strcmp(r->tok[1], "1") != 0)
-        return vdnn_fail(VDNN_EFORMAT, "%s:%d: %s: the offload flag must be 0 or 1, not '%.40s'", r->path, r->line,
-                         l->name, r->tok[1]);
-    p->offload[i] = r->tok[1][0] == '1';
-    if (p->offload[i] && !offloadable(n, i))
-        return vdnn_fail(VDNN_EINVAL, "%s:%d: %s: the plan offloads its input x[%d], but no backward pass reads "
-                         "x[%d] (its flag must be 0)", r->path, r->line, l->name, i, i);
+    int map = -1;
+    for (int k = 0; k < 3; k++)
+        if (!strcmp(r->tok[1], map_words[k])) map = k;
+    if (map < 0)
+        return vdnn_fail(VDNN_EFORMAT, "%s:%d: %s: the input map must be keep, offload or recompute, not '%.40s'",
+                         r->path, r->line, l->name, r->tok[1]);
+    p->offload[i] = (unsigned char)map;
+    if (map && !offloadable(n, i))
+        return vdnn_fail(VDNN_EINVAL, "%s:%d: %s: the plan %s its input x[%d], but no backward pass reads "
+                         "x[%d] (it must be keep)", r->path, r->line, l->name,
+                         map == MAP_OFFLOAD ? "offloads" : "recomputes", i, i);
+    if (strcmp(r->tok[2], "0") != 0 && strcmp(r->tok[2], "1") != 0)
+        return vdnn_fail(VDNN_EFORMAT, "%s:%d: %s: the swap flag must be 0 or 1, not '%.40s'", r->path, r->line,
+                         l->name, r->tok[2]);
+    p->swap[i] = r->tok[2][0] == '1';
     vdnn_status st = VDNN_OK;
     for (int pass = 0; pass < PASS_COUNT && st == VDNN_OK; pass++)
-        st = read_algo(r, l, pass, r->tok[2 + pass], &p->algo[i][pass]);
+        st = read_algo(r, l, pass, r->tok[3 + pass], &p->algo[i][pass]);
     return st;
 }
 
@@ -504,6 +556,7 @@ vdnn_status plan_load(const net *n, const char *path, plan *out)
     r.f = fopen(path, "r");
     if (!r.f) st = vdnn_fail(VDNN_EIO, "%s: cannot open the plan: %s", path, strerror(errno));
     if (st == VDNN_OK) st = read_plan(&r, n, out);
+    if (st == VDNN_OK) st = plan_check(out, n, path);
     if (r.f) fclose(r.f);
     free(r.buf);
     if (st != VDNN_OK) plan_free(out);
@@ -545,7 +598,10 @@ static int has_choice(const layer *l)
 
 static const char *offload_word(const plan *p, const net *n, int i)
 {
-    return !offloadable(n, i) ? "-" : p->offload[i] ? "offload" : "keep";
+    if (!offloadable(n, i)) return "-";
+    if (p->offload[i] > MAP_RECOMPUTE) return "?";
+    return p->swap[i] ? (p->offload[i] == MAP_KEEP ? "keep+swap" : p->offload[i] == MAP_OFFLOAD ? "offload+swap" : "recomp+swap")
+                      : map_words[p->offload[i]];
 }
 
 static void print_row(FILE *f, const plan *p, const net *n, const profile *pr, int i)
@@ -557,7 +613,7 @@ static void print_row(FILE *f, const plan *p, const net *n, const profile *pr, i
     for (int pass = 0; pass < PASS_COUNT; pass++)
         name[pass] = choice ? algo_name(l, pass, p->algo[i][pass]) : "-";
     size_t wsb = fwd_workspace(l, p->algo[i][PASS_FWD]);
-    fprintf(f, "%4d  %-14s %-14s %11s  %-8s %-13s %-13s %-15s %11s", i, l->name, l->ops->type,
+    fprintf(f, "%4d  %-14s %-14s %11s  %-12s %-13s %-13s %-15s %11s", i, l->name, l->ops->type,
             vdnn_fmt_bytes(shape_bytes(l->in), in, sizeof in), offload_word(p, n, i), name[0], name[1], name[2],
             wsb ? vdnn_fmt_bytes(wsb, ws, sizeof ws) : "-");
     double fms, bms;
@@ -567,12 +623,18 @@ static void print_row(FILE *f, const plan *p, const net *n, const profile *pr, i
 
 static void print_footer(FILE *f, const plan *p, const net *n)
 {
-    size_t off_bytes = 0;
-    int off_maps = 0;
-    for (int i = 0; i < n->nlayers; i++)
-        if (p->offload[i]) off_bytes += shape_bytes(n->layers[i]->in), off_maps++;
-    char b1[32], b2[32];
-    fprintf(f, "offloaded: %d maps, %s\n", off_maps, vdnn_fmt_bytes(off_bytes, b1, sizeof b1));
+    size_t bytes[3] = {0, 0, 0}, swapped = 0;
+    int maps[3] = {0, 0, 0}, layers = 0;
+    for (int i = 0; i < n->nlayers; i++) {
+        if (p->offload[i] <= MAP_RECOMPUTE) bytes[p->offload[i]] += shape_bytes(n->layers[i]->in), maps[p->offload[i]]++;
+        if (p->swap[i]) swapped += layer_param_bytes(n->layers[i]), layers++;
+    }
+    char b1[32], b2[32], b3[32];
+    fprintf(f, "offloaded: %d maps, %s; recomputed: %d maps, %s; swapped: %d layers, %s of parameters\n",
+            maps[MAP_OFFLOAD], vdnn_fmt_bytes(bytes[MAP_OFFLOAD], b1, sizeof b1), maps[MAP_RECOMPUTE],
+            vdnn_fmt_bytes(bytes[MAP_RECOMPUTE], b2, sizeof b2), layers, vdnn_fmt_bytes(swapped, b3, sizeof b3));
+    if (p->micro) fprintf(f, "micro-batches: %d items each, %d per batch of %d\n", p->micro,
+                          (p->batch + p->micro - 1) / p->micro, p->batch);
     fprintf(f, "copy timing: prefetch %s, release lag %d\n", prefetch_name(p->prefetch_ahead), p->release_lag);
     if (p->predicted_s >= 0)
         fprintf(f, "predicted: %.3f ms per iteration, peak %s (%zu bytes)\n", p->predicted_s * 1e3,
@@ -593,8 +655,8 @@ void plan_print(FILE *f, const plan *p, const net *n, const profile *pr)
         return;
     }
     fprintf(f, "plan (origin %s, batch %d, %d layers)\n", p->origin[0] ? p->origin : "-", p->batch, p->nlayers);
-    fprintf(f, "%4s  %-14s %-14s %11s  %-8s %-13s %-13s %-15s %11s", "#", "layer", "type", "input x[i]",
-            "offload", "fwd", "bwd-data", "bwd-filter", "workspace");
+    fprintf(f, "%4s  %-14s %-14s %11s  %-12s %-13s %-13s %-15s %11s", "#", "layer", "type", "input x[i]",
+            "map", "fwd", "bwd-data", "bwd-filter", "workspace");
     if (pr && pr->nlayers == p->nlayers) fprintf(f, " %9s %9s", "fwd ms", "bwd ms");
     fputc('\n', f);
     for (int i = 0; i < n->nlayers; i++) print_row(f, p, n, pr, i);
@@ -628,8 +690,10 @@ static void json_layer(FILE *f, const plan *p, const net *n, const profile *pr, 
     json_str(f, l->name);
     fprintf(f, ",\"type\":");
     json_str(f, l->ops->type);
-    fprintf(f, ",\"input_bytes\":%zu,\"offload\":%s,\"algo\":{", shape_bytes(l->in),
-            !offloadable(n, i) ? "null" : p->offload[i] ? "true" : "false");
+    fprintf(f, ",\"input_bytes\":%zu,\"offload\":%s,\"map\":\"%s\",\"swap\":%s,\"algo\":{", shape_bytes(l->in),
+            !offloadable(n, i) ? "null" : p->offload[i] == MAP_OFFLOAD ? "true" : "false",
+            !offloadable(n, i) || p->offload[i] > MAP_RECOMPUTE ? "-" : map_words[p->offload[i]],
+            p->swap[i] ? "true" : "false");
     static const char *const keys[PASS_COUNT] = {"fwd", "bwd_data", "bwd_filter"};
     for (int pass = 0; pass < PASS_COUNT; pass++) {
         fprintf(f, "%s\"%s\":", pass ? "," : "", keys[pass]);
@@ -652,7 +716,7 @@ void plan_print_json(FILE *f, const plan *p, const net *n, const profile *pr)
     }
     fprintf(f, "{\"origin\":");
     json_str(f, p->origin);
-    fprintf(f, ",\"batch\":%d,\"prefetch\":\"%s\",\"release_lag\":%d,\"predicted_ms\":", p->batch,
+    fprintf(f, ",\"batch\":%d,\"micro_batch\":%d,\"prefetch\":\"%s\",\"release_lag\":%d,\"predicted_ms\":", p->batch, p->micro,
             prefetch_name(p->prefetch_ahead), p->release_lag);
     json_num(f, p->predicted_s * 1e3, 1);
     fprintf(f, ",\"peak_bytes\":%zu,\"measured_ms\":", p->peak_bytes);

@@ -76,7 +76,10 @@ vdnn_status profile_cache_path(const net *n, const char *device_desc, const char
 typedef struct plan {
     int nlayers;
     int batch;
-    unsigned char *offload;   /* (nlayers + 1): offload x[j] after its last forward reader */
+    unsigned char *offload;   /* (nlayers + 1): MAP_KEEP, MAP_OFFLOAD (after its last forward
+                               * reader) or MAP_RECOMPUTE (dropped, recomputed in backward) */
+    unsigned char *swap;      /* (nlayers): the layer's parameters live in host memory */
+    int micro;                /* micro-batch size (0: the batch is not split); must be the net's */
     int (*algo)[PASS_COUNT];  /* (nlayers): algorithm per pass */
     int prefetch_ahead;       /* PREFETCH_* */
     int release_lag;
@@ -102,6 +105,11 @@ vdnn_status plan_apply(net *n, const plan *p);
 vdnn_status plan_policy(const net *n, const profile *pr, mem_policy pol, algo_mode a, int prefetch_ahead,
                         int release_lag, plan *p);
 
+/* The algorithm a fixed mode picks for a pass: pinned in the config, else the smallest
+ * workspace (ALGO_MEM) or the fastest in `c` (ALGO_PERF; ties to the smaller
+ * workspace; NULL: the layer's current one). */
+int plan_choose_algo(const layer *l, int pass, algo_mode a, const layer_cost *c);
+
 /* Text file: one line per layer with its name, its input map's offload flag and its
  * algorithms by name. Loading checks layer count, names, algorithm names, and that
  * only maps some backward pass reads are offloaded; errors name the file and line. */
@@ -123,9 +131,9 @@ void sim_destroy(simulator *s);
 vdnn_status sim_run(simulator *s, const plan *p, double *time_s, size_t *peak_bytes);
 /* How many iterations the simulator has replayed. */
 long sim_runs(const simulator *s);
-/* The last run's high-water mark of bytes in use (<= its peak, which also counts the
- * holes below the highest block). Unlike the peak, it never grows when a map is
- * offloaded or a workspace shrinks: the search bounds with it. */
+/* The last run's high-water mark of bytes in blocks not freed (<= its peak, which also
+ * counts holes and blocks waiting on an event). Unlike the peak, it never grows when a
+ * map is offloaded or a workspace shrinks: the search bounds with it. */
 size_t sim_used_peak(const simulator *s);
 
 typedef enum { SEARCH_VDNN = 0, SEARCH_BB } search_kind;
@@ -145,8 +153,9 @@ typedef struct search_stats {
  * SEARCH_VDNN is vDNN's own ladder (the paper's vDNN_dyn): all + memory-optimal must
  * fit, else no plan; then none, conv, all with the fastest algorithms; then all with
  * convolutions moved to memory-optimal algorithms one layer at a time; then all +
- * memory-optimal. SEARCH_BB is a branch and bound over the copy timing, every map's
- * offload and every convolution pass's algorithm (docs/planner.md). `node_limit` > 0
+ * memory-optimal. SEARCH_BB is a branch and bound over the variants of plan_enumerate,
+ * the copy timing, every map's keep/offload and every convolution pass's algorithm,
+ * seeded by hill climbs whose moves also recompute single maps (docs/planner.md). `node_limit` > 0
  * caps the B&B's nodes (then the best plan found so far is returned, stats->complete
  * 0). VDNN_EBUDGET when nothing fits, with a message naming the least budget found. */
 vdnn_status plan_search(const net *n, const profile *pr, size_t budget, search_kind k, long node_limit,
@@ -161,12 +170,16 @@ vdnn_status plan_fit_policy(const net *n, const profile *pr, size_t budget, mem_
  * (when its prediction is slower, but by less than half); the faster measured is returned in *out, the other
  * in *alt (alt->nlayers is 0 when there was none; alt may be NULL). So a misprediction
  * can never leave the planner's plan slower than a plain policy. The net's own plan
- * and weights are left as they were. */
+ * and weights are left as they were, except when the plan swaps parameters that the
+ * net holds on the device (or the reverse): the net is then attached again, its
+ * parameters re-initialised from the seed, so call it before training or resuming. */
 vdnn_status plan_choose(net *n, const profile *pr, size_t budget, search_kind k, long node_limit, int verify,
                         plan *out, plan *alt, search_stats *stats);
 
-/* Every plan of the net, enumerated (tests: small nets only). Calls `visit` with each
- * complete plan; stops early when it returns non-zero. Returns the count visited. */
+/* Every plan of the branch and bound's space, enumerated (tests: small nets only):
+ * variants (recompute the cheap layers' outputs or not, swap every swappable layer or
+ * not) x copy timings x keep/offload per map x every algorithm per pass. Calls `visit`
+ * with each complete plan; stops early when it returns non-zero. Returns the count. */
 long plan_enumerate(const net *n, const profile *pr, int (*visit)(void *ctx, const plan *p), void *ctx);
 
 /* Runs `iters` real training iterations of the attached net with plan `p` on random

@@ -87,15 +87,19 @@ static int algo_choices(const net *n, const profile *pr, int i, int pass, int al
 }
 
 /* The decisions in layer order (the early, large maps first): per layer, the offload
- * of its input, then its algorithms. Config overrides (offload=, algo=) are fixed. */
-static vdnn_status make_decisions(const net *n, const profile *pr, int all, decision **out, int *count)
+ * of its input, then its algorithms. Config overrides (offload=, algo=) are fixed, and
+ * so are the maps `base` recomputes. With `recompute`, a map that may be recomputed
+ * has that as a third choice (the climb's moves; the branch and bound keeps two). */
+static vdnn_status make_decisions(const net *n, const profile *pr, int all, const plan *base, int recompute,
+                                  decision **out, int *count)
 {
     decision *d = calloc((size_t)n->nlayers * 4 + 1, sizeof *d);
     if (!d) return vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
     int k = 0;
     for (int i = 0; i < n->nlayers; i++) {
-        if (offloadable(n, i)) {
+        if (offloadable(n, i) && (!base || base->offload[i] != MAP_RECOMPUTE)) {
             d[k] = (decision){.layer = i, .pass = -1, .count = 2, .choice = {0, 1}, .small = 1};
+            if (recompute && net_recomputable(n, i, base ? base->swap : NULL)) d[k].choice[d[k].count++] = MAP_RECOMPUTE;
             k++;
         }
         for (int p = 0; p < PASS_COUNT; p++)
@@ -227,13 +231,16 @@ static int get_choice(const plan *p, const decision *d)
 static vdnn_status climb(search *s, const plan *start)
 {
     plan cur = {0};
-    vdnn_status st = plan_copy(&cur, start);
+    decision *dec = NULL;
+    int ndec = 0;
+    vdnn_status st = make_decisions(s->n, s->pr, 0, start, 1, &dec, &ndec);
+    if (st == VDNN_OK) st = plan_copy(&cur, start);
     for (int moved = 1; moved && st == VDNN_OK;) {
         moved = 0;
         int best_k = -1, best_c = 0;
         double best_t = cur.predicted_s;
-        for (int k = 0; k < s->ndec && st == VDNN_OK; k++) {
-            const decision *d = &s->dec[k];
+        for (int k = 0; k < ndec && st == VDNN_OK; k++) {
+            const decision *d = &dec[k];
             int was = get_choice(&cur, d);
             for (int c = 0; c < d->count && st == VDNN_OK; c++) {
                 if (d->choice[c] == was) continue;
@@ -241,6 +248,10 @@ static vdnn_status climb(search *s, const plan *start)
                 double t = cur.predicted_s;
                 size_t peak = cur.peak_bytes;
                 st = simulate(s, &cur);
+                if (st == VDNN_EINVAL) {   /* a recompute chain through a swapped layer: not a plan */
+                    st = VDNN_OK;
+                    cur.peak_bytes = (size_t)-1;
+                }
                 if (st == VDNN_OK && cur.peak_bytes <= s->budget && cur.predicted_s < best_t) {
                     best_t = cur.predicted_s;
                     best_k = k;
@@ -252,21 +263,46 @@ static vdnn_status climb(search *s, const plan *start)
             set_choice(&cur, d, was);
         }
         if (st == VDNN_OK && best_k >= 0) {
-            set_choice(&cur, &s->dec[best_k], best_c);
+            set_choice(&cur, &dec[best_k], best_c);
             st = simulate(s, &cur);
             moved = 1;
         }
     }
     if (st == VDNN_OK) st = offer(s, &cur);
     plan_free(&cur);
+    free(dec);
     return st;
+}
+
+/* The base plans the branch and bound starts from: what no per-map decision changes.
+ * Variant bit 1 recomputes the maps policy `recompute` recomputes (the outputs of
+ * cheap layers), bit 2 swaps every swappable layer's parameters. */
+#define VARIANTS 4
+
+static vdnn_status variant_plan(const net *n, const profile *pr, int v, int mode, plan *p)
+{
+    vdnn_status st = plan_policy(n, pr, POLICY_NONE, ALGO_PERF, timing_modes[mode][0], timing_modes[mode][1], p);
+    for (int j = 0; st == VDNN_OK && (v & 1) && j <= n->nlayers; j++)
+        if (net_policy_map(n, j, POLICY_RECOMPUTE) == MAP_RECOMPUTE) p->offload[j] = MAP_RECOMPUTE;
+    for (int i = 0; st == VDNN_OK && (v & 2) && i < n->nlayers; i++) p->swap[i] = (unsigned char)layer_swappable(n->layers[i]);
+    return st;
+}
+
+/* Whether a variant changes anything on this net (else it repeats variant 0). */
+static int variant_differs(const net *n, int v)
+{
+    int any = 0;
+    for (int j = 0; (v & 1) && j <= n->nlayers; j++) any |= net_policy_map(n, j, POLICY_RECOMPUTE) == MAP_RECOMPUTE;
+    int swaps = 0;
+    for (int i = 0; (v & 2) && i < n->nlayers; i++) swaps |= layer_swappable(n->layers[i]);
+    return (!(v & 1) || any) && (!(v & 2) || swaps);
 }
 
 static vdnn_status search_bb(search *s)
 {
     /* the fixed policies first, then climbs from the best of them and from the smallest
-     * plan of every copy timing: a good incumbent cuts most of the tree */
-    vdnn_status st = make_decisions(s->n, s->pr, 0, &s->dec, &s->ndec);
+     * plan of every variant and copy timing: a good incumbent cuts most of the tree */
+    vdnn_status st = VDNN_OK;
     for (int pol = 0; pol < POLICY_COUNT && st == VDNN_OK; pol++)
         for (int a = 0; a < ALGO_MODE_COUNT && st == VDNN_OK; a++) {
             plan p = {0};
@@ -281,18 +317,32 @@ static vdnn_status search_bb(search *s)
         if (st == VDNN_OK) st = climb(s, &from);
         plan_free(&from);
     }
-    for (int m = 0; m < TIMING_MODES && st == VDNN_OK; m++) {
-        plan p = {0};
-        st = plan_policy(s->n, s->pr, POLICY_NONE, ALGO_PERF, timing_modes[m][0], timing_modes[m][1], &p);
-        fill_from(&p, s->dec, 0, s->ndec, 1);
-        if (st == VDNN_OK) st = simulate(s, &p);
-        if (st == VDNN_OK && p.peak_bytes <= s->budget) st = climb(s, &p);
-        plan_free(&p);
+    for (int v = 0; v < VARIANTS && st == VDNN_OK; v++) {
+        if (v && !variant_differs(s->n, v)) continue;
+        for (int m = 0; m < TIMING_MODES && st == VDNN_OK; m++) {
+            plan p = {0};
+            st = variant_plan(s->n, s->pr, v, m, &p);
+            free(s->dec);
+            s->dec = NULL;
+            if (st == VDNN_OK) st = make_decisions(s->n, s->pr, 0, &p, 0, &s->dec, &s->ndec);
+            fill_from(&p, s->dec, 0, s->ndec, 1);
+            if (st == VDNN_OK) st = simulate(s, &p);
+            if (st == VDNN_OK && p.peak_bytes <= s->budget) st = climb(s, &p);
+            plan_free(&p);
+        }
     }
-    for (int m = 0; m < TIMING_MODES && st == VDNN_OK; m++) {
-        plan_free(&s->work);
-        st = plan_policy(s->n, s->pr, POLICY_NONE, ALGO_PERF, timing_modes[m][0], timing_modes[m][1], &s->work);
-        if (st == VDNN_OK) st = branch(s, 0);
+    for (int v = 0; v < VARIANTS && st == VDNN_OK; v++) {
+        if (v && !variant_differs(s->n, v)) continue;
+        for (int m = 0; m < TIMING_MODES && st == VDNN_OK; m++) {
+            plan_free(&s->work);
+            st = variant_plan(s->n, s->pr, v, m, &s->work);
+            free(s->dec);
+            s->dec = NULL;
+            /* every algorithm, dominated ones too: a larger workspace moves where later
+             * blocks land, and can lower the peak */
+            if (st == VDNN_OK) st = make_decisions(s->n, s->pr, 1, &s->work, 0, &s->dec, &s->ndec);
+            if (st == VDNN_OK) st = branch(s, 0);
+        }
     }
     return st;
 }
@@ -347,6 +397,7 @@ static vdnn_status best_fixed(const net *n, const profile *pr, size_t budget, pl
     vdnn_status st = VDNN_EBUDGET;
     for (int a = 0; a < ALGO_MODE_COUNT; a++)
         for (int pol = 0; pol < POLICY_COUNT; pol++) {
+            if (pol == POLICY_SWAP) continue;   /* measured only against plans that place parameters alike */
             plan p = {0};
             vdnn_status r = plan_fit_policy(n, pr, budget, (mem_policy)pol, (algo_mode)a, &p);
             if (r == VDNN_EBUDGET) continue;
@@ -362,6 +413,23 @@ static vdnn_status best_fixed(const net *n, const profile *pr, size_t budget, pl
     return st;
 }
 
+static int same_swaps(const net *n, const plan *p)
+{
+    for (int i = 0; i < n->nlayers; i++)
+        if (!p->swap[i] != !n->layers[i]->swap) return 0;
+    return 1;
+}
+
+/* Places the parameters as the plan swaps them: attached again when that differs. */
+static vdnn_status attach_for(net *n, const plan *p)
+{
+    if (same_swaps(n, p)) return VDNN_OK;
+    device *d = n->dev;
+    net_detach(n);
+    for (int i = 0; i < n->nlayers; i++) n->layers[i]->swap = p->swap[i];
+    return net_attach(n, d);
+}
+
 vdnn_status plan_choose(net *n, const profile *pr, size_t budget, search_kind k, long node_limit, int verify,
                         plan *out, plan *alt, search_stats *stats)
 {
@@ -371,25 +439,28 @@ vdnn_status plan_choose(net *n, const profile *pr, size_t budget, search_kind k,
     if (st != VDNN_OK) return st;
     int have_fixed = 0;
     if (verify > 0) {
-        st = plan_measure(n, &best, verify);
+        st = attach_for(n, &best);
+        if (st == VDNN_OK) st = plan_measure(n, &best, verify);
         vdnn_status f = st == VDNN_OK ? best_fixed(n, pr, budget, &fixed) : VDNN_EBUDGET;
         have_fixed = f == VDNN_OK;
         if (f != VDNN_OK && f != VDNN_EBUDGET) st = f;
         /* a fixed policy predicted far slower is not worth its iterations: the
          * simulator is not off by that much */
         if (st == VDNN_OK && have_fixed && fixed.predicted_s > best.predicted_s &&
-            fixed.predicted_s < VERIFY_RIVAL * best.predicted_s)
-            st = plan_measure(n, &fixed, verify);
-        else if (have_fixed) {
+            fixed.predicted_s < VERIFY_RIVAL * best.predicted_s) {
+            st = attach_for(n, &fixed);
+            if (st == VDNN_OK) st = plan_measure(n, &fixed, verify);
+        } else if (have_fixed) {
             plan_free(&fixed);
             have_fixed = 0;
         }
     }
-    if (st == VDNN_OK && have_fixed && fixed.measured_s < best.measured_s) {
+    if (st == VDNN_OK && have_fixed && fixed.measured_s >= 0 && fixed.measured_s < best.measured_s) {
         plan t = best;
         best = fixed;
         fixed = t;
     }
+    if (st == VDNN_OK && verify > 0) st = attach_for(n, &best);
     if (st != VDNN_OK) {
         plan_free(&best);
         plan_free(&fixed);
@@ -429,17 +500,24 @@ static void walk_all(walk *w, int k)
 
 long plan_enumerate(const net *n, const profile *pr, int (*visit)(void *ctx, const plan *p), void *ctx)
 {
-    decision *dec = NULL;
-    int ndec = 0;
-    if (make_decisions(n, pr, 1, &dec, &ndec) != VDNN_OK) return -1;
-    walk w = {.dec = dec, .ndec = ndec, .visit = visit, .ctx = ctx};
-    for (int m = 0; m < TIMING_MODES && !w.stop; m++) {
-        plan p = {0};
-        if (plan_policy(n, pr, POLICY_NONE, ALGO_PERF, timing_modes[m][0], timing_modes[m][1], &p) != VDNN_OK) break;
-        w.p = &p;
-        walk_all(&w, 0);
-        plan_free(&p);
+    walk w = {.visit = visit, .ctx = ctx};
+    for (int v = 0; v < VARIANTS && !w.stop; v++) {
+        if (v && !variant_differs(n, v)) continue;
+        for (int m = 0; m < TIMING_MODES && !w.stop; m++) {
+            plan p = {0};
+            decision *dec = NULL;
+            int ndec = 0;
+            if (variant_plan(n, pr, v, m, &p) != VDNN_OK || make_decisions(n, pr, 1, &p, 0, &dec, &ndec) != VDNN_OK) {
+                plan_free(&p);
+                return -1;
+            }
+            w.dec = dec;
+            w.ndec = ndec;
+            w.p = &p;
+            walk_all(&w, 0);
+            plan_free(&p);
+            free(dec);
+        }
     }
-    free(dec);
     return w.count;
 }

@@ -70,6 +70,9 @@ vdnn_status sim_run(simulator *s, const plan *p, double *time_s, size_t *peak_by
     s->d = NULL;
     device_options o = {.kind = DEVICE_SIM, .budget_bytes = (size_t)1 << 50};
     vdnn_status st = device_create(&o, &s->d);
+    /* swapping decides where the parameters are placed: before attaching */
+    for (int i = 0; st == VDNN_OK && i < s->m->nlayers && p->swap && i < p->nlayers; i++) s->m->layers[i]->swap = p->swap[i];
+    s->m->policy = POLICY_NONE;   /* the plan's swaps, not a config's `policy = swap` */
     if (st == VDNN_OK) st = net_attach(s->m, s->d);
     if (st == VDNN_OK) st = plan_apply(s->m, p);
     if (st != VDNN_OK) return st;
@@ -83,19 +86,24 @@ vdnn_status sim_run(simulator *s, const plan *p, double *time_s, size_t *peak_by
     }
     device_sim_set_model(s->d, &model);
     step_result r;
-    st = net_train_step(s->m, NULL, NULL, s->m->input.n, 0.0, &r);
+    st = net_train_step(s->m, NULL, NULL, s->m->minibatch, 0.0, &r);
     s->runs++;
     *time_s = device_sim_elapsed(s->d);
     *peak_bytes = pool_frontier_peak(device_pool(s->d));
-    s->used_peak = pool_peak_bytes(device_pool(s->d));
+    s->used_peak = pool_live_peak(device_pool(s->d));
     return st;
 }
 
 /* ---- real iterations ---- */
 
-static float **param_field(param *pm, int which)
+/* Value, gradient or momentum (which = 0, 1, 2): the device copy, or for a swapped
+ * layer the host master copy (*swapped set). */
+static float *param_field(param *pm, int which, int *swapped)
 {
-    return which == 0 ? &pm->value : which == 1 ? &pm->grad : &pm->momentum;
+    float *host = which == 0 ? pm->host_value : which == 1 ? pm->host_grad : pm->host_momentum;
+    *swapped = host != NULL;
+    if (host) return host;
+    return which == 0 ? pm->value : which == 1 ? pm->grad : pm->momentum;
 }
 
 /* Copies every parameter, gradient and momentum to host memory (take) or back (give). */
@@ -106,16 +114,19 @@ static vdnn_status move_params(net *n, float **host, int take)
         for (int p = 0; p < n->layers[i]->nparams && st == VDNN_OK; p++)
             for (int w = 0; w < 3 && st == VDNN_OK; w++) {
                 param *pm = &n->layers[i]->params[p];
-                float *dev = *param_field(pm, w);
+                int swapped = 0;
+                float *at = param_field(pm, w, &swapped);
                 float **h = &host[(i * LAYER_MAX_PARAMS + p) * 3 + w];
                 size_t bytes = shape_count(pm->shape) * sizeof(float);
-                if (!dev) continue;
+                if (!at) continue;
                 if (take) {
                     *h = malloc(bytes);
-                    st = *h ? device_download(n->dev, *h, dev, bytes)
-                            : vdnn_fail(VDNN_ENOMEM, "out of host memory saving the parameters");
+                    if (!*h) st = vdnn_fail(VDNN_ENOMEM, "out of host memory saving the parameters");
+                    else if (swapped) memcpy(*h, at, bytes);
+                    else st = device_download(n->dev, *h, at, bytes);
                 } else if (*h) {
-                    st = device_upload(n->dev, dev, *h, bytes);
+                    if (swapped) memcpy(at, *h, bytes);
+                    else st = device_upload(n->dev, at, *h, bytes);
                 }
             }
     return st;
@@ -129,19 +140,19 @@ static int cmp_double(const void *a, const void *b)
 
 static vdnn_status timed_steps(net *n, int iters, double *median_s)
 {
-    size_t count = (size_t)n->input.n * shape_per_item(n->input);
+    size_t count = (size_t)n->minibatch * shape_per_item(n->input);
     float *x = malloc(count * sizeof *x);
-    int32_t *y = malloc((size_t)n->input.n * sizeof *y);
+    int32_t *y = malloc((size_t)n->minibatch * sizeof *y);
     double *t = malloc((size_t)(iters + 1) * sizeof *t);
     vdnn_status st = x && y && t ? VDNN_OK : vdnn_fail(VDNN_ENOMEM, "out of host memory for a measuring batch");
     rng r;
     rng_seed(&r, 12345);
     for (size_t k = 0; x && k < count; k++) x[k] = rng_normal(&r);
-    for (int k = 0; y && k < n->input.n; k++) y[k] = (int32_t)(rng_next(&r) % (uint64_t)n->classes);
+    for (int k = 0; y && k < n->minibatch; k++) y[k] = (int32_t)(rng_next(&r) % (uint64_t)n->classes);
     for (int k = 0; k <= iters && st == VDNN_OK; k++) {
         step_result res;
         double t0 = vdnn_now_s();
-        st = net_train_step(n, x, y, n->input.n, 0.0, &res);
+        st = net_train_step(n, x, y, n->minibatch, 0.0, &res);
         t[k] = vdnn_now_s() - t0;
     }
     if (st == VDNN_OK) {

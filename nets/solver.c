@@ -37,3 +37,18 @@ vdnn_status solver_update_layer(device *d, layer *l, double lr, double momentum,
         st = solver_update(d, &l->params[p], lr, momentum, weight_decay);
     return st;
 }
+
+vdnn_status solver_update_host(device *d, layer *l, double lr, double momentum, double weight_decay)
+{
+    if (device_get_kind(d) == DEVICE_SIM) {
+        device_sim_layer(d, l, SIM_UPDATE);
+        return VDNN_OK;
+    }
+    for (int k = 0; k < l->nparams; k++) {
+        param *p = &l->params[k];
+        if (!p->trainable) continue;
+        float wd = p->decay ? (float)weight_decay : 0.0f;
+        sgd_cpu(p->host_value, p->host_grad, p->host_momentum, shape_count(p->shape), (float)lr, (float)momentum, wd);
+    }
+    return VDNN_OK;
+}

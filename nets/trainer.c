@@ -31,8 +31,8 @@ typedef struct batch_io {
 
 static vdnn_status io_open(net *n, batch_io *b)
 {
-    b->host_x = device_host_alloc(n->dev, shape_bytes(n->input));
-    b->host_y = device_host_alloc(n->dev, (size_t)n->input.n * sizeof(int32_t));
+    b->host_x = device_host_alloc(n->dev, (size_t)n->minibatch * shape_per_item(n->input) * sizeof(float));
+    b->host_y = device_host_alloc(n->dev, (size_t)n->minibatch * sizeof(int32_t));
     if (!b->host_x || !b->host_y) return vdnn_fail(VDNN_ENOMEM, "out of host memory for the input batch");
     return VDNN_OK;
 }
@@ -223,7 +223,7 @@ vdnn_status train_run(net *n, const dataset *train, const dataset *test, const t
     int epoch = 0, index = 0;
     if (st == VDNN_OK) st = resume(n, o, &epoch, &index);
     if (st != VDNN_OK) return st;
-    loader_opts lo = {n->input.n, 1, 1, n->train.seed, &n->data};
+    loader_opts lo = {n->minibatch, 1, 1, n->train.seed, &n->data};
     loader *ld = NULL;
     batch_io b = {0};
     st = io_open(n, &b);

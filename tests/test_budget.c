@@ -174,6 +174,7 @@ static size_t sim_peak(const net *n, const plan_cfg *pc, size_t budget, int step
     net *m = NULL;
     ck_assert_msg(net_clone(n, &m) == VDNN_OK, "net_clone: %s", vdnn_errmsg());
     device *d = make_device(DEVICE_SIM, budget, 0);
+    m->policy = n->policy;
     ck_assert_int_eq(net_attach(m, d), VDNN_OK);
     for (int i = 0; i < m->nlayers; i++) memcpy(m->layers[i]->algo_pinned, n->layers[i]->algo, sizeof m->layers[i]->algo);
     plan_as(m, pc, 0);
@@ -642,9 +643,12 @@ static void result_params(result *r, net *n)
         for (int p = 0; p < n->layers[i]->nparams; p++) {
             param *q = &n->layers[i]->params[p];
             const float *t[3] = {q->value, q->grad, q->momentum};
+            const float *host[3] = {q->host_value, q->host_grad, q->host_momentum};   /* swapped */
             for (int k = 0; k < (q->trainable ? 3 : 1); k++) {
                 size_t count = shape_count(q->shape);
-                float *h = tn_download(n, t[k], count);
+                float *h = host[k] ? malloc(count * sizeof *h) : tn_download(n, t[k], count);
+                ck_assert_ptr_nonnull(h);
+                if (host[k]) memcpy(h, host[k], count * sizeof *h);
                 r->bytes = realloc(r->bytes, r->nbytes + count * sizeof(float) + 1);
                 ck_assert_ptr_nonnull(r->bytes);
                 memcpy(r->bytes + r->nbytes, h, count * sizeof(float));
@@ -668,6 +672,7 @@ static uint64_t stress_one(int k, uint64_t *s)
     net_overrides ov = net_no_overrides();
     vdnn_status st = net_parse(text, TN_NAME, &ov, &n);
     ck_assert_msg(st == VDNN_OK, "chain %d does not parse: %s\n%s", k, vdnn_errmsg(), text);
+    n->policy = pc.policy;   /* swap places the parameters when they are attached */
     size_t m = min_budget_of(n, &pc);
     size_t budget = (m + (size_t)(rng_splitmix(s) % (m + 1))) / POOL_ALIGN * POOL_ALIGN;
     ck_assert_uint_ge(budget, m);

@@ -652,6 +652,42 @@ START_TEST(test_plan_errors)
 }
 END_TEST
 
+/* ---- beyond vDNN: swap, recompute, micro-batches ---- */
+
+START_TEST(test_swap_recompute_micro)
+{
+    char cfg[512], cache[512], args[2048];
+    write_cfg(cfg, sizeof cfg, "net.cfg", CLI_NET);
+    tmp_path(cache, sizeof cache, "cache");
+    static const char *const ok[] = {"--policy swap", "--policy recompute", "--micro-batch 4",
+                                     "--micro-batch 3 --policy swap"};
+    for (int k = 0; k < 4; k++) {
+        snprintf(args, sizeof args, "train %s --steps 2 --quiet --threads 1 %s", cfg, ok[k]);
+        cli_run r = run_cli(args);
+        assert_ok(&r, args);
+        run_free(&r);
+    }
+    snprintf(args, sizeof args, "train %s --steps 1 --micro-batch 64 --quiet", cfg);
+    fails_with(args, "micro_batch 64", "batch 16");
+    /* info reports the new minimums */
+    snprintf(args, sizeof args, "info %s", cfg);
+    cli_run r = run_cli(args);
+    assert_ok(&r, args);
+    ck_assert_msg(strstr(r.out, "swap") && strstr(r.out, "recompute") && strstr(r.out, "micro-batches"), "%s", r.out);
+    run_free(&r);
+    /* below every whole-batch plan, dyn splits the batch */
+    size_t whole = info_min_budget(cfg, "\"none\": {\"perf\"");
+    size_t half = info_min_budget(cfg, "\"micro_batch_min_budget_bytes\": {\"8\"");
+    ck_assert_msg(half < whole / 2, "micro-batches of 8 need %zu bytes, the whole batch %zu", half, whole);
+    snprintf(args, sizeof args, "train %s --steps 2 --policy dyn --budget %zu --threads 1 --profile-cache %s", cfg,
+             pool_round(half + 2048), cache);
+    r = run_cli(args);
+    assert_ok(&r, args);
+    ck_assert_msg(strstr(r.out, "micro-batches of"), "dyn in a budget only micro-batches fit:\n%s", r.out);
+    run_free(&r);
+}
+END_TEST
+
 static Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
@@ -698,6 +734,7 @@ static Suite *cli_suite(void)
     tcase_add_test(dev, test_device_unknown);
     tcase_add_test(dev, test_profile_plan_and_train);
     tcase_add_test(dev, test_plan_errors);
+    tcase_add_test(dev, test_swap_recompute_micro);
     suite_add_tcase(s, dev);
     return s;
 }

@@ -81,10 +81,12 @@ typedef struct snapshot {
     size_t ends[MAX_TENSORS];   /* tensor t is bytes [ends[t-1], ends[t]) */
 } snapshot;
 
-static void snapshot_add(snapshot *s, net *n, const char *name, const float *dev, size_t count)
+static void snapshot_add(snapshot *s, net *n, const char *name, const float *dev, const float *host, size_t count)
 {
     ck_assert_int_lt(s->ntensors, MAX_TENSORS);
-    float *h = tn_download(n, dev, count);
+    float *h = host ? malloc(count * sizeof *h) : tn_download(n, dev, count);
+    ck_assert_ptr_nonnull(h);
+    if (host) memcpy(h, host, count * sizeof *h);
     s->bytes = realloc(s->bytes, s->nbytes + count * sizeof(float) + 1);
     ck_assert_ptr_nonnull(s->bytes);
     memcpy(s->bytes + s->nbytes, h, count * sizeof(float));
@@ -104,12 +106,13 @@ static void snapshot_params(snapshot *s, net *n)
             size_t count = shape_count(q->shape);
             char name[48];
             snprintf(name, sizeof name, "%s.%s", l->name, q->name);
-            snapshot_add(s, n, name, q->value, count);
+            /* a swapped layer's tensors live in host memory */
+            snapshot_add(s, n, name, q->host_value ? NULL : q->value, q->host_value, count);
             if (!q->trainable) continue;
             snprintf(name, sizeof name, "%s.%s.grad", l->name, q->name);
-            snapshot_add(s, n, name, q->grad, count);
+            snapshot_add(s, n, name, q->host_grad ? NULL : q->grad, q->host_grad, count);
             snprintf(name, sizeof name, "%s.%s.momentum", l->name, q->name);
-            snapshot_add(s, n, name, q->momentum, count);
+            snapshot_add(s, n, name, q->host_momentum ? NULL : q->momentum, q->host_momentum, count);
         }
     }
 }
@@ -202,6 +205,7 @@ static void run_net(const char *text, const run_cfg *rc, snapshot *s, run_info *
 {
     net *n = tn_parse(text, NULL);
     apply_offload(n, rc->offload);
+    n->policy = rc->policy;   /* swap places the parameters when they are attached */
     size_t budget = roomy_budget(n);
     if (rc->min_budget) {
         device *big = cpu_device(budget, 0);
@@ -429,7 +433,7 @@ static void check_residency(const char *text, mem_policy p, const signed char *m
         if (j < n->nlayers && n->maps[j].first_reader >= 0) {
             const layer *l = n->layers[j];
             want = l->offload >= 0 ? l->offload
-                   : p == POLICY_ALL ? 1
+                   : p == POLICY_ALL || p == POLICY_SWAP ? 1
                    : p == POLICY_CONV ? l->ops->algo_count != NULL
                                       : 0;
         }

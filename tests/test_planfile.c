@@ -1,21 +1,36 @@
 /* Check suite for nets/planfile.c: plans as data (nets/planner.h).
  *
- *  - making plans: plan_init's defaults, plan_copy is deep, plan_policy for none/all/conv
- *    (conv offloads exactly the convolutions' inputs, all every map some backward reads)
- *    with per-layer `offload=` and `algo=` overrides winning, the smallest-workspace
- *    algorithms for mem and the fastest measured ones for perf;
- *  - plan_from_net / plan_apply round trip, on an attached net and on a bare one; a plan
- *    of another net, or one offloading a map no backward reads, is rejected and leaves
- *    the net as it was;
- *  - the file: save/load round trip of every field; each kind of bad file (layer count,
- *    layer name, algorithm name, offload flag, batch, magic, version, trailing lines) is
- *    rejected with its status and a message naming plan.txt:LINE and the problem; every
- *    truncation and random byte edits never crash, and what loads can be applied;
- *  - printing: the table and the JSON name every layer and algorithm; the JSON parses.
+ *  - making plans: plan_init's defaults, plan_copy is deep, plan_policy for every policy
+ *    (conv offloads exactly the convolutions' inputs, all every map some backward reads,
+ *    swap what all offloads and the parameters of exactly the swappable layers, recompute
+ *    the outputs of the cheap layers, as net_policy_map says) with per-layer `offload=`
+ *    and `algo=` overrides winning, the smallest-workspace algorithms for mem and the
+ *    fastest measured ones for perf;
+ *  - plan_from_net / plan_apply round trip, on an attached net and on a bare one, with
+ *    recomputed maps and swapped layers; a plan of another net, one offloading or
+ *    recomputing a map no backward reads, recomputing x[0] or through a swapped layer,
+ *    swapping a layer that cannot be swapped, of another micro-batch, or swapping
+ *    otherwise than the attached net placed its parameters, is rejected and leaves the
+ *    net as it was;
+ *  - the file: save/load round trip of every field (maps, swaps, micro-batch); each kind
+ *    of bad file (layer count, layer name, algorithm name, map word, swap flag, batch,
+ *    micro-batch, magic, version, trailing lines) is rejected with its status and a
+ *    message naming plan.txt:LINE and the problem; so are plans the net cannot run
+ *    (swapping batch norm, recomputing x[0], a recompute chain through a swapped layer)
+ *    with plan.txt and the problem; every truncation and random byte edits never crash,
+ *    and what loads can be applied;
+ *  - printing: the table and the JSON name every layer and algorithm, every map
+ *    decision and swap; the JSON parses.
  *
  * The net below: conv1 relu2 conv3 bn4 relu5 maxpool6 fc7 softmax8. Maps a
  * backward pass reads: x[0], x[2], x[3], x[5], x[6] (x[1], x[4] and x[7] feed layers
- * that read only their output, behind layers that do not read theirs). */
+ * that read only their output, behind layers that do not read theirs). Its swappable
+ * layers (every parameter trainable): conv1, conv3, fc7 (bn4's running statistics are
+ * not trained). Policy recompute recomputes the output of a cheap layer (no trained
+ * parameters) where backward reads it and the layer's input is kept for backward
+ * anyway: only maxpool6's, x[6] (relu2's and relu5's inputs x[1] and x[4] are not
+ * kept, so recomputing x[2] or x[5] would save nothing). Plans may still recompute
+ * x[2] and x[5]. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +51,10 @@
 
 /* The maps some backward pass reads, by index (PF_NET). */
 static const int readable[PF_LAYERS + 1] = {1, 0, 1, 1, 0, 1, 1, 0, 0};
+/* The layers whose parameters can be swapped (PF_NET). */
+static const int swappable[PF_LAYERS] = {1, 0, 1, 0, 0, 0, 1, 0};
+/* The maps policy recompute recomputes (PF_NET; see above). */
+static const int recomputed[PF_LAYERS + 1] = {0, 0, 0, 0, 0, 0, 1, 0, 0};
 
 /* ---- helpers ---- */
 
@@ -44,7 +63,9 @@ static void plans_equal(const plan *a, const plan *b)
 {
     ck_assert_int_eq(a->nlayers, b->nlayers);
     ck_assert_int_eq(a->batch, b->batch);
+    ck_assert_int_eq(a->micro, b->micro);
     for (int j = 0; j <= a->nlayers; j++) ck_assert_int_eq(a->offload[j], b->offload[j]);
+    for (int i = 0; i < a->nlayers; i++) ck_assert_int_eq(a->swap[i], b->swap[i]);
     for (int i = 0; i < a->nlayers; i++)
         for (int p = 0; p < PASS_COUNT; p++) ck_assert_int_eq(a->algo[i][p], b->algo[i][p]);
     ck_assert_int_eq(a->prefetch_ahead, b->prefetch_ahead);
@@ -69,6 +90,16 @@ static plan busy_plan(const net *n)
     p.predicted_s = 0.0125;
     p.peak_bytes = 1234567;
     p.measured_s = 0.015;
+    return p;
+}
+
+/* busy_plan with recomputed maps and swapped layers: x[2], x[5] and x[6] recomputed,
+ * x[0] and x[3] offloaded; conv1, conv3 and fc7 swapped. */
+static plan mixed_plan(const net *n)
+{
+    plan p = busy_plan(n);
+    p.offload[2] = p.offload[5] = p.offload[6] = MAP_RECOMPUTE;
+    p.swap[0] = p.swap[2] = p.swap[6] = 1;
     return p;
 }
 
@@ -100,18 +131,22 @@ typedef struct planfile {
     char *text;
 } planfile;
 
-static planfile saved_plan(const net *n)
+static planfile saved_plan_of(const net *n, plan p)
 {
     planfile f;
     tn_tmpdir(f.dir, sizeof f.dir, "plan");
     tn_join(f.path, sizeof f.path, f.dir, "plan.txt");
-    plan p = busy_plan(n);
     ck_assert_msg(plan_save(&p, n, f.path) == VDNN_OK, "plan_save: %s", vdnn_errmsg());
     plan_free(&p);
     size_t len;
     f.text = tn_read(f.path, &len);
     ck_assert_ptr_nonnull(f.text);
     return f;
+}
+
+static planfile saved_plan(const net *n)
+{
+    return saved_plan_of(n, busy_plan(n));
 }
 
 static void planfile_free(planfile *f)
@@ -154,6 +189,30 @@ static void edit_fails(const net *n, const planfile *f, const char *from, const 
     char *text = edited(f->text, from, to);
     load_fails(n, f, text, status, a, b);
     free(text);
+}
+
+/* As edit_fails, with two edits. */
+static void edit2_fails(const net *n, const planfile *f, const char *from1, const char *to1, const char *from2,
+                        const char *to2, int status, const char *a, const char *b)
+{
+    char *once = edited(f->text, from1, to1), *text = edited(once, from2, to2);
+    load_fails(n, f, text, status, a, b);
+    free(text);
+    free(once);
+}
+
+/* plan_apply(n, p) fails with EINVAL naming `a` and `b`, and leaves the net's algorithms,
+ * maps and swap flags as they were. */
+static void apply_fails(net *n, const plan *p, const char *a, const char *b)
+{
+    plan before, after;
+    ck_assert_int_eq(plan_from_net(n, &before), VDNN_OK);
+    ck_assert_int_eq(plan_apply(n, p), VDNN_EINVAL);
+    tn_msg_has(a, b);
+    ck_assert_int_eq(plan_from_net(n, &after), VDNN_OK);
+    plans_equal(&before, &after);
+    plan_free(&before);
+    plan_free(&after);
 }
 
 /* ---- a tiny JSON checker: the grammar, no semantics ---- */
@@ -274,24 +333,42 @@ START_TEST(test_init_defaults_and_copy)
     ck_assert_uint_eq(p.peak_bytes, 0);
     ck_assert_int_eq(p.prefetch_ahead, PREFETCH_FAR);
     ck_assert_int_eq(p.release_lag, 1);
-    for (int j = 0; j <= PF_LAYERS; j++) ck_assert_int_eq(p.offload[j], 0);
+    for (int j = 0; j <= PF_LAYERS; j++) ck_assert_int_eq(p.offload[j], MAP_KEEP);
+    for (int i = 0; i < PF_LAYERS; i++) ck_assert_int_eq(p.swap[i], 0);
+    ck_assert_int_eq(p.micro, 0);
     plan_free(&p);
     plan_free(&p);   /* a freed plan frees again harmlessly */
 
-    plan a = busy_plan(n), b;
+    plan a = mixed_plan(n), b;
     ck_assert_int_eq(plan_copy(&b, &a), VDNN_OK);
     plans_equal(&a, &b);
     ck_assert_ptr_ne(a.offload, b.offload);
     ck_assert_ptr_ne(a.algo, b.algo);
+    ck_assert_ptr_ne(a.swap, b.swap);
     a.offload[0] = 0;
+    a.offload[2] = 0;
     a.algo[0][0] = 0;
-    ck_assert_int_eq(b.offload[0], 1);
+    a.swap[0] = 0;
+    ck_assert_int_eq(b.offload[0], MAP_OFFLOAD);
+    ck_assert_int_eq(b.offload[2], MAP_RECOMPUTE);
     ck_assert_int_eq(b.algo[0][0], 1);
+    ck_assert_int_eq(b.swap[0], 1);
     plan_free(&a);
     plan c;
     ck_assert_int_eq(plan_copy(&c, &a), VDNN_OK);   /* a freed plan copies as empty */
     ck_assert_ptr_null(c.offload);
+    ck_assert_ptr_null(c.swap);
     plan_free(&b);
+    net_free(n);
+
+    /* a net split into micro-batches: the plan keeps the optimizer's batch and the split */
+    net_overrides ov = net_no_overrides();
+    ov.micro_batch = 4;
+    n = tn_parse(PF_NET, &ov);
+    ck_assert_int_eq(plan_init(&p, n), VDNN_OK);
+    ck_assert_int_eq(p.batch, 16);
+    ck_assert_int_eq(p.micro, 4);
+    plan_free(&p);
     net_free(n);
 }
 END_TEST
@@ -307,10 +384,21 @@ START_TEST(test_policy_offload)
         ck_assert_int_eq(p.release_lag, 0);
         for (int j = 0; j <= PF_LAYERS; j++) {
             int conv_input = j < PF_LAYERS && n->layers[j]->ops->algo_count != NULL;
-            int want = pol == POLICY_ALL ? readable[j] : pol == POLICY_CONV ? conv_input : 0;
+            int want = pol == POLICY_ALL || pol == POLICY_SWAP ? readable[j] * MAP_OFFLOAD
+                       : pol == POLICY_CONV                    ? conv_input * MAP_OFFLOAD
+                       : pol == POLICY_RECOMPUTE               ? recomputed[j] * MAP_RECOMPUTE
+                                                               : MAP_KEEP;
             ck_assert_msg(p.offload[j] == want, "policy %s, x[%d]: %d", policy_name((mem_policy)pol), j,
                           p.offload[j]);
+            ck_assert_int_eq(p.offload[j], net_policy_map(n, j, (mem_policy)pol));
         }
+        for (int i = 0; i < PF_LAYERS; i++) {
+            int want = pol == POLICY_SWAP && swappable[i];
+            ck_assert_msg(p.swap[i] == want, "policy %s, %s: swap %d", policy_name((mem_policy)pol),
+                          n->layers[i]->name, p.swap[i]);
+            ck_assert_int_eq(swappable[i], layer_swappable(n->layers[i]));
+        }
+        ck_assert_int_eq(p.micro, 0);
         plan_free(&p);
     }
     /* conv is exactly the convolutions' inputs */
@@ -336,7 +424,11 @@ START_TEST(test_policy_overrides_win)
     const int all[PF_LAYERS + 1] = {1, 0, 0, 1, 0, 1, 1, 0, 0};
     const int conv[PF_LAYERS + 1] = {1, 0, 0, 0, 0, 0, 1, 0, 0};
     const int none[PF_LAYERS + 1] = {0, 0, 0, 0, 0, 0, 1, 0, 0};
-    const int *want[POLICY_COUNT] = {[POLICY_NONE] = none, [POLICY_ALL] = all, [POLICY_CONV] = conv};
+    /* recompute: fc7's input offloaded as its override says, not recomputed */
+    const int recompute[PF_LAYERS + 1] = {0, 0, 0, 0, 0, 0, 1, 0, 0};
+    const int *want[POLICY_COUNT] = {[POLICY_NONE] = none, [POLICY_ALL] = all, [POLICY_CONV] = conv,
+                                     [POLICY_SWAP] = all, [POLICY_RECOMPUTE] = recompute};
+    for (int pol = 0; pol < POLICY_COUNT; pol++) ck_assert_msg(want[pol] != NULL, "policy %d untested", pol);
     int pinned = algo_index(n->layers[0], PASS_FWD, "im2col-batch");
     for (int pol = 0; pol < POLICY_COUNT; pol++)
         for (int a = 0; a < ALGO_MODE_COUNT; a++) {
@@ -451,8 +543,145 @@ START_TEST(test_from_net_apply_attached)
     p.algo[2][PASS_BWD_DATA] = 5;
     ck_assert_int_eq(plan_apply(n, &p), VDNN_EINVAL);
     tn_msg_has("conv3", "backward-data algorithm 5");
+    p.algo[2][PASS_BWD_DATA] = 4;
+
+    /* recomputed maps reach the net's maps, and come back */
+    p.offload[2] = p.offload[5] = MAP_RECOMPUTE;
+    ck_assert_int_eq(plan_apply(n, &p), VDNN_OK);
+    for (int j = 0; j <= PF_LAYERS; j++) {
+        ck_assert_int_eq(n->maps[j].recompute, p.offload[j] == MAP_RECOMPUTE);
+        ck_assert_int_eq(n->maps[j].offload, p.offload[j] == MAP_OFFLOAD);
+    }
+    ck_assert_int_eq(plan_from_net(n, &q), VDNN_OK);
+    ck_assert_int_eq(q.offload[2], MAP_RECOMPUTE);
+    ck_assert_int_eq(q.offload[5], MAP_RECOMPUTE);
+    ck_assert_int_eq(q.offload[3], MAP_OFFLOAD);
+    for (int i = 0; i < PF_LAYERS; i++) ck_assert_int_eq(q.swap[i], 0);
+    plan_free(&q);
     plan_free(&p);
     tn_free(n, d);
+}
+END_TEST
+
+/* Swapping is decided when the parameters are placed: a plan must swap exactly the
+ * layers the attached net swaps, however they came to be swapped (the policy, or the
+ * layers' flags set before net_attach). */
+START_TEST(test_apply_swap_attached)
+{
+    device *d;
+    net *n = tn_attached(PF_NET, NULL, &d);
+    plan p = mixed_plan(n);
+    apply_fails(n, &p, "swaps conv1's parameters", "net_attach");
+    tn_msg_has("on the device", NULL);
+    memset(p.swap, 0, PF_LAYERS);
+    p.swap[6] = 1;
+    apply_fails(n, &p, "swaps fc7's parameters", "net_attach");
+    memset(p.swap, 0, PF_LAYERS);
+    ck_assert_int_eq(plan_apply(n, &p), VDNN_OK);   /* the same plan, swapping nothing */
+    plan_free(&p);
+    tn_free(n, d);
+
+    /* policy swap: every swappable layer is placed in host memory */
+    n = tn_attached(PF_NET "[memory]\npolicy = swap\n", NULL, &d);
+    for (int i = 0; i < PF_LAYERS; i++) ck_assert_int_eq(n->layers[i]->swap, swappable[i]);
+    plan q;
+    ck_assert_int_eq(plan_from_net(n, &q), VDNN_OK);
+    ck_assert_str_eq(q.origin, "swap");
+    for (int i = 0; i < PF_LAYERS; i++) ck_assert_int_eq(q.swap[i], swappable[i]);
+    for (int j = 0; j <= PF_LAYERS; j++) ck_assert_int_eq(q.offload[j], readable[j] * MAP_OFFLOAD);
+    plan_free(&q);
+    p = busy_plan(n);
+    apply_fails(n, &p, "keeps conv1's parameters", "in host memory");
+    plan_free(&p);
+    p = mixed_plan(n);
+    ck_assert_msg(plan_apply(n, &p) == VDNN_OK, "plan_apply: %s", vdnn_errmsg());
+    ck_assert(n->maps[6].recompute && !n->maps[6].offload && n->maps[0].offload);
+    ck_assert_int_eq(plan_from_net(n, &q), VDNN_OK);
+    q.predicted_s = p.predicted_s;
+    q.measured_s = p.measured_s;
+    q.peak_bytes = p.peak_bytes;
+    memcpy(q.origin, p.origin, sizeof q.origin);
+    plans_equal(&p, &q);
+    plan_free(&q);
+    plan_free(&p);
+    tn_free(n, d);
+
+    /* one layer's flag set before attaching */
+    n = tn_parse(PF_NET, NULL);
+    n->layers[2]->swap = 1;
+    d = tn_device_for(n);
+    ck_assert_msg(net_attach(n, d) == VDNN_OK, "net_attach: %s", vdnn_errmsg());
+    p = busy_plan(n);
+    apply_fails(n, &p, "keeps conv3's parameters", "in host memory");
+    p.swap[2] = 1;
+    ck_assert_msg(plan_apply(n, &p) == VDNN_OK, "plan_apply: %s", vdnn_errmsg());
+    p.swap[0] = 1;
+    apply_fails(n, &p, "swaps conv1's parameters", NULL);
+    plan_free(&p);
+    tn_free(n, d);
+}
+END_TEST
+
+/* Plans the net cannot run, whatever its state: rejected, the net as it was. */
+START_TEST(test_apply_bad_maps_and_swaps)
+{
+    net *n = tn_parse(PF_NET, NULL);
+    /* on a bare net the plan's swaps become the layers' flags (net_attach places them) */
+    plan p = mixed_plan(n), q;
+    ck_assert_msg(plan_apply(n, &p) == VDNN_OK, "plan_apply: %s", vdnn_errmsg());
+    for (int i = 0; i < PF_LAYERS; i++) ck_assert_int_eq(n->layers[i]->swap, p.swap[i]);
+    ck_assert_int_eq(plan_from_net(n, &q), VDNN_OK);
+    for (int i = 0; i < PF_LAYERS; i++) ck_assert_int_eq(q.swap[i], p.swap[i]);
+    plan_free(&q);
+
+    p.offload[1] = MAP_RECOMPUTE;
+    apply_fails(n, &p, "recomputes x[1]", "no backward pass reads it");
+    p.offload[1] = MAP_KEEP;
+    p.offload[0] = MAP_RECOMPUTE;
+    apply_fails(n, &p, "x[0], the input, cannot be recomputed", NULL);
+    p.offload[0] = MAP_KEEP;
+    p.offload[PF_LAYERS] = MAP_RECOMPUTE;
+    apply_fails(n, &p, "x[8]", "loss output");
+    p.offload[PF_LAYERS] = MAP_KEEP;
+    p.offload[3] = 3;
+    apply_fails(n, &p, "x[3]", "map decision 3");
+    /* recomputing x[3] runs conv3 (x[2] is recomputed too, so relu2 before it), whose
+     * parameters are in host memory */
+    p.offload[3] = MAP_RECOMPUTE;
+    apply_fails(n, &p, "recomputing x[3]", "conv3 again, whose parameters are swapped");
+    /* the chain stops at the kept x[1]: conv1, swapped, never runs again */
+    p.swap[2] = 0;
+    ck_assert_int_eq(p.swap[0], 1);
+    ck_assert_msg(plan_apply(n, &p) == VDNN_OK, "plan_apply: %s", vdnn_errmsg());
+    p.swap[3] = 1;
+    apply_fails(n, &p, "bn4's parameters cannot be swapped", "its forward pass updates state in them");
+    p.swap[3] = 0;
+    p.swap[1] = 1;
+    apply_fails(n, &p, "relu2's parameters cannot be swapped", "it has none");   /* before any chain check */
+    p.offload[2] = MAP_KEEP;
+    apply_fails(n, &p, "relu2's parameters cannot be swapped", "it has none");
+    p.offload[2] = MAP_RECOMPUTE;
+    p.swap[1] = 0;
+    p.micro = 4;
+    apply_fails(n, &p, "micro-batches are of 4 items", "the net's of 0");
+    plan_free(&p);
+    net_free(n);
+
+    /* a plan of the whole batch on a net split into micro-batches, and the reverse */
+    net_overrides ov = net_no_overrides();
+    ov.micro_batch = 4;
+    n = tn_parse(PF_NET, &ov);
+    net *whole = tn_parse(PF_NET, NULL);
+    p = busy_plan(whole);
+    apply_fails(n, &p, "micro-batches are of 0 items", "the net's of 4");
+    plan_free(&p);
+    p = busy_plan(n);
+    ck_assert_int_eq(p.micro, 4);
+    ck_assert_msg(plan_apply(n, &p) == VDNN_OK, "plan_apply: %s", vdnn_errmsg());
+    apply_fails(whole, &p, "micro-batches are of 4 items", "the net's of 0");
+    plan_free(&p);
+    net_free(whole);
+    net_free(n);
 }
 END_TEST
 
@@ -480,6 +709,21 @@ START_TEST(test_from_net_unattached)
     ck_assert_str_eq(p.origin, "dyn");
     plan_free(&p);
     net_free(n);
+    /* swap and recompute: what net_attach will do */
+    n = tn_parse(PF_NET "[memory]\npolicy = swap\n", NULL);
+    ck_assert_int_eq(plan_from_net(n, &p), VDNN_OK);
+    ck_assert_str_eq(p.origin, "swap");
+    for (int i = 0; i < PF_LAYERS; i++) ck_assert_int_eq(p.swap[i], swappable[i]);
+    for (int j = 0; j <= PF_LAYERS; j++) ck_assert_int_eq(p.offload[j], readable[j] * MAP_OFFLOAD);
+    plan_free(&p);
+    net_free(n);
+    n = tn_parse(PF_NET "[memory]\npolicy = recompute\n", NULL);
+    ck_assert_int_eq(plan_from_net(n, &p), VDNN_OK);
+    ck_assert_str_eq(p.origin, "recompute");
+    for (int i = 0; i < PF_LAYERS; i++) ck_assert_int_eq(p.swap[i], 0);
+    for (int j = 0; j <= PF_LAYERS; j++) ck_assert_int_eq(p.offload[j], recomputed[j] * MAP_RECOMPUTE);
+    plan_free(&p);
+    net_free(n);
 }
 END_TEST
 
@@ -503,8 +747,9 @@ START_TEST(test_save_load_round_trip)
 {
     net *n = tn_parse(PF_NET, NULL);
     planfile f = saved_plan(n);
-    ck_assert_ptr_nonnull(strstr(f.text, "conv1 1 im2col im2col-batch im2col-chunk\n"));
-    ck_assert_ptr_nonnull(strstr(f.text, "relu2 0 default default default\n"));
+    ck_assert_ptr_nonnull(strstr(f.text, "\nconv1 offload 0 im2col im2col-batch im2col-chunk\n"));
+    ck_assert_ptr_nonnull(strstr(f.text, "\nrelu2 keep 0 default default default\n"));
+    ck_assert_ptr_nonnull(strstr(f.text, "\nbatch 16\nmicro_batch 0\nprefetch next\n"));
     ck_assert_ptr_nonnull(strstr(f.text, "predicted_ms 12.5\n"));
     ck_assert_ptr_nonnull(strstr(f.text, "measured_ms 15\n"));
     ck_assert_ptr_null(strstr(f.text, ".tmp"));
@@ -531,6 +776,10 @@ START_TEST(test_save_load_round_trip)
     want.offload[4] = 1;
     ck_assert_int_eq(plan_save(&want, n, f.path), VDNN_EINVAL);
     tn_msg_has("x[4]", NULL);
+    want.offload[4] = 0;
+    want.swap[3] = 1;
+    ck_assert_int_eq(plan_save(&want, n, f.path), VDNN_EINVAL);
+    tn_msg_has("bn4's parameters cannot be swapped", NULL);
     plan_free(&want);
     /* comments and blank lines anywhere are ignored */
     char *text = edited(f.text, "layers", "\n# a note\n\n  layers");
@@ -539,6 +788,57 @@ START_TEST(test_save_load_round_trip)
     plan_free(&got);
     free(text);
     planfile_free(&f);
+    net_free(n);
+}
+END_TEST
+
+/* Recomputed maps and swapped layers: the words and flags in the file, and back. */
+START_TEST(test_save_load_recompute_swap)
+{
+    net *n = tn_parse(PF_NET, NULL);
+    planfile f = saved_plan_of(n, mixed_plan(n));
+    static const char *const lines[] = {
+        "\nconv1 offload 1 im2col im2col-batch im2col-chunk\n", "\nrelu2 keep 0 default default default\n",
+        "\nconv3 recompute 1 im2col-par im2col-par im2col-par\n", "\nbn4 offload 0 default default default\n",
+        "\nrelu5 keep 0 default default default\n", "\nmaxpool6 recompute 0 default default default\n",
+        "\nfc7 recompute 1 default default default\n", "\nsoftmax8 keep 0 default default default\n"};
+    for (size_t k = 0; k < sizeof lines / sizeof *lines; k++)
+        ck_assert_msg(strstr(f.text, lines[k]) != NULL, "'%s' missing in:\n%s", lines[k] + 1, f.text);
+    plan want = mixed_plan(n), got;
+    ck_assert_msg(plan_load(n, f.path, &got) == VDNN_OK, "plan_load: %s", vdnn_errmsg());
+    plans_equal(&want, &got);
+    ck_assert_msg(plan_apply(n, &got) == VDNN_OK, "plan_apply: %s", vdnn_errmsg());
+    plan_free(&got);
+    plan_free(&want);
+    planfile_free(&f);
+    net_free(n);
+
+    /* a net split into micro-batches: the split is saved, and checked on loading */
+    net_overrides ov = net_no_overrides();
+    ov.micro_batch = 4;
+    n = tn_parse(PF_NET, &ov);
+    net *whole = tn_parse(PF_NET, NULL);
+    f = saved_plan_of(n, mixed_plan(n));
+    ck_assert_ptr_nonnull(strstr(f.text, "\nbatch 16\nmicro_batch 4\n"));
+    want = mixed_plan(n);
+    ck_assert_msg(plan_load(n, f.path, &got) == VDNN_OK, "plan_load: %s", vdnn_errmsg());
+    ck_assert_int_eq(got.micro, 4);
+    plans_equal(&want, &got);
+    plan_free(&got);
+    plan_free(&want);
+    load_fails(whole, &f, f.text, VDNN_EINVAL, "plan.txt:5: ", "micro-batches of 4");
+    edit_fails(n, &f, "micro_batch 4", "micro_batch 2", VDNN_EINVAL, "plan.txt:5: ", "micro-batches of 2");
+    tn_msg_has("--micro-batch 2", NULL);
+    planfile_free(&f);
+    f = saved_plan_of(whole, mixed_plan(whole));
+    load_fails(n, &f, f.text, VDNN_EINVAL, "plan.txt:5: ", "micro-batches of 0");
+    edit_fails(whole, &f, "micro_batch 0", "micro_batch -1", VDNN_EFORMAT, "plan.txt:5: ",
+               "micro_batch must be an integer");
+    /* a file from before micro-batches, without the line */
+    edit_fails(whole, &f, "micro_batch 0\n", "", VDNN_EFORMAT, "plan.txt:5: ",
+               "expected 'micro_batch VALUE', found 'prefetch'");
+    planfile_free(&f);
+    net_free(whole);
     net_free(n);
 }
 END_TEST
@@ -560,9 +860,12 @@ START_TEST(test_load_wrong_layer_name)
 {
     net *n = tn_parse(PF_NET, NULL);
     planfile f = saved_plan(n);
-    edit_fails(n, &f, "conv3 ", "conv9 ", VDNN_EINVAL, "plan.txt:14: ", "conv3 in the net but 'conv9' in the plan");
-    edit_fails(n, &f, "relu2 0 default default default", "relu2 0 default default", VDNN_EFORMAT, "plan.txt:13: ",
-               "has 4 fields");
+    edit_fails(n, &f, "conv3 ", "conv9 ", VDNN_EINVAL, "plan.txt:15: ", "conv3 in the net but 'conv9' in the plan");
+    edit_fails(n, &f, "relu2 keep 0 default default default", "relu2 keep 0 default default", VDNN_EFORMAT,
+               "plan.txt:14: ", "has 5 fields");
+    /* a layer line from before swapping: no swap flag */
+    edit_fails(n, &f, "relu2 keep 0 default", "relu2 keep default", VDNN_EFORMAT, "plan.txt:14: ",
+               "'NAME MAP SWAP FWD BWD-DATA BWD-FILTER'");
     planfile_free(&f);
     net_free(n);
 }
@@ -572,26 +875,64 @@ START_TEST(test_load_unknown_algorithm)
 {
     net *n = tn_parse(PF_NET, NULL);
     planfile f = saved_plan(n);
-    edit_fails(n, &f, "conv1 1 im2col", "conv1 1 fft", VDNN_EINVAL, "plan.txt:12: ",
+    edit_fails(n, &f, "conv1 offload 0 im2col", "conv1 offload 0 fft", VDNN_EINVAL, "plan.txt:13: ",
                "conv1: unknown forward algorithm 'fft'");
     tn_msg_has("direct, im2col, im2col-batch, im2col-chunk, im2col-par", NULL);
-    edit_fails(n, &f, "im2col-chunk\n", "winograd\n", VDNN_EINVAL, "plan.txt:12: ", "backward-filter algorithm");
+    edit_fails(n, &f, "im2col-chunk\n", "winograd\n", VDNN_EINVAL, "plan.txt:13: ", "backward-filter algorithm");
     /* a name another layer type has is unknown here */
-    edit_fails(n, &f, "relu2 0 default default", "relu2 0 default direct", VDNN_EINVAL, "plan.txt:13: ",
+    edit_fails(n, &f, "relu2 keep 0 default default", "relu2 keep 0 default direct", VDNN_EINVAL, "plan.txt:14: ",
                "relu2: unknown backward-data algorithm 'direct' (it has: default)");
     planfile_free(&f);
     net_free(n);
 }
 END_TEST
 
-START_TEST(test_load_bad_offload)
+START_TEST(test_load_bad_map)
 {
     net *n = tn_parse(PF_NET, NULL);
     planfile f = saved_plan(n);
-    edit_fails(n, &f, "relu2 0", "relu2 1", VDNN_EINVAL, "plan.txt:13: ", "offloads its input x[1], but no backward");
-    edit_fails(n, &f, "softmax8 0", "softmax8 1", VDNN_EINVAL, "plan.txt:19: ", "x[7]");
-    edit_fails(n, &f, "conv3 1", "conv3 2", VDNN_EFORMAT, "plan.txt:14: ", "must be 0 or 1, not '2'");
-    edit_fails(n, &f, "conv3 1", "conv3 yes", VDNN_EFORMAT, "plan.txt:14: ", "'yes'");
+    edit_fails(n, &f, "relu2 keep", "relu2 offload", VDNN_EINVAL, "plan.txt:14: ",
+               "its input x[1], but no backward pass reads x[1]");
+    edit_fails(n, &f, "relu2 keep", "relu2 recompute", VDNN_EINVAL, "plan.txt:14: ",
+               "its input x[1], but no backward pass reads x[1]");
+    edit_fails(n, &f, "softmax8 keep", "softmax8 offload", VDNN_EINVAL, "plan.txt:20: ", "x[7]");
+    edit_fails(n, &f, "softmax8 keep", "softmax8 recompute", VDNN_EINVAL, "plan.txt:20: ", "x[7]");
+    /* the words, not the flags of the old format, nor anything else */
+    edit_fails(n, &f, "conv3 offload", "conv3 1", VDNN_EFORMAT, "plan.txt:15: ",
+               "conv3: the input map must be keep, offload or recompute, not '1'");
+    edit_fails(n, &f, "conv3 offload", "conv3 offlode", VDNN_EFORMAT, "plan.txt:15: ", "not 'offlode'");
+    edit_fails(n, &f, "conv3 offload", "conv3 Keep", VDNN_EFORMAT, "plan.txt:15: ", "not 'Keep'");
+    /* x[0], the input, is there from the start: nothing computes it again */
+    edit_fails(n, &f, "conv1 offload", "conv1 recompute", VDNN_EINVAL, "plan.txt", "x[0], the input, cannot be recomputed");
+    planfile_free(&f);
+    net_free(n);
+}
+END_TEST
+
+START_TEST(test_load_bad_swap)
+{
+    net *n = tn_parse(PF_NET, NULL);
+    planfile f = saved_plan(n);
+    edit_fails(n, &f, "conv3 offload 0", "conv3 offload 2", VDNN_EFORMAT, "plan.txt:15: ",
+               "conv3: the swap flag must be 0 or 1, not '2'");
+    edit_fails(n, &f, "conv3 offload 0", "conv3 offload yes", VDNN_EFORMAT, "plan.txt:15: ", "not 'yes'");
+    edit_fails(n, &f, "conv3 offload 0", "conv3 offload 01", VDNN_EFORMAT, "plan.txt:15: ", "not '01'");
+    /* batch norm's running statistics change in forward: its parameters stay */
+    edit_fails(n, &f, "bn4 offload 0", "bn4 offload 1", VDNN_EINVAL, "plan.txt",
+               "bn4's parameters cannot be swapped (its forward pass updates state in them)");
+    edit_fails(n, &f, "relu5 keep 0", "relu5 keep 1", VDNN_EINVAL, "plan.txt", "relu5's parameters cannot be swapped (it has none)");
+    /* recomputing x[3] runs conv3, swapped */
+    edit2_fails(n, &f, "conv3 offload 0", "conv3 offload 1", "bn4 offload", "bn4 recompute", VDNN_EINVAL, "plan.txt",
+                "recomputing x[3] would run conv3 again, whose parameters are swapped");
+    /* the same swap and a recompute whose chain stops at the kept x[1] load */
+    char *once = edited(f.text, "conv1 offload 0", "conv1 offload 1"), *text = edited(once, "conv3 offload", "conv3 recompute");
+    tn_write_text(f.path, text);
+    plan p;
+    ck_assert_msg(plan_load(n, f.path, &p) == VDNN_OK, "plan_load: %s", vdnn_errmsg());
+    ck_assert(p.swap[0] && p.offload[2] == MAP_RECOMPUTE);
+    plan_free(&p);
+    free(text);
+    free(once);
     planfile_free(&f);
     net_free(n);
 }
@@ -605,6 +946,8 @@ START_TEST(test_load_wrong_batch)
     net *big = tn_parse(PF_NET, &ov);
     planfile f = saved_plan(n);
     load_fails(big, &f, f.text, VDNN_EINVAL, "plan.txt:4: ", "made for batch 16, the net has batch 32");
+    /* the batch is the optimizer's, whatever the micro-batch */
+    ck_assert_ptr_nonnull(strstr(f.text, "\nbatch 16\n"));
     edit_fails(n, &f, "batch 16", "batch -16", VDNN_EFORMAT, "plan.txt:4: ", "batch must be an integer");
     planfile_free(&f);
     net_free(big);
@@ -620,17 +963,18 @@ START_TEST(test_load_bad_header)
     edit_fails(n, &f, "vdnn-plan 1", "vdnn-plan 2", VDNN_EFORMAT, "plan.txt:2: ", "version '2'");
     load_fails(n, &f, "", VDNN_EFORMAT, "plan.txt:1: ", "the file ends");
     load_fails(n, &f, "[net]\nbatch = 16\n", VDNN_EFORMAT, "plan.txt:1: ", "not a vdnn plan");
-    edit_fails(n, &f, "prefetch next", "prefetch soon", VDNN_EFORMAT, "plan.txt:5: ", "far, next or on-demand");
-    edit_fails(n, &f, "release_lag 0", "release_lag -1", VDNN_EFORMAT, "plan.txt:6: ", "release_lag");
-    edit_fails(n, &f, "release_lag 0\n", "", VDNN_EFORMAT, "plan.txt:6: ", "expected 'release_lag VALUE'");
-    edit_fails(n, &f, "origin dyn", "origin dyn vdnn", VDNN_EFORMAT, "plan.txt:7: ", "'origin' takes one value");
-    edit_fails(n, &f, "predicted_ms 12.5", "predicted_ms nan", VDNN_EFORMAT, "plan.txt:8: ", "'nan'");
-    edit_fails(n, &f, "peak_bytes 1234567", "peak_bytes -5", VDNN_EFORMAT, "plan.txt:9: ", "byte count");
-    edit_fails(n, &f, "measured_ms 15", "measured_ms -3", VDNN_EFORMAT, "plan.txt:10: ", "measured_ms");
+    edit_fails(n, &f, "micro_batch 0", "micro_batch zero", VDNN_EFORMAT, "plan.txt:5: ", "'zero'");
+    edit_fails(n, &f, "prefetch next", "prefetch soon", VDNN_EFORMAT, "plan.txt:6: ", "far, next or on-demand");
+    edit_fails(n, &f, "release_lag 0", "release_lag -1", VDNN_EFORMAT, "plan.txt:7: ", "release_lag");
+    edit_fails(n, &f, "release_lag 0\n", "", VDNN_EFORMAT, "plan.txt:7: ", "expected 'release_lag VALUE'");
+    edit_fails(n, &f, "origin dyn", "origin dyn vdnn", VDNN_EFORMAT, "plan.txt:8: ", "'origin' takes one value");
+    edit_fails(n, &f, "predicted_ms 12.5", "predicted_ms nan", VDNN_EFORMAT, "plan.txt:9: ", "'nan'");
+    edit_fails(n, &f, "peak_bytes 1234567", "peak_bytes -5", VDNN_EFORMAT, "plan.txt:10: ", "byte count");
+    edit_fails(n, &f, "measured_ms 15", "measured_ms -3", VDNN_EFORMAT, "plan.txt:11: ", "measured_ms");
     char *more = malloc(strlen(f.text) + 32);
     strcpy(more, f.text);
-    strcat(more, "\n# fine\nconv9 0 a b c\n");
-    load_fails(n, &f, more, VDNN_EFORMAT, "plan.txt:22: ", "unexpected 'conv9' after the last layer");
+    strcat(more, "\n# fine\nconv9 keep 0 a b c\n");
+    load_fails(n, &f, more, VDNN_EFORMAT, "plan.txt:23: ", "unexpected 'conv9' after the last layer");
     free(more);
     char missing[300];
     tn_join(missing, sizeof missing, f.dir, "none.txt");
@@ -647,8 +991,8 @@ END_TEST
 START_TEST(test_load_truncated)
 {
     net *n = tn_parse(PF_NET, NULL);
-    planfile f = saved_plan(n);
-    plan want = busy_plan(n);
+    planfile f = saved_plan_of(n, mixed_plan(n));
+    plan want = mixed_plan(n);
     size_t full = strlen(f.text);
     for (size_t len = 0; len < full; len++) {
         tn_write(f.path, f.text, len);
@@ -673,7 +1017,7 @@ END_TEST
 START_TEST(test_load_fuzz)
 {
     net *n = tn_parse(PF_NET, NULL);
-    planfile f = saved_plan(n);
+    planfile f = saved_plan_of(n, mixed_plan(n));
     size_t full = strlen(f.text);
     char *text = malloc(full);
     uint64_t seed = 42;
@@ -732,7 +1076,8 @@ START_TEST(test_print_table)
     for (int i = 0; i < PF_LAYERS; i++) ck_assert_msg(strstr(out, n->layers[i]->name) != NULL, "%s", out);
     const char *words[] = {"im2col-batch", "im2col-chunk", "im2col-par", "convolutional", "offload", "keep",
                            "prefetch next", "release lag 0", "12.500 ms", "1.18 MiB", "15.000 ms", "1.20x",
-                           "2.500", "3.000", "input x[i]", "origin dyn"};
+                           "2.500", "3.000", "input x[i]", "origin dyn", " map ", "offloaded: 4 maps, 50.00 KiB",
+                           "recomputed: 0 maps, 0 B", "swapped: 0 layers, 0 B of parameters"};
     for (size_t k = 0; k < sizeof words / sizeof *words; k++)
         ck_assert_msg(strstr(out, words[k]) != NULL, "'%s' missing in:\n%s", words[k], out);
     ck_assert_ptr_null(strstr(out, "default"));   /* one-algorithm layers show "-" */
@@ -742,8 +1087,53 @@ START_TEST(test_print_table)
     ck_assert_ptr_nonnull(strstr(out, "not simulated"));
     ck_assert_ptr_null(strstr(out, "measured"));
     ck_assert_ptr_null(strstr(out, "fwd ms"));
+    ck_assert_ptr_null(strstr(out, "+swap"));
+    ck_assert_ptr_null(strstr(out, "micro-batches"));
     free(out);
     free(pr.layers);
+    plan_free(&p);
+    net_free(n);
+}
+END_TEST
+
+/* The table's line that starts with layer `name`, into buf. Not inlined: GCC then
+ * takes `out` for printed()'s local and warns of a dangling pointer. */
+__attribute__((noinline)) static const char *row_of(const char *out, const char *name, char *buf, size_t len)
+{
+    const char *at = strstr(out, name);
+    ck_assert_msg(at != NULL, "%s missing in:\n%s", name, out);
+    size_t n = strcspn(at, "\n");
+    ck_assert(n < len);
+    memcpy(buf, at, n);
+    buf[n] = 0;
+    return buf;
+}
+
+/* Each row's map decision and swap; the footer counts them; the split is said. */
+START_TEST(test_print_table_recompute_swap)
+{
+    net_overrides ov = net_no_overrides();
+    ov.micro_batch = 4;
+    net *n = tn_parse(PF_NET, &ov);
+    plan p = mixed_plan(n);
+    p.offload[5] = MAP_KEEP;
+    char *out = printed(&p, n, NULL, 0), row[256];
+    static const char *const rows[][2] = {{"conv1 ", "offload+swap"}, {"relu2 ", " - "}, {"conv3 ", "recomp+swap"},
+                                          {"bn4 ", " offload "}, {"relu5 ", " - "}, {"maxpool6 ", " keep "},
+                                          {"fc7 ", "recomp+swap"}, {"softmax8 ", " - "}};
+    for (size_t k = 0; k < sizeof rows / sizeof *rows; k++)
+        ck_assert_msg(strstr(row_of(out, rows[k][0], row, sizeof row), rows[k][1]) != NULL, "'%s' lacks '%s':\n%s",
+                      row, rows[k][1], out);
+    const char *words[] = {"offloaded: 2 maps", "recomputed: 2 maps", "swapped: 3 layers",
+                           "micro-batches: 4 items each, 4 per batch of 16", "batch 16"};
+    for (size_t k = 0; k < sizeof words / sizeof *words; k++)
+        ck_assert_msg(strstr(out, words[k]) != NULL, "'%s' missing in:\n%s", words[k], out);
+    free(out);
+    /* a swapped layer whose input map is kept */
+    p.offload[0] = MAP_KEEP;
+    out = printed(&p, n, NULL, 0);
+    ck_assert_msg(strstr(row_of(out, "conv1 ", row, sizeof row), "keep+swap") != NULL, "%s", out);
+    free(out);
     plan_free(&p);
     net_free(n);
 }
@@ -765,7 +1155,8 @@ START_TEST(test_print_json)
     const char *keys[] = {"\"origin\":\"dyn\"", "\"batch\":16", "\"prefetch\":\"next\"", "\"release_lag\":0",
                           "\"predicted_ms\":12.500000", "\"peak_bytes\":1234567", "\"measured_ms\":15.000000",
                           "\"fwd\":\"im2col\"", "\"bwd_data\":\"im2col-batch\"", "\"bwd_filter\":\"im2col-chunk\"",
-                          "\"offload\":true", "\"offload\":null", "\"fwd_ms\":2.500000", "\"workspace_bytes\":"};
+                          "\"offload\":true", "\"offload\":null", "\"fwd_ms\":2.500000", "\"workspace_bytes\":",
+                          "\"micro_batch\":0", "\"map\":\"offload\"", "\"map\":\"-\"", "\"swap\":false"};
     for (size_t k = 0; k < sizeof keys / sizeof *keys; k++)
         ck_assert_msg(strstr(out, keys[k]) != NULL, "%s missing in:\n%s", keys[k], out);
     free(out);
@@ -779,7 +1170,32 @@ START_TEST(test_print_json)
                            "\"offload\":false", "\"origin\":\"a\\\"b\\\\c\\u0009d\""};
     for (size_t k = 0; k < sizeof nulls / sizeof *nulls; k++)
         ck_assert_msg(strstr(out, nulls[k]) != NULL, "%s missing in:\n%s", nulls[k], out);
+    ck_assert_ptr_nonnull(strstr(out, "\"map\":\"keep\""));
+    ck_assert_ptr_null(strstr(out, "\"swap\":true"));
     free(out);
+    plan_free(&p);
+    /* recomputed maps are not offloaded; swapped layers say so; the split is given */
+    net_overrides ov = net_no_overrides();
+    ov.micro_batch = 4;
+    net *m = tn_parse(PF_NET, &ov);
+    p = mixed_plan(m);
+    out = printed(&p, m, NULL, 1);
+    ck_assert_msg(json_valid(out), "not JSON:\n%s", out);
+    ck_assert_ptr_nonnull(strstr(out, "\"batch\":16,\"micro_batch\":4,"));
+    /* per layer: offload (the map leaves by copy), map, swap */
+    static const char *const want[PF_LAYERS] = {
+        "true,\"map\":\"offload\",\"swap\":true", "null,\"map\":\"-\",\"swap\":false",
+        "false,\"map\":\"recompute\",\"swap\":true", "true,\"map\":\"offload\",\"swap\":false",
+        "null,\"map\":\"-\",\"swap\":false", "false,\"map\":\"recompute\",\"swap\":false",
+        "false,\"map\":\"recompute\",\"swap\":true", "null,\"map\":\"-\",\"swap\":false"};
+    for (int i = 0; i < PF_LAYERS; i++) {
+        char key[200];
+        snprintf(key, sizeof key, "\"name\":\"%s\",\"type\":\"%s\",\"input_bytes\":%zu,\"offload\":%s",
+                 m->layers[i]->name, m->layers[i]->ops->type, shape_bytes(m->layers[i]->in), want[i]);
+        ck_assert_msg(strstr(out, key) != NULL, "%s missing in:\n%s", key, out);
+    }
+    free(out);
+    net_free(m);
     free(pr.layers);
     plan_free(&p);
     net_free(n);
@@ -801,15 +1217,19 @@ static Suite *planfile_suite(void)
     tcase_add_test(apply, test_from_net_apply_attached);
     tcase_add_test(apply, test_from_net_unattached);
     tcase_add_test(apply, test_apply_other_net);
+    tcase_add_test(apply, test_apply_swap_attached);
+    tcase_add_test(apply, test_apply_bad_maps_and_swaps);
     suite_add_tcase(s, apply);
 
     TCase *file = tcase_create("file");
     tcase_set_timeout(file, 60);
     tcase_add_test(file, test_save_load_round_trip);
+    tcase_add_test(file, test_save_load_recompute_swap);
     tcase_add_test(file, test_load_wrong_layer_count);
     tcase_add_test(file, test_load_wrong_layer_name);
     tcase_add_test(file, test_load_unknown_algorithm);
-    tcase_add_test(file, test_load_bad_offload);
+    tcase_add_test(file, test_load_bad_map);
+    tcase_add_test(file, test_load_bad_swap);
     tcase_add_test(file, test_load_wrong_batch);
     tcase_add_test(file, test_load_bad_header);
     tcase_add_test(file, test_load_truncated);
@@ -819,6 +1239,7 @@ static Suite *planfile_suite(void)
     TCase *print = tcase_create("print");
     tcase_add_test(print, test_json_checker);
     tcase_add_test(print, test_print_table);
+    tcase_add_test(print, test_print_table_recompute_swap);
     tcase_add_test(print, test_print_json);
     suite_add_tcase(s, print);
     return s;

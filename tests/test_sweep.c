@@ -5,9 +5,12 @@
  * What is checked: a simulated sweep writes the CSV header and one row per budget x
  * policy; offloading fits a budget that keeping everything does not; no fitting row's
  * peak exceeds its budget; dyn is never predicted slower than a fixed policy that fits;
- * auto:K spans the least budget to what none needs. A real sweep measures every fitting
- * row inside its budget. Bad lists and a missing --budgets fail with one message that
- * names the problem. The plot is a real PNG when gnuplot is installed; without it the
+ * auto:K spans the least budget in which a policy asked for fits (one byte less fits
+ * none of them; dyn's is the least of every fixed policy, swap and recompute included;
+ * vdnn's is all-mem's) to what none needs. swap and recompute plan as their fixed
+ * policies. A real sweep measures every fitting row inside its budget, swapped plans
+ * included. Bad lists and a missing --budgets fail with one message that names the
+ * problem. The plot is a real PNG when gnuplot is installed; without it the
  * sweep still succeeds; a failing gnuplot is reported with its exit status and the CSV
  * stays. */
 #include <check.h>
@@ -242,24 +245,50 @@ static void sweep_ok(const char *cfg, const char *flags, const char *dir_name, s
 
 /* ---- simulated sweeps ---- */
 
-/* auto:2 spans the least budget of any fixed policy to what none needs; the least
- * fits something, and the largest is exactly none's peak. */
+/* Whether any row of budget b fits. */
+static int any_fits(const sw_csv *c, size_t b)
+{
+    int some = 0;
+    for (int k = 0; k < c->nrows; k++) some |= c->rows[k].budget == b && c->rows[k].fits;
+    return some;
+}
+
+/* A simulated sweep of `policies` at the one budget b: whether any of them fits. */
+static int fits_at(const char *cfg, const char *policies, size_t b)
+{
+    char flags[512], dir[512];
+    sw_csv c;
+    snprintf(flags, sizeof flags, "--budgets %zu --policies %s --simulate", b, policies);
+    sweep_ok(cfg, flags, "at", &c, dir, sizeof dir);
+    check_rows(&c, 0);
+    return any_fits(&c, b);
+}
+
+/* auto:2 of `policies` (npols of them): two budgets, the least in which one of them
+ * fits (and one byte less fits none) and none's peak. */
+static void auto_ends(const char *cfg, const char *policies, int npols, size_t *lo, size_t *hi, sw_csv *c)
+{
+    char flags[512], dir[512];
+    snprintf(flags, sizeof flags, "--budgets auto:2 --policies %s --simulate", policies);
+    sweep_ok(cfg, flags, "auto", c, dir, sizeof dir);
+    ck_assert_int_eq(c->nrows, 2 * npols);
+    *lo = c->rows[0].budget;
+    *hi = c->rows[npols].budget;
+    ck_assert_msg(*lo < *hi, "auto:2 of %s gave budgets %zu and %zu", policies, *lo, *hi);
+    check_rows(c, 0);
+    ck_assert_msg(any_fits(c, *lo), "no policy of %s fits the least budget %zu", policies, *lo);
+    ck_assert_msg(!fits_at(cfg, policies, *lo - 1), "%s fits %zu, below the least budget %zu", policies, *lo - 1,
+                  *lo);
+}
+
+/* auto:2 spans the least budget of the fixed policies asked for to what none needs;
+ * the least fits one of them, and the largest is exactly none's peak. */
 static void auto_range(const char *cfg, size_t *lo, size_t *hi, sw_csv *c)
 {
-    char dir[512];
-    sweep_ok(cfg, "--budgets auto:2 --policies none,all,none-mem,conv-mem,all-mem --simulate", "auto", c, dir,
-             sizeof dir);
-    ck_assert_int_eq(c->nrows, 10);
-    *lo = c->rows[0].budget;
-    *hi = c->rows[5].budget;
-    ck_assert_msg(*lo < *hi, "auto:2 gave budgets %zu and %zu", *lo, *hi);
+    auto_ends(cfg, "none,all,none-mem,conv-mem,all-mem", 5, lo, hi, c);
     const sw_row *none = find(c, *hi, "none");
     ck_assert_msg(none->fits && (size_t)none->peak == *hi, "none's peak %lld is not the top budget %zu", none->peak,
                   *hi);
-    int some = 0;
-    for (int k = 0; k < 5; k++) some |= c->rows[k].fits;
-    ck_assert_msg(some, "no policy fits the least budget %zu", *lo);
-    check_rows(c, 0);
 }
 
 START_TEST(test_simulate)
@@ -300,19 +329,97 @@ START_TEST(test_simulate)
 }
 END_TEST
 
+#define SW_FIXED "none,conv,all,swap,recompute,none-mem,conv-mem,all-mem,swap-mem,recompute-mem"
+
+/* The low end of auto:K is the least budget of the policies asked for, not of every
+ * policy: a fixed policy's own least; dyn's, the least of every fixed policy (its
+ * branch and bound starts from each); vdnn's, all-mem's (its ladder needs all-mem). */
+START_TEST(test_auto_low_end)
+{
+    char cfg[512];
+    size_t lo_all, lo_swap, lo_fixed, lo_dyn, lo_vdnn, hi, h;
+    sw_csv c;
+    write_net(cfg, sizeof cfg);
+    auto_ends(cfg, "all-mem", 1, &lo_all, &hi, &c);
+    auto_ends(cfg, "swap-mem,all-mem", 2, &lo_swap, &h, &c);
+    ck_assert_uint_eq(h, hi);
+    ck_assert_msg(lo_swap <= lo_all, "adding swap-mem raised the least budget from %zu to %zu", lo_all, lo_swap);
+    auto_ends(cfg, SW_FIXED, 10, &lo_fixed, &h, &c);
+    ck_assert_msg(lo_fixed <= lo_swap, "every fixed policy: %zu, above swap-mem,all-mem's %zu", lo_fixed, lo_swap);
+    /* on this net, whose maps are small, swapping the parameters saves memory that no
+     * offload can: the least of every fixed policy is below all-mem's */
+    ck_assert_msg(lo_fixed < lo_all, "every fixed policy: %zu, all-mem: %zu", lo_fixed, lo_all);
+    auto_ends(cfg, "dyn", 1, &lo_dyn, &h, &c);
+    ck_assert_uint_eq(lo_dyn, lo_fixed);
+    ck_assert_msg(find(&c, lo_dyn, "dyn")->fits, "dyn does not fit its least budget %zu", lo_dyn);
+    auto_ends(cfg, "vdnn", 1, &lo_vdnn, &h, &c);
+    ck_assert_uint_eq(lo_vdnn, lo_all);
+    ck_assert_msg(find(&c, lo_vdnn, "vdnn")->fits, "vdnn does not fit its least budget %zu", lo_vdnn);
+    /* a search asked with fixed policies: the least of them all */
+    auto_ends(cfg, "none,vdnn", 2, &h, &hi, &c);
+    ck_assert_uint_eq(h, lo_all);
+}
+END_TEST
+
+/* swap and recompute are their fixed policies: at a budget with room for every plan,
+ * swap offloads what all offloads and moves the parameters off the device too (a lower
+ * peak, never faster), and recompute does the forward work of none and more (never
+ * predicted faster than none). */
+START_TEST(test_swap_recompute)
+{
+    char cfg[512], dir[512];
+    sw_csv c;
+    write_net(cfg, sizeof cfg);
+    sweep_ok(cfg, "--budgets 64M --policies " SW_FIXED " --simulate", "big", &c, dir, sizeof dir);
+    ck_assert_int_eq(c.nrows, 10);
+    check_rows(&c, 0);
+    for (int k = 0; k < c.nrows; k++) ck_assert_msg(c.rows[k].fits, "%s does not fit 64M", c.rows[k].policy);
+    size_t b = 64 << 20;
+    static const char *const pairs[][2] = {{"swap", "all"}, {"swap-mem", "all-mem"}};
+    for (int k = 0; k < 2; k++) {
+        const sw_row *sw = find(&c, b, pairs[k][0]), *all = find(&c, b, pairs[k][1]);
+        ck_assert_msg(sw->peak < all->peak, "%s's peak %lld is not below %s's %lld", pairs[k][0], sw->peak,
+                      pairs[k][1], all->peak);
+        ck_assert_msg(sw->predicted_ms >= all->predicted_ms, "%s (%g ms) is predicted faster than %s (%g ms)",
+                      pairs[k][0], sw->predicted_ms, pairs[k][1], all->predicted_ms);
+    }
+    const sw_row *rc = find(&c, b, "recompute"), *none = find(&c, b, "none");
+    ck_assert_msg(rc->predicted_ms >= none->predicted_ms, "recompute %g ms, none %g ms", rc->predicted_ms,
+                  none->predicted_ms);
+    const sw_row *rcm = find(&c, b, "recompute-mem"), *nonem = find(&c, b, "none-mem");
+    ck_assert_msg(rcm->predicted_ms >= nonem->predicted_ms, "recompute-mem %g ms, none-mem %g ms",
+                  rcm->predicted_ms, nonem->predicted_ms);
+    /* the progress lines are as wide as the longest name asked for */
+    char flags[1024];
+    snprintf(flags, sizeof flags,
+             "sweep %s --budgets 64M --policies none,recompute-mem --simulate --profile-cache %s/cache --out %s/w",
+             cfg, tmp_dir, tmp_dir);
+    cli_run r = run_cli(flags);
+    assert_ok(&r, flags);
+    ck_assert_msg(strstr(r.out, "policy none           predicted") && strstr(r.out, "policy recompute-mem  predicted"),
+                  "stdout:\n%s", r.out);
+    run_free(&r);
+}
+END_TEST
+
 /* ---- a real sweep ---- */
 
+/* The least budget of dyn is reached by swapping parameters on this net: the row's
+ * plan runs with the layers placed as it swaps them (before net_attach), and so does a
+ * swap-mem row at the same budgets. */
 START_TEST(test_real)
 {
     char cfg[512], dir[512];
     sw_csv c;
     write_net(cfg, sizeof cfg);
-    sweep_ok(cfg, "--budgets auto:2 --policies dyn,all --iters 1", "real", &c, dir, sizeof dir);
-    ck_assert_int_eq(c.nrows, 4);
+    sweep_ok(cfg, "--budgets auto:2 --policies dyn,all,swap-mem --iters 1", "real", &c, dir, sizeof dir);
+    ck_assert_int_eq(c.nrows, 6);
     check_rows(&c, 1);
-    /* at the top budget both run; the least fits dyn (it includes every fixed policy) */
+    /* the least fits dyn (it includes every fixed policy); all needs more */
     ck_assert(c.rows[0].fits);
-    ck_assert(c.rows[2].fits && c.rows[3].fits);
+    ck_assert(!c.rows[1].fits);
+    /* at the top budget all three run */
+    ck_assert(c.rows[3].fits && c.rows[4].fits && c.rows[5].fits);
 }
 END_TEST
 
@@ -329,7 +436,8 @@ START_TEST(test_bad_input)
     snprintf(args, sizeof args, "sweep %s --budgets auto:1 --policies all --simulate", cfg);
     fails_with(args, "--budgets", "auto:1");
     snprintf(args, sizeof args, "sweep %s --budgets 1M --policies none,fast --simulate", cfg);
-    fails_with(args, "'fast'", "none, conv, all, none-mem, conv-mem, all-mem, dyn, vdnn");
+    fails_with(args, "'fast'", "none, conv, all, swap, recompute, none-mem, conv-mem, all-mem, swap-mem, "
+                               "recompute-mem, dyn, vdnn");
     snprintf(args, sizeof args, "sweep %s --budgets 1M --policies all,all --simulate", cfg);
     fails_with(args, "'all'", "twice");
     snprintf(args, sizeof args, "sweep %s --policies all --simulate", cfg);
@@ -437,6 +545,8 @@ static Suite *sweep_suite(void)
     tcase_add_checked_fixture(t, tmp_setup, tmp_teardown);
     tcase_set_timeout(t, 60);
     tcase_add_test(t, test_simulate);
+    tcase_add_test(t, test_auto_low_end);
+    tcase_add_test(t, test_swap_recompute);
     tcase_add_test(t, test_real);
     tcase_add_test(t, test_bad_input);
     tcase_add_test(t, test_plot);

@@ -41,10 +41,11 @@ int cmd_profile(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);
 
 struct plan;
-/* Profiles the attached net (cached), searches for the fastest plan under f->budget,
- * verifies it with real iterations, applies it, and prints what it did to `out`
- * (NULL: quiet). *chosen (may be NULL) receives the plan; free with plan_free(). */
-vdnn_status cli_dyn_plan(net *n, const planner_flags *f, FILE *out, struct plan *chosen);
+/* Profiles the attached net (cached), searches for the fastest plan under f->budget
+ * (when none fits the batch, in micro-batches: *np is then replaced by the net rebuilt
+ * for them), verifies it with real iterations, applies it, and prints what it did to
+ * `out` (NULL: quiet). *chosen (may be NULL) receives the plan; free with plan_free(). */
+vdnn_status cli_dyn_plan(net **np, const planner_flags *f, FILE *out, struct plan *chosen);
 /* Loads a plan file for the attached net and applies it; fails when its simulated
  * peak exceeds `budget` (0: no limit). */
 vdnn_status cli_load_plan(net *n, const char *path, size_t budget);

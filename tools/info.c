@@ -89,6 +89,27 @@ int cmd_info(int argc, char **argv)
         net_free(n);
         return cli_error();
     }
+    /* the least budget of every policy when the batch is split in 2, 4, ... */
+    enum { MICROS = 4 };
+    int micro[MICROS] = {0};
+    size_t micro_least[MICROS] = {0};
+    for (int k = 0, m = n->minibatch / 2; k < MICROS && m >= 1; k++, m /= 2) {
+        net *c = NULL;
+        size_t t[POLICY_COUNT][ALGO_MODE_COUNT];
+        vdnn_status st = net_clone_micro(n, m, &c);
+        if (st == VDNN_OK) st = net_plan(c, c->policy, ALGO_PERF);
+        if (st == VDNN_OK) st = net_budget_table(c, t);
+        net_free(c);
+        if (st != VDNN_OK) {
+            net_free(n);
+            return cli_error();
+        }
+        micro[k] = m;
+        micro_least[k] = t[0][0];
+        for (int p = 0; p < POLICY_COUNT; p++)
+            for (int a = 0; a < ALGO_MODE_COUNT; a++)
+                if (t[p][a] < micro_least[k]) micro_least[k] = t[p][a];
+    }
     size_t maps = shape_bytes(n->input);
     for (int i = 0; i < n->nlayers; i++) maps += shape_bytes(n->layers[i]->out);
     size_t params = net_param_bytes(n), ws = net_max_workspace_bytes(n), bound = net_train_bytes_bound(n);
@@ -106,6 +127,8 @@ int cmd_info(int argc, char **argv)
         for (int p = 0; p < POLICY_COUNT; p++)
             printf("%s\"%s\": {\"perf\": %zu, \"mem\": %zu}", p ? ", " : "", policy_name((mem_policy)p),
                    mins[p][ALGO_PERF], mins[p][ALGO_MEM]);
+        printf("},\n  \"micro_batch_min_budget_bytes\": {");
+        for (int k = 0; k < MICROS && micro[k]; k++) printf("%s\"%d\": %zu", k ? ", " : "", micro[k], micro_least[k]);
         printf("}\n}\n");
     } else {
         char a[32], b[32], c[32];
@@ -116,13 +139,17 @@ int cmd_info(int argc, char **argv)
         printf("totals: params+grads+momenta %s, feature maps %s, largest workspace %s\n",
                vdnn_fmt_bytes(params, a, sizeof a), vdnn_fmt_bytes(maps, b, sizeof b), vdnn_fmt_bytes(ws, c, sizeof c));
         printf("minimum budget of one training iteration (exact, fragmentation included):\n");
-        printf("  %-6s %14s %14s   %s\n", "policy", "perf algos", "mem algos", "mem saved vs none/perf");
+        printf("  %-9s %14s %14s   %s\n", "policy", "perf algos", "mem algos", "mem saved vs none/perf");
         for (int p = 0; p < POLICY_COUNT; p++)
-            printf("  %-6s %14s %14s   %5.1f%% %5.1f%%\n", policy_name((mem_policy)p),
+            printf("  %-9s %14s %14s   %5.1f%% %5.1f%%\n", policy_name((mem_policy)p),
                    vdnn_fmt_bytes(mins[p][ALGO_PERF], a, sizeof a), vdnn_fmt_bytes(mins[p][ALGO_MEM], b, sizeof b),
                    100.0 * (1 - (double)mins[p][ALGO_PERF] / mins[POLICY_NONE][ALGO_PERF]),
                    100.0 * (1 - (double)mins[p][ALGO_MEM] / mins[POLICY_NONE][ALGO_PERF]));
         printf("  (perf assumes the largest-workspace algorithms; training measures them and may need less)\n");
+        printf("least budget of any policy in micro-batches (--micro-batch N):");
+        for (int k = 0; k < MICROS && micro[k]; k++)
+            printf("%s %d: %s", k ? "," : "", micro[k], vdnn_fmt_bytes(micro_least[k], a, sizeof a));
+        printf("\n");
         printf("network-wide allocation (vDNN's baseline: every map and gradient kept): perf %s, mem %s\n",
                vdnn_fmt_bytes(network_wide, a, sizeof a), vdnn_fmt_bytes(network_wide_mem, b, sizeof b));
     }

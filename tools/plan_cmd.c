@@ -24,32 +24,94 @@ static void summary(FILE *out, const plan *p, const char *what)
     fprintf(out, ", peak %s\n", vdnn_fmt_bytes(p->peak_bytes, b, sizeof b));
 }
 
-vdnn_status cli_dyn_plan(net *n, const planner_flags *f, FILE *out, plan *chosen)
+/* The micro-batch size (0: none) to plan with: the whole batch when its best plan is
+ * within MICRO_SLACK of the net's speed with unlimited memory; else the split (batch/2,
+ * /4, ...) whose best plan is predicted fastest per batch, each profiled at its size.
+ * Prediction only: the chosen one is verified afterwards. */
+#define MICRO_SLACK 1.05
+
+static vdnn_status pick_micro(const net *n, const planner_flags *f, search_kind k, const profile *pr, int *micro)
+{
+    plan p = {0}, ideal = {0};
+    *micro = 0;
+    vdnn_status st = plan_search(n, pr, f->budget, k, f->node_limit, &p, NULL);
+    if (st != VDNN_OK && st != VDNN_EBUDGET) return st;
+    double best = st == VDNN_OK ? p.predicted_s : 1e300;
+    plan_free(&p);
+    if (plan_fit_policy(n, pr, 0, POLICY_NONE, ALGO_PERF, &ideal) == VDNN_OK && best <= MICRO_SLACK * ideal.predicted_s)
+        best = -1;   /* the whole batch is good enough */
+    plan_free(&ideal);
+    for (int m = n->minibatch / 2; best >= 0 && m >= 1; m /= 2) {
+        net *c = NULL;
+        profile cp = {0};
+        int cached = 0;
+        st = net_clone_micro(n, m, &c);
+        if (st == VDNN_OK) st = profile_get(c, n->dev, f->link_gbps, (int)f->threads, f->cache, &cp, &cached);
+        if (st == VDNN_OK) st = plan_search(c, &cp, f->budget, k, f->node_limit, &p, NULL);
+        if (st == VDNN_OK && p.predicted_s < best) {
+            best = p.predicted_s;
+            *micro = m;
+        }
+        if (st == VDNN_OK) plan_free(&p);
+        profile_free(&cp);
+        net_free(c);
+        if (st != VDNN_OK && st != VDNN_EBUDGET) return st;
+    }
+    if (best >= 1e300) return VDNN_EBUDGET;
+    return VDNN_OK;
+}
+
+/* The net rebuilt for micro-batches of `micro` items, attached where n was. */
+static vdnn_status remake(net **np, int micro)
+{
+    net *n = *np, *m = NULL;
+    device *d = n->dev;
+    net_detach(n);
+    vdnn_status st = net_remake(n, micro, &m);
+    if (st != VDNN_OK) return st;
+    net_free(n);
+    *np = m;
+    return net_attach(m, d);
+}
+
+vdnn_status cli_dyn_plan(net **np, const planner_flags *f, FILE *out, plan *chosen)
 {
     search_kind k = SEARCH_BB;
     vdnn_status st = cli_search_kind(f->search, &k);
     if (st != VDNN_OK) return st;
-    profile pr;
-    int cached = 0;
+    net *n = *np;
+    profile pr = {0};
+    int cached = 0, micro = 0;
     double t0 = vdnn_now_s();
-    size_t budget = f->budget;
     st = profile_get(n, n->dev, f->link_gbps, (int)f->threads, f->cache, &pr, &cached);
     if (st != VDNN_OK) return vdnn_wrap(st, "profiling the net");
     double t1 = vdnn_now_s();
     plan best = {0}, alt = {0};
     search_stats ss = {0};
-    st = plan_choose(n, &pr, budget, k, f->node_limit, (int)f->verify, &best, &alt, &ss);
+    if (!n->micro && n->minibatch > 1 && k == SEARCH_BB) st = pick_micro(n, f, k, &pr, &micro);
+    if (st == VDNN_OK && micro) {
+        st = remake(np, micro);
+        n = *np;
+        profile_free(&pr);
+        if (st == VDNN_OK) st = profile_get(n, n->dev, f->link_gbps, (int)f->threads, f->cache, &pr, &cached);
+    }
+    double t_micro = vdnn_now_s();
+    if (st == VDNN_OK) st = plan_choose(n, &pr, f->budget, k, f->node_limit, (int)f->verify, &best, &alt, &ss);
+    if (st == VDNN_EBUDGET && k == SEARCH_BB && !n->micro)
+        vdnn_wrap(st, "not even in micro-batches of one item");
     double t2 = vdnn_now_s();
     if (st == VDNN_OK && out) {
-        fprintf(out, "vdnn: planner (%s search): profile %s (%.2f s), search %.3f s over %ld simulations%s, "
-                "verification %.2f s\n", k == SEARCH_BB ? "branch-and-bound" : "vDNN", cached ? "cached" : "measured",
-                t1 - t0, ss.seconds, ss.simulations, k == SEARCH_BB && !ss.complete ? " (node limit reached)" : "",
-                t2 - t1 - ss.seconds);
+        fprintf(out, "vdnn: planner (%s search): profile %s (%.2f s), micro-batch choice %.2f s, search %.3f s over "
+                "%ld simulations%s, verification %.2f s\n", k == SEARCH_BB ? "branch-and-bound" : "vDNN",
+                cached ? "cached" : "measured", t1 - t0, t_micro - t1, ss.seconds, ss.simulations,
+                k == SEARCH_BB && !ss.complete ? " (node limit reached)" : "", t2 - t_micro - ss.seconds);
+        if (micro) fprintf(out, "  micro-batches of %d items: faster (or the only fit) in this budget\n", micro);
         summary(out, &best, "chosen plan:");
         if (alt.nlayers) summary(out, &alt, "other candidate:");
     }
     if (alt.nlayers) plan_free(&alt);
-    if (st == VDNN_OK) st = plan_apply(n, &best);
+    /* without verification the net may hold its parameters otherwise: nothing to apply */
+    if (st == VDNN_OK && f->verify) st = plan_apply(n, &best);
     if (st == VDNN_OK && f->json) plan_print_json(stdout, &best, n, &pr);
     else if (st == VDNN_OK && out) plan_print(out, &best, n, &pr);
     if (st == VDNN_OK && chosen) *chosen = best;
@@ -80,7 +142,7 @@ vdnn_status cli_load_plan(net *n, const char *path, size_t budget)
 int cmd_profile(int argc, char **argv)
 {
     const char *cfg = NULL, *dev_name = "auto", *save = NULL;
-    long long batch = -1;
+    long long batch = -1, micro = 0;
     int json = 0;
     planner_flags f = {.verify = 0, .node_limit = PLAN_NODE_LIMIT};
     arg_spec specs[] = {
@@ -89,7 +151,8 @@ int cmd_profile(int argc, char **argv)
         {"--verify", ARG_INT, &f.verify, 0, 1000, "", 0}, {"--link-gbps", ARG_FLOAT, &f.link_gbps, 0.001, 1e4, "", 0},
         {"--threads", ARG_INT, &f.threads, 1, 1024, "", 0}, {"--device", ARG_STRING, &dev_name, 0, 0, "", 0},
         {"--batch", ARG_INT, &batch, 1, 65536, "", 0}, {"--profile-cache", ARG_STRING, &f.cache, 0, 0, "", 0},
-        {"--node-limit", ARG_INT, &f.node_limit, 0, 1e12, "", 0}, {NULL, 0, NULL, 0, 0, NULL, 0},
+        {"--node-limit", ARG_INT, &f.node_limit, 0, 1e12, "", 0}, {"--micro-batch", ARG_INT, &micro, 1, 65536, "", 0},
+        {NULL, 0, NULL, 0, 0, NULL, 0},
     };
     if (args_parse(argc, argv, 2, specs, &cfg, 1,
                    "vdnn profile CFG --budget SIZE [--json] [--search bb|vdnn] [--save-plan FILE] [--verify N]") != VDNN_OK)
@@ -100,6 +163,7 @@ int cmd_profile(int argc, char **argv)
     }
     net_overrides ov = net_no_overrides();
     ov.batch = (int)batch;
+    ov.micro_batch = (int)micro;
     net *n = NULL;
     device *d = NULL;
     plan p = {0};
@@ -112,7 +176,7 @@ int cmd_profile(int argc, char **argv)
         if (st == VDNN_EBUDGET) st = vdnn_wrap(st, "the parameters alone do not fit --budget");
     }
     f.json = json;
-    if (st == VDNN_OK) st = cli_dyn_plan(n, &f, json ? NULL : stdout, &p);
+    if (st == VDNN_OK) st = cli_dyn_plan(&n, &f, json ? NULL : stdout, &p);
     if (st == VDNN_OK && save) {
         st = plan_save(&p, n, save);
         if (st == VDNN_OK && !json) printf("plan saved to %s (train with --plan %s)\n", save, save);

@@ -32,14 +32,18 @@ static const sweep_policy sweep_policies[] = {
     {"none", 0, SEARCH_BB, POLICY_NONE, ALGO_PERF, "#000000", 7},
     {"conv", 0, SEARCH_BB, POLICY_CONV, ALGO_PERF, "#009e73", 5},
     {"all", 0, SEARCH_BB, POLICY_ALL, ALGO_PERF, "#0072b2", 9},
+    {"swap", 0, SEARCH_BB, POLICY_SWAP, ALGO_PERF, "#882255", 15},
+    {"recompute", 0, SEARCH_BB, POLICY_RECOMPUTE, ALGO_PERF, "#117733", 12},
     {"none-mem", 0, SEARCH_BB, POLICY_NONE, ALGO_MEM, "#999999", 6},
     {"conv-mem", 0, SEARCH_BB, POLICY_CONV, ALGO_MEM, "#56b4e9", 4},
     {"all-mem", 0, SEARCH_BB, POLICY_ALL, ALGO_MEM, "#cc79a7", 8},
+    {"swap-mem", 0, SEARCH_BB, POLICY_SWAP, ALGO_MEM, "#aa4499", 14},
+    {"recompute-mem", 0, SEARCH_BB, POLICY_RECOMPUTE, ALGO_MEM, "#44aa99", 10},
     {"dyn", 1, SEARCH_BB, POLICY_NONE, ALGO_PERF, "#d55e00", 13},
     {"vdnn", 1, SEARCH_VDNN, POLICY_NONE, ALGO_PERF, "#e69f00", 11},
 };
 #define SWEEP_NPOLICIES ((int)(sizeof sweep_policies / sizeof *sweep_policies))
-#define SWEEP_VALID "none, conv, all, none-mem, conv-mem, all-mem, dyn, vdnn"
+#define SWEEP_VALID "none, conv, all, swap, recompute, none-mem, conv-mem, all-mem, swap-mem, recompute-mem, dyn, vdnn"
 #define SWEEP_MAX_ITEMS 1000
 
 typedef struct sweep_opts {
@@ -66,6 +70,7 @@ typedef struct sweep {
     int auto_count;           /* auto:K: K, the budgets come from the profile; 0: a list */
     const sweep_policy *pols[SWEEP_NPOLICIES];
     int npols;
+    int name_width;           /* the longest name in pols, for the progress lines */
     int fit_any[SWEEP_NPOLICIES];   /* per pols[k]: some row fits (the plot draws it) */
     net *n;                   /* owned */
     profile pr;
@@ -165,6 +170,8 @@ static vdnn_status parse_policies(sweep *s, const char *text)
             if (s->pols[j] == &sweep_policies[k])
                 return vdnn_fail(VDNN_EINVAL, "--policies: '%s' is given twice", item);
         s->pols[s->npols++] = &sweep_policies[k];
+        int len = (int)strlen(item);
+        if (len > s->name_width) s->name_width = len;
     }
     return st;
 }
@@ -219,10 +226,11 @@ static vdnn_status write_row(sweep *s, const sweep_row *r)
     return VDNN_OK;
 }
 
-static void print_row(const sweep_row *r)
+static void print_row(const sweep_row *r, int name_width)
 {
     char b[32], p[32];
-    printf("budget %-10s  policy %-8s", fmt_size(r->budget, b, sizeof b), r->pol->name);
+    printf("budget %-10s  policy %-*s", fmt_size(r->budget, b, sizeof b), name_width < 8 ? 8 : name_width,
+           r->pol->name);
     if (!r->fits) {
         printf("  does not fit%s%s%s\n", r->note[0] ? " (" : "", r->note, r->note[0] ? ")" : "");
     } else {
@@ -289,15 +297,30 @@ static vdnn_status least_of(sweep *s, mem_policy pol, algo_mode a, size_t *least
     return st == VDNN_EBUDGET ? VDNN_OK : st;
 }
 
-/* The least budget any fixed policy needs. Usually all + smallest workspaces, but on a
- * net whose maps are small next to what offloading holds back for its copies, keeping
- * maps resident can need less: every policy is asked. */
+/* Whether sweep policy sp has a plan in every budget where fixed policy pol with
+ * algorithm mode a has one: a fixed policy covers itself; dyn covers every one (its
+ * branch and bound starts from each of them, swap and recompute included); vdnn's
+ * ladder has a plan exactly when all with the smallest workspaces fits. */
+static int covers(const sweep_policy *sp, mem_policy pol, algo_mode a)
+{
+    if (!sp->search) return sp->pol == pol && sp->algo == a;
+    if (sp->kind == SEARCH_BB) return 1;
+    return pol == POLICY_ALL && a == ALGO_MEM;
+}
+
+/* The least budget in which some policy of the sweep has a plan: the least of the fixed
+ * policies they cover. Which fixed policy needs least depends on the net (all with the
+ * smallest workspaces usually; swap when the parameters dominate; none when the maps
+ * are small next to what offloading holds back for its copies), so each is asked. */
 static vdnn_status least_budget(sweep *s, size_t *least)
 {
     vdnn_status st = VDNN_OK;
     *least = (size_t)-1;
     for (int pol = 0; pol < POLICY_COUNT && st == VDNN_OK; pol++)
         for (int a = 0; a < ALGO_MODE_COUNT && st == VDNN_OK; a++) {
+            int wanted = 0;
+            for (int k = 0; k < s->npols; k++) wanted |= covers(s->pols[k], (mem_policy)pol, (algo_mode)a);
+            if (!wanted) continue;
             size_t b = 0;
             st = least_of(s, (mem_policy)pol, (algo_mode)a, &b);
             if (st == VDNN_OK && b < *least) *least = b;
@@ -305,9 +328,9 @@ static vdnn_status least_budget(sweep *s, size_t *least)
     return st;
 }
 
-/* auto:K: K budgets evenly spaced from the least any fixed policy needs to what none
- * with the fastest algorithms needs (above it no policy gets faster), both ends
- * included. */
+/* auto:K: K budgets evenly spaced from the least in which some policy asked for has a
+ * plan to what none with the fastest algorithms needs (above it no policy gets
+ * faster), both ends included. */
 static vdnn_status auto_budgets(sweep *s)
 {
     size_t lo = 0, hi = 0;
@@ -355,6 +378,18 @@ static vdnn_status measure_row(sweep *s, sweep_row *r, plan *p)
 {
     device *d = NULL;
     const char *stage = "the parameters alone";
+    net *n = s->n;
+    unsigned char *was = malloc((size_t)n->nlayers);
+    if (!was) return vdnn_fail(VDNN_ENOMEM, "out of host memory");
+    /* Where the parameters live is decided when they are placed (net_attach): as the
+     * plan swaps them. The config's policy is set aside meanwhile, or `policy = swap`
+     * would swap every layer whatever the plan says. */
+    mem_policy policy = n->policy;
+    n->policy = POLICY_NONE;
+    for (int i = 0; i < n->nlayers; i++) {
+        was[i] = (unsigned char)n->layers[i]->swap;
+        n->layers[i]->swap = p->swap[i];
+    }
     vdnn_status st = cli_device(s->o.device, r->budget, s->o.threads, s->o.link_gbps, s->n, &d);
     if (st == VDNN_OK) st = net_attach(s->n, d);
     s->n->peak_iter_bytes = 0;
@@ -372,6 +407,9 @@ static vdnn_status measure_row(sweep *s, sweep_row *r, plan *p)
     }
     net_detach(s->n);
     device_destroy(d);
+    for (int i = 0; i < n->nlayers; i++) n->layers[i]->swap = was[i];
+    n->policy = policy;
+    free(was);
     return st;
 }
 
@@ -384,7 +422,7 @@ static vdnn_status run_row(sweep *s, size_t budget, int k)
     plan_free(&p);
     if (st != VDNN_OK) return st;
     s->fit_any[k] |= r.fits;
-    print_row(&r);
+    print_row(&r, s->name_width);
     return write_row(s, &r);
 }
 

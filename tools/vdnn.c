@@ -11,8 +11,9 @@
 
 static const char usage[] =
     "usage: vdnn COMMAND ...\n"
-    "  train CFG [--device auto|cpu] [--budget SIZE] [--policy none|all|conv|dyn] [--algo perf|mem]\n"
-    "            [--plan FILE] [--search bb|vdnn] [--profile-cache DIR] [--node-limit N]\n"
+    "  train CFG [--device auto|cpu] [--budget SIZE] [--policy none|all|conv|swap|recompute|dyn]\n"
+    "            [--algo perf|mem] [--micro-batch N] [--plan FILE] [--search bb|vdnn]\n"
+    "            [--profile-cache DIR] [--node-limit N]\n"
     "            [--link-gbps X] [--sync-layers] [--trace FILE] [--data PATH] [--epochs N]\n"
     "            [--steps N] [--batch N] [--lr X] [--seed N] [--threads N] [--save FILE]\n"
     "            [--resume FILE] [--log FILE] [--quiet]\n"
@@ -108,7 +109,7 @@ vdnn_status cli_plan(net *n, size_t budget)
 typedef struct run_flags {
     const char *device, *data, *save, *resume, *log, *weights, *policy, *algo, *trace;
     const char *plan, *search, *cache;
-    long long node_limit;
+    long long node_limit, micro;
     long long epochs, steps, batch, seed, threads;
     double lr, link_gbps;
     size_t budget;
@@ -122,7 +123,7 @@ static vdnn_status apply_memory_flags(net *n, const run_flags *f)
         while (p < POLICY_COUNT && strcmp(f->policy, policy_name((mem_policy)p))) p++;
         n->dyn = !strcmp(f->policy, "dyn");
         if (p == POLICY_COUNT && !n->dyn)
-            return vdnn_fail(VDNN_EINVAL, "--policy: '%s' is not one of none, all, conv, dyn", f->policy);
+            return vdnn_fail(VDNN_EINVAL, "--policy: '%s' is not one of none, all, conv, swap, recompute, dyn", f->policy);
         n->policy = n->dyn ? POLICY_NONE : (mem_policy)p;
     }
     if (f->algo) {
@@ -140,6 +141,7 @@ static vdnn_status open_all(const char *cfg, run_flags *f, int need_train, net *
 {
     net_overrides ov = net_no_overrides();
     ov.batch = (int)f->batch;
+    ov.micro_batch = (int)f->micro;
     ov.epochs = (int)f->epochs;
     ov.lr = f->lr;
     ov.seed = f->seed;
@@ -158,7 +160,7 @@ static vdnn_status open_all(const char *cfg, run_flags *f, int need_train, net *
         planner_flags pf = {.budget = (*n)->budget_bytes ? (*n)->budget_bytes : ps.capacity_bytes,
                             .search = f->search, .cache = f->cache, .node_limit = f->node_limit, .verify = 3,
                             .link_gbps = f->link_gbps, .threads = f->threads};
-        st = cli_dyn_plan(*n, &pf, f->quiet ? NULL : stdout, NULL);
+        st = cli_dyn_plan(n, &pf, f->quiet ? NULL : stdout, NULL);
     } else if (st == VDNN_OK) {
         st = cli_plan(*n, (*n)->budget_bytes);
     }
@@ -215,7 +217,7 @@ int cmd_train(int argc, char **argv)
         {"--sync-layers", ARG_FLAG, &f.sync_layers, 0, 0, "", 0}, {"--trace", ARG_STRING, &f.trace, 0, 0, "", 0},
         {"--plan", ARG_STRING, &f.plan, 0, 0, "", 0}, {"--search", ARG_STRING, &f.search, 0, 0, "", 0},
         {"--profile-cache", ARG_STRING, &f.cache, 0, 0, "", 0}, {"--node-limit", ARG_INT, &f.node_limit, 0, 1e12, "", 0},
-        {NULL, 0, NULL, 0, 0, NULL, 0},
+        {"--micro-batch", ARG_INT, &f.micro, 1, 65536, "", 0}, {NULL, 0, NULL, 0, 0, NULL, 0},
     };
     if (args_parse(argc, argv, 2, specs, &cfg, 1, "vdnn train CFG [flags] (see vdnn --help)") != VDNN_OK)
         return cli_error();

@@ -31,6 +31,7 @@ typedef struct fmap {
     residency state;
     dev_event *ev;       /* the in-flight copy's completion (OFFLOADING/PREFETCHING) */
     int offload;         /* the plan: offload after its last forward reader */
+    int recompute;       /* the plan: drop after its last forward reader, recompute in backward */
     int first_reader;    /* the first layer (counting backward) whose backward reads it; -1: none */
     char name[24];       /* "x[3]", for traces and errors */
 } fmap;

@@ -22,6 +22,7 @@ struct pool {
     pool_sync sync;
     block *head;
     size_t used, peak, pending;
+    size_t live_peak;          /* highest used - pending: bytes of blocks not yet freed */
     size_t frontier_peak;      /* highest end of any block ever allocated */
     uint64_t tick;             /* advanced by the caller at each step of its schedule */
     unsigned lag;              /* ticks a pending free waits before it may be reclaimed */
@@ -159,6 +160,7 @@ static vdnn_status take(pool *p, block *b, size_t size, size_t *offset)
     b->state = BLOCK_USED;
     p->used += size;
     if (p->used > p->peak) p->peak = p->used;
+    if (p->used - p->pending > p->live_peak) p->live_peak = p->used - p->pending;
     p->allocs++;
     *offset = b->off;
     return VDNN_OK;
@@ -259,5 +261,6 @@ size_t pool_peak_bytes(const pool *p) { return p->peak; }
 size_t pool_used_bytes(const pool *p) { return p->used; }
 void pool_reset_peak(pool *p) { p->peak = p->used; }
 size_t pool_frontier_peak(const pool *p) { return p->frontier_peak; }
+size_t pool_live_peak(const pool *p) { return p->live_peak; }
 void pool_set_lag(pool *p, unsigned ticks) { p->lag = ticks; }
 void pool_tick(pool *p) { p->tick++; }

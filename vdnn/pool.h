@@ -91,5 +91,8 @@ size_t pool_used_bytes(const pool *p);
  * capacity (see pool_alloc), so the same calls succeed in any capacity at least this. */
 size_t pool_frontier_peak(const pool *p);
 void pool_reset_peak(pool *p);
+/* The highest count of bytes in blocks not freed (pending frees excluded). The least
+ * any placement needs; unlike the peak, it never grows when a block is freed earlier. */
+size_t pool_live_peak(const pool *p);
 
 #endif

@@ -1,0 +1,369 @@
+/* Check suite for what goes beyond vDNN: recomputation, parameter swapping and
+ * micro-batching, and the planner choosing them.
+ *
+ * Recomputation and swapping must leave training bit for bit as it is with
+ * everything resident (same algorithms): every layer type that can be recomputed is,
+ * dropout included (its mask comes back the same). A net whose parameters alone
+ * exceed the budget trains with them swapped, and the pool never passes the budget.
+ * Micro-batching matches the whole batch within MICRO_TOLERANCE (the sums of the
+ * gradients are taken in another order); with batch norm the statistics are those of
+ * each micro-batch, and the running estimates are updated once per micro-batch. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nets/planner.h"
+#include "tests/testnet.h"
+
+#define MICRO_TOLERANCE 1e-4
+
+#define HEAD                                                                                   \
+    "[net]\nbatch = 8\nchannels = 2\nheight = 8\nwidth = 8\n"                                  \
+    "[train]\nepochs = 1\nlearning_rate = 0.05\nmomentum = 0.9\nweight_decay = 0.001\nseed = 5\n" \
+    "[data]\nset = synthetic\ntrain_size = 64\ntest_size = 16\nclasses = 4\n"
+
+/* A convolution, then the layer under test, then a convolution that reads its output. */
+static const char *const middles[] = {
+    "[relu]\n", "[leaky]\n", "[tanh]\n", "[sigmoid]\n", "[maxpool]\nsize = 2\nstride = 1\n",
+    "[avgpool]\nsize = 2\nstride = 1\n", "[batchnorm]\n", "[dropout]\nprobability = 0.3\n", "[lrn]\n",
+    "[convolutional]\nfilters = 3\nsize = 3\npad = 1\n", "[connected]\noutput = 32\n",
+};
+#define NMIDDLES ((int)(sizeof middles / sizeof *middles))
+
+static char *middle_net(int k)
+{
+    static char text[2048];
+    snprintf(text, sizeof text,
+             HEAD "[convolutional]\nfilters = 4\nsize = 3\npad = 1\n%s[convolutional]\nfilters = 4\nsize = 3\n"
+                  "pad = 1\n[relu]\n[connected]\noutput = 4\n[softmax]\n",
+             middles[k]);
+    return text;
+}
+
+static device *cpu_device(size_t budget)
+{
+    device_options o = {.kind = DEVICE_CPU, .budget_bytes = budget, .threads = 1, .link_gbps = 0};
+    device *d = NULL;
+    ck_assert_msg(device_create(&o, &d) == VDNN_OK, "%s", vdnn_errmsg());
+    return d;
+}
+
+/* Every parameter's value and momentum, from wherever it lives. */
+static float *params_of(net *n, size_t *count)
+{
+    size_t total = 0;
+    for (int i = 0; i < n->nlayers; i++)
+        for (int p = 0; p < n->layers[i]->nparams; p++) total += 2 * shape_count(n->layers[i]->params[p].shape);
+    float *out = calloc(total + 1, sizeof *out), *at = out;
+    ck_assert_ptr_nonnull(out);
+    for (int i = 0; i < n->nlayers; i++)
+        for (int p = 0; p < n->layers[i]->nparams; p++) {
+            param *q = &n->layers[i]->params[p];
+            size_t c = shape_count(q->shape);
+            const float *src[2] = {q->host_value ? q->host_value : q->value,
+                                   q->host_momentum ? q->host_momentum : q->momentum};
+            int host[2] = {q->host_value != NULL, q->host_momentum != NULL};
+            for (int w = 0; w < 2; w++, at += c) {
+                if (!src[w]) continue;
+                if (host[w]) {
+                    memcpy(at, src[w], c * sizeof *at);
+                } else {
+                    float *h = tn_download(n, src[w], c);
+                    memcpy(at, h, c * sizeof *at);
+                    free(h);
+                }
+            }
+        }
+    *count = total;
+    return out;
+}
+
+/* Trains `steps` steps of `text` with the plan `edit` makes (NULL: everything
+ * resident), in a device of `budget` bytes (0: roomy); returns the parameters. The
+ * losses go to loss[]. */
+typedef void (*plan_edit)(const net *n, plan *p, void *arg);
+
+static float *train(const char *text, const net_overrides *ov, plan_edit edit, void *arg, size_t budget, int steps,
+                    double *loss, size_t *count, size_t *peak)
+{
+    net *n = tn_parse(text, ov);
+    plan p;
+    ck_assert(plan_from_net(n, &p) == VDNN_OK);
+    for (int i = 0; i < n->nlayers; i++)
+        for (int k = 0; k < PASS_COUNT; k++) p.algo[i][k] = plan_choose_algo(n->layers[i], k, ALGO_MEM, NULL);
+    if (edit) edit(n, &p, arg);
+    ck_assert_msg(plan_apply(n, &p) == VDNN_OK, "%s", vdnn_errmsg());   /* unattached: places the swaps */
+    device *d = cpu_device(budget ? budget : (size_t)64 << 20);
+    ck_assert_msg(net_attach(n, d) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_msg(plan_apply(n, &p) == VDNN_OK, "%s", vdnn_errmsg());
+    for (int k = 0; k < steps; k++) {
+        tn_batch b = tn_batch_make(n, n->minibatch, 100 + (uint64_t)k);
+        step_result r;
+        vdnn_status st = net_train_step(n, b.x, b.y, n->minibatch, n->train.learning_rate, &r);
+        ck_assert_msg(st == VDNN_OK, "step %d: %s", k + 1, vdnn_errmsg());
+        loss[k] = r.loss_sum;
+        tn_batch_free(&b);
+    }
+    if (peak) *peak = n->peak_iter_bytes;
+    float *out = params_of(n, count);
+    plan_free(&p);
+    net_free(n);
+    device_destroy(d);
+    return out;
+}
+
+static void recompute_all(const net *n, plan *p, void *arg)
+{
+    int *count = arg;
+    for (int j = 0; j <= n->nlayers; j++)
+        if (net_recomputable(n, j, p->swap)) {
+            p->offload[j] = MAP_RECOMPUTE;
+            ++*count;
+        }
+}
+
+/* Every map recomputed (a chain from x[0] through every layer type) and, second,
+ * only the output of the layer under test. */
+static void recompute_middle(const net *n, plan *p, void *arg)
+{
+    (void)arg;
+    ck_assert(net_recomputable(n, 2, p->swap));
+    p->offload[2] = MAP_RECOMPUTE;
+}
+
+START_TEST(recompute_every_layer_type)
+{
+    const char *text = middle_net(_i);
+    double base_loss[3], loss[3];
+    size_t nb, nr;
+    float *base = train(text, NULL, NULL, NULL, 0, 3, base_loss, &nb, NULL);
+    int flagged = 0;
+    float *got = train(text, NULL, recompute_all, &flagged, 0, 3, loss, &nr, NULL);
+    ck_assert_msg(flagged >= 2, "%s: only %d maps recomputed", middles[_i], flagged);
+    ck_assert_uint_eq(nb, nr);
+    size_t first = 0;
+    while (first < nb && !memcmp(&base[first], &got[first], sizeof *base)) first++;
+    ck_assert_msg(first == nb, "%s: recomputing every map changed the weights (first at %zu of %zu: %g vs %g)",
+                  middles[_i], first, nb, first < nb ? base[first] : 0, first < nb ? got[first] : 0);
+    ck_assert_msg(!memcmp(base_loss, loss, sizeof loss), "%s: recomputing changed the losses", middles[_i]);
+    free(got);
+    got = train(text, NULL, recompute_middle, NULL, 0, 3, loss, &nr, NULL);
+    ck_assert_msg(!memcmp(base, got, nb * sizeof *base), "%s: recomputing its output changed the weights", middles[_i]);
+    free(got);
+    free(base);
+}
+END_TEST
+
+static void swap_all(const net *n, plan *p, void *arg)
+{
+    int *count = arg;
+    for (int i = 0; i < n->nlayers; i++)
+        if (layer_swappable(n->layers[i])) {
+            p->swap[i] = 1;
+            ++*count;
+        }
+    for (int j = 0; j < n->nlayers; j++)
+        if (net_first_reader(n, j) >= 0) p->offload[j] = MAP_OFFLOAD;
+}
+
+/* Conv, BN (stays resident), dropout, five 1024-wide connected layers: the parameters
+ * alone (values, gradients, momenta) are over twice the budget. */
+#define BIG_NET                                                                                    \
+    HEAD "[convolutional]\nfilters = 8\nsize = 3\npad = 1\n[batchnorm]\n[relu]\n[dropout]\n"          \
+         "probability = 0.2\n[connected]\noutput = 1024\n[relu]\n[connected]\noutput = 1024\n[relu]\n" \
+         "[connected]\noutput = 1024\n[relu]\n[connected]\noutput = 1024\n[relu]\n"                  \
+         "[connected]\noutput = 1024\n[relu]\n[connected]\noutput = 4\n[softmax]\n"
+
+START_TEST(swap_trains_parameters_larger_than_the_budget)
+{
+    net *probe = tn_parse(BIG_NET, NULL);
+    size_t params = net_param_bytes(probe);
+    net_free(probe);
+    double base_loss[3], loss[3];
+    size_t nb, ns, peak = 0;
+    float *base = train(BIG_NET, NULL, NULL, NULL, 0, 3, base_loss, &nb, NULL);
+    /* the least budget of the swapped plan, from the simulator */
+    net *n = tn_parse(BIG_NET, NULL);
+    plan p;
+    int swapped = 0;
+    ck_assert(plan_from_net(n, &p) == VDNN_OK);
+    for (int i = 0; i < n->nlayers; i++)
+        for (int k = 0; k < PASS_COUNT; k++) p.algo[i][k] = plan_choose_algo(n->layers[i], k, ALGO_MEM, NULL);
+    swap_all(n, &p, &swapped);
+    simulator *s;
+    double t;
+    ck_assert(sim_create(n, NULL, &s) == VDNN_OK);
+    ck_assert(sim_run(s, &p, &t, &p.peak_bytes) == VDNN_OK);
+    size_t budget = p.peak_bytes;
+    sim_destroy(s);
+    plan_free(&p);
+    net_free(n);
+    printf("swap: parameters %zu bytes, budget %zu bytes (%.1fx smaller)\n", params, budget, (double)params / budget);
+    ck_assert_msg(budget * 2 < params, "the swapped net needs %zu bytes, parameters are %zu", budget, params);
+    swapped = 0;
+    float *got = train(BIG_NET, NULL, swap_all, &swapped, budget, 3, loss, &ns, &peak);
+    ck_assert_int_ge(swapped, 4);
+    ck_assert_uint_le(peak, budget);
+    ck_assert_uint_eq(nb, ns);
+    ck_assert_msg(!memcmp(base, got, nb * sizeof *base), "swapping changed the weights");
+    ck_assert_msg(!memcmp(base_loss, loss, sizeof loss), "swapping changed the losses");
+    free(got);
+    free(base);
+}
+END_TEST
+
+/* Swapped and recomputed together, with micro-batches: runs, and matches. */
+static void swap_and_recompute(const net *n, plan *p, void *arg)
+{
+    int dummy = 0;
+    (void)arg;
+    swap_all(n, p, &dummy);
+    for (int j = 0; j <= n->nlayers; j++)
+        if (net_policy_map(n, j, POLICY_RECOMPUTE) == MAP_RECOMPUTE && net_recomputable(n, j, p->swap))
+            p->offload[j] = MAP_RECOMPUTE;
+}
+
+#define PLAIN_NET                                                                                  \
+    HEAD "[convolutional]\nfilters = 4\nsize = 3\npad = 1\n[relu]\n[maxpool]\nsize = 2\n"             \
+         "[convolutional]\nfilters = 4\nsize = 3\npad = 1\n[relu]\n[dropout]\nprobability = 0.25\n"     \
+         "[connected]\noutput = 4\n[softmax]\n"
+
+static double max_rel_diff(const float *a, const float *b, size_t n)
+{
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]) / (fabs((double)a[i]) + 1e-3);
+        if (d > worst) worst = d;
+    }
+    return worst;
+}
+
+START_TEST(micro_batches_match_the_batch)
+{
+    double base_loss[3], loss[3];
+    size_t nb, nm;
+    float *base = train(PLAIN_NET, NULL, NULL, NULL, 0, 3, base_loss, &nb, NULL);
+    static const int micros[] = {4, 2, 3, 1};
+    for (int k = 0; k < 4; k++) {
+        net_overrides ov = net_no_overrides();
+        ov.micro_batch = micros[k];
+        float *got = train(PLAIN_NET, &ov, _i ? swap_and_recompute : NULL, NULL, 0, 3, loss, &nm, NULL);
+        ck_assert_uint_eq(nb, nm);
+        double d = max_rel_diff(base, got, nb);
+        printf("micro-batch %d%s: largest relative difference %.2e\n", micros[k], _i ? " (swap + recompute)" : "", d);
+        ck_assert_msg(d < MICRO_TOLERANCE, "micro-batches of %d: weights differ by %g", micros[k], d);
+        for (int s = 0; s < 3; s++) ck_assert(fabs(loss[s] - base_loss[s]) <= 1e-5 * fabs(base_loss[s]));
+        free(got);
+    }
+    free(base);
+}
+END_TEST
+
+/* Batch norm first, so its input is the data: after one step in two micro-batches
+ * the running mean is (1 - m) m mean(first half) + m mean(second half) per channel. */
+START_TEST(micro_batches_with_batch_norm)
+{
+    const char *text = HEAD "[batchnorm]\nmomentum = 0.1\n[connected]\noutput = 4\n[softmax]\n";
+    net_overrides ov = net_no_overrides();
+    ov.micro_batch = 4;
+    device *d = NULL;
+    net *n = tn_attached(text, &ov, &d);
+    ck_assert_int_eq(n->input.n, 4);
+    ck_assert_int_eq(n->minibatch, 8);
+    tn_batch b = tn_batch_make(n, 8, 7);
+    step_result r;
+    ck_assert(net_train_step(n, b.x, b.y, 8, 0.0, &r) == VDNN_OK);
+    param *mean = tn_param(n, "bn1.running_mean");
+    ck_assert_ptr_nonnull(mean);
+    float *got = tn_download(n, mean->value, 2);
+    const size_t hw = 64;
+    for (int c = 0; c < 2; c++) {
+        double m[2] = {0, 0};
+        for (int half = 0; half < 2; half++)
+            for (int item = 0; item < 4; item++)
+                for (size_t k = 0; k < hw; k++) m[half] += b.x[((size_t)(half * 4 + item) * 2 + c) * hw + k];
+        double want = (1 - 0.1) * 0.1 * m[0] / (4 * hw) + 0.1 * m[1] / (4 * hw);
+        ck_assert_msg(fabs(got[c] - want) < 1e-5, "channel %d: running mean %g, want %g", c, got[c], want);
+    }
+    free(got);
+    tn_batch_free(&b);
+    tn_free(n, d);
+}
+END_TEST
+
+/* ---- the planner ---- */
+
+/* Below what offloading and algorithms alone can reach, the planner recomputes or swaps;
+ * a budget no whole-batch plan fits is then met by micro-batches (the CLI's fallback,
+ * checked in test_cli). */
+START_TEST(planner_swaps_and_recomputes_when_needed)
+{
+    net *n = tn_parse(BIG_NET, NULL);
+    profile pr = {0};
+    pr.nlayers = n->nlayers;
+    pr.batch = n->input.n;
+    pr.layers = calloc((size_t)n->nlayers, sizeof *pr.layers);
+    for (int i = 0; i < n->nlayers; i++)
+        for (int a = 0; a < PLAN_MAX_ALGOS; a++) {
+            pr.layers[i].fwd_s[a] = 1e-3 * (1 + a);
+            pr.layers[i].bwd_data_s[a] = i ? 1e-3 * (1 + a) : 0;
+            pr.layers[i].bwd_filter_s[a] = n->layers[i]->ops->algo_count ? 1e-3 * (1 + a) : 0;
+        }
+    pr.h2d_bytes_per_s = pr.d2h_bytes_per_s = pr.duplex_bytes_per_s = 1e9;
+    size_t least_offload = 0;
+    for (int pol = POLICY_NONE; pol <= POLICY_CONV; pol++)
+        for (int a = 0; a < ALGO_MODE_COUNT; a++) {
+            plan p;
+            if (plan_fit_policy(n, &pr, 0, (mem_policy)pol, (algo_mode)a, &p) != VDNN_OK) continue;
+            if (!least_offload || p.peak_bytes < least_offload) least_offload = p.peak_bytes;
+            plan_free(&p);
+        }
+    plan p;
+    search_stats ss;
+    size_t budget = least_offload / 2;
+    ck_assert_msg(plan_search(n, &pr, budget, SEARCH_BB, 0, &p, &ss) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_uint_le(p.peak_bytes, budget);
+    int swapped = 0;
+    for (int i = 0; i < n->nlayers; i++) swapped += p.swap[i];
+    ck_assert_msg(swapped > 0, "half of the least offloading budget is met without swapping");
+    plan_free(&p);
+    /* vDNN's ladder knows neither, and gives up */
+    ck_assert(plan_search(n, &pr, budget, SEARCH_VDNN, 0, &p, NULL) == VDNN_EBUDGET);
+    free(pr.layers);
+    net_free(n);
+}
+END_TEST
+
+static Suite *beyond_suite(void)
+{
+    Suite *s = suite_create("beyond");
+    TCase *t = tcase_create("recompute");
+    tcase_set_timeout(t, 120);
+    tcase_add_loop_test(t, recompute_every_layer_type, 0, NMIDDLES);
+    suite_add_tcase(s, t);
+    t = tcase_create("swap");
+    tcase_set_timeout(t, 120);
+    tcase_add_test(t, swap_trains_parameters_larger_than_the_budget);
+    suite_add_tcase(s, t);
+    t = tcase_create("micro");
+    tcase_set_timeout(t, 120);
+    tcase_add_loop_test(t, micro_batches_match_the_batch, 0, 2);
+    tcase_add_test(t, micro_batches_with_batch_norm);
+    suite_add_tcase(s, t);
+    t = tcase_create("planner");
+    tcase_set_timeout(t, 120);
+    tcase_add_test(t, planner_swaps_and_recomputes_when_needed);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *r = srunner_create(beyond_suite());
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
