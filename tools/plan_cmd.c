@@ -40,6 +40,7 @@ static vdnn_status pick_micro(const net *n, const planner_flags *f, search_kind 
     plan_free(&p);
     if (plan_fit_policy(n, pr, 0, POLICY_NONE, ALGO_PERF, &ideal) == VDNN_OK && best <= MICRO_SLACK * ideal.predicted_s)
         best = -1;   /* the whole batch is good enough */
+    double target = MICRO_SLACK * ideal.predicted_s;
     plan_free(&ideal);
     for (int m = n->minibatch / 2; best >= 0 && m >= 1; m /= 2) {
         net *c = NULL;
@@ -48,6 +49,9 @@ static vdnn_status pick_micro(const net *n, const planner_flags *f, search_kind 
         st = net_clone_micro(n, m, &c);
         if (st == VDNN_OK) st = profile_get(c, n->dev, f->link_gbps, (int)f->threads, f->cache, &cp, &cached);
         if (st == VDNN_OK) st = plan_search(c, &cp, f->budget, k, f->node_limit, &p, NULL);
+        /* smaller micro-batches only get slower once one fits: stop at the first
+         * that fits and is no better, or that is as good as unlimited memory */
+        int done = st == VDNN_OK && (p.predicted_s >= best || p.predicted_s <= target);
         if (st == VDNN_OK && p.predicted_s < best) {
             best = p.predicted_s;
             *micro = m;
@@ -56,6 +60,7 @@ static vdnn_status pick_micro(const net *n, const planner_flags *f, search_kind 
         profile_free(&cp);
         net_free(c);
         if (st != VDNN_OK && st != VDNN_EBUDGET) return st;
+        if (done) break;
     }
     if (best >= 1e300) return VDNN_EBUDGET;
     return VDNN_OK;

@@ -151,6 +151,12 @@ static vdnn_status open_all(const char *cfg, run_flags *f, int need_train, net *
     if (st == VDNN_OK) st = cli_device(f->device, (*n)->budget_bytes, f->threads, f->link_gbps, *n, d);
     if (st == VDNN_OK) {
         st = net_attach(*n, *d);
+        /* the planner may swap parameters that do not fit: it places them as it plans */
+        if (st == VDNN_EBUDGET && (*n)->dyn) {
+            net_detach(*n);
+            for (int i = 0; i < (*n)->nlayers; i++) (*n)->layers[i]->swap = layer_swappable((*n)->layers[i]);
+            st = net_attach(*n, *d);
+        }
         if (st == VDNN_EBUDGET) st = budget_error(*n, (*n)->budget_bytes, 0);
     }
     if (st == VDNN_OK && f->plan) st = cli_load_plan(*n, f->plan, (*n)->budget_bytes);
