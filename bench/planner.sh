@@ -19,18 +19,7 @@ export VDNN_CACHE="$cache"   # `--algo perf` reads the same profiles
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-synthetic() {
-    awk 'BEGIN{skip=0}
-         /^\[data\]/{print "[data]\nset = synthetic\ntrain_size = 100000\ntest_size = 64\nclasses = 10"; skip=1; next}
-         /^\[/{skip=0}
-         !skip{print}' "$1" > "$2"
-}
-
-# median of the logged step times after the first 3 (warm-up, planning)
-median_step() {
-    grep '"step_time_ms"' "$1" | tail -n +4 | sed -E 's/.*"step_time_ms": ([0-9.]+).*/\1/' | sort -n |
-        awk '{a[NR]=$1} END{printf "%.1f", (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'
-}
+. "$(dirname "$0")/common.sh"
 
 echo "Machine: $(nproc) cores, $(uname -m), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
 echo "Date: $(date -u +%Y-%m-%d); command: sh bench/planner.sh $threads $link $iters"

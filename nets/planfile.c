@@ -663,19 +663,6 @@ void plan_print(FILE *f, const plan *p, const net *n, const profile *pr)
     print_footer(f, p, n);
 }
 
-/* A JSON string: quotes, backslashes and control characters escaped. */
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 /* A number, or null when unknown (negative when `neg_unknown`) or not finite. */
 static void json_num(FILE *f, double v, int neg_unknown)
 {
@@ -687,9 +674,9 @@ static void json_layer(FILE *f, const plan *p, const net *n, const profile *pr, 
 {
     const layer *l = n->layers[i];
     fprintf(f, "{\"index\":%d,\"name\":", i);
-    json_str(f, l->name);
+    vdnn_json_str(f, l->name);
     fprintf(f, ",\"type\":");
-    json_str(f, l->ops->type);
+    vdnn_json_str(f, l->ops->type);
     fprintf(f, ",\"input_bytes\":%zu,\"offload\":%s,\"map\":\"%s\",\"swap\":%s,\"algo\":{", shape_bytes(l->in),
             !offloadable(n, i) ? "null" : p->offload[i] == MAP_OFFLOAD ? "true" : "false",
             !offloadable(n, i) || p->offload[i] > MAP_RECOMPUTE ? "-" : map_words[p->offload[i]],
@@ -697,7 +684,7 @@ static void json_layer(FILE *f, const plan *p, const net *n, const profile *pr, 
     static const char *const keys[PASS_COUNT] = {"fwd", "bwd_data", "bwd_filter"};
     for (int pass = 0; pass < PASS_COUNT; pass++) {
         fprintf(f, "%s\"%s\":", pass ? "," : "", keys[pass]);
-        json_str(f, algo_name(l, pass, p->algo[i][pass]));
+        vdnn_json_str(f, algo_name(l, pass, p->algo[i][pass]));
     }
     fprintf(f, "},\"workspace_bytes\":%zu,\"fwd_ms\":", fwd_workspace(l, p->algo[i][PASS_FWD]));
     double fms = -1, bms = -1;
@@ -715,7 +702,7 @@ void plan_print_json(FILE *f, const plan *p, const net *n, const profile *pr)
         return;
     }
     fprintf(f, "{\"origin\":");
-    json_str(f, p->origin);
+    vdnn_json_str(f, p->origin);
     fprintf(f, ",\"batch\":%d,\"micro_batch\":%d,\"prefetch\":\"%s\",\"release_lag\":%d,\"predicted_ms\":", p->batch, p->micro,
             prefetch_name(p->prefetch_ahead), p->release_lag);
     json_num(f, p->predicted_s * 1e3, 1);

@@ -5,19 +5,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Writes s as a JSON string literal. */
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 static void json_layer(FILE *f, const layer *l, int last)
 {
     fprintf(f, "    {\"index\": %d, \"name\": \"%s\", \"type\": \"%s\", \"output\": [%d, %d, %d, %d], "
@@ -117,7 +104,7 @@ int cmd_info(int argc, char **argv)
     size_t network_wide = params + 2 * maps + ws, network_wide_mem = params + 2 * maps + min_workspace(n);
     if (json) {
         printf("{\n  \"config\": ");
-        json_str(stdout, cfg);
+        vdnn_json_str(stdout, cfg);
         printf(", \"input\": [%d, %d, %d, %d], \"classes\": %d,\n  \"layers\": [\n", n->input.n, n->input.c,
                n->input.h, n->input.w, n->classes);
         for (int i = 0; i < n->nlayers; i++) json_layer(stdout, n->layers[i], i == n->nlayers - 1);

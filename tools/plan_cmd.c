@@ -98,7 +98,8 @@ vdnn_status cli_dyn_plan(net **np, const planner_flags *f, FILE *out, plan *chos
         st = remake(np, micro);
         n = *np;
         profile_free(&pr);
-        if (st == VDNN_OK) st = profile_get(n, n->dev, f->link_gbps, (int)f->threads, f->cache, &pr, &cached);
+        int again = 0;   /* measured while choosing the split: cached by now */
+        if (st == VDNN_OK) st = profile_get(n, n->dev, f->link_gbps, (int)f->threads, f->cache, &pr, &again);
     }
     double t_micro = vdnn_now_s();
     if (st == VDNN_OK) st = plan_choose(n, &pr, f->budget, k, f->node_limit, (int)f->verify, &best, &alt, &ss);

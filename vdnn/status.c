@@ -96,3 +96,15 @@ char *vdnn_fmt_bytes(size_t bytes, char *buf, size_t buflen)
     else snprintf(buf, buflen, "%.2f %s", v, units[u]);
     return buf;
 }
+
+void vdnn_json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}

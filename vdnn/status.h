@@ -7,6 +7,7 @@
 #define VDNN_STATUS_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 typedef enum {
     VDNN_OK = 0,
@@ -36,6 +37,10 @@ const char *vdnn_status_name(vdnn_status s);
 /* Parses a size with an optional K/M/G/T suffix (powers of 1024) into bytes.
  * Returns VDNN_EINVAL with a message naming `what` on a malformed or overflowing value. */
 vdnn_status vdnn_parse_bytes(const char *text, const char *what, size_t *out);
+
+/* Writes s as a JSON string literal: quotes, backslashes and control characters
+ * escaped. */
+void vdnn_json_str(FILE *f, const char *s);
 
 /* Formats bytes as "1.50 MiB" into buf; returns buf. */
 char *vdnn_fmt_bytes(size_t bytes, char *buf, size_t buflen);
