@@ -112,9 +112,14 @@ struct layer {
     int algo[PASS_COUNT];     /* chosen algorithm per pass */
     int algo_pinned[PASS_COUNT]; /* config override per pass: -1 the algo mode decides */
     int offload;              /* config override for its input: -1 the policy decides, 0 keep, 1 offload */
-    int swap;                 /* parameters live in host memory (set before net_attach) */
+    int swap;                 /* SWAP_*: parameters live in host memory (set before net_attach) */
     void *priv;               /* priv_bytes of per-type state; owned by the layer */
 };
+
+/* Where a layer's parameters live and where its update runs: on the device; in host
+ * memory, updated on the host; in host memory, updated on the device right after its
+ * backward pass (its momenta come in with the weights, values and momenta go back). */
+enum { SWAP_NONE = 0, SWAP_HOST = 1, SWAP_DEVICE = 2 };
 
 /* The registry: the ops for a config section name, or NULL. */
 const layer_ops *layer_find_type(const char *type);

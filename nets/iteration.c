@@ -85,6 +85,12 @@ static vdnn_status settle_after_forward(net *n, int i, int train)
 
 /* ---- parameter swapping ---- */
 
+/* Whether the layer's update runs on the device now, right after its backward. */
+static int updates_here(const net *n, const layer *l)
+{
+    return l->swap == SWAP_DEVICE && n->update_lr >= 0;
+}
+
 /* Starts copying a swapped layer's parameters to the device (for backward, with
  * gradient buffers; when gradients accumulate, with their running sums too). */
 static vdnn_status params_fetch(net *n, int i, int backward, int accumulate)
@@ -104,6 +110,11 @@ static vdnn_status params_fetch(net *n, int i, int backward, int accumulate)
             st = device_alloc(n->dev, bytes, l->name, what, (void **)&p->grad);
             if (st == VDNN_OK && accumulate)
                 st = device_copy(n->dev, STREAM_MEMORY, p->grad, p->host_grad, bytes, COPY_H2D);
+        }
+        if (st == VDNN_OK && backward && updates_here(n, l)) {
+            snprintf(what, sizeof what, "%s.momentum (swapped)", p->name);
+            st = device_alloc(n->dev, bytes, l->name, what, (void **)&p->momentum);
+            if (st == VDNN_OK) st = device_copy(n->dev, STREAM_MEMORY, p->momentum, p->host_momentum, bytes, COPY_H2D);
         }
     }
     if (st != VDNN_OK) return st;
@@ -128,21 +139,34 @@ static vdnn_status params_release(net *n, int i, int backward)
     dev_event *done = device_event_record(n->dev, STREAM_COMPUTE);
     if (!done) return vdnn_fail(VDNN_ENOMEM, "out of host memory for an event");
     vdnn_status st = VDNN_OK;
+    int update = backward && updates_here(n, l);
+    if (update) {
+        st = solver_update_layer(n->dev, l, n->update_lr, n->train.momentum, n->train.weight_decay);
+        device_event_release(n->dev, done);
+        done = device_event_record(n->dev, STREAM_COMPUTE);
+        if (!done) return vdnn_fail(VDNN_ENOMEM, "out of host memory for an event");
+    }
     if (backward) {
         device_stream_wait(n->dev, STREAM_MEMORY, done);
         for (int k = 0; k < l->nparams && st == VDNN_OK; k++) {
             param *p = &l->params[k];
-            st = device_copy_tagged(n->dev, STREAM_MEMORY, p->host_grad, p->grad, shape_count(p->shape) * sizeof(float),
-                                    COPY_D2H, l->name);
+            size_t bytes = shape_count(p->shape) * sizeof(float);
+            st = device_copy_tagged(n->dev, STREAM_MEMORY, p->host_grad, p->grad, bytes, COPY_D2H, l->name);
+            if (st == VDNN_OK && update) st = device_copy(n->dev, STREAM_MEMORY, p->host_value, p->value, bytes, COPY_D2H);
+            if (st == VDNN_OK && update)
+                st = device_copy(n->dev, STREAM_MEMORY, p->host_momentum, p->momentum, bytes, COPY_D2H);
         }
         n->gev[i] = device_event_record(n->dev, STREAM_MEMORY);
         if (!n->gev[i] && st == VDNN_OK) st = vdnn_fail(VDNN_ENOMEM, "out of host memory for an event");
     }
+    /* after an update the values go to the host too: freed after that copy */
+    dev_event *values_done = update ? n->gev[i] : done;
     for (int k = 0; k < l->nparams; k++) {
         param *p = &l->params[k];
-        if (p->value) device_free_after(n->dev, p->value, device_event_retain(done));
+        if (p->value) device_free_after(n->dev, p->value, device_event_retain(values_done));
         if (p->grad) device_free_after(n->dev, p->grad, device_event_retain(n->gev[i]));
-        p->value = p->grad = NULL;
+        if (p->momentum) device_free_after(n->dev, p->momentum, device_event_retain(n->gev[i]));
+        p->value = p->grad = p->momentum = NULL;
     }
     device_event_release(n->dev, done);
     return st;
@@ -327,7 +351,8 @@ static void release_all(net *n)
             param *p = &n->layers[i]->params[k];
             if (p->value) device_free(n->dev, p->value);
             if (p->grad) device_free(n->dev, p->grad);
-            p->value = p->grad = NULL;
+            if (p->momentum) device_free(n->dev, p->momentum);
+            p->value = p->grad = p->momentum = NULL;
         }
     }
     for (int i = 0; i <= n->nlayers; i++) {
@@ -389,13 +414,15 @@ vdnn_status net_train_step(net *n, const float *x, const int32_t *y, int items, 
     vdnn_status st = VDNN_OK;
     for (int off = 0; off < items && st == VDNN_OK; off += n->input.n) {
         int k = items - off < n->input.n ? items - off : n->input.n;
+        n->update_lr = off + k >= items ? lr : -1;   /* SWAP_DEVICE layers update in the last backward */
         st = run_chunk(n, x, y, k, off, items, off > 0, &loss, r);
         if (off + k < items) release_all(n);
     }
+    n->update_lr = -1;
     for (int i = 0; i < n->nlayers && st == VDNN_OK; i++) {
         layer *l = n->layers[i];
-        st = l->swap ? solver_update_host(n->dev, l, lr, n->train.momentum, n->train.weight_decay)
-                     : solver_update_layer(n->dev, l, lr, n->train.momentum, n->train.weight_decay);
+        if (l->swap == SWAP_HOST) st = solver_update_host(n->dev, l, lr, n->train.momentum, n->train.weight_decay);
+        else if (l->swap == SWAP_NONE) st = solver_update_layer(n->dev, l, lr, n->train.momentum, n->train.weight_decay);
     }
     release_all(n);
     if (st != VDNN_OK) return st;

@@ -366,6 +366,7 @@ static vdnn_status net_from_cfg(cfg_file *f, int borrowed, const net_overrides *
     n->cfg_borrowed = borrowed;
     n->prefetch_ahead = PREFETCH_FAR;
     n->release_lag = 1;
+    n->update_lr = -1;
     n->ov = *ov;
     n->ov.data_path = NULL;   /* not kept: the caller owns the string */
     vdnn_status st = check_sections(f);

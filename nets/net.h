@@ -97,6 +97,8 @@ typedef struct net {
     float **dx;               /* (nlayers + 1) gradient maps */
     dev_event **wev;          /* (nlayers) swapped layers: their parameters' copy to the device */
     dev_event **gev;          /* (nlayers) swapped layers: their gradients' copy to the host */
+    double update_lr;         /* during the last micro-batch of a step: its learning rate, for the
+                               * SWAP_DEVICE layers updated right after their backward; else < 0 */
     int32_t *labels;          /* device, (N) */
     size_t peak_iter_bytes;   /* pool high-water mark so far */
     mm_stats stats;           /* offloaded/prefetched bytes and copy waits, cumulative */

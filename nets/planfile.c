@@ -109,7 +109,9 @@ vdnn_status plan_from_net(const net *n, plan *p)
                                         : n->maps[j].recompute ? MAP_RECOMPUTE
                                                                : n->maps[j].offload != 0);
     for (int i = 0; i < n->nlayers; i++)
-        p->swap[i] = (unsigned char)(n->layers[i]->swap || (!n->dev && net_policy_swaps(n, i, n->policy)));
+        p->swap[i] = (unsigned char)(n->layers[i]->swap                                  ? n->layers[i]->swap
+                                     : !n->dev && net_policy_swaps(n, i, n->policy) ? SWAP_HOST
+                                                                                    : SWAP_NONE);
     for (int i = 0; i < n->nlayers; i++) memcpy(p->algo[i], n->layers[i]->algo, sizeof p->algo[i]);
     p->prefetch_ahead = n->prefetch_ahead;
     p->release_lag = n->release_lag;
@@ -133,6 +135,8 @@ static vdnn_status plan_check(const plan *p, const net *n, const char *who)
                                  n->layers[i]->name, pass_names[pass], a, count);
         }
     for (int i = 0; i < n->nlayers; i++) {
+        if (p->swap[i] > SWAP_DEVICE)
+            return vdnn_fail(VDNN_EINVAL, "%s: %s: swap mode %d is not 0, 1 or 2", who, n->layers[i]->name, p->swap[i]);
         if (p->swap[i] && !layer_swappable(n->layers[i]))
             return vdnn_fail(VDNN_EINVAL, "%s: %s's parameters cannot be swapped (%s)", who, n->layers[i]->name,
                              n->layers[i]->nparams ? "its forward pass updates state in them" : "it has none");
@@ -183,7 +187,9 @@ vdnn_status plan_apply(net *n, const plan *p)
         n->maps[j].offload = p->offload[j] == MAP_OFFLOAD;
         n->maps[j].recompute = p->offload[j] == MAP_RECOMPUTE;
     }
-    for (int i = 0; !n->dev && i < n->nlayers; i++) n->layers[i]->swap = p->swap[i];
+    /* placement is fixed once attached; where a swapped layer updates is not */
+    for (int i = 0; i < n->nlayers; i++)
+        if (!n->dev || (p->swap[i] && n->layers[i]->swap)) n->layers[i]->swap = p->swap[i];
     n->prefetch_ahead = p->prefetch_ahead;
     n->release_lag = p->release_lag;
     return VDNN_OK;
@@ -290,7 +296,7 @@ static void write_plan(FILE *f, const plan *p, const net *n)
     fprintf(f, "# layer  input-map  swap  fwd  bwd-data  bwd-filter\n");
     for (int i = 0; i < n->nlayers; i++) {
         const layer *l = n->layers[i];
-        fprintf(f, "%s %s %d %s %s %s\n", l->name, map_words[p->offload[i]], p->swap[i] ? 1 : 0,
+        fprintf(f, "%s %s %d %s %s %s\n", l->name, map_words[p->offload[i]], p->swap[i],
                 layer_algo_name(l, PASS_FWD, p->algo[i][0]),
                 layer_algo_name(l, PASS_BWD_DATA, p->algo[i][1]), layer_algo_name(l, PASS_BWD_FILTER, p->algo[i][2]));
     }
@@ -525,10 +531,10 @@ static vdnn_status read_layer(reader *r, const net *n, int i, plan *p)
         return vdnn_fail(VDNN_EINVAL, "%s:%d: %s: the plan %s its input x[%d], but no backward pass reads "
                          "x[%d] (it must be keep)", r->path, r->line, l->name,
                          map == MAP_OFFLOAD ? "offloads" : "recomputes", i, i);
-    if (strcmp(r->tok[2], "0") != 0 && strcmp(r->tok[2], "1") != 0)
-        return vdnn_fail(VDNN_EFORMAT, "%s:%d: %s: the swap flag must be 0 or 1, not '%.40s'", r->path, r->line,
-                         l->name, r->tok[2]);
-    p->swap[i] = r->tok[2][0] == '1';
+    if (strcmp(r->tok[2], "0") != 0 && strcmp(r->tok[2], "1") != 0 && strcmp(r->tok[2], "2") != 0)
+        return vdnn_fail(VDNN_EFORMAT, "%s:%d: %s: the swap flag must be 0 (resident), 1 (swapped, updated on the "
+                         "host) or 2 (swapped, updated on the device), not '%.40s'", r->path, r->line, l->name, r->tok[2]);
+    p->swap[i] = (unsigned char)(r->tok[2][0] - '0');
     vdnn_status st = VDNN_OK;
     for (int pass = 0; pass < PASS_COUNT && st == VDNN_OK; pass++)
         st = read_algo(r, l, pass, r->tok[3 + pass], &p->algo[i][pass]);
@@ -600,8 +606,10 @@ static const char *offload_word(const plan *p, const net *n, int i)
 {
     if (!offloadable(n, i)) return "-";
     if (p->offload[i] > MAP_RECOMPUTE) return "?";
-    return p->swap[i] ? (p->offload[i] == MAP_KEEP ? "keep+swap" : p->offload[i] == MAP_OFFLOAD ? "offload+swap" : "recomp+swap")
-                      : map_words[p->offload[i]];
+    static const char *const words[3][3] = {{"keep", "offload", "recompute"},
+                                            {"keep+swap", "offload+swap", "recomp+swap"},
+                                            {"keep+swapD", "offload+swapD", "recomp+swapD"}};
+    return words[p->swap[i] <= SWAP_DEVICE ? p->swap[i] : 0][p->offload[i]];
 }
 
 static void print_row(FILE *f, const plan *p, const net *n, const profile *pr, int i)
@@ -613,7 +621,7 @@ static void print_row(FILE *f, const plan *p, const net *n, const profile *pr, i
     for (int pass = 0; pass < PASS_COUNT; pass++)
         name[pass] = choice ? algo_name(l, pass, p->algo[i][pass]) : "-";
     size_t wsb = fwd_workspace(l, p->algo[i][PASS_FWD]);
-    fprintf(f, "%4d  %-14s %-14s %11s  %-12s %-13s %-13s %-15s %11s", i, l->name, l->ops->type,
+    fprintf(f, "%4d  %-14s %-14s %11s  %-13s %-13s %-13s %-15s %11s", i, l->name, l->ops->type,
             vdnn_fmt_bytes(shape_bytes(l->in), in, sizeof in), offload_word(p, n, i), name[0], name[1], name[2],
             wsb ? vdnn_fmt_bytes(wsb, ws, sizeof ws) : "-");
     double fms, bms;
@@ -655,7 +663,7 @@ void plan_print(FILE *f, const plan *p, const net *n, const profile *pr)
         return;
     }
     fprintf(f, "plan (origin %s, batch %d, %d layers)\n", p->origin[0] ? p->origin : "-", p->batch, p->nlayers);
-    fprintf(f, "%4s  %-14s %-14s %11s  %-12s %-13s %-13s %-15s %11s", "#", "layer", "type", "input x[i]",
+    fprintf(f, "%4s  %-14s %-14s %11s  %-13s %-13s %-13s %-15s %11s", "#", "layer", "type", "input x[i]",
             "map", "fwd", "bwd-data", "bwd-filter", "workspace");
     if (pr && pr->nlayers == p->nlayers) fprintf(f, " %9s %9s", "fwd ms", "bwd ms");
     fputc('\n', f);
@@ -677,10 +685,10 @@ static void json_layer(FILE *f, const plan *p, const net *n, const profile *pr, 
     vdnn_json_str(f, l->name);
     fprintf(f, ",\"type\":");
     vdnn_json_str(f, l->ops->type);
-    fprintf(f, ",\"input_bytes\":%zu,\"offload\":%s,\"map\":\"%s\",\"swap\":%s,\"algo\":{", shape_bytes(l->in),
-            !offloadable(n, i) ? "null" : p->offload[i] == MAP_OFFLOAD ? "true" : "false",
+    fprintf(f, ",\"input_bytes\":%zu,\"offload\":%s,\"map\":\"%s\",\"swap\":%s,\"update\":\"%s\",\"algo\":{",
+            shape_bytes(l->in), !offloadable(n, i) ? "null" : p->offload[i] == MAP_OFFLOAD ? "true" : "false",
             !offloadable(n, i) || p->offload[i] > MAP_RECOMPUTE ? "-" : map_words[p->offload[i]],
-            p->swap[i] ? "true" : "false");
+            p->swap[i] ? "true" : "false", p->swap[i] == SWAP_HOST ? "host" : "device");
     static const char *const keys[PASS_COUNT] = {"fwd", "bwd_data", "bwd_filter"};
     for (int pass = 0; pass < PASS_COUNT; pass++) {
         fprintf(f, "%s\"%s\":", pass ? "," : "", keys[pass]);

@@ -43,9 +43,13 @@ static double pass_s(const profile *pr, int layer, int pass, int algo)
     return pass == PASS_FWD ? c->fwd_s[algo] : pass == PASS_BWD_DATA ? c->bwd_data_s[algo] : c->bwd_filter_s[algo];
 }
 
+/* pass: an algorithm's pass; DEC_MAP the layer's input map; DEC_SWAP its parameters */
+enum { DEC_MAP = -1, DEC_SWAP = -2 };
+
 static void set_choice(plan *p, const decision *d, int value)
 {
-    if (d->pass < 0) p->offload[d->layer] = (unsigned char)value;
+    if (d->pass == DEC_MAP) p->offload[d->layer] = (unsigned char)value;
+    else if (d->pass == DEC_SWAP) p->swap[d->layer] = (unsigned char)value;
     else p->algo[d->layer][d->pass] = value;
 }
 
@@ -88,18 +92,25 @@ static int algo_choices(const net *n, const profile *pr, int i, int pass, int al
 
 /* The decisions in layer order (the early, large maps first): per layer, the offload
  * of its input, then its algorithms. Config overrides (offload=, algo=) are fixed, and
- * so are the maps `base` recomputes. With `recompute`, a map that may be recomputed
- * has that as a third choice (the climb's moves; the branch and bound keeps two). */
-static vdnn_status make_decisions(const net *n, const profile *pr, int all, const plan *base, int recompute,
+ * so are the maps `base` recomputes. With `climb` (the hill climb's moves; the branch
+ * and bound keeps its variants), a map that may be recomputed has that as a third
+ * choice, and a swappable layer's parameters are a decision too: resident, swapped and
+ * updated on the host, or swapped and updated on the device. */
+static vdnn_status make_decisions(const net *n, const profile *pr, int all, const plan *base, int climb,
                                   decision **out, int *count)
 {
-    decision *d = calloc((size_t)n->nlayers * 4 + 1, sizeof *d);
+    decision *d = calloc((size_t)n->nlayers * 5 + 1, sizeof *d);
     if (!d) return vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
     int k = 0;
     for (int i = 0; i < n->nlayers; i++) {
         if (offloadable(n, i) && (!base || base->offload[i] != MAP_RECOMPUTE)) {
-            d[k] = (decision){.layer = i, .pass = -1, .count = 2, .choice = {0, 1}, .small = 1};
-            if (recompute && net_recomputable(n, i, base ? base->swap : NULL)) d[k].choice[d[k].count++] = MAP_RECOMPUTE;
+            d[k] = (decision){.layer = i, .pass = DEC_MAP, .count = 2, .choice = {0, 1}, .small = 1};
+            if (climb && net_recomputable(n, i, base ? base->swap : NULL)) d[k].choice[d[k].count++] = MAP_RECOMPUTE;
+            k++;
+        }
+        if (climb && layer_swappable(n->layers[i])) {
+            d[k] = (decision){.layer = i, .pass = DEC_SWAP, .count = 3, .choice = {SWAP_NONE, SWAP_HOST, SWAP_DEVICE},
+                              .small = SWAP_HOST};
             k++;
         }
         for (int p = 0; p < PASS_COUNT; p++)
@@ -222,7 +233,7 @@ static vdnn_status search_vdnn(search *s)
 
 static int get_choice(const plan *p, const decision *d)
 {
-    return d->pass < 0 ? p->offload[d->layer] : p->algo[d->layer][d->pass];
+    return d->pass == DEC_MAP ? p->offload[d->layer] : d->pass == DEC_SWAP ? p->swap[d->layer] : p->algo[d->layer][d->pass];
 }
 
 /* From a plan that fits, the best single change (keep a map, or another algorithm for

@@ -156,12 +156,15 @@ START_TEST(recompute_every_layer_type)
 }
 END_TEST
 
+/* Swaps every swappable layer: updated on the host, or (*arg = SWAP_DEVICE on entry)
+ * on the device right after its backward pass, alternating with the host. */
 static void swap_all(const net *n, plan *p, void *arg)
 {
-    int *count = arg;
+    int *count = arg, device = *count == SWAP_DEVICE;
+    *count = 0;
     for (int i = 0; i < n->nlayers; i++)
         if (layer_swappable(n->layers[i])) {
-            p->swap[i] = 1;
+            p->swap[i] = device && *count % 2 == 0 ? SWAP_DEVICE : SWAP_HOST;
             ++*count;
         }
     for (int j = 0; j < n->nlayers; j++)
@@ -202,14 +205,17 @@ START_TEST(swap_trains_parameters_larger_than_the_budget)
     net_free(n);
     printf("swap: parameters %zu bytes, budget %zu bytes (%.1fx smaller)\n", params, budget, (double)params / budget);
     ck_assert_msg(budget * 2 < params, "the swapped net needs %zu bytes, parameters are %zu", budget, params);
-    swapped = 0;
-    float *got = train(BIG_NET, NULL, swap_all, &swapped, budget, 3, loss, &ns, &peak);
-    ck_assert_int_ge(swapped, 4);
-    ck_assert_uint_le(peak, budget);
-    ck_assert_uint_eq(nb, ns);
-    ck_assert_msg(!memcmp(base, got, nb * sizeof *base), "swapping changed the weights");
-    ck_assert_msg(!memcmp(base_loss, loss, sizeof loss), "swapping changed the losses");
-    free(got);
+    for (int mode = SWAP_HOST; mode <= SWAP_DEVICE; mode++) {
+        swapped = mode;
+        float *got = train(BIG_NET, NULL, swap_all, &swapped, budget + (mode == SWAP_DEVICE ? budget / 4 : 0), 3, loss,
+                           &ns, &peak);
+        ck_assert_int_ge(swapped, 4);
+        ck_assert_uint_le(peak, budget + (mode == SWAP_DEVICE ? budget / 4 : 0));
+        ck_assert_uint_eq(nb, ns);
+        ck_assert_msg(!memcmp(base, got, nb * sizeof *base), "swapping (update mode %d) changed the weights", mode);
+        ck_assert_msg(!memcmp(base_loss, loss, sizeof loss), "swapping (update mode %d) changed the losses", mode);
+        free(got);
+    }
     free(base);
 }
 END_TEST
@@ -217,9 +223,9 @@ END_TEST
 /* Swapped and recomputed together, with micro-batches: runs, and matches. */
 static void swap_and_recompute(const net *n, plan *p, void *arg)
 {
-    int dummy = 0;
+    int mode = SWAP_DEVICE;   /* half the layers updated on the device, half on the host */
     (void)arg;
-    swap_all(n, p, &dummy);
+    swap_all(n, p, &mode);
     for (int j = 0; j <= n->nlayers; j++)
         if (net_policy_map(n, j, POLICY_RECOMPUTE) == MAP_RECOMPUTE && net_recomputable(n, j, p->swap))
             p->offload[j] = MAP_RECOMPUTE;
@@ -293,6 +299,33 @@ START_TEST(micro_batches_with_batch_norm)
 }
 END_TEST
 
+/* A plan whose layers update in both places survives its file. */
+START_TEST(swap_modes_round_trip)
+{
+    net *n = tn_parse(PLAIN_NET, NULL);
+    plan p, q;
+    int mode = SWAP_DEVICE;
+    ck_assert(plan_from_net(n, &p) == VDNN_OK);
+    swap_all(n, &p, &mode);
+    char dir[256], path[512];
+    tn_tmpdir(dir, sizeof dir, "test_beyond");
+    tn_join(path, sizeof path, dir, "plan.txt");
+    ck_assert_msg(plan_save(&p, n, path) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_msg(plan_load(n, path, &q) == VDNN_OK, "%s", vdnn_errmsg());
+    int device = 0, host = 0;
+    for (int i = 0; i < n->nlayers; i++) {
+        ck_assert_int_eq(q.swap[i], p.swap[i]);
+        device += q.swap[i] == SWAP_DEVICE;
+        host += q.swap[i] == SWAP_HOST;
+    }
+    ck_assert(device > 0 && host > 0);
+    plan_free(&p);
+    plan_free(&q);
+    tn_rmtree(dir);
+    net_free(n);
+}
+END_TEST
+
 /* ---- the planner ---- */
 
 /* Below what offloading and algorithms alone can reach, the planner recomputes or swaps;
@@ -346,6 +379,7 @@ static Suite *beyond_suite(void)
     t = tcase_create("swap");
     tcase_set_timeout(t, 120);
     tcase_add_test(t, swap_trains_parameters_larger_than_the_budget);
+    tcase_add_test(t, swap_modes_round_trip);
     suite_add_tcase(s, t);
     t = tcase_create("micro");
     tcase_set_timeout(t, 120);

@@ -913,8 +913,8 @@ START_TEST(test_load_bad_swap)
 {
     net *n = tn_parse(PF_NET, NULL);
     planfile f = saved_plan(n);
-    edit_fails(n, &f, "conv3 offload 0", "conv3 offload 2", VDNN_EFORMAT, "plan.txt:15: ",
-               "conv3: the swap flag must be 0 or 1, not '2'");
+    edit_fails(n, &f, "conv3 offload 0", "conv3 offload 3", VDNN_EFORMAT, "plan.txt:15: ",
+               "conv3: the swap flag must be 0 (resident), 1 (swapped, updated on the host) or 2");
     edit_fails(n, &f, "conv3 offload 0", "conv3 offload yes", VDNN_EFORMAT, "plan.txt:15: ", "not 'yes'");
     edit_fails(n, &f, "conv3 offload 0", "conv3 offload 01", VDNN_EFORMAT, "plan.txt:15: ", "not '01'");
     /* batch norm's running statistics change in forward: its parameters stay */

@@ -215,8 +215,8 @@ START_TEST(simulated_peak_is_the_real_peak)
 }
 END_TEST
 
-/* The least peak of all + memory-optimal algorithms over every copy timing. */
-static size_t least_all_mem(const net *n, const profile *pr)
+/* The least peak of a fixed policy over every copy timing. */
+static size_t least_peak(const net *n, const profile *pr, mem_policy pol, algo_mode a)
 {
     static const int modes[][2] = {{PREFETCH_FAR, 1}, {PREFETCH_NEXT, 1}, {PREFETCH_NEXT, 0}, {PREFETCH_ON_DEMAND, 0}};
     simulator *s;
@@ -225,7 +225,7 @@ static size_t least_all_mem(const net *n, const profile *pr)
     for (int m = 0; m < 4; m++) {
         plan p;
         double t;
-        ck_assert(plan_policy(n, pr, POLICY_ALL, ALGO_MEM, modes[m][0], modes[m][1], &p) == VDNN_OK);
+        ck_assert(plan_policy(n, pr, pol, a, modes[m][0], modes[m][1], &p) == VDNN_OK);
         ck_assert(sim_run(s, &p, &t, &p.peak_bytes) == VDNN_OK);
         if (!least || p.peak_bytes < least) least = p.peak_bytes;
         plan_free(&p);
@@ -313,7 +313,9 @@ START_TEST(branch_and_bound_finds_the_optimum)
         search_stats ss;
         ck_assert_msg(plan_search(n, &pr, budgets[b], SEARCH_BB, 0, &p, &ss) == VDNN_OK, "%s", vdnn_errmsg());
         ck_assert_uint_le(p.peak_bytes, budgets[b]);
-        ck_assert_msg(fabs(p.predicted_s - best[b]) <= 1e-12, "budget %zu: search %.6f, optimum %.6f (%ld plans, %ld simulations)",
+        /* the climbs also swap single layers and recompute single maps, outside the
+         * enumerated space: the search is never worse than its optimum */
+        ck_assert_msg(p.predicted_s <= best[b] + 1e-12, "budget %zu: search %.6f, optimum %.6f (%ld plans, %ld simulations)",
                       budgets[b], p.predicted_s, best[b], count, ss.simulations);
         ck_assert(ss.complete);
         ck_assert_msg(ss.simulations < count, "the bound cut nothing: %ld simulations for %ld plans", ss.simulations,
@@ -351,7 +353,7 @@ START_TEST(vdnn_ladder_follows_the_paper)
     ck_assert_str_eq(v.origin, "vdnn");
     plan_free(&v);
     /* all + memory-optimal is the last resort: at its own peak the ladder ends there or better */
-    size_t least = least_all_mem(n, &pr);
+    size_t least = least_peak(n, &pr, POLICY_ALL, ALGO_MEM);
     ck_assert(plan_search(n, &pr, least, SEARCH_VDNN, 0, &v, NULL) == VDNN_OK);
     ck_assert_uint_le(v.peak_bytes, least);
     plan_free(&v);
@@ -372,30 +374,43 @@ START_TEST(dyn_is_never_slower_than_a_fixed_policy)
         printf("SKIPPED: comparing measured step times; ThreadSanitizer slows threads unevenly\n");
         return;
     }
-    device *d;
-    net *probe = attached(PLAN_NET, (size_t)64 << 20, LINK_GBPS, &d);
+    device *d, *dp;
+    net *probe = attached(PLAN_NET, (size_t)64 << 20, LINK_GBPS, &dp);
     profile pr;
     get_profile(probe, LINK_GBPS, &pr);
     plan none;
     ck_assert(plan_fit_policy(probe, &pr, 0, POLICY_NONE, ALGO_PERF, &none) == VDNN_OK);
-    size_t budget = pool_round((none.peak_bytes + least_all_mem(probe, &pr)) / 2);   /* none does not fit */
-    net_free(probe);
+    /* the budget: the smallest peak of a fixed policy that offloads or recomputes (with
+     * the fastest or the smallest algorithms), when below none's; else between the two */
+    size_t budget = none.peak_bytes;
+    for (int pol = 0; pol < POLICY_COUNT; pol++)
+        for (int a = 0; a < ALGO_MODE_COUNT; a++) {
+            size_t least = pol == POLICY_SWAP ? budget : least_peak(probe, &pr, (mem_policy)pol, (algo_mode)a);
+            if (least < budget) budget = least;
+        }
+    ck_assert_uint_lt(budget, none.peak_bytes);   /* none with the fastest algorithms does not fit */
+    /* the fixed policies, measured on a net of their own (dyn may swap parameters) */
+    net *fixed = attached(PLAN_NET, budget, LINK_GBPS, &d);
+    double fastest = 1e30;
+    for (int pol = 0; pol < POLICY_COUNT; pol++)
+        for (int a = 0; a < ALGO_MODE_COUNT; a++) {
+            plan p;
+            if (pol == POLICY_SWAP) continue;   /* its net would hold its parameters in host memory */
+            if (plan_fit_policy(fixed, &pr, budget, (mem_policy)pol, (algo_mode)a, &p) != VDNN_OK) continue;
+            ck_assert(plan_measure(fixed, &p, 5) == VDNN_OK);
+            if (p.measured_s < fastest) fastest = p.measured_s;
+            plan_free(&p);
+        }
+    ck_assert_msg(fastest < 1e30, "some fixed policy fits %zu bytes", budget);
+    net_free(fixed);
     device_destroy(d);
+    net_free(probe);
+    device_destroy(dp);
     net *n = attached(PLAN_NET, budget, LINK_GBPS, &d);
     plan chosen, alt;
     search_stats ss;
     ck_assert_msg(plan_choose(n, &pr, budget, SEARCH_BB, 0, 5, &chosen, &alt, &ss) == VDNN_OK, "%s", vdnn_errmsg());
     ck_assert_uint_le(chosen.peak_bytes, budget);
-    double fastest = 1e30;
-    for (int pol = 0; pol < POLICY_COUNT; pol++) {
-        plan p;
-        if (pol == POLICY_SWAP) continue;   /* measured on a net attached with its parameters on the device */
-        if (plan_fit_policy(n, &pr, budget, (mem_policy)pol, ALGO_PERF, &p) != VDNN_OK) continue;
-        ck_assert(plan_measure(n, &p, 5) == VDNN_OK);
-        if (p.measured_s < fastest) fastest = p.measured_s;
-        plan_free(&p);
-    }
-    ck_assert_msg(fastest < 1e30, "some fixed policy fits 3/4 of none's peak");
     printf("dyn: measured %.2f ms (predicted %.2f), fastest fixed policy %.2f ms\n", 1e3 * chosen.measured_s,
            1e3 * chosen.predicted_s, 1e3 * fastest);
     ck_assert_msg(chosen.measured_s <= fastest * (1 + NOISE), "dyn %g s, fixed %g s", chosen.measured_s, fastest);

@@ -263,7 +263,7 @@ static vdnn_status get_profile(sweep *s)
     if (st == VDNN_OK) st = profile_get(s->n, d, s->o.link_gbps, (int)s->o.threads, s->o.cache, &s->pr, &cached);
     if (st == VDNN_OK) {
         s->have_profile = 1;
-        printf("vdnn: sweep of %s (batch %d) on %s: profile %s (%.2f s); %s\n", s->o.cfg, s->n->input.n,
+        printf("vdnn: sweep of %s (batch %d) on %s: profile %s (%.2f s); %s\n", s->o.cfg, s->n->minibatch,
                describe(d, desc, sizeof desc), cached ? "cached" : "measured", s->pr.measure_s,
                s->o.simulate ? "predictions only (--simulate)" : "each plan runs for real in its budget");
     } else {
@@ -492,7 +492,7 @@ static void gp_title(FILE *f, const sweep *s)
     char name[512];
     gp_quote(base, name, sizeof name);
     fprintf(f, "set multiplot layout 2,1 title \"%s, batch %d: %s time per iteration and pool peak against the "
-               "budget", name, s->n->input.n, s->o.simulate ? "predicted" : "measured (dashed: predicted)");
+               "budget", name, s->n->minibatch, s->o.simulate ? "predicted" : "measured (dashed: predicted)");
     int n = 0;
     for (int k = 0; k < s->npols; k++)
         if (!s->fit_any[k]) fprintf(f, "%s%s", n++ ? ", " : "\\n(no budget fits: ", s->pols[k]->name);

@@ -246,8 +246,9 @@ int cmd_train(int argc, char **argv)
         o.out = stderr;
     }
     if (st == VDNN_OK && !f.quiet)
-        fprintf(o.out, "vdnn: training %s on %s: %d train / %d test images, batch %d, %d epochs, policy %s, "
-                "%s algorithms\n", cfg, device_describe(d), train->count, test->count, n->input.n, n->train.epochs,
+        fprintf(o.out, "vdnn: training %s on %s: %d train / %d test images, batch %d%s%.0d, %d epochs, policy %s, "
+                "%s algorithms\n", cfg, device_describe(d), train->count, test->count, n->minibatch,
+                n->micro ? " in micro-batches of " : "", n->micro, n->train.epochs,
                 n->dyn ? "dyn" : f.plan ? f.plan : policy_name(n->policy), algo_mode_name(n->algo));
     if (st == VDNN_OK && !f.quiet) fflush(o.out);
     train_summary s;
