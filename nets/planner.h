@@ -7,10 +7,12 @@
  * optimizer update, and the link's bandwidth in each direction. It is measured once
  * and cached in a file keyed by (device, net, batch).
  *
- * A plan says, per feature map x[j], whether it is offloaded after forward; per
- * convolution and pass, which algorithm runs; and how early backward prefetches
- * (vDNN's far look-ahead, the next layer, or on demand, with a release lag). Applied
- * to a net, it is exactly what the iteration (nets/iteration.c) runs.
+ * A plan says, per feature map x[j], whether it is kept, offloaded after forward, or
+ * dropped and recomputed in backward; per layer, whether its parameters are swapped
+ * and where they are updated; per convolution and pass, which algorithm runs; how
+ * early backward prefetches (vDNN's far look-ahead, the next layer, or on demand, with
+ * a release lag); and the micro-batch size. Applied to a net, it is exactly what the
+ * iteration (nets/iteration.c) runs.
  *
  * The simulator replays one iteration of a plan on the simulated device: the same
  * iteration code, the same pool, on sizes only, with each layer pass and each copy
@@ -78,7 +80,7 @@ typedef struct plan {
     int batch;
     unsigned char *offload;   /* (nlayers + 1): MAP_KEEP, MAP_OFFLOAD (after its last forward
                                * reader) or MAP_RECOMPUTE (dropped, recomputed in backward) */
-    unsigned char *swap;      /* (nlayers): the layer's parameters live in host memory */
+    unsigned char *swap;      /* (nlayers): SWAP_NONE, SWAP_HOST or SWAP_DEVICE (layers/layer.h) */
     int micro;                /* micro-batch size (0: the batch is not split); must be the net's */
     int (*algo)[PASS_COUNT];  /* (nlayers): algorithm per pass */
     int prefetch_ahead;       /* PREFETCH_* */
