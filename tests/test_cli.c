@@ -40,53 +40,10 @@ static const char *tmp_path(char *buf, size_t len, const char *name)
     return tn_join(buf, len, tmp_dir, name);
 }
 
-static const char *vdnn_bin(void)
-{
-    const char *b = getenv("VDNN_BIN");
-    return b && *b ? b : "build/vdnn";
-}
+typedef tn_run cli_run;
 
-/* What one run of the program did. */
-typedef struct cli_run {
-    int status;        /* exit status, or 128 + signal */
-    char *out, *err;   /* everything it wrote, NUL-terminated */
-} cli_run;
-
-static void run_free(cli_run *r)
-{
-    free(r->out);
-    free(r->err);
-}
-
-/* Runs `vdnn ARGS` through the shell (ARGS is shell text). */
-static cli_run run_cli(const char *args)
-{
-    char errf[512], cmd[4096];
-    tmp_path(errf, sizeof errf, "stderr.txt");
-    snprintf(cmd, sizeof cmd, "%s %s 2>%s", vdnn_bin(), args, errf);
-    FILE *p = popen(cmd, "r");
-    ck_assert_msg(p != NULL, "popen(%s) failed", cmd);
-    size_t cap = 4096, n = 0;
-    char *out = malloc(cap);
-    ck_assert_ptr_nonnull(out);
-    for (;;) {
-        if (n + 1 >= cap) {
-            out = realloc(out, cap *= 2);
-            ck_assert_ptr_nonnull(out);
-        }
-        size_t k = fread(out + n, 1, cap - 1 - n, p);
-        if (k == 0) break;
-        n += k;
-    }
-    out[n] = 0;
-    int w = pclose(p);
-    cli_run r = {0, out, tn_read(errf, NULL)};
-    if (!r.err) r.err = strdup("");
-    r.status = WIFEXITED(w) ? WEXITSTATUS(w) : WIFSIGNALED(w) ? 128 + WTERMSIG(w) : 255;
-    /* The shell reports a signal as 128 + signal too: a crash is never an ordinary exit. */
-    ck_assert_msg(r.status < 128, "`vdnn %s` died (status %d); stderr:\n%s", args, r.status, r.err);
-    return r;
-}
+static cli_run run_cli(const char *args) { return tn_vdnn(tmp_dir, "", args); }
+static void run_free(cli_run *r) { tn_run_free(r); }
 
 /* The run failed (status 1 or 2) with a message on stderr that starts with "vdnn: " and
  * contains `a` and, if non-NULL, `b`; nothing on stdout. */
@@ -107,10 +64,7 @@ static void fails_with(const char *args, const char *a, const char *b)
     run_free(&r);
 }
 
-static void assert_ok(const cli_run *r, const char *args)
-{
-    ck_assert_msg(r->status == 0, "`vdnn %s` exited %d; stderr:\n%s", args, r->status, r->err);
-}
+static void assert_ok(const cli_run *r, const char *args) { tn_run_ok(r, args); }
 
 /* Writes a config into the temporary folder; its path goes to buf. */
 static const char *write_cfg(char *buf, size_t len, const char *name, const char *text)

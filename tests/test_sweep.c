@@ -54,50 +54,12 @@ static const char *tmp_path(char *buf, size_t len, const char *name)
     return tn_join(buf, len, tmp_dir, name);
 }
 
-static const char *vdnn_bin(void)
-{
-    const char *b = getenv("VDNN_BIN");
-    return b && *b ? b : "build/vdnn";
-}
+typedef tn_run cli_run;
 
-typedef struct cli_run {
-    int status;        /* exit status, or 128 + signal */
-    char *out, *err;   /* everything it wrote, NUL-terminated */
-} cli_run;
-
-static void run_free(cli_run *r)
-{
-    free(r->out);
-    free(r->err);
-}
-
-/* Runs `ENV vdnn ARGS` through the shell (ENV: shell assignments such as PATH=..., or
- * ""; ARGS is shell text). */
-static cli_run run_env(const char *env, const char *args)
-{
-    char outf[512], errf[512], cmd[4096];
-    tmp_path(outf, sizeof outf, "stdout.txt");
-    tmp_path(errf, sizeof errf, "stderr.txt");
-    snprintf(cmd, sizeof cmd, "%s %s %s >%s 2>%s", env, vdnn_bin(), args, outf, errf);
-    int w = system(cmd);
-    cli_run r = {0, tn_read(outf, NULL), tn_read(errf, NULL)};
-    if (!r.out) r.out = strdup("");
-    if (!r.err) r.err = strdup("");
-    r.status = WIFEXITED(w) ? WEXITSTATUS(w) : 255;
-    /* the shell reports a signal as 128 + signal: a crash is never an ordinary exit */
-    ck_assert_msg(r.status < 128, "`vdnn %s` died (status %d); stderr:\n%s", args, r.status, r.err);
-    return r;
-}
-
-static cli_run run_cli(const char *args)
-{
-    return run_env("", args);
-}
-
-static void assert_ok(const cli_run *r, const char *args)
-{
-    ck_assert_msg(r->status == 0, "`vdnn %s` exited %d; stderr:\n%s", args, r->status, r->err);
-}
+static cli_run run_env(const char *env, const char *args) { return tn_vdnn(tmp_dir, env, args); }
+static cli_run run_cli(const char *args) { return tn_vdnn(tmp_dir, "", args); }
+static void run_free(cli_run *r) { tn_run_free(r); }
+static void assert_ok(const cli_run *r, const char *args) { tn_run_ok(r, args); }
 
 /* Fails with exit status 1 and one "vdnn: " line naming `a` (and `b`, if non-NULL). */
 static void fails_with(const char *args, const char *a, const char *b)

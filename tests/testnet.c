@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -196,4 +197,32 @@ void tn_batch_free(tn_batch *b)
 {
     free(b->x);
     free(b->y);
+}
+
+tn_run tn_vdnn(const char *dir, const char *env, const char *args)
+{
+    char outf[512], errf[512], cmd[4096];
+    const char *bin = getenv("VDNN_BIN");
+    tn_join(outf, sizeof outf, dir, "stdout.txt");
+    tn_join(errf, sizeof errf, dir, "stderr.txt");
+    snprintf(cmd, sizeof cmd, "%s %s %s >%s 2>%s", env, bin && *bin ? bin : "build/vdnn", args, outf, errf);
+    int w = system(cmd);
+    tn_run r = {0, tn_read(outf, NULL), tn_read(errf, NULL)};
+    if (!r.out) r.out = strdup("");
+    if (!r.err) r.err = strdup("");
+    r.status = WIFEXITED(w) ? WEXITSTATUS(w) : 255;
+    /* the shell reports a signal as 128 + signal: a crash is never an ordinary exit */
+    ck_assert_msg(r.status < 128, "`vdnn %s` died (status %d); stderr:\n%s", args, r.status, r.err);
+    return r;
+}
+
+void tn_run_free(tn_run *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+void tn_run_ok(const tn_run *r, const char *args)
+{
+    ck_assert_msg(r->status == 0, "`vdnn %s` exited %d; stderr:\n%s", args, r->status, r->err);
 }

@@ -69,6 +69,20 @@ void tn_rmtree(const char *dir);
 /* dir/name into buf. */
 const char *tn_join(char *buf, size_t len, const char *dir, const char *name);
 
+/* One run of the `vdnn` program: its exit status (128 + signal for a crash) and all
+ * it wrote, NUL-terminated. */
+typedef struct tn_run {
+    int status;
+    char *out, *err;
+} tn_run;
+/* Runs `ENV $VDNN_BIN ARGS` through the shell (ENV: shell assignments such as
+ * PATH=..., or ""; VDNN_BIN defaults to build/vdnn), its output captured in files in
+ * `dir`. The check fails if the program crashed. Free with tn_run_free(). */
+tn_run tn_vdnn(const char *dir, const char *env, const char *args);
+void tn_run_free(tn_run *r);
+/* The run exited 0 (else the check fails, showing its stderr). */
+void tn_run_ok(const tn_run *r, const char *args);
+
 /* The whole file, NUL-terminated (len excludes the NUL), or NULL if it cannot be read. */
 char *tn_read(const char *path, size_t *len);
 void tn_write(const char *path, const void *data, size_t len);
