@@ -385,15 +385,15 @@ START_TEST(dyn_is_never_slower_than_a_fixed_policy)
     get_profile(probe, LINK_GBPS, &pr);
     plan none;
     ck_assert(plan_fit_policy(probe, &pr, 0, POLICY_NONE, ALGO_PERF, &none) == VDNN_OK);
-    /* the budget: the smallest peak of a fixed policy that offloads or recomputes (with
-     * the fastest or the smallest algorithms), when below none's; else between the two */
+    /* the budget: the least any fixed policy needs (with the fastest or the smallest
+     * algorithms, any copy timing), so that the choice matters whichever algorithms
+     * this machine measures fastest */
     size_t budget = none.peak_bytes;
     for (int pol = 0; pol < POLICY_COUNT; pol++)
         for (int a = 0; a < ALGO_MODE_COUNT; a++) {
             size_t least = pol == POLICY_SWAP ? budget : least_peak(probe, &pr, (mem_policy)pol, (algo_mode)a);
             if (least < budget) budget = least;
         }
-    ck_assert_uint_lt(budget, none.peak_bytes);   /* none with the fastest algorithms does not fit */
     /* the fixed policies, measured on a net of their own (dyn may swap parameters) */
     net *fixed = attached(PLAN_NET, budget, LINK_GBPS, &d);
     double fastest = 1e30;
