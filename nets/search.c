@@ -53,7 +53,9 @@ static void set_choice(plan *p, const decision *d, int value)
     else p->algo[d->layer][d->pass] = value;
 }
 
-static int offloadable(const net *n, int j)
+/* Whether x[j]'s keep/offload is the search's to decide (backward reads it and no
+ * `offload =` in the config fixes it). */
+static int free_map(const net *n, int j)
 {
     return j < n->nlayers && net_first_reader(n, j) >= 0 && n->layers[j]->offload < 0;
 }
@@ -103,7 +105,7 @@ static vdnn_status make_decisions(const net *n, const profile *pr, int all, cons
     if (!d) return vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
     int k = 0;
     for (int i = 0; i < n->nlayers; i++) {
-        if (offloadable(n, i) && (!base || base->offload[i] != MAP_RECOMPUTE)) {
+        if (free_map(n, i) && (!base || base->offload[i] != MAP_RECOMPUTE)) {
             d[k] = (decision){.layer = i, .pass = DEC_MAP, .count = 2, .choice = {0, 1}, .small = 1};
             if (climb && net_recomputable(n, i, base ? base->swap : NULL)) d[k].choice[d[k].count++] = MAP_RECOMPUTE;
             k++;
