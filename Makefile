@@ -1,12 +1,14 @@
 # vdnn: train CNNs from config files inside a device-memory budget.
 #
-#   make            build build/vdnn (CPU backend; CUDA when found, see docs/building.md)
+#   make            build build/vdnn: the CPU backend, and the CUDA backend when nvcc,
+#                   cuDNN and cuBLAS are found (tools/find_cuda.sh; docs/building.md)
 #   make test       build and run every Check suite
 #   make sanitize   the same suites under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make tsan       the same suites under ThreadSanitizer
 #   make clean
 #
-# Variables: OPT (optimisation flags), BUILD (output folder), SAN (sanitizer flags).
+# Variables: OPT (optimisation flags), BUILD (output folder), SAN (sanitizer flags),
+# CUDA (auto, 0: CPU only, 1: fail without CUDA), CUDA_HOME, CUDNN_HOME, CUDA_ARCH.
 
 CC      ?= cc
 comma   := ,
@@ -25,12 +27,33 @@ LDLIBS  := $(BLAS_LIBS) -lpng -lz -lpthread -lm
 CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
 LDFLAGS := -fopenmp $(SAN)
 
+# CUDA: found once per make run; every object then knows VDNN_CUDA. The .cu halves
+# are compiled by nvcc for the GPU generations CUDA 13 supports (Turing to Hopper, plus
+# PTX for newer ones).
+CUDA       ?= auto
+FIND_CUDA  := CUDA='$(CUDA)' CUDA_HOME='$(CUDA_HOME)' CUDNN_HOME='$(CUDNN_HOME)' sh tools/find_cuda.sh
+NVCC       := $(shell $(FIND_CUDA) nvcc)
+ifneq ($(NVCC),)
+CUDA_INC   := $(shell $(FIND_CUDA) inc)
+CUDA_LIBS  := $(shell $(FIND_CUDA) libs)
+CUDA_ARCH  ?= -gencode arch=compute_75,code=sm_75 -gencode arch=compute_80,code=sm_80 \
+              -gencode arch=compute_86,code=sm_86 -gencode arch=compute_90,code=sm_90 \
+              -gencode arch=compute_90,code=compute_90
+CFLAGS     += -DVDNN_CUDA $(CUDA_INC)
+NVCCFLAGS  := -std=c++17 -O3 -g -lineinfo $(CUDA_ARCH) -DVDNN_CUDA -I. $(CUDA_INC) \
+              -Xcompiler -Wall,-Wextra,-Werror -Werror all-warnings
+LDLIBS     += $(CUDA_LIBS) -lstdc++
+CU_SRC     := $(sort $(wildcard vdnn/*.cu layers/*.cu nets/*.cu))
+else ifeq ($(CUDA),1)
+$(error CUDA=1 but nvcc, cuDNN or cuBLAS was not found: see the "cuda:" line above, or set CUDA_HOME / CUDNN_HOME)
+endif
+
 LIB_SRC   := $(sort $(wildcard vdnn/*.c layers/*.c nets/*.c data/*.c))
 TOOL_SRC  := $(sort $(wildcard tools/*.c))
 TEST_UTIL := $(sort $(filter-out tests/test_%.c,$(wildcard tests/*.c)))
 TEST_SRC  := $(sort $(wildcard tests/test_*.c))
 
-LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o)
 TOOL_OBJ  := $(TOOL_SRC:%.c=$(BUILD)/obj/%.o)
 UTIL_OBJ  := $(TEST_UTIL:%.c=$(BUILD)/obj/%.o)
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -42,6 +65,10 @@ all: $(BUILD)/vdnn
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -MF $(@:.o=.d) -c $< -o $@
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
@@ -59,16 +86,22 @@ tests: $(TEST_BIN) $(BUILD)/vdnn
 test: tests
 	@VDNN_BIN=$(BUILD)/vdnn sh tests/run.sh $(TEST_BIN)
 
+# The sanitizer builds compile the CUDA halves for one GPU generation only: they are
+# there to be linked and to run the C side under the sanitizers, not for speed.
+# protect_shadow_gap=0 lets the CUDA driver map what it needs beside ASan's shadow.
+SAN_CUDA_ARCH := -gencode arch=compute_90,code=sm_90
+
 sanitize:
-	$(MAKE) BUILD=build-asan OPT="-O1" SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" test
+	ASAN_OPTIONS="$${ASAN_OPTIONS:+$$ASAN_OPTIONS:}protect_shadow_gap=0" $(MAKE) BUILD=build-asan OPT="-O1" \
+	    CUDA_ARCH="$(SAN_CUDA_ARCH)" SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" test
 
 # libgomp is not built with ThreadSanitizer, so its own synchronisation would show as
 # races: the suites run with one OpenMP thread, which leaves every thread of ours (the
 # copy engine, the data loader) under the sanitizer's eye.
 tsan:
-	OMP_NUM_THREADS=1 $(MAKE) BUILD=build-tsan OPT="-O1" SAN="-fsanitize=thread" test
+	OMP_NUM_THREADS=1 $(MAKE) BUILD=build-tsan OPT="-O1" CUDA_ARCH="$(SAN_CUDA_ARCH)" SAN="-fsanitize=thread" test
 
 clean:
 	rm -rf build build-asan build-tsan
 
--include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(UTIL_OBJ:.o=.d) $(TEST_SRC:tests/%.c=$(BUILD)/obj/tests/%.d)
+-include $(patsubst %.o,%.d,$(LIB_OBJ)) $(TOOL_OBJ:.o=.d) $(UTIL_OBJ:.o=.d) $(TEST_SRC:tests/%.c=$(BUILD)/obj/tests/%.d)

@@ -1,9 +1,14 @@
 #!/usr/bin/python3
-"""Times training steps of a vdnn config in PyTorch (CPU), as the peer to compare with.
+"""Times training steps of a vdnn config in PyTorch, on the CPU or a GPU, as the peer to compare with.
 
 Builds the same net as vdnn from the config file (same layers, shapes, batch, SGD with
 momentum and weight decay), trains on random data of the same shape, and prints the
-median step time in ms after warm-up. Usage: torch_step.py CFG [--steps N] [--threads N]
+median step time in ms after warm-up; with --images-per-s, "MS ms/step IPS images/s".
+On a GPU (--device cuda) the data lives on the GPU, cuDNN picks its fastest algorithms
+(cudnn.benchmark), every step is timed between two torch.cuda.synchronize() calls, and
+--tf32 0 (the default) keeps convolutions and matrix products in strict FP32.
+Usage: torch_step.py CFG [--steps N] [--warmup N] [--threads N] [--batch N]
+                         [--device cpu|cuda] [--tf32 0|1] [--images-per-s]
 """
 import argparse
 import statistics
@@ -73,9 +78,18 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=0)
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--tf32", type=int, choices=(0, 1), default=0)
+    ap.add_argument("--images-per-s", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
+    cuda = a.device == "cuda"
+    if cuda:
+        # PyTorch lets cuDNN use TF32 by default; vdnn's strict FP32 is the fair peer of --tf32 0
+        torch.backends.cuda.matmul.allow_tf32 = bool(a.tf32)
+        torch.backends.cudnn.allow_tf32 = bool(a.tf32)
+        torch.backends.cudnn.benchmark = True
     sections = parse_cfg(a.cfg)
     model, batch, _, train = build(sections)
     batch = a.batch or batch
@@ -83,19 +97,29 @@ def main():
     x = torch.randn(batch, int(net["channels"]), int(net["height"]), int(net["width"]))
     classes = model[-1].out_features
     y = torch.randint(0, classes, (batch,))
+    if cuda:
+        model, x, y = model.cuda(), x.cuda(), y.cuda()
     opt = torch.optim.SGD(model.parameters(), lr=float(train["learning_rate"]),
                           momentum=float(train.get("momentum", 0)), weight_decay=float(train.get("weight_decay", 0)))
     loss_fn = nn.CrossEntropyLoss()
     times = []
     for i in range(a.warmup + a.steps):
+        if cuda:
+            torch.cuda.synchronize()   # the clock starts when the GPU is idle, and stops when it is again
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
+        if cuda:
+            torch.cuda.synchronize()
         if i >= a.warmup:
             times.append(1e3 * (time.perf_counter() - t0))
-    print(f"{statistics.median(times):.3f}")
+    ms = statistics.median(times)
+    if a.images_per_s:
+        print(f"{ms:.3f} ms/step {1e3 * batch / ms:.1f} images/s")
+    else:
+        print(f"{ms:.3f}")
 
 
 if __name__ == "__main__":

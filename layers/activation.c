@@ -8,11 +8,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "layers/layer.h"
-
-typedef struct leaky_priv {
-    float slope;   /* y = slope * x for x <= 0, in [0, 1) */
-} leaky_priv;
+#include "layers/activation.h"
 
 static const cfg_key leaky_keys[] = {
     /* The table is inclusive; setup rejects exactly 1 (that would be the identity). */
@@ -151,6 +147,10 @@ const layer_ops relu_ops = {
     .setup = act_setup,
     .forward_cpu = relu_forward,
     .backward_cpu = relu_backward,
+    .forward_cuda = CUDA_HALF(relu_forward_cuda),
+    .backward_cuda = CUDA_HALF(relu_backward_cuda),
+    .bind_cuda = CUDA_HALF(relu_bind_cuda),
+    .unbind_cuda = CUDA_HALF(act_unbind_cuda),
 };
 
 const layer_ops leaky_ops = {
@@ -162,6 +162,8 @@ const layer_ops leaky_ops = {
     .forward_cpu = leaky_forward,
     .backward_cpu = leaky_backward,
     .describe = leaky_describe,
+    .forward_cuda = CUDA_HALF(leaky_forward_cuda),
+    .backward_cuda = CUDA_HALF(leaky_backward_cuda),
 };
 
 const layer_ops tanh_ops = {
@@ -170,6 +172,10 @@ const layer_ops tanh_ops = {
     .setup = act_setup,
     .forward_cpu = tanh_forward,
     .backward_cpu = tanh_backward,
+    .forward_cuda = CUDA_HALF(tanh_forward_cuda),
+    .backward_cuda = CUDA_HALF(tanh_backward_cuda),
+    .bind_cuda = CUDA_HALF(tanh_bind_cuda),
+    .unbind_cuda = CUDA_HALF(act_unbind_cuda),
 };
 
 const layer_ops sigmoid_ops = {
@@ -178,4 +184,8 @@ const layer_ops sigmoid_ops = {
     .setup = act_setup,
     .forward_cpu = sigmoid_forward,
     .backward_cpu = sigmoid_backward,
+    .forward_cuda = CUDA_HALF(sigmoid_forward_cuda),
+    .backward_cuda = CUDA_HALF(sigmoid_backward_cuda),
+    .bind_cuda = CUDA_HALF(sigmoid_bind_cuda),
+    .unbind_cuda = CUDA_HALF(act_unbind_cuda),
 };

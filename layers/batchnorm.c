@@ -14,12 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "layers/layer.h"
-
-typedef struct bn_priv {
-    float momentum;   /* weight of the batch statistic in the running update, [0, 1] */
-    float eps;        /* added to the variance, (0, 1] */
-} bn_priv;
+#include "layers/batchnorm.h"
 
 static const cfg_key bn_keys[] = {
     {"momentum", CFG_FLOAT, 0, 0.0, 1.0, NULL, 0, "running-stat update weight (default 0.1)"},
@@ -27,8 +22,6 @@ static const cfg_key bn_keys[] = {
     {"eps", CFG_FLOAT, 0, 0.0, 1.0, NULL, 0, "variance epsilon, in (0, 1] (default 1e-5)"},
     {NULL, 0, 0, 0, 0, NULL, 0, NULL},
 };
-
-enum { BN_GAMMA = 0, BN_BETA, BN_MEAN, BN_VAR, BN_NPARAMS };
 
 /* The statistics one channel is normalised with. */
 typedef struct bn_chan {
@@ -200,4 +193,8 @@ const layer_ops batchnorm_ops = {
     .forward_cpu = bn_forward,
     .backward_cpu = bn_backward,
     .describe = bn_describe,
+    .forward_cuda = CUDA_HALF(bn_forward_cuda),
+    .backward_cuda = CUDA_HALF(bn_backward_cuda),
+    .bind_cuda = CUDA_HALF(bn_bind_cuda),
+    .unbind_cuda = CUDA_HALF(bn_unbind_cuda),
 };

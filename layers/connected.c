@@ -6,27 +6,20 @@
  *
  * cblas calls are made from the calling thread only, never inside an OpenMP region:
  * OpenBLAS threads itself, and nesting the two oversubscribes or deadlocks. */
+#include "layers/connected.h"
+
 #include <cblas.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "layers/layer.h"
-
 #define FC_MAX_OUTPUTS (1 << 20)
-
-typedef struct connected_priv {
-    int outputs;   /* OUT */
-    int bias;      /* has a bias vector */
-} connected_priv;
 
 static const cfg_key connected_keys[] = {
     {"output", CFG_INT, 1, 1, FC_MAX_OUTPUTS, NULL, 0, "number of outputs"},
     {"bias", CFG_BOOL, 0, 0, 1, NULL, 0, "add a learned bias (default 1)"},
     {NULL, 0, 0, 0, 0, NULL, 0, NULL},
 };
-
-enum { FC_WEIGHTS = 0, FC_BIAS = 1 };
 
 static void declare_param(param *p, const char *name, shape4 shape, param_init init,
                           int fan_in, int decay)
@@ -131,4 +124,6 @@ const layer_ops connected_ops = {
     .forward_cpu = connected_forward,
     .backward_cpu = connected_backward,
     .describe = connected_describe,
+    .forward_cuda = CUDA_HALF(connected_forward_cuda),
+    .backward_cuda = CUDA_HALF(connected_backward_cuda),
 };

@@ -44,8 +44,6 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { CONV_WEIGHTS = 0, CONV_BIAS = 1 };
-
 /* The direct algorithm computes DIRECT_BLOCK planes per task, and sums rows in
  * DIRECT_LANES partial sums (one AVX vector). */
 enum { DIRECT_BLOCK = 4, DIRECT_LANES = 8 };
@@ -1000,4 +998,8 @@ const layer_ops conv_ops = {
     .algo_name = conv_algo_name,
     .workspace_bytes = conv_workspace_bytes,
     .describe = conv_describe,
+    .forward_cuda = CUDA_HALF(conv_forward_cuda),
+    .backward_cuda = CUDA_HALF(conv_backward_cuda),
+    .bind_cuda = CUDA_HALF(conv_bind_cuda),
+    .unbind_cuda = CUDA_HALF(conv_unbind_cuda),
 };

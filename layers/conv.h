@@ -1,12 +1,18 @@
-/* The convolutional layer's public ids: its CPU algorithms and its hyper-parameters.
+/* The convolutional layer's public ids: its CPU algorithms, its hyper-parameters, its
+ * parameter slots, and the entry points of its CUDA half (layers/conv.cu).
  *
  * Code that builds a convolution without a config file (tests, benchmarks) fills a
  * conv_params through layer_create_with(); code that picks algorithms (the profiler,
- * tests) uses the CONV_ALGO_* ids, which are the same for all three passes. */
+ * tests) uses the CONV_ALGO_* ids, which are the same for all three passes. On a CUDA
+ * device the algorithms are cuDNN's instead (l->algos, built by conv_bind_cuda). */
 #ifndef VDNN_LAYERS_CONV_H
 #define VDNN_LAYERS_CONV_H
 
 #include "layers/layer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* CPU algorithms, per pass (PASS_FWD, PASS_BWD_DATA, PASS_BWD_FILTER). */
 enum {
@@ -27,6 +33,22 @@ typedef struct conv_params {
     int bias;      /* 1: a learned bias per filter */
 } conv_params;
 
+/* l->params slots: weights (OC, IC, K, K), then bias (OC) when conv_params.bias. */
+enum { CONV_WEIGHTS = 0, CONV_BIAS = 1 };
+
 extern const layer_ops conv_ops;
+
+/* The CUDA half (layers/conv.cu), defined only in a build with CUDA; the ops table names
+ * them through CUDA_HALF. bind builds l->gpu (cuDNN descriptors) and l->algos (cuDNN's
+ * algorithms for this shape); unbind frees l->gpu. */
+vdnn_status conv_forward_cuda(layer *l, const exec_ctx *c, const float *x, float *y);
+vdnn_status conv_backward_cuda(layer *l, const exec_ctx *c, const float *x, const float *y,
+                               const float *dy, float *dx);
+vdnn_status conv_bind_cuda(layer *l, device *d);
+void conv_unbind_cuda(layer *l);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

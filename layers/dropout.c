@@ -11,22 +11,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "layers/layer.h"
+#include "layers/dropout.h"
 #include "vdnn/rng.h"
-
-typedef struct dropout_priv {
-    float probability;   /* of dropping an element, [0, 1) */
-} dropout_priv;
 
 static const cfg_key dropout_keys[] = {
     /* The table is inclusive; setup rejects exactly 1 (nothing would pass). */
     {"probability", CFG_FLOAT, 0, 0.0, 1.0, NULL, 0, "probability of dropping, in [0, 1)"},
     {NULL, 0, 0, 0, 0, NULL, 0, NULL},
 };
-
-/* Tags the layer seed so that dropout masks do not coincide with other uses of the
- * net's seed that hash the layer index. */
-#define DROPOUT_TAG 0x64726f706f7574ull   /* "dropout" */
 
 static vdnn_status dropout_setup(layer *l, const cfg_file *f, const cfg_section *s)
 {
@@ -93,4 +85,6 @@ const layer_ops dropout_ops = {
     .forward_cpu = dropout_forward,
     .backward_cpu = dropout_backward,
     .describe = dropout_describe,
+    .forward_cuda = CUDA_HALF(dropout_forward_cuda),
+    .backward_cuda = CUDA_HALF(dropout_backward_cuda),
 };

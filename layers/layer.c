@@ -102,10 +102,19 @@ int layer_swappable(const layer *l)
     return l->nparams > 0;
 }
 
+static void unbind(layer *l)
+{
+    if (l->gpu && l->ops->unbind_cuda) l->ops->unbind_cuda(l);
+    l->gpu = NULL;
+    free(l->algos);
+    l->algos = NULL;
+}
+
 void layer_destroy(layer *l, device *d)
 {
     if (!l) return;
     layer_free_params(l, d);
+    unbind(l);
     free(l->priv);
     free(l);
 }
@@ -191,6 +200,63 @@ size_t layer_param_bytes(const layer *l)
     return total;
 }
 
+/* Pinned algorithms are pinned by name: when the table changes, each pin moves to the
+ * algorithm of the same name, and a name the new table lacks is an error. */
+static vdnn_status repin(layer *l, char names[PASS_COUNT][40], const char *where)
+{
+    for (int p = 0; p < PASS_COUNT; p++) {
+        l->algo[p] = 0;
+        if (l->algo_pinned[p] < 0) continue;
+        int found = -1;
+        char list[512] = "";
+        for (int a = 0; a < layer_algo_count(l, p); a++) {
+            if (!strcmp(layer_algo_name(l, p, a), names[p])) found = a;
+            snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", a ? ", " : "", layer_algo_name(l, p, a));
+        }
+        if (found < 0)
+            return vdnn_fail(VDNN_EINVAL, "%s (line %d): the pinned algorithm '%s' is not available on %s; it has: %s",
+                             l->name, l->line, names[p], where, list);
+        l->algo_pinned[p] = l->algo[p] = found;
+    }
+    return VDNN_OK;
+}
+
+vdnn_status layer_bind(layer *l, device *d)
+{
+    device_kind k = device_get_kind(d);
+    if (k == DEVICE_SIM) return VDNN_OK;
+    char names[PASS_COUNT][40];
+    for (int p = 0; p < PASS_COUNT; p++)
+        snprintf(names[p], sizeof names[p], "%s", l->algo_pinned[p] >= 0 ? layer_algo_name(l, p, l->algo_pinned[p]) : "");
+    int had_table = l->algos != NULL;
+    unbind(l);
+    if (k == DEVICE_CUDA) {
+        if (!l->ops->forward_cuda || !l->ops->backward_cuda)
+            return vdnn_fail(VDNN_EDEVICE, "%s: the %s layer has no CUDA implementation in this build", l->name,
+                             l->ops->type);
+        vdnn_status st = l->ops->bind_cuda ? l->ops->bind_cuda(l, d) : VDNN_OK;
+        if (st != VDNN_OK) {
+            unbind(l);
+            return vdnn_wrap(st, "%s: setting up its CUDA half", l->name);
+        }
+    }
+    if (!had_table && !l->algos) return VDNN_OK;
+    return repin(l, names, device_describe(d));
+}
+
+vdnn_status layer_copy_algos(layer *dst, const layer *src)
+{
+    free(dst->algos);
+    dst->algos = NULL;
+    if (!src->algos) return VDNN_OK;
+    dst->algos = malloc(sizeof *dst->algos);
+    if (!dst->algos) return vdnn_fail(VDNN_ENOMEM, "out of host memory for %s's algorithm table", src->name);
+    *dst->algos = *src->algos;
+    memcpy(dst->algo_pinned, src->algo_pinned, sizeof dst->algo_pinned);
+    memcpy(dst->algo, src->algo, sizeof dst->algo);
+    return VDNN_OK;
+}
+
 vdnn_status layer_forward(layer *l, const exec_ctx *c, const float *x, float *y)
 {
     device_kind k = device_get_kind(c->dev);
@@ -199,6 +265,7 @@ vdnn_status layer_forward(layer *l, const exec_ctx *c, const float *x, float *y)
         return VDNN_OK;
     }
     if (k == DEVICE_CPU) return l->ops->forward_cpu(l, c, x, y);
+    if (k == DEVICE_CUDA && l->ops->forward_cuda) return l->ops->forward_cuda(l, c, x, y);
     return vdnn_fail(VDNN_EDEVICE, "%s: no implementation for this device", l->name);
 }
 
@@ -211,20 +278,36 @@ vdnn_status layer_backward(layer *l, const exec_ctx *c, const float *x, const fl
         return VDNN_OK;
     }
     if (k == DEVICE_CPU) return l->ops->backward_cpu(l, c, x, y, dy, dx);
+    if (k == DEVICE_CUDA && l->ops->backward_cuda) return l->ops->backward_cuda(l, c, x, y, dy, dx);
     return vdnn_fail(VDNN_EDEVICE, "%s: no implementation for this device", l->name);
 }
 
 int layer_algo_count(const layer *l, int pass)
 {
+    if (l->algos) return l->algos->count[pass];
     return l->ops->algo_count ? l->ops->algo_count(l, pass) : 1;
+}
+
+static const layer_algo *table_entry(const layer *l, int pass, int algo)
+{
+    if (!l->algos || pass < 0 || pass >= PASS_COUNT || algo < 0 || algo >= l->algos->count[pass]) return NULL;
+    return &l->algos->a[pass][algo];
 }
 
 const char *layer_algo_name(const layer *l, int pass, int algo)
 {
+    if (l->algos) return table_entry(l, pass, algo) ? table_entry(l, pass, algo)->name : "unknown";
     return l->ops->algo_name ? l->ops->algo_name(l, pass, algo) : "default";
 }
 
 size_t layer_workspace_bytes(const layer *l, int pass, int algo)
 {
+    if (l->algos) return table_entry(l, pass, algo) ? table_entry(l, pass, algo)->workspace_bytes : 0;
     return l->ops->workspace_bytes ? l->ops->workspace_bytes(l, pass, algo) : 0;
+}
+
+int layer_algo_deterministic(const layer *l, int pass, int algo)
+{
+    if (l->algos) return table_entry(l, pass, algo) ? table_entry(l, pass, algo)->deterministic : 0;
+    return 1;
 }

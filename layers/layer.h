@@ -30,6 +30,7 @@
 
 #define LAYER_MAX_PARAMS 4
 #define LAYER_NAME_MAX 32
+#define LAYER_MAX_ALGOS 16   /* per pass, in a device's algorithm table */
 
 /* Passes that may have several algorithms (convolution). */
 enum { PASS_FWD = 0, PASS_BWD_DATA = 1, PASS_BWD_FILTER = 2, PASS_COUNT = 3 };
@@ -57,6 +58,23 @@ typedef struct param {
 } param;
 
 typedef struct layer layer;
+
+/* One algorithm of one pass on a device: its name, the workspace it needs at the max
+ * batch, the device library's own id for it, and whether it is deterministic. */
+typedef struct layer_algo {
+    char name[40];
+    size_t workspace_bytes;
+    int id;
+    int deterministic;
+} layer_algo;
+
+/* The algorithms a device offers a layer, per pass (count >= 1), in place of the ops'
+ * own (the CPU's). A CUDA layer's table comes from cuDNN when it is bound to the device
+ * (layer_bind); clones for the simulator copy it. */
+typedef struct layer_algos {
+    int count[PASS_COUNT];
+    layer_algo a[PASS_COUNT][LAYER_MAX_ALGOS];
+} layer_algos;
 
 /* What one forward or backward call runs with. */
 typedef struct exec_ctx {
@@ -96,6 +114,18 @@ typedef struct layer_ops {
     size_t (*workspace_bytes)(const layer *l, int pass, int algo);  /* at the max batch */
     /* Optional: one line of hyper-parameters for `vdnn info`, e.g. "3x3/1 p1 32". */
     void (*describe)(const layer *l, char *buf, size_t len);
+    /* The CUDA half (layers/TYPE.cu), NULL in a build without CUDA. Same contract as the
+     * CPU half; pointers are device memory and work goes on the device's compute stream
+     * (vdnn/cuda_util.h), asynchronously unless a result must reach the host. */
+    vdnn_status (*forward_cuda)(layer *l, const exec_ctx *c, const float *x, float *y);
+    vdnn_status (*backward_cuda)(layer *l, const exec_ctx *c, const float *x, const float *y,
+                                 const float *dy, float *dx);
+    /* Optional: builds the layer's CUDA state (l->gpu: descriptors) and, when its
+     * algorithms or workspaces differ from the CPU's, its table (l->algos), for device
+     * `d`; allocates no device memory. unbind_cuda frees l->gpu (l->algos is freed by
+     * the caller). */
+    vdnn_status (*bind_cuda)(layer *l, device *d);
+    void (*unbind_cuda)(layer *l);
 } layer_ops;
 
 struct layer {
@@ -114,7 +144,17 @@ struct layer {
     int offload;              /* config override for its input: -1 the policy decides, 0 keep, 1 offload */
     int swap;                 /* SWAP_*: parameters live in host memory (set before net_attach) */
     void *priv;               /* priv_bytes of per-type state; owned by the layer */
+    void *gpu;                /* the CUDA half's state (bind_cuda); owned; NULL elsewhere */
+    layer_algos *algos;       /* the device's algorithm table, or NULL: the ops' own; owned */
 };
+
+/* An ops table names its CUDA half as CUDA_HALF(conv_forward_cuda): the function in a
+ * build with CUDA, NULL in a CPU-only build (where the .cu files are not compiled). */
+#ifdef VDNN_CUDA
+#define CUDA_HALF(f) f
+#else
+#define CUDA_HALF(f) NULL
+#endif
 
 /* Where a layer's parameters live and where its update runs: on the device; in host
  * memory, updated on the host; in host memory, updated on the device right after its
@@ -156,8 +196,18 @@ vdnn_status layer_forward(layer *l, const exec_ctx *c, const float *x, float *y)
 vdnn_status layer_backward(layer *l, const exec_ctx *c, const float *x, const float *y,
                            const float *dy, float *dx);
 
+/* Prepares the layer for device `d`: on a CUDA device its CUDA state and algorithm
+ * table (chosen algorithms are reset to 0 when the table changes); on the CPU device
+ * the ops' own algorithms; on the simulated device whatever table it has (a clone's
+ * copy of the real device's). Idempotent. net_attach() binds every layer. */
+vdnn_status layer_bind(layer *l, device *d);
+/* Copies src's algorithm table (or its absence) to dst, a layer of the same shape. */
+vdnn_status layer_copy_algos(layer *dst, const layer *src);
+
 int layer_algo_count(const layer *l, int pass);
 const char *layer_algo_name(const layer *l, int pass, int algo);
 size_t layer_workspace_bytes(const layer *l, int pass, int algo);
+/* Whether the algorithm gives the same bits on every run (every CPU algorithm does). */
+int layer_algo_deterministic(const layer *l, int pass, int algo);
 
 #endif

@@ -15,16 +15,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "layers/layer.h"
-
-#define LRN_MAX_SIZE 15
-
-typedef struct lrn_priv {
-    int size;      /* channels in the window, odd, 1..LRN_MAX_SIZE */
-    float alpha;   /* scale of the window's mean square */
-    float beta;    /* exponent */
-    float k;       /* additive constant, > 0 so that s never reaches 0 */
-} lrn_priv;
+#include "layers/lrn.h"
 
 static const cfg_key lrn_keys[] = {
     {"size", CFG_INT, 0, 1, LRN_MAX_SIZE, NULL, 0, "channels in the window, odd (default 5)"},
@@ -168,4 +159,8 @@ const layer_ops lrn_ops = {
     .forward_cpu = lrn_forward,
     .backward_cpu = lrn_backward,
     .describe = lrn_describe,
+    .forward_cuda = CUDA_HALF(lrn_forward_cuda),
+    .backward_cuda = CUDA_HALF(lrn_backward_cuda),
+    .bind_cuda = CUDA_HALF(lrn_bind_cuda),
+    .unbind_cuda = CUDA_HALF(lrn_unbind_cuda),
 };

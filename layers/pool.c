@@ -24,17 +24,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "layers/layer.h"
+#include "layers/pool.h"
 
 /* Loops over fewer window cells than this run on one thread: starting a parallel region
  * costs more than such a loop. */
 #define PAR_MIN_WORK ((size_t)1 << 15)
-
-typedef struct pool_params {
-    int size;     /* window side, 1..64 */
-    int stride;   /* 1..64 */
-    int pad;      /* 0..32, < size */
-} pool_params;
 
 static const cfg_key pool_keys[] = {
     {"size", CFG_INT, 1, 1, 64, NULL, 0, "side of the square window"},
@@ -283,6 +277,8 @@ const layer_ops maxpool_ops = {
     .forward_cpu = maxpool_forward,
     .backward_cpu = maxpool_backward,
     .describe = pool_describe,
+    .forward_cuda = CUDA_HALF(maxpool_forward_cuda),
+    .backward_cuda = CUDA_HALF(maxpool_backward_cuda),
 };
 
 const layer_ops avgpool_ops = {
@@ -294,4 +290,6 @@ const layer_ops avgpool_ops = {
     .forward_cpu = avgpool_forward,
     .backward_cpu = avgpool_backward,
     .describe = pool_describe,
+    .forward_cuda = CUDA_HALF(avgpool_forward_cuda),
+    .backward_cuda = CUDA_HALF(avgpool_backward_cuda),
 };

@@ -9,7 +9,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "layers/layer.h"
+#include "layers/softmax.h"
 
 /* Batches of fewer scores than this run on one thread: a parallel region would cost
  * more than the loop. */
@@ -118,4 +118,8 @@ const layer_ops softmax_ops = {
     .setup = softmax_setup,
     .forward_cpu = softmax_forward,
     .backward_cpu = softmax_backward,
+    .forward_cuda = CUDA_HALF(softmax_forward_cuda),
+    .backward_cuda = CUDA_HALF(softmax_backward_cuda),
+    .bind_cuda = CUDA_HALF(softmax_bind_cuda),
+    .unbind_cuda = CUDA_HALF(softmax_unbind_cuda),
 };

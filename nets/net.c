@@ -389,9 +389,27 @@ vdnn_status net_load(const char *path, const net_overrides *ov, net **out)
     return net_from_cfg(f, 0, ov, out);
 }
 
+/* A clone sees the algorithms of n's device: the same table at the same batch, or,
+ * when n is on a CUDA device and the clone's batch differs, the table that device
+ * gives at the clone's batch (workspaces grow with it). */
+static vdnn_status clone_algos(const net *n, net **out)
+{
+    net *m = *out;
+    int rebind = n->dev && device_get_kind(n->dev) == DEVICE_CUDA && m->input.n != n->input.n;
+    vdnn_status st = VDNN_OK;
+    for (int i = 0; i < n->nlayers && st == VDNN_OK; i++)
+        st = rebind ? layer_bind(m->layers[i], n->dev) : layer_copy_algos(m->layers[i], n->layers[i]);
+    if (st != VDNN_OK) {
+        net_free(m);
+        *out = NULL;
+    }
+    return st;
+}
+
 vdnn_status net_clone(const net *n, net **out)
 {
-    return net_from_cfg(n->cfg, 1, &n->ov, out);
+    vdnn_status st = net_from_cfg(n->cfg, 1, &n->ov, out);
+    return st == VDNN_OK ? clone_algos(n, out) : st;
 }
 
 vdnn_status net_clone_micro(const net *n, int micro, net **out)
@@ -399,7 +417,8 @@ vdnn_status net_clone_micro(const net *n, int micro, net **out)
     net_overrides ov = n->ov;
     ov.batch = n->minibatch;
     ov.micro_batch = micro;
-    return net_from_cfg(n->cfg, 1, &ov, out);
+    vdnn_status st = net_from_cfg(n->cfg, 1, &ov, out);
+    return st == VDNN_OK ? clone_algos(n, out) : st;
 }
 
 vdnn_status net_remake(net *n, int micro, net **out)
@@ -475,8 +494,10 @@ vdnn_status net_attach(net *n, device *d)
     }
     for (int i = 0; i < n->nlayers; i++) {
         layer *l = n->layers[i];
+        vdnn_status st = layer_bind(l, d);
+        if (st != VDNN_OK) return st;
         if (net_policy_swaps(n, i, n->policy)) l->swap = 1;
-        vdnn_status st = l->swap ? layer_alloc_params_host(l, d, n->train.seed) : layer_alloc_params(l, d, n->train.seed);
+        st = l->swap ? layer_alloc_params_host(l, d, n->train.seed) : layer_alloc_params(l, d, n->train.seed);
         if (st != VDNN_OK) return st;
     }
     vdnn_status st = device_alloc(d, (size_t)n->input.n * sizeof(int32_t), "input", "labels", (void **)&n->labels);

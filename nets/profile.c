@@ -74,14 +74,27 @@ static vdnn_status bench_alloc(layer *l, device *d, int items, bench_bufs *b)
 {
     size_t xb = (size_t)items * shape_per_item(l->in) * sizeof(float);
     size_t yb = (size_t)items * shape_per_item(l->out) * sizeof(float);
+    vdnn_status st = layer_bind(l, d);
     b->ws_bytes = max_workspace(l);
-    vdnn_status st = layer_alloc_params(l, d, 1);
+    if (st == VDNN_OK) st = layer_alloc_params(l, d, 1);
     if (st == VDNN_OK) st = device_alloc(d, xb, l->name, "x (measuring)", &b->x);
     if (st == VDNN_OK) st = device_alloc(d, yb, l->name, "y (measuring)", &b->y);
     if (st == VDNN_OK) st = device_alloc(d, yb, l->name, "dy (measuring)", &b->dy);
     if (st == VDNN_OK) st = device_alloc(d, xb, l->name, "dx (measuring)", &b->dx);
     if (st == VDNN_OK) st = device_alloc(d, (size_t)items * sizeof(int32_t), l->name, "labels", (void **)&b->labels);
-    if (st == VDNN_OK && b->ws_bytes) st = device_alloc(d, b->ws_bytes, l->name, "workspace (measuring)", &b->ws);
+    /* The largest workspace that fits: an algorithm that needs more cannot run in this
+     * budget and is not measured (on a GPU, some need gigabytes). */
+    while (st == VDNN_OK && b->ws_bytes) {
+        st = device_alloc(d, b->ws_bytes, l->name, "workspace (measuring)", &b->ws);
+        if (st != VDNN_EBUDGET) break;
+        size_t smaller = 0;
+        for (int p = 0; p < PASS_COUNT; p++)
+            for (int a = 0; a < layer_algo_count(l, p) && a < PLAN_MAX_ALGOS; a++)
+                if (layer_workspace_bytes(l, p, a) < b->ws_bytes && layer_workspace_bytes(l, p, a) > smaller)
+                    smaller = layer_workspace_bytes(l, p, a);
+        b->ws_bytes = smaller;
+        st = VDNN_OK;
+    }
     /* random values, not zeros: branches on signs (ReLU, max pooling) must cost what
      * they cost on real data */
     if (st == VDNN_OK) st = fill_random(d, b->x, xb / sizeof(float), 1);
@@ -211,6 +224,7 @@ static vdnn_status measure_layer(layer *l, device *d, int items, layer_cost *lc)
     for (int k = 0; k < PLAN_MAX_ALGOS; k++) lc->fwd_s[k] = lc->bwd_data_s[k] = lc->bwd_filter_s[k] = 1e30;
     for (int k = 0; k < nf && st == VDNN_OK; k++) {
         a3[PASS_FWD] = by_workspace(l, PASS_FWD, k);
+        if (layer_workspace_bytes(l, PASS_FWD, a3[PASS_FWD]) > b.ws_bytes) continue;
         st = time_call(l, d, &b, items, a3, RUN_FWD, 0, best_of(lc->fwd_s, nf), &lc->fwd_s[a3[PASS_FWD]]);
     }
     a3[PASS_FWD] = 0;
@@ -221,6 +235,7 @@ static vdnn_status measure_layer(layer *l, device *d, int items, layer_cost *lc)
     } else {
         for (int k = 0; k < nb && st == VDNN_OK; k++) {
             a3[PASS_BWD_FILTER] = by_workspace(l, PASS_BWD_FILTER, k);
+            if (layer_workspace_bytes(l, PASS_BWD_FILTER, a3[PASS_BWD_FILTER]) > b.ws_bytes) continue;
             st = time_call(l, d, &b, items, a3, RUN_BWD_FILTER, 0, best_of(lc->bwd_filter_s, nb),
                            &lc->bwd_filter_s[a3[PASS_BWD_FILTER]]);
         }
@@ -233,6 +248,7 @@ static vdnn_status measure_layer(layer *l, device *d, int items, layer_cost *lc)
                 *t = 0;
                 continue;
             }
+            if (layer_workspace_bytes(l, PASS_BWD_DATA, a3[PASS_BWD_DATA]) > b.ws_bytes) continue;
             st = time_call(l, d, &b, items, a3, RUN_BWD, 1, best_of(lc->bwd_data_s, nd) + lc->bwd_filter_s[bf], t);
             *t = *t > lc->bwd_filter_s[bf] ? *t - lc->bwd_filter_s[bf] : 0;
         }
@@ -290,7 +306,7 @@ static void device_key(const device *d, double link_gbps, int threads, char *buf
     if (device_get_kind(d) == DEVICE_CPU)
         snprintf(buf, len, "cpu threads=%d link_gbps=%g", threads, link_gbps);
     else
-        snprintf(buf, len, "%s", device_describe(d));
+        snprintf(buf, len, "%s", device_model(d));
 }
 
 vdnn_status profile_measure(const net *n, const device *d, double link_gbps, int threads, profile *out)
@@ -311,8 +327,11 @@ vdnn_status profile_measure(const net *n, const device *d, double link_gbps, int
     if (link_bytes + POOL_ALIGN > need) need = link_bytes + POOL_ALIGN;
     device_options o = {.kind = device_get_kind(d), .budget_bytes = need + POOL_ALIGN, .threads = threads,
                         .link_gbps = link_gbps};
-    device *s = NULL;
-    st = device_create(&o, &s);
+    /* A GPU measures in its own pool (a second slab might not fit beside the first); the
+     * CPU device in a fresh arena of its own. */
+    int own = device_get_kind(d) != DEVICE_CUDA;
+    device *s = own ? NULL : (device *)d;
+    if (own) st = device_create(&o, &s);
     out->layers = calloc((size_t)m->nlayers, sizeof *out->layers);
     if (st == VDNN_OK && !out->layers) st = vdnn_fail(VDNN_ENOMEM, "out of host memory for a profile");
     out->nlayers = m->nlayers;
@@ -321,7 +340,7 @@ vdnn_status profile_measure(const net *n, const device *d, double link_gbps, int
     device_key(d, link_gbps, threads, out->device, sizeof out->device);
     for (int i = 0; i < m->nlayers && st == VDNN_OK; i++) st = measure_layer(m->layers[i], s, items, &out->layers[i]);
     if (st == VDNN_OK) st = measure_link(s, link_bytes, out);
-    device_destroy(s);
+    if (own) device_destroy(s);
     net_free(m);
     out->measure_s = vdnn_now_s() - t0;
     if (st != VDNN_OK) profile_free(out);

@@ -23,6 +23,9 @@ vdnn_status solver_update(device *d, param *p, double lr, double momentum, doubl
         sgd_cpu(p->value, p->grad, p->momentum, shape_count(p->shape), (float)lr, (float)momentum, wd);
         return VDNN_OK;
     }
+#ifdef VDNN_CUDA
+    if (device_get_kind(d) == DEVICE_CUDA) return solver_update_cuda(d, p, (float)lr, (float)momentum, wd);
+#endif
     return vdnn_fail(VDNN_EDEVICE, "solver: no implementation for this device");
 }
 

@@ -136,10 +136,10 @@ static void report_epoch(progress *p, double test_acc, double test_loss, double 
         fprintf(o->log, "{\"epoch\": %d, \"step\": %llu, \"lr\": %.6g, \"train_loss\": %.6g, \"train_acc\": %.6g, "
                 "\"test_loss\": %.6g, \"test_acc\": %.6g, \"images_per_s\": %.6g, \"epoch_time_s\": %.6g, "
                 "\"pool_peak_bytes\": %zu, \"offload_bytes\": %llu, \"prefetch_bytes\": %llu, "
-                "\"copy_wait_s\": %.6g}\n",
+                "\"copy_wait_s\": %.6g, \"vendor_bytes\": %zu}\n",
                 p->epoch + 1, (unsigned long long)p->n->step, lr, loss, acc, test_loss, test_acc, ips,
                 vdnn_now_s() - p->epoch_start, p->n->peak_iter_bytes, (unsigned long long)m.offload_bytes,
-                (unsigned long long)m.prefetch_bytes, m.wait_s);
+                (unsigned long long)m.prefetch_bytes, m.wait_s, device_vendor_bytes(p->n->dev));
         fflush(o->log);
     }
 }

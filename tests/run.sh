@@ -5,6 +5,9 @@
 # counted as skipped, never as passed.
 # Idle OpenMP threads that spin steal the cores from the suites running beside them.
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
+# The suites test the CPU device unless a check asks for a GPU by name (tests/test_cuda.c):
+# `--device auto` would otherwise take the GPU on a machine that has one.
+export VDNN_DEVICE="${VDNN_DEVICE:-cpu}"
 # Measured profiles (nets/planner.h) go to a folder of this run, not the user's cache.
 cache=$(mktemp -d "${TMPDIR:-/tmp}/vdnn-test-cache.XXXXXX")
 export VDNN_CACHE="$cache"

@@ -16,8 +16,13 @@ int cmd_info(int argc, char **argv);
 /* Prints "vdnn: <message>" to stderr; returns the exit code for errors (1). */
 int cli_error(void);
 
-/* Creates the device named by --device ("auto", "cpu", "cuda", "cuda:N") with a budget
- * (0: large enough for the net's training). */
+/* Creates the device named by --device ("auto", "cpu", "cuda", "cuda:N"; auto is the
+ * GPU when there is one and no --link-gbps, else the CPU; the VDNN_DEVICE variable
+ * stands in for auto) with a budget (0: on the CPU large enough for the net's training,
+ * on a GPU its free memory less a reserve for the libraries), the math mode cli_math
+ * (--math fp32|tf32) and cli_nondeterministic (--nondeterministic). */
+extern const char *cli_math;
+extern int cli_nondeterministic;
 vdnn_status cli_device(const char *name, size_t budget, long long threads, double link_gbps, const net *n,
                        device **out);
 

@@ -156,6 +156,7 @@ int cmd_profile(int argc, char **argv)
         {"--search", ARG_STRING, &f.search, 0, 0, "", 0}, {"--save-plan", ARG_STRING, &save, 0, 0, "", 0},
         {"--verify", ARG_INT, &f.verify, 0, 1000, "", 0}, {"--link-gbps", ARG_FLOAT, &f.link_gbps, 0.001, 1e4, "", 0},
         {"--threads", ARG_INT, &f.threads, 1, 1024, "", 0}, {"--device", ARG_STRING, &dev_name, 0, 0, "", 0},
+        {"--math", ARG_STRING, &cli_math, 0, 0, "", 0}, {"--nondeterministic", ARG_FLAG, &cli_nondeterministic, 0, 0, "", 0},
         {"--batch", ARG_INT, &batch, 1, 65536, "", 0}, {"--profile-cache", ARG_STRING, &f.cache, 0, 0, "", 0},
         {"--node-limit", ARG_INT, &f.node_limit, 0, 1e12, "", 0}, {"--micro-batch", ARG_INT, &micro, 1, 65536, "", 0},
         {NULL, 0, NULL, 0, 0, NULL, 0},

@@ -599,6 +599,7 @@ static vdnn_status parse_flags(int argc, char **argv, sweep *s)
         {"--threads", ARG_INT, &o->threads, 1, 1024, "", 0}, {"--batch", ARG_INT, &o->batch, 1, 65536, "", 0},
         {"--profile-cache", ARG_STRING, &o->cache, 0, 0, "", 0},
         {"--node-limit", ARG_INT, &o->node_limit, 0, 1e12, "", 0}, {"--device", ARG_STRING, &o->device, 0, 0, "", 0},
+        {"--math", ARG_STRING, &cli_math, 0, 0, "", 0}, {"--nondeterministic", ARG_FLAG, &cli_nondeterministic, 0, 0, "", 0},
         {NULL, 0, NULL, 0, 0, NULL, 0},
     };
     vdnn_status st = args_parse(argc, argv, 2, specs, &o->cfg, 1,

@@ -1,6 +1,7 @@
 /* The vdnn command-line program: parse, build, run. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -11,7 +12,8 @@
 
 static const char usage[] =
     "usage: vdnn COMMAND ...\n"
-    "  train CFG [--device auto|cpu] [--budget SIZE] [--policy none|all|conv|swap|recompute|dyn]\n"
+    "  train CFG [--device auto|cpu|cuda[:N]] [--math fp32|tf32] [--nondeterministic]\n"
+    "            [--budget SIZE] [--policy none|all|conv|swap|recompute|dyn]\n"
     "            [--algo perf|mem] [--micro-batch N] [--plan FILE] [--search bb|vdnn]\n"
     "            [--profile-cache DIR] [--node-limit N]\n"
     "            [--link-gbps X] [--sync-layers] [--trace FILE] [--data PATH] [--epochs N]\n"
@@ -24,6 +26,8 @@ static const char usage[] =
     "  sweep CFG --budgets LIST --policies LIST [--out DIR] [--simulate] [--iters N]\n"
     "            [--link-gbps X] [--threads N] [--batch N] [--device D] [--profile-cache DIR]\n"
     "            [--node-limit N]\n"
+    "  devices   (or --version) the backends built and the GPUs visible\n"
+    "test, profile and sweep take --device, --math and --nondeterministic as train does.\n"
     "See docs/cli.md.\n";
 
 int cli_error(void)
@@ -35,6 +39,15 @@ int cli_error(void)
 /* With no budget given: room for the plan with the largest-workspace algorithms (what
  * the perf measurement can pick at most), and an eighth more for the placement of
  * whatever algorithms it does pick. */
+/* On a GPU with no budget given: what is free, less a reserve for cuDNN's and cuBLAS's
+ * own memory (their handles and libraries take a few hundred MiB). */
+static size_t cuda_default_budget(int index)
+{
+    size_t free_bytes = device_cuda_free_bytes(index), reserve = (size_t)1 << 30;
+    return free_bytes > 2 * reserve ? pool_round(free_bytes - reserve - free_bytes / 16) - POOL_ALIGN
+                                    : free_bytes / 2 / POOL_ALIGN * POOL_ALIGN;
+}
+
 static size_t default_budget(const net *n)
 {
     net *m = NULL;
@@ -49,16 +62,45 @@ static size_t default_budget(const net *n)
     return pool_round(need + need / 8);
 }
 
+const char *cli_math = "fp32";
+int cli_nondeterministic = 0;
+
+/* "cuda" or "cuda:N" into the GPU index; -1 if the name is not of that form. */
+static int cuda_index(const char *name)
+{
+    if (strncmp(name, "cuda", 4)) return -1;
+    if (!name[4]) return 0;
+    if (name[4] != ':' || !name[5]) return -1;
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(name + 5, &end, 10);
+    return errno || *end || v < 0 || v > 1024 ? -1 : (int)v;
+}
+
 vdnn_status cli_device(const char *name, size_t budget, long long threads, double link_gbps, const net *n,
                        device **out)
 {
     device_options o = {0};
-    if (!strcmp(name, "cpu") || !strcmp(name, "auto")) o.kind = DEVICE_CPU;
-    else if (!strncmp(name, "cuda", 4) && (name[4] == 0 || name[4] == ':')) o.kind = DEVICE_CUDA;
-    else return vdnn_fail(VDNN_EINVAL, "--device: '%s' is not one of auto, cpu, cuda, cuda:N", name);
-    o.budget_bytes = budget ? budget : default_budget(n);
+    const char *env = getenv("VDNN_DEVICE");
+    if (!strcmp(name, "auto") && env && *env) name = env;
+    if (strcmp(cli_math, "fp32") && strcmp(cli_math, "tf32"))
+        return vdnn_fail(VDNN_EINVAL, "--math: '%s' is not one of fp32, tf32", cli_math);
+    /* auto takes the GPU when there is one, unless a link speed asks for the CPU's emulated link */
+    if (!strcmp(name, "auto")) name = link_gbps <= 0 && device_cuda_count() > 0 ? "cuda" : "cpu";
+    if (!strcmp(name, "cpu")) o.kind = DEVICE_CPU;
+    else if (cuda_index(name) >= 0) o.kind = DEVICE_CUDA, o.cuda_index = cuda_index(name);
+    else
+        return vdnn_fail(VDNN_EINVAL, "--device: '%s'%s is not one of auto, cpu, cuda, cuda:N", name,
+                         name == env ? " (from VDNN_DEVICE)" : "");
+    if (o.kind == DEVICE_CUDA && link_gbps > 0)
+        return vdnn_fail(VDNN_EINVAL, "--link-gbps emulates a link on the CPU device; a GPU has its own (drop it, "
+                                      "or use --device cpu)");
+    o.budget_bytes = budget ? budget : o.kind == DEVICE_CUDA ? cuda_default_budget(o.cuda_index) : 0;
+    if (!o.budget_bytes) o.budget_bytes = default_budget(n);   /* no GPU: device_create says so */
     o.threads = (int)threads;
     o.link_gbps = link_gbps;
+    o.tf32 = !strcmp(cli_math, "tf32");
+    o.nondeterministic = cli_nondeterministic;
     return device_create(&o, out);
 }
 
@@ -212,7 +254,9 @@ int cmd_train(int argc, char **argv)
                    .node_limit = PLAN_NODE_LIMIT};
     const char *cfg = NULL;
     arg_spec specs[] = {
-        {"--device", ARG_STRING, &f.device, 0, 0, "", 0}, {"--budget", ARG_BYTES, &f.budget, 0, 0, "", 0},
+        {"--device", ARG_STRING, &f.device, 0, 0, "", 0},
+        {"--math", ARG_STRING, &cli_math, 0, 0, "", 0}, {"--nondeterministic", ARG_FLAG, &cli_nondeterministic, 0, 0, "", 0},
+        {"--budget", ARG_BYTES, &f.budget, 0, 0, "", 0},
         {"--data", ARG_STRING, &f.data, 0, 0, "", 0}, {"--epochs", ARG_INT, &f.epochs, 1, 1e6, "", 0},
         {"--steps", ARG_INT, &f.steps, 1, 1e12, "", 0}, {"--batch", ARG_INT, &f.batch, 1, 65536, "", 0},
         {"--lr", ARG_FLOAT, &f.lr, 1e-12, 100, "", 0}, {"--seed", ARG_INT, &f.seed, 0, 2147483647, "", 0},
@@ -257,6 +301,9 @@ int cmd_train(int argc, char **argv)
         char peak[32];
         fprintf(o.out, "done: %lld steps, %.0f img/s, pool peak %s", s.steps, s.images_per_s,
                 vdnn_fmt_bytes(s.pool_peak_bytes, peak, sizeof peak));
+        if (device_get_kind(d) == DEVICE_CUDA)
+            fprintf(o.out, " (+ %s held by the CUDA runtime, cuDNN and cuBLAS)",
+                    vdnn_fmt_bytes(device_vendor_bytes(d), peak, sizeof peak));
         if (s.test_acc >= 0) fprintf(o.out, ", test accuracy %.2f%%", 100 * s.test_acc);
         fprintf(o.out, "%s%s\n", f.save ? ", saved " : "", f.save ? f.save : "");
     }
@@ -279,6 +326,7 @@ int cmd_test(int argc, char **argv)
     arg_spec specs[] = {
         {"--weights", ARG_STRING, &f.weights, 0, 0, "", 0}, {"--data", ARG_STRING, &f.data, 0, 0, "", 0},
         {"--batch", ARG_INT, &f.batch, 1, 65536, "", 0}, {"--device", ARG_STRING, &f.device, 0, 0, "", 0},
+        {"--math", ARG_STRING, &cli_math, 0, 0, "", 0}, {"--nondeterministic", ARG_FLAG, &cli_nondeterministic, 0, 0, "", 0},
         {"--budget", ARG_BYTES, &f.budget, 0, 0, "", 0}, {"--threads", ARG_INT, &f.threads, 1, 1024, "", 0},
         {"--log", ARG_STRING, &f.log, 0, 0, "", 0}, {NULL, 0, NULL, 0, 0, NULL, 0},
     };
@@ -318,6 +366,15 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "info")) return cmd_info(argc, argv);
     if (!strcmp(argv[1], "profile")) return cmd_profile(argc, argv);
     if (!strcmp(argv[1], "sweep")) return cmd_sweep(argc, argv);
+    if (!strcmp(argv[1], "devices") || !strcmp(argv[1], "--version")) {
+        if (argc > 2) {
+            fprintf(stderr, "vdnn: %s takes no arguments\n", argv[1]);
+            return 2;
+        }
+        printf("vdnn: backends cpu%s\n", device_cuda_built() ? ", cuda" : "");
+        device_cuda_report(stdout);
+        return 0;
+    }
     fprintf(stderr, "vdnn: unknown command '%s'\n%s", argv[1], usage);
     return 2;
 }

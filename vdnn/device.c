@@ -43,6 +43,7 @@ void device_destroy(device *d)
 
 device_kind device_get_kind(const device *d) { return d->kind; }
 const char *device_describe(const device *d) { return d->desc; }
+const char *device_model(const device *d) { return d->model[0] ? d->model : d->desc; }
 pool *device_pool(device *d) { return d->pool; }
 
 vdnn_status device_alloc(device *d, size_t bytes, const char *layer, const char *tensor, void **ptr)

@@ -17,6 +17,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "vdnn/pool.h"
 #include "vdnn/status.h"
@@ -36,6 +37,10 @@ typedef struct device_options {
     size_t budget_bytes;   /* capacity of the device pool (the slab) */
     int threads;           /* CPU compute threads (OpenMP/OpenBLAS); 0 = all cores */
     double link_gbps;      /* CPU device: copy-engine throttle in GB/s per direction; 0 = none */
+    int tf32;              /* CUDA: let convolutions and GEMMs use TF32 tensor cores (default:
+                            * strict FP32, FMA only) */
+    int nondeterministic;  /* CUDA: offer cuDNN's nondeterministic algorithms too (default:
+                            * deterministic ones only, so runs repeat bit for bit) */
 } device_options;
 
 /* Creates a device; on failure returns a status and a message ("no CUDA device", "budget
@@ -47,6 +52,9 @@ device_kind device_get_kind(const device *d);
 /* The options the device was created with. */
 const device_options *device_get_options(const device *d);
 const char *device_describe(const device *d);   /* e.g. "cpu (2 threads, link 12 GB/s)" */
+/* What makes measurements on this device differ from another's, the budget left out:
+ * e.g. "cuda NVIDIA H100 80GB HBM3 sm90 cudnn 91900 fp32" (profile cache key). */
+const char *device_model(const device *d);
 pool *device_pool(device *d);
 
 /* Device memory from the pool. `layer` and `tensor` name the request in a budget error. */
@@ -106,6 +114,22 @@ void device_sim_set_model(device *d, const sim_model *m);
 void device_sim_layer(device *d, const struct layer *l, int what);
 /* When the last work on either stream ends. */
 double device_sim_elapsed(const device *d);
+
+/* The number of CUDA GPUs this process sees: 0 when there is no driver or no GPU, and
+ * in a build without CUDA. */
+int device_cuda_count(void);
+/* Whether this build has the CUDA backend. */
+int device_cuda_built(void);
+/* Prints what the CUDA backend was built with, the driver and runtime found, and each
+ * GPU (name, compute capability, memory), one line each. */
+void device_cuda_report(FILE *f);
+/* Free memory on GPU `index` now (0 when there is none). */
+size_t device_cuda_free_bytes(int index);
+
+/* Bytes of device memory that the CUDA runtime, cuDNN and cuBLAS hold for themselves
+ * beside the pool (handles, library code, cuBLAS's workspace), measured with
+ * cudaMemGetInfo from the moment the device's context existed; 0 on other devices. */
+size_t device_vendor_bytes(device *d);
 
 /* Monotonic time in seconds, for progress, logs and traces. */
 double vdnn_now_s(void);

@@ -281,11 +281,3 @@ nomem:
     free(d);
     return vdnn_fail(VDNN_ENOMEM, "out of host memory creating the CPU device");
 }
-
-vdnn_status device_create_cuda(const device_options *opt, device **out)
-{
-    (void)opt;
-    *out = NULL;
-    return vdnn_fail(VDNN_EDEVICE, "--device cuda: this vdnn was built without CUDA support "
-                                   "(the CUDA backend is not part of this build); use --device cpu");
-}

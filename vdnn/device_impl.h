@@ -38,6 +38,7 @@ struct device {
     char *slab;            /* base of the budgeted device memory */
     size_t budget_bytes;
     char desc[160];
+    char model[160];       /* device_model(); empty: desc */
     device_options opt;    /* as created */
     void *priv;            /* the implementation's state */
 };

@@ -11,9 +11,17 @@
 #include <math.h>
 #include <stdint.h>
 
+/* The hash must give the very same bits in CUDA kernels (the dropout masks), so these
+ * functions are callable from device code when compiled by nvcc. */
+#if defined(__CUDACC__)
+#define VDNN_HD __host__ __device__
+#else
+#define VDNN_HD
+#endif
+
 typedef struct rng { uint64_t s[4]; } rng;   /* the whole state; plain data */
 
-static inline uint64_t rng_splitmix(uint64_t *x)
+static inline VDNN_HD uint64_t rng_splitmix(uint64_t *x)
 {
     uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -21,15 +29,15 @@ static inline uint64_t rng_splitmix(uint64_t *x)
     return z ^ (z >> 31);
 }
 
-static inline void rng_seed(rng *r, uint64_t seed)
+static inline VDNN_HD void rng_seed(rng *r, uint64_t seed)
 {
     uint64_t x = seed;
     for (int i = 0; i < 4; i++) r->s[i] = rng_splitmix(&x);
 }
 
-static inline uint64_t rng_rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+static inline VDNN_HD uint64_t rng_rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
-static inline uint64_t rng_next(rng *r)
+static inline VDNN_HD uint64_t rng_next(rng *r)
 {
     uint64_t *s = r->s;
     uint64_t out = rng_rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
@@ -39,15 +47,15 @@ static inline uint64_t rng_next(rng *r)
 }
 
 /* Uniform in [0, 1) with 24 random bits. */
-static inline float rng_u01(uint64_t bits) { return (float)(bits >> 40) * (1.0f / 16777216.0f); }
+static inline VDNN_HD float rng_u01(uint64_t bits) { return (float)(bits >> 40) * (1.0f / 16777216.0f); }
 
-static inline float rng_uniform(rng *r) { return rng_u01(rng_next(r)); }
+static inline VDNN_HD float rng_uniform(rng *r) { return rng_u01(rng_next(r)); }
 
 /* Uniform integer in [0, n), n > 0. */
-static inline uint32_t rng_below(rng *r, uint32_t n) { return (uint32_t)(((rng_next(r) >> 32) * (uint64_t)n) >> 32); }
+static inline VDNN_HD uint32_t rng_below(rng *r, uint32_t n) { return (uint32_t)(((rng_next(r) >> 32) * (uint64_t)n) >> 32); }
 
 /* Standard normal (Box-Muller, one value per call). */
-static inline float rng_normal(rng *r)
+static inline VDNN_HD float rng_normal(rng *r)
 {
     double u1 = ((rng_next(r) >> 11) + 1.0) * (1.0 / 9007199254740994.0);
     double u2 = (rng_next(r) >> 11) * (1.0 / 9007199254740992.0);
@@ -55,7 +63,7 @@ static inline float rng_normal(rng *r)
 }
 
 /* Stateless: 64 random bits for the triple (seed, a, b). */
-static inline uint64_t rng_hash(uint64_t seed, uint64_t a, uint64_t b)
+static inline VDNN_HD uint64_t rng_hash(uint64_t seed, uint64_t a, uint64_t b)
 {
     uint64_t x = seed ^ (a * 0xD1B54A32D192ED03ull) ^ (b * 0x8CB92BA72F3D8DD7ull);
     uint64_t z = rng_splitmix(&x);

@@ -1,0 +1,413 @@
+/* The convolutional layer (CUDA half): cuDNN's convolution, bias and gradient routines
+ * on the device's compute stream, with the algorithm the plan chose for each pass.
+ *
+ * The CPU half (layers/conv.c) fixes the semantics this file must match: a
+ * cross-correlation (no kernel flip) with symmetric zero padding, output side
+ * (in + 2*pad - K) / stride + 1, weights (OC, IC, K, K), an optional bias (OC); backward
+ * overwrites dx and overwrites or adds to the parameter gradients (c->accumulate).
+ *
+ * conv_bind_cuda asks cuDNN, without running anything, which forward, backward-data and
+ * backward-filter algorithms support this shape at the layer's max batch, and with what
+ * workspace; that table (l->algos) replaces the CPU's algorithms on this device. Each
+ * call then runs the chosen algorithm on c->workspace, which the caller sized from that
+ * table. Everything is asynchronous on the compute stream: no allocation, no sync.
+ *
+ * cuDNN 9 deprecates this (legacy) convolution API in favour of the graph API; every use
+ * of it lives in this file, so that a move to the graph API stays local. */
+#include "vdnn/cuda_util.h"
+
+#include "layers/conv.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* cuDNN's own state for one layer: descriptors, the x/y pair set for `n` items, and the
+ * workspace one pass needs at a batch other than the max (see need_workspace). */
+typedef struct conv_gpu {
+    cudnnTensorDescriptor_t x;        /* (n, IC, H, W); dx has the same shape */
+    cudnnTensorDescriptor_t y;        /* (n, OC, OH, OW); dy has the same shape */
+    cudnnTensorDescriptor_t bias;     /* (1, OC, 1, 1) */
+    cudnnFilterDescriptor_t w;        /* (OC, IC, K, K) */
+    cudnnConvolutionDescriptor_t conv;
+    int n;                            /* items x and y are set for; 0 before the first */
+    int ws_n[PASS_COUNT], ws_id[PASS_COUNT];
+    size_t ws_bytes[PASS_COUNT];      /* workspace of algorithm ws_id for ws_n items */
+} conv_gpu;
+
+/* Readable, stable names per cuDNN enum value: a plan file pins algorithms by name. */
+static const char *const fwd_names[] = {"implicit-gemm", "implicit-precomp-gemm", "gemm", "direct",
+                                        "fft",           "fft-tiling",            "winograd",
+                                        "winograd-nonfused"};
+static const char *const bwd_data_names[] = {"algo0",    "algo1",
+                                             "fft",      "fft-tiling",
+                                             "winograd", "winograd-nonfused"};
+static const char *const bwd_filter_names[] = {"algo0",    "algo1",
+                                               "fft",      "algo3",
+                                               "winograd", "winograd-nonfused",
+                                               "fft-tiling"};
+static_assert(sizeof fwd_names / sizeof *fwd_names == CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+              "a name per cuDNN forward algorithm");
+static_assert(sizeof bwd_data_names / sizeof *bwd_data_names == CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+              "a name per cuDNN backward-data algorithm");
+static_assert(sizeof bwd_filter_names / sizeof *bwd_filter_names ==
+                  CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+              "a name per cuDNN backward-filter algorithm");
+
+static const char *const pass_words[PASS_COUNT] = {"forward", "backward-data", "backward-filter"};
+
+static int id_count(int pass)
+{
+    return pass == PASS_FWD        ? (int)CUDNN_CONVOLUTION_FWD_ALGO_COUNT
+           : pass == PASS_BWD_DATA ? (int)CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT
+                                   : (int)CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
+}
+
+static const char *id_name(int pass, int id)
+{
+    return pass == PASS_FWD ? fwd_names[id] : pass == PASS_BWD_DATA ? bwd_data_names[id] : bwd_filter_names[id];
+}
+
+/* The algorithms cuDNN documents as using atomics (enum comments in cudnn_ops.h): never
+ * reported as deterministic, whatever a heuristic query says. */
+static int known_nondeterministic(int pass, int id)
+{
+    if (pass == PASS_BWD_DATA) return id == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
+    if (pass == PASS_BWD_FILTER)
+        return id == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 || id == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
+    return 0;
+}
+
+/* ---- descriptors ------------------------------------------------------------------- */
+
+static vdnn_status set_batch(const layer *l, conv_gpu *s, int n)
+{
+    if (s->n == n) return VDNN_OK;
+    CUDNN_TRY(cudnnSetTensor4dDescriptor(s->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, l->in.c, l->in.h, l->in.w));
+    CUDNN_TRY(cudnnSetTensor4dDescriptor(s->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, l->out.c, l->out.h,
+                                         l->out.w));
+    s->n = n;
+    return VDNN_OK;
+}
+
+/* Strict FP32 pins cuDNN to FMA kernels: on Ampere and newer its default math lets FP32
+ * convolutions run on TF32 tensor cores, which would drift from the CPU reference. With
+ * TF32 allowed, the default math is the one that permits it for FP32 data. */
+static vdnn_status make_descriptors(const layer *l, conv_gpu *s, int tf32)
+{
+    const conv_params *p = (const conv_params *)l->priv;
+    CUDNN_TRY(cudnnCreateTensorDescriptor(&s->x));
+    CUDNN_TRY(cudnnCreateTensorDescriptor(&s->y));
+    CUDNN_TRY(cudnnCreateTensorDescriptor(&s->bias));
+    CUDNN_TRY(cudnnCreateFilterDescriptor(&s->w));
+    CUDNN_TRY(cudnnCreateConvolutionDescriptor(&s->conv));
+    CUDNN_TRY(cudnnSetTensor4dDescriptor(s->bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, l->out.c, 1, 1));
+    CUDNN_TRY(cudnnSetFilter4dDescriptor(s->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, l->out.c, l->in.c, p->size,
+                                         p->size));
+    CUDNN_TRY(cudnnSetConvolution2dDescriptor(s->conv, p->pad, p->pad, p->stride, p->stride, 1, 1,
+                                              CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    CUDNN_TRY(cudnnSetConvolutionMathType(s->conv, tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+    return set_batch(l, s, l->in.n);
+}
+
+/* cuDNN's output shape must be the CPU half's, or the two halves compute different
+ * layers. */
+static vdnn_status check_output(const layer *l, const conv_gpu *s)
+{
+    int n = 0, c = 0, h = 0, w = 0;
+    CUDNN_TRY(cudnnGetConvolution2dForwardOutputDim(s->conv, s->x, s->w, &n, &c, &h, &w));
+    if (n != l->out.n || c != l->out.c || h != l->out.h || w != l->out.w)
+        return vdnn_fail(VDNN_EDEVICE,
+                         "%s: cuDNN computes an output of %dx%dx%dx%d where the layer has %dx%dx%dx%d "
+                         "(input %dx%dx%dx%d)",
+                         l->name, n, c, h, w, l->out.n, l->out.c, l->out.h, l->out.w, l->in.n, l->in.c, l->in.h,
+                         l->in.w);
+    return VDNN_OK;
+}
+
+/* Workspace of algorithm `id` of `pass` at the batch the descriptors are set for. A
+ * cuDNN status, not a vdnn one: while the table is built an algorithm that cannot say
+ * is left out rather than failing the layer. */
+static cudnnStatus_t workspace_of(cudnnHandle_t h, const conv_gpu *s, int pass, int id, size_t *bytes)
+{
+    *bytes = 0;
+    if (pass == PASS_FWD)
+        return cudnnGetConvolutionForwardWorkspaceSize(h, s->x, s->w, s->conv, s->y, (cudnnConvolutionFwdAlgo_t)id,
+                                                       bytes);
+    if (pass == PASS_BWD_DATA)
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(h, s->w, s->y, s->conv, s->x,
+                                                            (cudnnConvolutionBwdDataAlgo_t)id, bytes);
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, s->x, s->y, s->conv, s->w,
+                                                          (cudnnConvolutionBwdFilterAlgo_t)id, bytes);
+}
+
+/* ---- the algorithm table ----------------------------------------------------------- */
+
+/* Room for cuDNN's answers: at most one per algorithm and math type. */
+#define CONV_PERF_MAX 64
+
+/* One entry of a cuDNN heuristic answer, whatever the pass. */
+typedef struct conv_candidate {
+    int id;
+    cudnnStatus_t status;
+    int deterministic;
+    cudnnMathType_t math;
+} conv_candidate;
+
+template <typename perf_t>
+static int to_candidates(const perf_t *perf, int count, conv_candidate *out)
+{
+    for (int i = 0; i < count; i++) {
+        out[i].id = (int)perf[i].algo;
+        out[i].status = perf[i].status;
+        out[i].deterministic = perf[i].determinism == CUDNN_DETERMINISTIC;
+        out[i].math = perf[i].mathType;
+    }
+    return count;
+}
+
+/* cuDNN's heuristic answer for one pass at the current descriptors: every algorithm
+ * with its support status and determinism, none of them run. */
+static vdnn_status query_pass(cudnnHandle_t h, const conv_gpu *s, int pass, conv_candidate *out, int *count)
+{
+    int max = 0, got = 0;
+    *count = 0;
+    if (pass == PASS_FWD) {
+        cudnnConvolutionFwdAlgoPerf_t perf[CONV_PERF_MAX];
+        CUDNN_TRY(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max));
+        max = max < CONV_PERF_MAX ? max : CONV_PERF_MAX;
+        CUDNN_TRY(cudnnGetConvolutionForwardAlgorithm_v7(h, s->x, s->w, s->conv, s->y, max, &got, perf));
+        *count = to_candidates(perf, got, out);
+    } else if (pass == PASS_BWD_DATA) {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[CONV_PERF_MAX];
+        CUDNN_TRY(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max));
+        max = max < CONV_PERF_MAX ? max : CONV_PERF_MAX;
+        CUDNN_TRY(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, s->w, s->y, s->conv, s->x, max, &got, perf));
+        *count = to_candidates(perf, got, out);
+    } else {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[CONV_PERF_MAX];
+        CUDNN_TRY(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max));
+        max = max < CONV_PERF_MAX ? max : CONV_PERF_MAX;
+        CUDNN_TRY(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, s->x, s->y, s->conv, s->w, max, &got, perf));
+        *count = to_candidates(perf, got, out);
+    }
+    return VDNN_OK;
+}
+
+/* Whether an entry of math type `m` says anything about running with `ours`: a
+ * tensor-core entry does not, under strict FP32, whose FMA kernels are other kernels. */
+static int math_fits(cudnnMathType_t m, cudnnMathType_t ours)
+{
+    return ours != CUDNN_FMA_MATH || (m != CUDNN_TENSOR_OP_MATH && m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
+}
+
+/* The supported entry for algorithm `id`, or NULL. cuDNN may list an algorithm once per
+ * math type; the one of the descriptor's math type is the one that will run. Another
+ * fitting entry still stands for the algorithm, as the descriptor's math type rules at
+ * run time and the workspace query (made with the descriptor) confirms support. */
+static const conv_candidate *pick(const conv_candidate *cand, int count, int id, cudnnMathType_t math)
+{
+    const conv_candidate *best = NULL;
+    for (int i = 0; i < count; i++) {
+        if (cand[i].id != id || cand[i].status != CUDNN_STATUS_SUCCESS || !math_fits(cand[i].math, math)) continue;
+        if (!best || (best->math != math && cand[i].math == math)) best = &cand[i];
+    }
+    return best;
+}
+
+/* The algorithms of one pass at the max batch, in cuDNN id order (so that a pinned name
+ * keeps meaning one algorithm), nondeterministic ones only when `allow_nondet`. */
+static vdnn_status list_pass(const layer *l, cudnnHandle_t h, const conv_gpu *s, int pass, int allow_nondet,
+                             layer_algos *t)
+{
+    conv_candidate cand[CONV_PERF_MAX];
+    int count = 0;
+    vdnn_status st = query_pass(h, s, pass, cand, &count);
+    if (st != VDNN_OK) return st;
+    cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+    CUDNN_TRY(cudnnGetConvolutionMathType(s->conv, &math));
+    int kept = 0;
+    for (int id = 0; id < id_count(pass) && kept < LAYER_MAX_ALGOS; id++) {
+        const conv_candidate *c = pick(cand, count, id, math);
+        if (!c) continue;
+        int det = c->deterministic && !known_nondeterministic(pass, id);
+        if (!det && !allow_nondet) continue;
+        size_t bytes = 0;
+        if (workspace_of(h, s, pass, id, &bytes) != CUDNN_STATUS_SUCCESS) continue;
+        layer_algo *a = &t->a[pass][kept++];
+        snprintf(a->name, sizeof a->name, "%s", id_name(pass, id));
+        a->workspace_bytes = bytes;
+        a->id = id;
+        a->deterministic = det;
+    }
+    t->count[pass] = kept;
+    if (kept == 0) {
+        const conv_params *p = (const conv_params *)l->priv;
+        return vdnn_fail(VDNN_EDEVICE,
+                         "%s: cuDNN offers no %s%s algorithm for this convolution (%dx%d/%d p%d, input "
+                         "%dx%dx%dx%d)%s",
+                         l->name, allow_nondet ? "" : "deterministic ", pass_words[pass], p->size, p->size,
+                         p->stride, p->pad, l->in.n, l->in.c, l->in.h, l->in.w,
+                         allow_nondet ? "" : "; --nondeterministic lets it use the others");
+    }
+    return VDNN_OK;
+}
+
+extern "C" void conv_unbind_cuda(layer *l)
+{
+    conv_gpu *s = (conv_gpu *)l->gpu;
+    if (!s) return;
+    if (s->conv) cudnnDestroyConvolutionDescriptor(s->conv);
+    if (s->w) cudnnDestroyFilterDescriptor(s->w);
+    if (s->bias) cudnnDestroyTensorDescriptor(s->bias);
+    if (s->y) cudnnDestroyTensorDescriptor(s->y);
+    if (s->x) cudnnDestroyTensorDescriptor(s->x);
+    free(s);
+    l->gpu = NULL;
+}
+
+extern "C" vdnn_status conv_bind_cuda(layer *l, device *d)
+{
+    cuda_ctx *ctx = device_cuda_ctx(d);
+    if (!ctx) return vdnn_fail(VDNN_EDEVICE, "%s: binding the CUDA half to a device that is not CUDA", l->name);
+    conv_unbind_cuda(l);
+    conv_gpu *s = (conv_gpu *)calloc(1, sizeof *s);
+    layer_algos *t = (layer_algos *)calloc(1, sizeof *t);
+    if (!s || !t) {
+        free(s);
+        free(t);
+        return vdnn_fail(VDNN_ENOMEM, "out of host memory for %s's cuDNN state", l->name);
+    }
+    l->gpu = s;
+    const int allow_nondet = device_get_options(d)->nondeterministic != 0;
+    vdnn_status st = make_descriptors(l, s, ctx->tf32);
+    if (st == VDNN_OK) st = check_output(l, s);
+    for (int pass = 0; pass < PASS_COUNT && st == VDNN_OK; pass++)
+        st = list_pass(l, ctx->cudnn, s, pass, allow_nondet, t);
+    if (st != VDNN_OK) {
+        conv_unbind_cuda(l);
+        free(t);
+        return st;
+    }
+    free(l->algos);
+    l->algos = t;
+    return VDNN_OK;
+}
+
+/* ---- forward and backward ---------------------------------------------------------- */
+
+/* The layer's cuDNN state and the device's context, or a failure for a layer that was
+ * not bound to this CUDA device. */
+static vdnn_status begin_call(layer *l, const exec_ctx *c, cuda_ctx **ctx, conv_gpu **s)
+{
+    *ctx = device_cuda_ctx(c->dev);
+    *s = (conv_gpu *)l->gpu;
+    if (!*ctx || !*s || !l->algos)
+        return vdnn_fail(VDNN_EDEVICE, "%s: its CUDA half is not bound to this device (layer_bind)", l->name);
+    if (c->n < 1 || c->n > l->in.n)
+        return vdnn_fail(VDNN_EINVAL, "%s: batch of %d items, expected 1..%d", l->name, c->n, l->in.n);
+    return set_batch(l, *s, c->n);
+}
+
+/* The cuDNN id of the algorithm chosen for `pass`. */
+static vdnn_status chosen_id(const layer *l, int pass, int *id)
+{
+    int a = l->algo[pass];
+    if (a < 0 || a >= l->algos->count[pass])
+        return vdnn_fail(VDNN_EINVAL, "%s: no %s algorithm %d on this device (it has %d)", l->name,
+                         pass_words[pass], a, l->algos->count[pass]);
+    *id = l->algos->a[pass][a].id;
+    return VDNN_OK;
+}
+
+/* Bytes of c->workspace that cuDNN may use (none without a buffer). */
+static size_t given_bytes(const exec_ctx *c)
+{
+    return c->workspace ? c->workspace_bytes : 0;
+}
+
+/* Checks that c->workspace holds what algorithm `id` of `pass` needs for c->n items.
+ * At the max batch that is the table's figure; at another batch cuDNN is asked (the
+ * answer is kept for the next call). Some algorithms need more at a smaller batch (a
+ * last, partial batch): then the table's algorithm that needs least at this batch runs
+ * instead, the same one under every policy, so runs stay comparable. */
+static vdnn_status need_workspace(layer *l, const exec_ctx *c, cudnnHandle_t h, conv_gpu *s, int pass, int *id)
+{
+    size_t need = l->algos->a[pass][l->algo[pass]].workspace_bytes, given = given_bytes(c);
+    if (c->n != l->in.n) {
+        if (s->ws_n[pass] != c->n || s->ws_id[pass] != *id) {
+            if (workspace_of(h, s, pass, *id, &need) != CUDNN_STATUS_SUCCESS) need = SIZE_MAX;
+            s->ws_n[pass] = c->n;
+            s->ws_id[pass] = *id;
+            s->ws_bytes[pass] = need;
+        }
+        need = s->ws_bytes[pass];
+    }
+    if (need <= given) return VDNN_OK;
+    int best = -1;
+    size_t best_need = SIZE_MAX;
+    for (int a = 0; a < l->algos->count[pass]; a++) {
+        size_t b = 0;
+        int aid = l->algos->a[pass][a].id;
+        if (workspace_of(h, s, pass, aid, &b) == CUDNN_STATUS_SUCCESS && b <= given && b < best_need) {
+            best = aid;
+            best_need = b;
+        }
+    }
+    if (best < 0)
+        return vdnn_fail(VDNN_EINVAL, "%s: the %s algorithm %s needs %zu bytes of workspace for %d items, %zu given, "
+                         "and no other algorithm fits",
+                         l->name, pass_words[pass], id_name(pass, *id), need, c->n, given);
+    *id = best;
+    return VDNN_OK;
+}
+
+extern "C" vdnn_status conv_forward_cuda(layer *l, const exec_ctx *c, const float *x, float *y)
+{
+    cuda_ctx *ctx = NULL;
+    conv_gpu *s = NULL;
+    int id = 0;
+    vdnn_status st = begin_call(l, c, &ctx, &s);
+    if (st == VDNN_OK) st = chosen_id(l, PASS_FWD, &id);
+    if (st == VDNN_OK) st = need_workspace(l, c, ctx->cudnn, s, PASS_FWD, &id);
+    if (st != VDNN_OK) return st;
+    const conv_params *p = (const conv_params *)l->priv;
+    const float one = 1.0f, zero = 0.0f;
+    CUDNN_TRY(cudnnConvolutionForward(ctx->cudnn, &one, s->x, x, s->w, l->params[CONV_WEIGHTS].value, s->conv,
+                                      (cudnnConvolutionFwdAlgo_t)id, c->workspace, given_bytes(c), &zero, s->y,
+                                      y));
+    if (p->bias)
+        CUDNN_TRY(cudnnAddTensor(ctx->cudnn, &one, s->bias, l->params[CONV_BIAS].value, &one, s->y, y));
+    return VDNN_OK;
+}
+
+/* The filter, bias and (when dx is not NULL) data gradients. The filter and data passes
+ * take c->workspace in turn: both are on the compute stream, so the second starts after
+ * the first is done with it. */
+extern "C" vdnn_status conv_backward_cuda(layer *l, const exec_ctx *c, const float *x, const float *y,
+                                          const float *dy, float *dx)
+{
+    (void)y;
+    cuda_ctx *ctx = NULL;
+    conv_gpu *s = NULL;
+    int fid = 0, did = 0;
+    vdnn_status st = begin_call(l, c, &ctx, &s);
+    if (st == VDNN_OK) st = chosen_id(l, PASS_BWD_FILTER, &fid);
+    if (st == VDNN_OK) st = need_workspace(l, c, ctx->cudnn, s, PASS_BWD_FILTER, &fid);
+    if (st == VDNN_OK && dx) st = chosen_id(l, PASS_BWD_DATA, &did);
+    if (st == VDNN_OK && dx) st = need_workspace(l, c, ctx->cudnn, s, PASS_BWD_DATA, &did);
+    if (st != VDNN_OK) return st;
+    const conv_params *p = (const conv_params *)l->priv;
+    const param *w = &l->params[CONV_WEIGHTS];
+    const float one = 1.0f, zero = 0.0f;
+    const float *keep = c->accumulate ? &one : &zero;
+    CUDNN_TRY(cudnnConvolutionBackwardFilter(ctx->cudnn, &one, s->x, x, s->y, dy, s->conv,
+                                             (cudnnConvolutionBwdFilterAlgo_t)fid, c->workspace, given_bytes(c),
+                                             keep, s->w, w->grad));
+    if (p->bias)
+        CUDNN_TRY(cudnnConvolutionBackwardBias(ctx->cudnn, &one, s->y, dy, keep, s->bias, l->params[CONV_BIAS].grad));
+    if (dx)
+        CUDNN_TRY(cudnnConvolutionBackwardData(ctx->cudnn, &one, s->w, w->value, s->y, dy, s->conv,
+                                               (cudnnConvolutionBwdDataAlgo_t)did, c->workspace, given_bytes(c),
+                                               &zero, s->x, dx));
+    return VDNN_OK;
+}

@@ -1,0 +1,201 @@
+/* Max and average pooling (CUDA half): own kernels, no cuDNN.
+ *
+ * Backward cannot be cuDNN's: cudnnPoolingBackward wants y (max) or x and y (its
+ * signature), while our max pooling backward reads only x and recomputes each window's
+ * argmax with the CPU's tie rule (the first maximum in row-major order), and average
+ * pooling's backward reads neither. Forward uses the same window rules as backward and
+ * the CPU (floor output size, padded cells never win a max, the average always divided
+ * by size*size): cuDNN documents no rule for padded cells in max pooling, and these
+ * kernels give the CPU's bits, summing in its order.
+ *
+ * Forward runs a thread per output cell; backward a thread per input cell that gathers
+ * from the windows covering it in row-major window order, the order in which the CPU
+ * adds into that cell, so overlapping windows need no atomics and the sums are the
+ * CPU's. */
+#include "vdnn/cuda_util.h"
+
+#include "layers/pool.h"
+
+/* The geometry of one call: planes = items * channels of (h, w) in, (oh, ow) out. */
+typedef struct pool_geom {
+    int size, stride, pad;
+    int h, w, oh, ow;
+    size_t planes;
+} pool_geom;
+
+static pool_geom geom_of(const layer *l, const exec_ctx *c)
+{
+    const pool_params *p = (const pool_params *)l->priv;
+    pool_geom g;
+    g.size = p->size;
+    g.stride = p->stride;
+    g.pad = p->pad;
+    g.h = l->in.h;
+    g.w = l->in.w;
+    g.oh = l->out.h;
+    g.ow = l->out.w;
+    g.planes = (size_t)c->n * l->in.c;
+    return g;
+}
+
+/* The window of output (i, j), clipped to the real cells: rows [h0, h1), columns
+ * [w0, w1), as window_of in pool.c. */
+typedef struct pool_win { int h0, h1, w0, w1; } pool_win;
+
+__device__ static pool_win window_of(const pool_geom &g, int i, int j)
+{
+    pool_win r;
+    r.h0 = i * g.stride - g.pad;
+    r.w0 = j * g.stride - g.pad;
+    r.h1 = r.h0 + g.size < g.h ? r.h0 + g.size : g.h;
+    r.w1 = r.w0 + g.size < g.w ? r.w0 + g.size : g.w;
+    if (r.h0 < 0) r.h0 = 0;
+    if (r.w0 < 0) r.w0 = 0;
+    return r;
+}
+
+/* Index in the plane xp (h, w) of the first maximum of window r, as argmax_of. */
+__device__ static int argmax_of(const float *xp, int w, pool_win r)
+{
+    int best = r.h0 * w + r.w0;
+    float m = xp[best];
+    for (int a = r.h0; a < r.h1; a++)
+        for (int b = r.w0; b < r.w1; b++)
+            if (xp[a * w + b] > m) {
+                best = a * w + b;
+                m = xp[best];
+            }
+    return best;
+}
+
+/* The outputs whose windows hold input row a: [*lo, *hi] (empty when lo > hi). Window i
+ * spans rows [i*stride - pad, i*stride - pad + size) before clipping, and clipping only
+ * removes rows outside the input. */
+__device__ static void covering(int a, int size, int stride, int pad, int outs, int *lo, int *hi)
+{
+    const int first = a + pad - size + 1;
+    *lo = first <= 0 ? 0 : (first + stride - 1) / stride;
+    const int last = (a + pad) / stride;
+    *hi = last < outs - 1 ? last : outs - 1;
+}
+
+static __global__ void maxpool_forward_kernel(pool_geom g, const float *x, float *y)
+{
+    const size_t per_plane = (size_t)g.oh * g.ow, n = g.planes * per_plane;
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n;
+         e += (size_t)gridDim.x * blockDim.x) {
+        const size_t pl = e / per_plane;
+        const int cell = (int)(e - pl * per_plane), i = cell / g.ow, j = cell - i * g.ow;
+        const float *xp = x + pl * g.h * g.w;
+        y[e] = xp[argmax_of(xp, g.w, window_of(g, i, j))];
+    }
+}
+
+static __global__ void maxpool_backward_kernel(pool_geom g, const float *x, const float *dy,
+                                               float *dx)
+{
+    const size_t per_plane = (size_t)g.h * g.w, n = g.planes * per_plane;
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n;
+         e += (size_t)gridDim.x * blockDim.x) {
+        const size_t pl = e / per_plane;
+        const int cell = (int)(e - pl * per_plane), a = cell / g.w, b = cell - a * g.w;
+        const float *xp = x + pl * per_plane;
+        const float *dyp = dy + pl * g.oh * g.ow;
+        int i0, i1, j0, j1;
+        covering(a, g.size, g.stride, g.pad, g.oh, &i0, &i1);
+        covering(b, g.size, g.stride, g.pad, g.ow, &j0, &j1);
+        float acc = 0.0f;
+        for (int i = i0; i <= i1; i++)
+            for (int j = j0; j <= j1; j++)
+                if (argmax_of(xp, g.w, window_of(g, i, j)) == cell) acc += dyp[i * g.ow + j];
+        dx[e] = acc;
+    }
+}
+
+static __global__ void avgpool_forward_kernel(pool_geom g, float inv, const float *x, float *y)
+{
+    const size_t per_plane = (size_t)g.oh * g.ow, n = g.planes * per_plane;
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n;
+         e += (size_t)gridDim.x * blockDim.x) {
+        const size_t pl = e / per_plane;
+        const int cell = (int)(e - pl * per_plane), i = cell / g.ow, j = cell - i * g.ow;
+        const float *xp = x + pl * g.h * g.w;
+        const pool_win r = window_of(g, i, j);
+        float s = 0.0f;
+        for (int a = r.h0; a < r.h1; a++)
+            for (int b = r.w0; b < r.w1; b++) s += xp[a * g.w + b];
+        y[e] = s * inv;
+    }
+}
+
+/* Each window adds dy * inv, rounded as the CPU rounds it before adding (no FMA). */
+static __global__ void avgpool_backward_kernel(pool_geom g, float inv, const float *dy, float *dx)
+{
+    const size_t per_plane = (size_t)g.h * g.w, n = g.planes * per_plane;
+    for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n;
+         e += (size_t)gridDim.x * blockDim.x) {
+        const size_t pl = e / per_plane;
+        const int cell = (int)(e - pl * per_plane), a = cell / g.w, b = cell - a * g.w;
+        const float *dyp = dy + pl * g.oh * g.ow;
+        int i0, i1, j0, j1;
+        covering(a, g.size, g.stride, g.pad, g.oh, &i0, &i1);
+        covering(b, g.size, g.stride, g.pad, g.ow, &j0, &j1);
+        float acc = 0.0f;
+        for (int i = i0; i <= i1; i++)
+            for (int j = j0; j <= j1; j++) acc += __fmul_rn(dyp[i * g.ow + j], inv);
+        dx[e] = acc;
+    }
+}
+
+static float avg_inv(const pool_geom &g)
+{
+    return 1.0f / (float)(g.size * g.size);
+}
+
+extern "C" vdnn_status maxpool_forward_cuda(layer *l, const exec_ctx *c, const float *x, float *y)
+{
+    cuda_ctx *ctx = device_cuda_ctx(c->dev);
+    const pool_geom g = geom_of(l, c);
+    const size_t n = g.planes * g.oh * g.ow;
+    maxpool_forward_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, ctx->compute>>>(g, x, y);
+    CUDA_LAUNCH_CHECK();
+    return VDNN_OK;
+}
+
+extern "C" vdnn_status maxpool_backward_cuda(layer *l, const exec_ctx *c, const float *x,
+                                             const float *y, const float *dy, float *dx)
+{
+    (void)y;
+    if (!dx) return VDNN_OK;
+    cuda_ctx *ctx = device_cuda_ctx(c->dev);
+    const pool_geom g = geom_of(l, c);
+    const size_t n = g.planes * g.h * g.w;
+    maxpool_backward_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, ctx->compute>>>(g, x, dy, dx);
+    CUDA_LAUNCH_CHECK();
+    return VDNN_OK;
+}
+
+extern "C" vdnn_status avgpool_forward_cuda(layer *l, const exec_ctx *c, const float *x, float *y)
+{
+    cuda_ctx *ctx = device_cuda_ctx(c->dev);
+    const pool_geom g = geom_of(l, c);
+    const size_t n = g.planes * g.oh * g.ow;
+    avgpool_forward_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, ctx->compute>>>(g, avg_inv(g), x, y);
+    CUDA_LAUNCH_CHECK();
+    return VDNN_OK;
+}
+
+extern "C" vdnn_status avgpool_backward_cuda(layer *l, const exec_ctx *c, const float *x,
+                                             const float *y, const float *dy, float *dx)
+{
+    (void)x;
+    (void)y;
+    if (!dx) return VDNN_OK;
+    cuda_ctx *ctx = device_cuda_ctx(c->dev);
+    const pool_geom g = geom_of(l, c);
+    const size_t n = g.planes * g.h * g.w;
+    avgpool_backward_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, ctx->compute>>>(g, avg_inv(g), dy,
+                                                                              dx);
+    CUDA_LAUNCH_CHECK();
+    return VDNN_OK;
+}
