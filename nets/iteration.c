@@ -63,9 +63,13 @@ static void barrier(net *n)
     device_stream_sync(n->dev, STREAM_COMPUTE);
 }
 
+/* A GPU runs the layer after the host has issued it: while tracing, the host waits for
+ * each layer, so that its slice is the layer's run (copies on the memory stream still
+ * overlap it, and are timed by events). */
 static void trace_pass(net *n, const layer *l, const char *cat, double t0)
 {
     if (!n->trace) return;
+    if (device_get_kind(n->dev) == DEVICE_CUDA) device_stream_sync(n->dev, STREAM_COMPUTE);
     double t1 = vdnn_now_s();
     trace_slice(n->trace, TRACE_TRACK_COMPUTE, l->name, cat, t0, t1);
     trace_counter(n->trace, "pool bytes in use", t1, (double)pool_used_bytes(device_pool(n->dev)));
@@ -253,6 +257,7 @@ static vdnn_status recompute(net *n, int j, exec_ctx *c)
         if (st == VDNN_OK) st = layer_forward(l, &rc, in->dev, out->dev);
         give_workspace(n, &rc);
         if (st == VDNN_OK && i > k && in->first_reader < 0) mm_drop(n->dev, in);
+        if (n->trace && device_get_kind(n->dev) == DEVICE_CUDA) device_stream_sync(n->dev, STREAM_COMPUTE);
         if (n->trace) trace_slice(n->trace, TRACE_TRACK_COMPUTE, l->name, "recompute", t0, vdnn_now_s());
     }
     return st;

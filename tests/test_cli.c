@@ -202,6 +202,20 @@ START_TEST(test_info_text)
 }
 END_TEST
 
+/* `info --device`: the CPU's algorithms by name; a bad device name and (with no GPU) a
+ * GPU are clean errors. */
+START_TEST(test_info_device)
+{
+    cli_run r = run_cli("info configs/lenet.cfg --device cpu");
+    assert_ok(&r, "info --device cpu");
+    ck_assert_msg(strstr(r.out, "algorithms of cpu") && strstr(r.out, "im2col"), "info:\n%s", r.out);
+    run_free(&r);
+    fails_with("info configs/lenet.cfg --device gpu0", "gpu0", NULL);
+    fails_with("info configs/lenet.cfg --device cpu --math tf16", "--math", NULL);
+    if (device_cuda_count() == 0) fails_with("info configs/lenet.cfg --device cuda", "cuda", NULL);
+}
+END_TEST
+
 /* Braces and brackets nest and close, outside of strings. */
 static int json_balanced(const char *s)
 {
@@ -661,6 +675,7 @@ static Suite *cli_suite(void)
     tcase_add_checked_fixture(info, tmp_setup, tmp_teardown);
     tcase_set_timeout(info, 60);
     tcase_add_test(info, test_info_text);
+    tcase_add_test(info, test_info_device);
     tcase_add_test(info, test_info_json);
     tcase_add_test(info, test_info_vgg16_batch);
     tcase_add_test(info, test_info_all_configs);

@@ -56,24 +56,44 @@ static size_t min_workspace(const net *n)
     return m;
 }
 
+/* The slab of a device that `info` binds layers to; it runs nothing. */
+#define INFO_DEVICE_BYTES ((size_t)64 << 20)
+
+static vdnn_status bind_all(net *n, device *d)
+{
+    vdnn_status st = VDNN_OK;
+    for (int i = 0; i < n->nlayers && st == VDNN_OK; i++) st = layer_bind(n->layers[i], d);
+    return st;
+}
+
 int cmd_info(int argc, char **argv)
 {
     long long batch = -1;
     int json = 0;
-    const char *cfg = NULL;
+    const char *cfg = NULL, *dev_name = NULL;
     arg_spec specs[] = {
         {"--batch", ARG_INT, &batch, 1, 65536, "override [net] batch", 0},
         {"--json", ARG_FLAG, &json, 0, 0, "JSON output", 0},
+        {"--device", ARG_STRING, &dev_name, 0, 0, "the device whose algorithms to show", 0},
+        {"--math", ARG_STRING, &cli_math, 0, 0, "", 0},
+        {"--nondeterministic", ARG_FLAG, &cli_nondeterministic, 0, 0, "", 0},
         {NULL, 0, NULL, 0, 0, NULL, 0},
     };
-    if (args_parse(argc, argv, 2, specs, &cfg, 1, "vdnn info CFG [--batch N] [--json]") != VDNN_OK) return cli_error();
+    if (args_parse(argc, argv, 2, specs, &cfg, 1, "vdnn info CFG [--batch N] [--json] [--device D]") != VDNN_OK)
+        return cli_error();
     net_overrides ov = net_no_overrides();
     ov.batch = (int)batch;
     net *n;
     if (net_load(cfg, &ov, &n) != VDNN_OK) return cli_error();
+    /* A device's own algorithms and workspaces (cuDNN's on a GPU): the layers are bound to
+     * it, which allocates nothing; the figures below then are that device's. */
+    device *d = NULL;
+    vdnn_status st = dev_name ? cli_device(dev_name, INFO_DEVICE_BYTES, 0, 0, n, &d) : VDNN_OK;
+    if (st == VDNN_OK && d) st = bind_all(n, d);
     size_t mins[POLICY_COUNT][ALGO_MODE_COUNT];
-    if (net_plan(n, n->policy, ALGO_PERF) != VDNN_OK || net_budget_table(n, mins) != VDNN_OK) {
+    if (st != VDNN_OK || net_plan(n, n->policy, ALGO_PERF) != VDNN_OK || net_budget_table(n, mins) != VDNN_OK) {
         net_free(n);
+        device_destroy(d);
         return cli_error();
     }
     /* the least budget of every policy when the batch is split in 2, 4, ... */
@@ -83,12 +103,14 @@ int cmd_info(int argc, char **argv)
     for (int k = 0, m = n->minibatch / 2; k < MICROS && m >= 1; k++, m /= 2) {
         net *c = NULL;
         size_t t[POLICY_COUNT][ALGO_MODE_COUNT];
-        vdnn_status st = net_clone_micro(n, m, &c);
+        st = net_clone_micro(n, m, &c);
+        if (st == VDNN_OK && d) st = bind_all(c, d);
         if (st == VDNN_OK) st = net_plan(c, c->policy, ALGO_PERF);
         if (st == VDNN_OK) st = net_budget_table(c, t);
         net_free(c);
         if (st != VDNN_OK) {
             net_free(n);
+            device_destroy(d);
             return cli_error();
         }
         micro[k] = m;
@@ -105,6 +127,8 @@ int cmd_info(int argc, char **argv)
     if (json) {
         printf("{\n  \"config\": ");
         vdnn_json_str(stdout, cfg);
+        printf(", \"device\": ");
+        vdnn_json_str(stdout, d ? device_model(d) : "cpu");
         printf(", \"input\": [%d, %d, %d, %d], \"classes\": %d,\n  \"layers\": [\n", n->input.n, n->input.c,
                n->input.h, n->input.w, n->classes);
         for (int i = 0; i < n->nlayers; i++) json_layer(stdout, n->layers[i], i == n->nlayers - 1);
@@ -119,8 +143,8 @@ int cmd_info(int argc, char **argv)
         printf("}\n}\n");
     } else {
         char a[32], b[32], c[32];
-        printf("%s: input %dx%dx%dx%d, %d classes, %d layers\n", cfg, n->input.n, n->input.c, n->input.h,
-               n->input.w, n->classes, n->nlayers);
+        printf("%s: input %dx%dx%dx%d, %d classes, %d layers; algorithms of %s\n", cfg, n->input.n, n->input.c,
+               n->input.h, n->input.w, n->classes, n->nlayers, d ? device_model(d) : "the cpu");
         printf("%3s  %-10s %-13s %-22s %-17s %12s %12s\n", "#", "name", "type", "", "output", "params", "output map");
         for (int i = 0; i < n->nlayers; i++) text_layer(stdout, n->layers[i]);
         printf("totals: params+grads+momenta %s, feature maps %s, largest workspace %s\n",
@@ -141,5 +165,6 @@ int cmd_info(int argc, char **argv)
                vdnn_fmt_bytes(network_wide, a, sizeof a), vdnn_fmt_bytes(network_wide_mem, b, sizeof b));
     }
     net_free(n);
+    device_destroy(d);
     return 0;
 }

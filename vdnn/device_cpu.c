@@ -269,6 +269,7 @@ vdnn_status device_create_cpu(const device_options *opt, device **out)
     else
         snprintf(d->desc, sizeof d->desc, "cpu (%d thread%s, budget %s)", nthreads, nthreads == 1 ? "" : "s",
                  vdnn_fmt_bytes(budget, b, sizeof b));
+    snprintf(d->model, sizeof d->model, "cpu (%d thread%s)", nthreads, nthreads == 1 ? "" : "s");
     vdnn_status st = device_init_pool(d);
     if (st != VDNN_OK) {
         cpu_destroy(d);
