@@ -8,7 +8,8 @@
 #   make clean
 #
 # Variables: OPT (optimisation flags), BUILD (output folder), SAN (sanitizer flags),
-# CUDA (auto, 0: CPU only, 1: fail without CUDA), CUDA_HOME, CUDNN_HOME, CUDA_ARCH.
+# CUDA (auto, 0: CPU only, 1: fail without CUDA), CUDA_HOME, CUDNN_HOME, CUDA_ARCH,
+# SYSROOT (libraries unpacked by tools/sysroot.sh).
 
 CC      ?= cc
 comma   := ,
@@ -21,10 +22,21 @@ CFLAGS  := $(CFLAGS_BASE) $(OPT) $(SAN) $(EXTRA_CFLAGS)
 # OpenBLAS built on OpenMP shares one thread pool with our own OpenMP kernels; the
 # pthread build's threads and OpenMP's would spin against each other on few cores.
 MULTIARCH := $(shell $(CC) -print-multiarch 2>/dev/null)
+# SYSROOT: a folder of Debian's libraries unpacked by tools/sysroot.sh, for machines
+# that cannot install them (the lent GPU machines).
+SYSROOT ?=
+ifneq ($(SYSROOT),)
+SYS_LIB   := $(SYSROOT)/usr/lib/$(MULTIARCH)
+CFLAGS    += -I$(SYSROOT)/usr/include -I$(SYSROOT)/usr/include/$(MULTIARCH) \
+             -I$(SYSROOT)/usr/include/$(MULTIARCH)/openblas-openmp
+BLAS_DIR  := $(SYS_LIB)/openblas-openmp
+SYS_LIBS  := -L$(SYS_LIB) -Wl,-rpath,$(SYS_LIB) -L$(SYSROOT)/lib/$(MULTIARCH) -Wl,-rpath,$(SYSROOT)/lib/$(MULTIARCH)
+CHECK_LIBS := $(SYS_LIBS) -lcheck -lsubunit -lrt -lm
+endif
 BLAS_DIR ?= $(firstword $(wildcard /usr/lib/$(MULTIARCH)/openblas-openmp))
 BLAS_LIBS := $(if $(BLAS_DIR),-L$(BLAS_DIR) -Wl$(comma)-rpath$(comma)$(BLAS_DIR)) -lopenblas
-LDLIBS  := $(BLAS_LIBS) -lpng -lz -lpthread -lm
-CHECK_LIBS := $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
+LDLIBS  := $(BLAS_LIBS) $(SYS_LIBS) -lpng -lz -lpthread -lm
+CHECK_LIBS ?= $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
 LDFLAGS := -fopenmp $(SAN)
 
 # CUDA: found once per make run; every object then knows VDNN_CUDA. The .cu halves
