@@ -16,8 +16,10 @@ comma   := ,
 OPT     ?= -O3 -march=native
 BUILD   ?= build
 SAN     ?=
+# -ffp-contract=off: no fused multiply-adds, as nets/solver.cu rounds each operation, so
+# that a parameter updated on the host (swapped) and one updated on a GPU agree bit for bit.
 CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -g -Wall -Wextra -Werror -Wno-unknown-pragmas -Wno-format-truncation \
-               -fopenmp -I. -MMD -MP
+               -ffp-contract=off -fopenmp -I. -MMD -MP
 CFLAGS  := $(CFLAGS_BASE) $(OPT) $(SAN) $(EXTRA_CFLAGS)
 # OpenBLAS built on OpenMP shares one thread pool with our own OpenMP kernels; the
 # pthread build's threads and OpenMP's would spin against each other on few cores.

@@ -50,15 +50,19 @@ typedef struct profile {
     double duplex_bytes_per_s;/* both directions at once, bytes moved per second in all */
     double copy_latency_s;    /* fixed cost of one copy on the memory stream */
     double measure_s;         /* how long measuring took (0 when read from the cache) */
+    int partial;              /* measured in a pool too small for some algorithms' workspaces or
+                               * for the whole batch (a GPU's own pool): not cached */
 } profile;
 
 /* A fingerprint of what the costs depend on: every layer's type, shapes, algorithms
  * and description, and the batch. */
 uint64_t net_fingerprint(const net *n);
 
-/* Measures the net's costs on a scratch device of `d`'s kind and settings (its pool
- * and budget untouched), at the net's batch. `link_gbps` is the CPU device's emulated
- * link (0: none). Free with profile_free(). */
+/* Measures the net's costs at the net's batch: on the CPU in a scratch device of `d`'s
+ * settings (d's pool untouched); on a GPU in d's own pool (a second slab may not fit
+ * beside it), whose peak is then reset, a layer whose buffers do not fit there being
+ * measured on fewer items and scaled up. `link_gbps` is the CPU device's emulated link
+ * (0: none). Free with profile_free(). */
 vdnn_status profile_measure(const net *n, const device *d, double link_gbps, int threads, profile *out);
 void profile_free(profile *p);
 

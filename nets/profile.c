@@ -215,10 +215,20 @@ static int algos(const layer *l, int pass)
 /* Every pass of one layer. Filter-gradient algorithms are timed alone (no dx); each
  * data-gradient algorithm as the whole backward with the fastest filter algorithm,
  * less that one's time. The first layer computes no dx, so its data time is 0. */
-static vdnn_status measure_layer(layer *l, device *d, int items, layer_cost *lc)
+static void scale_cost(layer_cost *lc, double k)
+{
+    for (int a = 0; a < PLAN_MAX_ALGOS; a++) {
+        if (lc->fwd_s[a] < 1e30) lc->fwd_s[a] *= k;
+        if (lc->bwd_data_s[a] < 1e30) lc->bwd_data_s[a] *= k;
+        if (lc->bwd_filter_s[a] < 1e30) lc->bwd_filter_s[a] *= k;
+    }
+}
+
+static vdnn_status measure_layer(layer *l, device *d, int items, layer_cost *lc, int *short_ws)
 {
     bench_bufs b = {0};
     vdnn_status st = bench_alloc(l, d, items, &b);
+    if (st == VDNN_OK && b.ws_bytes < max_workspace(l)) *short_ws = 1;
     int nf = algos(l, PASS_FWD), nd = algos(l, PASS_BWD_DATA), nb = algos(l, PASS_BWD_FILTER);
     int a3[PASS_COUNT] = {0, 0, 0};
     for (int k = 0; k < PLAN_MAX_ALGOS; k++) lc->fwd_s[k] = lc->bwd_data_s[k] = lc->bwd_filter_s[k] = 1e30;
@@ -338,9 +348,21 @@ vdnn_status profile_measure(const net *n, const device *d, double link_gbps, int
     out->batch = items;
     out->net_key = net_fingerprint(n);
     device_key(d, link_gbps, threads, out->device, sizeof out->device);
-    for (int i = 0; i < m->nlayers && st == VDNN_OK; i++) st = measure_layer(m->layers[i], s, items, &out->layers[i]);
+    for (int i = 0; i < m->nlayers && st == VDNN_OK; i++) {
+        /* in a GPU's own pool a layer's buffers may not fit at the whole batch: fewer
+         * items, times scaled up (compute grows about linearly with the items) */
+        int part = items;
+        while ((st = measure_layer(m->layers[i], s, part, &out->layers[i], &out->partial)) == VDNN_EBUDGET && !own &&
+               part > 1)
+            part /= 2;
+        if (st == VDNN_OK && part < items) {
+            scale_cost(&out->layers[i], (double)items / part);
+            out->partial = 1;
+        }
+    }
     if (st == VDNN_OK) st = measure_link(s, link_bytes, out);
     if (own) device_destroy(s);
+    else pool_reset_peak(device_pool(s));   /* the measuring is not the training's peak */
     net_free(m);
     out->measure_s = vdnn_now_s() - t0;
     if (st != VDNN_OK) profile_free(out);
@@ -499,6 +521,8 @@ vdnn_status profile_get(const net *n, const device *d, double link_gbps, int thr
         *slash = 0;
         make_dirs(folder);
     }
-    profile_save(out, path);   /* an unwritable cache only means measuring again next time */
+    /* an unwritable cache only means measuring again next time; a partial profile is
+     * not kept, as a larger budget would measure more */
+    if (!out->partial) profile_save(out, path);
     return VDNN_OK;
 }

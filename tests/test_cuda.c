@@ -51,7 +51,26 @@
 static const char *no_gpu_reason(void)
 {
     if (!device_cuda_built()) return "this build has no CUDA backend (nvcc, cuDNN or cuBLAS not found, or CUDA=0)";
-    if (device_cuda_count() == 0) return "no CUDA GPU is visible (device_cuda_count() == 0)";
+    if (device_cuda_count() == 0) {
+        /* A driver older than the CUDA runtime this was built with also shows as no GPU:
+         * what `vdnn devices` says (driver present or missing, the CUDA it supports)
+         * tells the two apart on a machine that does have one. */
+        static char why[600];
+        char *report = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&report, &len);
+        if (f) {
+            device_cuda_report(f);
+            fclose(f);
+        }
+        int at = snprintf(why, sizeof why, "no CUDA GPU is visible (device_cuda_count() == 0");
+        for (char *line = report ? strtok(report, "\n") : NULL; line && at < (int)sizeof why;
+             line = strtok(NULL, "\n"))
+            at += snprintf(why + at, sizeof why - (size_t)at, "; %s", line);
+        if (at < (int)sizeof why) snprintf(why + at, sizeof why - (size_t)at, ")");
+        free(report);
+        return why;
+    }
     return NULL;
 }
 

@@ -241,23 +241,20 @@ static void flush_traced(cuda_state *s, int wait)
     }
 }
 
+static void drop_traced(traced_copy *t)
+{
+    if (!t) return;
+    if (t->start) cudaEventDestroy(t->start);
+    if (t->end) cudaEventDestroy(t->end);
+    cudaGetLastError();
+    free(t);
+}
+
 static vdnn_status cuda_copy(device *d, stream_id sid, void *dst, const void *src, size_t bytes, copy_kind k,
                              const char *tag)
 {
     cuda_state *s = state(d);
     cudaStream_t st = stream_of(d, sid);
-    traced_copy *t = NULL;
-    if (s->trace && tag && tag[0] && sid == STREAM_MEMORY && (t = calloc(1, sizeof *t))) {
-        snprintf(t->tag, sizeof t->tag, "%s", tag);
-        t->kind = k;
-        if (cudaEventCreate(&t->start) != cudaSuccess || cudaEventCreate(&t->end) != cudaSuccess) {
-            cudaGetLastError();
-            free(t);
-            t = NULL;
-        } else {
-            cudaEventRecord(t->start, st);
-        }
-    }
     /* The pool hands out a block as soon as the host has issued the last compute work
      * that reads it; compute-stream work is ordered after that work, but a memory-stream
      * write is not: it waits for the compute stream to reach this point first. */
@@ -265,9 +262,29 @@ static vdnn_status cuda_copy(device *d, stream_id sid, void *dst, const void *sr
         CUDA_TRY(cudaEventRecord(s->order_ev, s->ctx.compute));
         CUDA_TRY(cudaStreamWaitEvent(st, s->order_ev, 0));
     }
-    CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, copy_kinds[k], st));
+    /* Timed from after that wait, so that a slice in the trace is the copy itself, not
+     * the compute it waited for. Tracing that cannot get its events leaves the copy
+     * untraced. */
+    traced_copy *t = NULL;
+    if (s->trace && tag && tag[0] && sid == STREAM_MEMORY && (t = calloc(1, sizeof *t))) {
+        snprintf(t->tag, sizeof t->tag, "%s", tag);
+        t->kind = k;
+        if (cudaEventCreate(&t->start) != cudaSuccess || cudaEventCreate(&t->end) != cudaSuccess ||
+            cudaEventRecord(t->start, st) != cudaSuccess) {
+            drop_traced(t);
+            t = NULL;
+        }
+    }
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, copy_kinds[k], st);
+    if (e != cudaSuccess) {
+        drop_traced(t);
+        return cuda_fail_rt((int)e, "cudaMemcpyAsync(dst, src, bytes, copy_kinds[k], st)", __FILE__, __LINE__);
+    }
+    if (t && cudaEventRecord(t->end, st) != cudaSuccess) {
+        drop_traced(t);
+        t = NULL;
+    }
     if (t) {
-        cudaEventRecord(t->end, st);
         traced_copy **tail = &s->traced;
         while (*tail) tail = &(*tail)->next;
         *tail = t;
@@ -289,8 +306,13 @@ static void cuda_set_trace(device *d, trace *t)
         s->trace = NULL;
         return;
     }
-    cudaEventRecord(s->trace_ref, s->ctx.memory);
-    cudaEventSynchronize(s->trace_ref);
+    /* without its reference event no copy can be placed in time: trace none */
+    if (cudaEventRecord(s->trace_ref, s->ctx.memory) != cudaSuccess ||
+        cudaEventSynchronize(s->trace_ref) != cudaSuccess) {
+        cudaGetLastError();
+        s->trace = NULL;
+        return;
+    }
     s->trace_ref_s = vdnn_now_s();
 }
 
