@@ -260,6 +260,8 @@ static vdnn_status get_profile(sweep *s)
     int cached = 0;
     char desc[200];
     vdnn_status st = cli_device(s->o.device, 0, s->o.threads, s->o.link_gbps, s->n, &d);
+    /* the device's own algorithms (cuDNN's on a GPU) are the ones measured and planned */
+    for (int i = 0; st == VDNN_OK && i < s->n->nlayers; i++) st = layer_bind(s->n->layers[i], d);
     if (st == VDNN_OK) st = profile_get(s->n, d, s->o.link_gbps, (int)s->o.threads, s->o.cache, &s->pr, &cached);
     if (st == VDNN_OK) {
         s->have_profile = 1;
