@@ -5,8 +5,22 @@
 
 #include "vdnn/device_impl.h"
 
-static int sync_done(void *ctx, void *ev) { return device_event_done(ctx, ev); }
-static void sync_wait(void *ctx, void *ev) { device_event_wait(ctx, ev); }
+/* The pool waits for a pending free's event before it hands the memory out again. On a
+ * GPU, memory freed after a compute-stream event needs no wait on the host: work that
+ * reuses it is ordered after that event already, on the compute stream itself or, for
+ * a memory-stream write, by that copy's wait on the compute stream (device_cuda.c).
+ * The pool makes the same choices either way; the host just does not stall. */
+static int ordered_on_device(const device *d, const dev_event *ev)
+{
+    return d->kind == DEVICE_CUDA && ev && ev->stream == STREAM_COMPUTE;
+}
+
+static int sync_done(void *ctx, void *ev) { return ordered_on_device(ctx, ev) || device_event_done(ctx, ev); }
+
+static void sync_wait(void *ctx, void *ev)
+{
+    if (!ordered_on_device(ctx, ev)) device_event_wait(ctx, ev);
+}
 static void sync_release(void *ctx, void *ev) { device_event_release(ctx, ev); }
 
 vdnn_status device_init_pool(device *d)
