@@ -20,14 +20,14 @@ static const char usage[] =
     "            [--steps N] [--batch N] [--lr X] [--seed N] [--threads N] [--save FILE]\n"
     "            [--resume FILE] [--log FILE] [--quiet]\n"
     "  test CFG --weights FILE [--data PATH] [--batch N] [--device D] [--threads N] [--log FILE]\n"
-    "  info CFG [--batch N] [--json]\n"
+    "  info CFG [--batch N] [--json] [--device D]\n"
     "  profile CFG --budget SIZE [--json] [--search bb|vdnn] [--save-plan FILE] [--verify N]\n"
     "            [--link-gbps X] [--threads N] [--batch N] [--profile-cache DIR] [--node-limit N]\n"
     "  sweep CFG --budgets LIST --policies LIST [--out DIR] [--simulate] [--iters N]\n"
     "            [--link-gbps X] [--threads N] [--batch N] [--device D] [--profile-cache DIR]\n"
     "            [--node-limit N]\n"
     "  devices   (or --version) the backends built and the GPUs visible\n"
-    "test, profile and sweep take --device, --math and --nondeterministic as train does.\n"
+    "test, info, profile and sweep take --device, --math and --nondeterministic as train does.\n"
     "See docs/cli.md.\n";
 
 int cli_error(void)
@@ -36,9 +36,6 @@ int cli_error(void)
     return 1;
 }
 
-/* With no budget given: room for the plan with the largest-workspace algorithms (what
- * the perf measurement can pick at most), and an eighth more for the placement of
- * whatever algorithms it does pick. */
 /* On a GPU with no budget given: what is free, less a reserve for cuDNN's and cuBLAS's
  * own memory (their handles and libraries take a few hundred MiB). */
 static size_t cuda_default_budget(int index)
@@ -48,6 +45,9 @@ static size_t cuda_default_budget(int index)
                                     : free_bytes / 2 / POOL_ALIGN * POOL_ALIGN;
 }
 
+/* With no budget given: room for the plan with the largest-workspace algorithms (what
+ * the perf measurement can pick at most), and an eighth more for the placement of
+ * whatever algorithms it does pick. */
 static size_t default_budget(const net *n)
 {
     net *m = NULL;
