@@ -1002,4 +1002,5 @@ const layer_ops conv_ops = {
     .backward_cuda = CUDA_HALF(conv_backward_cuda),
     .bind_cuda = CUDA_HALF(conv_bind_cuda),
     .unbind_cuda = CUDA_HALF(conv_unbind_cuda),
+    .find_cuda = CUDA_HALF(conv_find_cuda),
 };

@@ -411,3 +411,66 @@ extern "C" vdnn_status conv_backward_cuda(layer *l, const exec_ctx *c, const flo
                                                &zero, s->x, dx));
     return VDNN_OK;
 }
+
+/* ---- cuDNN's own search ------------------------------------------------------------ */
+
+/* The time cuDNN measured for each algorithm of the table in its answer to a Find call
+ * (milliseconds), into secs (seconds) at the table's index; others stay unmeasured. */
+template <typename perf_t>
+static void take_times(const layer *l, int pass, const perf_t *perf, int got, cudnnMathType_t math,
+                       double secs[PASS_COUNT][LAYER_MAX_ALGOS])
+{
+    conv_candidate cand[CONV_PERF_MAX];
+    to_candidates(perf, got, cand);
+    for (int a = 0; a < l->algos->count[pass]; a++) {
+        const conv_candidate *c = pick(cand, got, l->algos->a[pass][a].id, math);
+        if (!c) continue;
+        const perf_t *p = &perf[c - cand];
+        if (p->time >= 0) secs[pass][a] = (double)p->time * 1e-3;
+    }
+}
+
+/* cudnnFind...AlgorithmEx on the caller's buffers: cuDNN runs every algorithm whose
+ * workspace fits c->workspace and times it with CUDA events. The forward pass writes y,
+ * the filter pass the weights' gradient and the data pass dx, all scratch here. The
+ * bias (an elementwise pass, the same for every algorithm) is not in these times. */
+extern "C" vdnn_status conv_find_cuda(layer *l, const exec_ctx *c, const float *x, float *y, const float *dy,
+                                      float *dx, double secs[PASS_COUNT][LAYER_MAX_ALGOS])
+{
+    cuda_ctx *ctx = NULL;
+    conv_gpu *s = NULL;
+    vdnn_status st = begin_call(l, c, &ctx, &s);
+    if (st != VDNN_OK) return st;
+    for (int p = 0; p < PASS_COUNT; p++)
+        for (int a = 0; a < LAYER_MAX_ALGOS; a++) secs[p][a] = LAYER_UNMEASURED;
+    cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+    CUDNN_TRY(cudnnGetConvolutionMathType(s->conv, &math));
+    const param *w = &l->params[CONV_WEIGHTS];
+    const size_t ws = given_bytes(c);
+    int got = 0, max = 0;
+    {
+        cudnnConvolutionFwdAlgoPerf_t perf[CONV_PERF_MAX];
+        CUDNN_TRY(cudnnGetConvolutionForwardAlgorithmMaxCount(ctx->cudnn, &max));
+        CUDNN_TRY(cudnnFindConvolutionForwardAlgorithmEx(ctx->cudnn, s->x, x, s->w, w->value, s->conv, s->y, y,
+                                                         max < CONV_PERF_MAX ? max : CONV_PERF_MAX, &got, perf,
+                                                         c->workspace, ws));
+        take_times(l, PASS_FWD, perf, got, math, secs);
+    }
+    {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[CONV_PERF_MAX];
+        CUDNN_TRY(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(ctx->cudnn, &max));
+        CUDNN_TRY(cudnnFindConvolutionBackwardFilterAlgorithmEx(ctx->cudnn, s->x, x, s->y, dy, s->conv, s->w, w->grad,
+                                                                max < CONV_PERF_MAX ? max : CONV_PERF_MAX, &got,
+                                                                perf, c->workspace, ws));
+        take_times(l, PASS_BWD_FILTER, perf, got, math, secs);
+    }
+    if (dx) {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[CONV_PERF_MAX];
+        CUDNN_TRY(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(ctx->cudnn, &max));
+        CUDNN_TRY(cudnnFindConvolutionBackwardDataAlgorithmEx(ctx->cudnn, s->w, w->value, s->y, dy, s->conv, s->x, dx,
+                                                              max < CONV_PERF_MAX ? max : CONV_PERF_MAX, &got, perf,
+                                                              c->workspace, ws));
+        take_times(l, PASS_BWD_DATA, perf, got, math, secs);
+    }
+    return VDNN_OK;
+}

@@ -46,6 +46,8 @@ vdnn_status conv_backward_cuda(layer *l, const exec_ctx *c, const float *x, cons
                                const float *dy, float *dx);
 vdnn_status conv_bind_cuda(layer *l, device *d);
 void conv_unbind_cuda(layer *l);
+vdnn_status conv_find_cuda(layer *l, const exec_ctx *c, const float *x, float *y, const float *dy, float *dx,
+                           double secs[PASS_COUNT][LAYER_MAX_ALGOS]);
 
 #ifdef __cplusplus
 }

@@ -126,7 +126,16 @@ typedef struct layer_ops {
      * the caller). */
     vdnn_status (*bind_cuda)(layer *l, device *d);
     void (*unbind_cuda)(layer *l);
+    /* Optional: times every algorithm of its table on the device in one go, by the
+     * vendor library's own search (cuDNN's cudnnFind...Ex on these buffers: c->n items,
+     * c->workspace), in seconds per pass and table index; an algorithm left unmeasured
+     * (its workspace does not fit) gets LAYER_UNMEASURED. dx NULL: no data pass. */
+    vdnn_status (*find_cuda)(layer *l, const exec_ctx *c, const float *x, float *y, const float *dy, float *dx,
+                             double secs[PASS_COUNT][LAYER_MAX_ALGOS]);
 } layer_ops;
+
+/* A time no algorithm takes: one that was not measured. */
+#define LAYER_UNMEASURED 1e30
 
 struct layer {
     const layer_ops *ops;

@@ -224,6 +224,25 @@ static void scale_cost(layer_cost *lc, double k)
     }
 }
 
+/* On a GPU, a layer whose library searches its own algorithms (cuDNN's Find) is timed
+ * that way, on the same buffers: every algorithm of every pass in one call, timed with
+ * CUDA events. Returns 0 when there is no such search or it failed (the layer is then
+ * timed call by call like any other). */
+static int find_all(layer *l, device *d, bench_bufs *b, int items, int with_dx, layer_cost *lc)
+{
+    if (device_get_kind(d) != DEVICE_CUDA || !l->ops->find_cuda) return 0;
+    double t[PASS_COUNT][LAYER_MAX_ALGOS];
+    double loss = 0;
+    int correct = 0;
+    exec_ctx c = {.dev = d, .n = items, .train = 1, .workspace = b->ws, .workspace_bytes = b->ws_bytes,
+                  .labels = b->labels, .grad_scale = 1.0f / (float)items, .loss_sum = &loss, .correct = &correct};
+    if (l->ops->find_cuda(l, &c, b->x, b->y, b->dy, with_dx ? b->dx : NULL, t) != VDNN_OK) return 0;
+    for (int a = 0; a < algos(l, PASS_FWD); a++) lc->fwd_s[a] = t[PASS_FWD][a];
+    for (int a = 0; a < algos(l, PASS_BWD_FILTER); a++) lc->bwd_filter_s[a] = t[PASS_BWD_FILTER][a];
+    for (int a = 0; a < algos(l, PASS_BWD_DATA); a++) lc->bwd_data_s[a] = with_dx ? t[PASS_BWD_DATA][a] : 0;
+    return 1;
+}
+
 static vdnn_status measure_layer(layer *l, device *d, int items, layer_cost *lc, int *short_ws)
 {
     bench_bufs b = {0};
@@ -231,14 +250,15 @@ static vdnn_status measure_layer(layer *l, device *d, int items, layer_cost *lc,
     if (st == VDNN_OK && b.ws_bytes < max_workspace(l)) *short_ws = 1;
     int nf = algos(l, PASS_FWD), nd = algos(l, PASS_BWD_DATA), nb = algos(l, PASS_BWD_FILTER);
     int a3[PASS_COUNT] = {0, 0, 0};
+    int with_dx = l->index > 0;
     for (int k = 0; k < PLAN_MAX_ALGOS; k++) lc->fwd_s[k] = lc->bwd_data_s[k] = lc->bwd_filter_s[k] = 1e30;
+    if (st == VDNN_OK && find_all(l, d, &b, items, with_dx, lc)) nf = nb = nd = 0;   /* the library timed them */
     for (int k = 0; k < nf && st == VDNN_OK; k++) {
         a3[PASS_FWD] = by_workspace(l, PASS_FWD, k);
         if (layer_workspace_bytes(l, PASS_FWD, a3[PASS_FWD]) > b.ws_bytes) continue;
         st = time_call(l, d, &b, items, a3, RUN_FWD, 0, best_of(lc->fwd_s, nf), &lc->fwd_s[a3[PASS_FWD]]);
     }
     a3[PASS_FWD] = 0;
-    int with_dx = l->index > 0;
     if (!l->ops->algo_count) {
         if (st == VDNN_OK) st = time_call(l, d, &b, items, a3, RUN_BWD, with_dx, 1e30, &lc->bwd_data_s[0]);
         lc->bwd_filter_s[0] = 0;
