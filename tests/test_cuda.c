@@ -29,6 +29,7 @@
 #include "layers/layer.h"
 #include "nets/config.h"
 #include "nets/net.h"
+#include "nets/planner.h"
 #include "nets/trainer.h"
 #include "tests/testnet.h"
 #include "vdnn/device.h"
@@ -1171,6 +1172,54 @@ START_TEST(test_cpu_gpu_agree)
 }
 END_TEST
 
+/* The profile on a GPU: convolutions timed by cuDNN's own search (every pass has a
+ * measured algorithm, the time of an algorithm its table lists), the others call by
+ * call; measuring happens in the device's pool and leaves it empty and its peak reset;
+ * perf then picks measured algorithms. */
+START_TEST(test_profile)
+{
+    if (skip_without_gpu("test_profile")) return;
+    device *d = make_gpu(NET_GPU_BUDGET, 0, 0);
+    net *n = tn_parse(GPU_NET, NULL);
+    ck_assert_msg(net_attach(n, d) == VDNN_OK, "net_attach: %s", vdnn_errmsg());
+    size_t used = pool_used_bytes(device_pool(d));
+    pool_reset_peak(device_pool(d));
+    profile pr;
+    ck_assert_msg(profile_measure(n, d, 0, 0, &pr) == VDNN_OK, "profile_measure: %s", vdnn_errmsg());
+    ck_assert_uint_eq(pool_used_bytes(device_pool(d)), used);
+    ck_assert_uint_le(pool_peak_bytes(device_pool(d)), used);
+    ck_assert_int_eq(pr.nlayers, n->nlayers);
+    ck_assert_msg(pr.h2d_bytes_per_s > 1e8 && pr.d2h_bytes_per_s > 1e8, "link %g / %g B/s", pr.h2d_bytes_per_s,
+                  pr.d2h_bytes_per_s);
+    int convs = 0;
+    for (int i = 0; i < n->nlayers; i++) {
+        const layer *l = n->layers[i];
+        const layer_cost *c = &pr.layers[i];
+        if (strcmp(l->ops->type, "convolutional")) {
+            ck_assert_msg(c->fwd_s[0] > 0 && c->fwd_s[0] < 1, "%s: forward %g s", l->name, c->fwd_s[0]);
+            continue;
+        }
+        convs++;
+        const double *t[PASS_COUNT] = {c->fwd_s, c->bwd_data_s, c->bwd_filter_s};
+        for (int p = 0; p < PASS_COUNT; p++) {
+            double best = 1e30;
+            for (int a = 0; a < layer_algo_count(l, p); a++) best = t[p][a] < best ? t[p][a] : best;
+            if (p == PASS_BWD_DATA && i == 0) ck_assert_msg(best == 0, "%s: no dx, yet %g s", l->name, best);
+            else ck_assert_msg(best > 0 && best < 1, "%s pass %d: fastest measured %g s", l->name, p, best);
+            for (int a = layer_algo_count(l, p); a < PLAN_MAX_ALGOS; a++)
+                ck_assert_msg(t[p][a] >= 1e30, "%s pass %d: algorithm %d is not in the table, yet timed", l->name, p, a);
+            int pick = plan_choose_algo(l, p, ALGO_PERF, c);
+            ck_assert_msg(t[p][pick] <= best, "%s pass %d: perf picks %d (%g s), the fastest takes %g s", l->name, p,
+                          pick, t[p][pick], best);
+        }
+    }
+    ck_assert_int_ge(convs, 2);
+    profile_free(&pr);
+    net_free(n);
+    device_destroy(d);
+}
+END_TEST
+
 static Suite *cuda_suite(void)
 {
     Suite *s = suite_create("cuda");
@@ -1199,6 +1248,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(nets, test_budget);
     tcase_add_test(nets, test_loss_falls);
     tcase_add_test(nets, test_cpu_gpu_agree);
+    tcase_add_test(nets, test_profile);
     suite_add_tcase(s, nets);
     return s;
 }
