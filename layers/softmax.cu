@@ -43,14 +43,6 @@ static size_t forward_ws_bytes(int n)
     return LOSS_RESULT_BYTES + (size_t)n * (sizeof(double) + sizeof(int));
 }
 
-/* A cuDNN tensor holds at most 2^31 - 1 elements: calls go to cuDNN in chunks of this
- * many items. */
-static size_t cudnn_chunk(const layer *l)
-{
-    const size_t per_item = shape_per_item(l->in);
-    return per_item < (size_t)INT_MAX ? (size_t)INT_MAX / per_item : 1;
-}
-
 /* l->gpu */
 typedef struct softmax_gpu {
     cudnnTensorDescriptor_t t;   /* (n, C, H, W), set per call */
@@ -216,7 +208,7 @@ extern "C" vdnn_status softmax_forward_cuda(layer *l, const exec_ctx *c, const f
     const size_t d = shape_per_item(l->in);
     const int n = c->n, want = c->labels && (c->loss_sum || c->correct);
     const float one = 1.0f, zero = 0.0f;
-    const size_t chunk = cudnn_chunk(l);
+    const size_t chunk = cuda_cudnn_chunk(l);
     for (size_t i0 = 0; i0 < (size_t)n; i0 += chunk) {
         const int items = (int)((size_t)n - i0 < chunk ? (size_t)n - i0 : chunk);
         CUDNN_TRY(cudnnSetTensor4dDescriptor(g->t, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, items,

@@ -11,6 +11,8 @@
 #ifndef VDNN_CUDA_UTIL_H
 #define VDNN_CUDA_UTIL_H
 
+#include <limits.h>
+
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -70,6 +72,14 @@ static inline unsigned cuda_blocks(size_t count)
 {
     size_t b = (count + CUDA_THREADS - 1) / CUDA_THREADS;
     return b < 1 ? 1u : b > 65535u * 8u ? 65535u * 8u : (unsigned)b;
+}
+
+/* A cuDNN tensor holds at most 2^31 - 1 elements: calls on a layer's input go to cuDNN
+ * in chunks of this many items. */
+static inline size_t cuda_cudnn_chunk(const layer *l)
+{
+    const size_t per_item = shape_per_item(l->in);
+    return per_item < (size_t)INT_MAX ? (size_t)INT_MAX / per_item : 1;
 }
 
 #ifdef __cplusplus
