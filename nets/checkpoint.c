@@ -11,7 +11,11 @@
 #define CKPT_HEADER_BYTES 40u   /* step, epoch, index, seed (u64), batch, ntensors (u32) */
 #define CKPT_DTYPE_F32 0u
 #define CKPT_DTYPE_I32 1u
-#define CKPT_ALGOS "plan.algorithms"   /* (layers, 3) int32: each pass's convolution algorithm */
+/* (layers, 3) int32: each pass's convolution algorithm, as an index into the algorithm
+ * table of the device kind the run used: "plan.algorithms" for the CPU's (the name since
+ * version 1), CKPT_ALGOS ".cuda" for cuDNN's. A table of another kind is skipped on
+ * loading: its indices name another device's algorithms. */
+#define CKPT_ALGOS "plan.algorithms"
 
 /* A growing byte buffer that the whole file is assembled in. */
 typedef struct buf {
@@ -109,12 +113,18 @@ static vdnn_status put_tensor(net *n, buf *b, const tensor_ref *t, float *host)
     return VDNN_OK;
 }
 
+static const char *algos_record(const net *n)
+{
+    return n->dev && device_get_kind(n->dev) == DEVICE_CUDA ? CKPT_ALGOS ".cuda" : CKPT_ALGOS;
+}
+
 /* The algorithms in use: with --algo perf they come from timing, so a resumed run must
  * take them from here to continue bit for bit. */
 static void put_algos(const net *n, buf *b)
 {
-    put_u32(b, (uint32_t)strlen(CKPT_ALGOS));
-    put(b, CKPT_ALGOS, strlen(CKPT_ALGOS));
+    const char *name = algos_record(n);
+    put_u32(b, (uint32_t)strlen(name));
+    put(b, name, strlen(name));
     put_u32(b, CKPT_DTYPE_I32);
     put_u32(b, 2);
     put_u32(b, (uint32_t)n->nlayers);
@@ -274,21 +284,25 @@ static const tensor_ref *find_ref(const tensor_ref *t, int count, const char *na
 
 /* Parses one record; on success *ref is the matching tensor (or NULL to skip) and
  * *data points at its little-endian floats. */
-static vdnn_status read_algos(reader *r, const net *n, uint32_t dtype, uint32_t ndim, const uint32_t *dims,
-                              uint64_t bytes, const unsigned char **algos)
+static vdnn_status read_algos(reader *r, const net *n, const char *name, uint32_t dtype, uint32_t ndim,
+                              const uint32_t *dims, uint64_t bytes, const unsigned char **algos)
 {
     if (dtype != CKPT_DTYPE_I32 || ndim != 2 || dims[0] != (uint32_t)n->nlayers || dims[1] != PASS_COUNT ||
         bytes != (uint64_t)n->nlayers * PASS_COUNT * 4)
         return vdnn_fail(VDNN_EFORMAT, "%s: %s is not a (%d, %d) int32 table (a checkpoint of another config?)",
-                         r->path, CKPT_ALGOS, n->nlayers, PASS_COUNT);
+                         r->path, name, n->nlayers, PASS_COUNT);
+    if (strcmp(name, algos_record(n))) {   /* another kind of device's algorithms */
+        r->pos += bytes;
+        return VDNN_OK;
+    }
     *algos = r->p + r->pos;
     for (int i = 0; i < n->nlayers; i++)
         for (int p = 0; p < PASS_COUNT; p++) {
             const unsigned char *c = *algos + 4 * (i * PASS_COUNT + p);
             uint32_t a = (uint32_t)c[0] | (uint32_t)c[1] << 8 | (uint32_t)c[2] << 16 | (uint32_t)c[3] << 24;
             if (a >= (uint32_t)layer_algo_count(n->layers[i], p))
-                return vdnn_fail(VDNN_EFORMAT, "%s: %s names algorithm %u for %s, which has %d", r->path, CKPT_ALGOS,
-                                 a, n->layers[i]->name, layer_algo_count(n->layers[i], p));
+                return vdnn_fail(VDNN_EFORMAT, "%s: %s names algorithm %u for %s, which has %d", r->path, name, a,
+                                 n->layers[i]->name, layer_algo_count(n->layers[i], p));
         }
     r->pos += bytes;
     return VDNN_OK;
@@ -314,7 +328,8 @@ static vdnn_status read_record(reader *r, const net *n, const tensor_ref *t, int
     uint64_t bytes = get_u64(r);
     if ((st = need(r, bytes, name)) != VDNN_OK) return st;
     *ref = NULL;
-    if (!strcmp(name, CKPT_ALGOS)) return read_algos(r, n, dtype, ndim, dims, bytes, algos);
+    if (!strcmp(name, CKPT_ALGOS) || !strcmp(name, CKPT_ALGOS ".cuda"))
+        return read_algos(r, n, name, dtype, ndim, dims, bytes, algos);
     if (dtype != CKPT_DTYPE_F32) return vdnn_fail(VDNN_EFORMAT, "%s: tensor %s has dtype %u (only 0 = float32)", r->path, name, dtype);
     *ref = find_ref(t, count, name);
     if (!*ref) return vdnn_fail(VDNN_EFORMAT, "%s: tensor %s is not in this net (a checkpoint of another config?)", r->path, name);

@@ -374,6 +374,86 @@ START_TEST(test_wrong_version)
 }
 END_TEST
 
+/* The algorithm table is an index into the device's own algorithms: a table written on
+ * another kind of device ("plan.algorithms.cuda", cuDNN's) is skipped, however large its
+ * indices, so a GPU's checkpoint resumes or evaluates on the CPU; the CPU's own table
+ * with an index it does not have is a format error. */
+START_TEST(test_other_device_algorithms)
+{
+    char good[512], bad[512];
+    tmp_path(good, sizeof good, "good.ckpt");
+    tmp_path(bad, sizeof bad, "algos.ckpt");
+    saved_net(good);
+    size_t len = 0;
+    unsigned char *p = (unsigned char *)tn_read(good, &len);
+    const char *name = "plan.algorithms", *cuda = "plan.algorithms.cuda";
+    unsigned char *at = memmem(p, len, name, strlen(name));
+    ck_assert_ptr_nonnull(at);
+    size_t name_at = (size_t)(at - p), count = get_u32(p + name_at + strlen(name) + 8);   /* dims[0]: layers */
+    ck_assert_uint_eq(get_u32(p + name_at - 4), strlen(name));
+    size_t data_at = name_at + strlen(name) + 24;   /* dtype, ndim, two dims, byte count */
+    for (size_t k = 0; k < count * PASS_COUNT; k++) set_u32(p + data_at + 4 * k, 7);
+
+    /* the CPU's own table naming algorithm 7 of 5 */
+    fix_crc(p, len);
+    tn_write(bad, p, len);
+    load_fails(bad, VDNN_EFORMAT, "names algorithm 7");
+
+    /* the same table as a GPU's: skipped */
+    size_t extra = strlen(cuda) - strlen(name), qlen = len + extra;
+    unsigned char *q = malloc(qlen);
+    memcpy(q, p, name_at);
+    set_u32(q + name_at - 4, (uint32_t)strlen(cuda));
+    memcpy(q + name_at, cuda, strlen(cuda));
+    memcpy(q + name_at + strlen(cuda), p + name_at + strlen(name), len - name_at - strlen(name));
+    fix_crc(q, qlen);
+    tn_write(bad, q, qlen);
+    device *d;
+    net *n = attached(CK_NET, 5, &d);
+    int before[64][PASS_COUNT];
+    ck_assert_int_le(n->nlayers, 64);
+    for (int i = 0; i < n->nlayers; i++) memcpy(before[i], n->layers[i]->algo, sizeof before[i]);
+    ckpt_state st;
+    ck_assert_msg(checkpoint_load(n, bad, &st, 0) == VDNN_OK, "load: %s", vdnn_errmsg());
+    ck_assert_uint_eq(st.step, 10);
+    for (int i = 0; i < n->nlayers; i++)
+        ck_assert_msg(!memcmp(before[i], n->layers[i]->algo, sizeof before[i]), "%s's algorithms changed",
+                      n->layers[i]->name);
+    tn_free(n, d);
+    free(q);
+    free(p);
+}
+END_TEST
+
+/* tools/ckpt_read.py, the documented way to read a checkpoint from Python, reads every
+ * record of a real one: the parameters and the int32 algorithm table. */
+START_TEST(test_python_reader)
+{
+    static const char *pythons[] = {"python3", "/usr/bin/python3"};
+    const char *py = NULL;
+    for (size_t i = 0; i < sizeof pythons / sizeof *pythons && !py; i++) {
+        char probe[256];
+        snprintf(probe, sizeof probe, "%s -c 'import numpy' >/dev/null 2>&1", pythons[i]);
+        if (system(probe) == 0) py = pythons[i];
+    }
+    if (!py) {
+        printf("SKIPPED: test_python_reader: no python3 with NumPy (tools/setup.sh installs python3-numpy)\n");
+        return;
+    }
+    char path[512], out[512], cmd[1600];
+    tmp_path(path, sizeof path, "py.ckpt");
+    tmp_path(out, sizeof out, "py.txt");
+    saved_net(path);
+    snprintf(cmd, sizeof cmd, "%s tools/ckpt_read.py '%s' >'%s' 2>&1", py, path, out);
+    int rc = system(cmd);
+    char *text = tn_read(out, NULL);
+    ck_assert_msg(rc == 0, "%s exited %d:\n%s", cmd, rc, text);
+    ck_assert_msg(strstr(text, "'step': 10") && strstr(text, "conv1.weights") && strstr(text, "plan.algorithms"),
+                  "ckpt_read.py printed:\n%s", text);
+    free(text);
+}
+END_TEST
+
 /* A record's fields are checked against the file even when the CRC is right. */
 START_TEST(test_bad_record)
 {
@@ -568,6 +648,8 @@ static Suite *checkpoint_suite(void)
     tcase_add_test(bad, test_wrong_magic);
     tcase_add_test(bad, test_wrong_version);
     tcase_add_test(bad, test_bad_record);
+    tcase_add_test(bad, test_other_device_algorithms);
+    tcase_add_test(bad, test_python_reader);
     tcase_add_test(bad, test_other_net);
     tcase_add_test(bad, test_other_net_late_mismatch);
     tcase_add_test(bad, test_other_net_missing_tensor);

@@ -7,6 +7,10 @@ import zlib
 import numpy as np
 
 
+# dtype codes: the parameters are float32; the table of algorithms in use is int32
+DTYPES = {0: "<f4", 1: "<i4"}
+
+
 def read_checkpoint(path):
     data = open(path, "rb").read()
     if data[:8] != b"VDNNCKPT":
@@ -27,8 +31,9 @@ def read_checkpoint(path):
         dims = struct.unpack_from(f"<{ndim}I", data, pos + 8)
         (nbytes,) = struct.unpack_from("<Q", data, pos + 8 + 4 * ndim)
         pos += 16 + 4 * ndim
-        assert dtype == 0, "only float32 (dtype 0) exists in version 1"
-        tensors[name] = np.frombuffer(data, "<f4", nbytes // 4, pos).reshape(dims)
+        if dtype not in DTYPES:
+            raise ValueError(f"{path}: tensor {name} has dtype {dtype} (0 float32 and 1 int32 exist)")
+        tensors[name] = np.frombuffer(data, DTYPES[dtype], nbytes // 4, pos).reshape(dims)
         pos += nbytes
     return meta, tensors
 
