@@ -10,9 +10,10 @@
  *
  * Labels live in device memory: the same summing kernel finds the first label outside
  * [0, classes), which comes back with the sums and fails the call as check_labels does
- * on the CPU. Backward (dx = (p - onehot(label)) * grad_scale, from y alone) checks the
- * labels the same way, as the CPU half does, so it too waits for the GPU, for a few
- * bytes. */
+ * on the CPU. Backward (dx = (p - onehot(label)) * grad_scale, from y alone) does not
+ * check them again, unlike the CPU half: the iteration always runs this forward first
+ * on the same labels, and a second check would stall the host on the GPU once more per
+ * step. */
 #include "vdnn/cuda_util.h"
 
 #include <limits.h>
@@ -65,7 +66,6 @@ extern "C" vdnn_status softmax_bind_cuda(layer *l, device *d)
         t->a[p][0].deterministic = 1;
     }
     t->a[PASS_FWD][0].workspace_bytes = forward_ws_bytes(l->in.n);
-    t->a[PASS_BWD_DATA][0].workspace_bytes = LOSS_RESULT_BYTES;
     l->algos = t;
     return VDNN_OK;
 }
@@ -232,7 +232,7 @@ extern "C" vdnn_status softmax_forward_cuda(layer *l, const exec_ctx *c, const f
     }
     loss_sum_kernel<<<1, LOSS_THREADS, 0, ctx->compute>>>(n, d, c->labels, loss, hit, res);
     CUDA_LAUNCH_CHECK();
-    loss_result r;
+    loss_result r = {0.0, 0, -1, 0, 0};
     st = fetch_result(l, c, ctx, res, &r);
     if (st != VDNN_OK) return st;
     if (c->loss_sum) *c->loss_sum += r.loss;
@@ -261,16 +261,10 @@ extern "C" vdnn_status softmax_backward_cuda(layer *l, const exec_ctx *c, const 
     (void)dy;
     if (!dx) return VDNN_OK;
     if (!c->labels) return vdnn_fail(VDNN_EINVAL, "%s: backward needs labels", l->name);
-    vdnn_status st = check_workspace(l, c, LOSS_RESULT_BYTES);
-    if (st != VDNN_OK) return st;
     cuda_ctx *ctx = device_cuda_ctx(c->dev);
     const size_t d = shape_per_item(l->in), count = (size_t)c->n * d;
     loss_grad_kernel<<<cuda_blocks(count), CUDA_THREADS, 0, ctx->compute>>>(count, d, c->grad_scale,
                                                                             c->labels, y, dx);
     CUDA_LAUNCH_CHECK();
-    loss_result *res = (loss_result *)c->workspace;
-    loss_sum_kernel<<<1, LOSS_THREADS, 0, ctx->compute>>>(c->n, d, c->labels, NULL, NULL, res);
-    CUDA_LAUNCH_CHECK();
-    loss_result r;
-    return fetch_result(l, c, ctx, res, &r);
+    return VDNN_OK;
 }

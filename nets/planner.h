@@ -63,14 +63,14 @@ uint64_t net_fingerprint(const net *n);
  * beside it), whose peak is then reset, a layer whose buffers do not fit there being
  * measured on fewer items and scaled up. `link_gbps` is the CPU device's emulated link
  * (0: none). Free with profile_free(). */
-vdnn_status profile_measure(const net *n, const device *d, double link_gbps, int threads, profile *out);
+vdnn_status profile_measure(const net *n, device *d, double link_gbps, int threads, profile *out);
 void profile_free(profile *p);
 
 /* The profile cache: a folder of text files, one per (device, net, batch). `dir` NULL
  * means $VDNN_CACHE, else $XDG_CACHE_HOME/vdnn, else ~/.cache/vdnn. profile_get()
  * reads the cached one when it matches, else measures and writes it (an unwritable
  * cache is not an error: the profile is just not kept); *cached says which. */
-vdnn_status profile_get(const net *n, const device *d, double link_gbps, int threads, const char *dir,
+vdnn_status profile_get(const net *n, device *d, double link_gbps, int threads, const char *dir,
                         profile *out, int *cached);
 vdnn_status profile_save(const profile *p, const char *path);
 /* Reads a profile; VDNN_ENOENT-like failure (VDNN_EIO) when missing, VDNN_EFORMAT when

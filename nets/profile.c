@@ -339,7 +339,7 @@ static void device_key(const device *d, double link_gbps, int threads, char *buf
         snprintf(buf, len, "%s", device_model(d));
 }
 
-vdnn_status profile_measure(const net *n, const device *d, double link_gbps, int threads, profile *out)
+vdnn_status profile_measure(const net *n, device *d, double link_gbps, int threads, profile *out)
 {
     memset(out, 0, sizeof *out);
     double t0 = vdnn_now_s();
@@ -360,7 +360,7 @@ vdnn_status profile_measure(const net *n, const device *d, double link_gbps, int
     /* A GPU measures in its own pool (a second slab might not fit beside the first); the
      * CPU device in a fresh arena of its own. */
     int own = device_get_kind(d) != DEVICE_CUDA;
-    device *s = own ? NULL : (device *)d;
+    device *s = own ? NULL : d;
     if (own) st = device_create(&o, &s);
     out->layers = calloc((size_t)m->nlayers, sizeof *out->layers);
     if (st == VDNN_OK && !out->layers) st = vdnn_fail(VDNN_ENOMEM, "out of host memory for a profile");
@@ -516,7 +516,7 @@ static int matches(const profile *p, const net *n, const char *key)
            !strcmp(p->device, key);
 }
 
-vdnn_status profile_get(const net *n, const device *d, double link_gbps, int threads, const char *dir,
+vdnn_status profile_get(const net *n, device *d, double link_gbps, int threads, const char *dir,
                         profile *out, int *cached)
 {
     char key[160], path[1200];

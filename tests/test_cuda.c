@@ -1172,6 +1172,40 @@ START_TEST(test_cpu_gpu_agree)
 }
 END_TEST
 
+/* A label outside [0, classes) fails the loss layer's forward with the CPU's message,
+ * as a status, not a crash; the labels come from device memory, checked on the GPU. */
+START_TEST(test_bad_label)
+{
+    if (skip_without_gpu("test_bad_label")) return;
+    device *d = make_gpu((size_t)16 << 20, 0, 0);
+    layer *l = make_layer("[softmax]\n", (shape4){4, 10, 1, 1});
+    ck_assert_msg(layer_bind(l, d) == VDNN_OK, "layer_bind: %s", vdnn_errmsg());
+    float hx[40];
+    for (int i = 0; i < 40; i++) hx[i] = (float)(i % 7) * 0.25f;
+    int32_t lab[4] = {1, 9, 10, 0};
+    size_t ws_bytes = layer_workspace_bytes(l, PASS_FWD, 0);
+    float *x = dev_alloc(d, sizeof hx, "x"), *y = dev_alloc(d, sizeof hx, "y");
+    int32_t *labels = dev_alloc(d, sizeof lab, "labels");
+    void *ws = dev_alloc(d, ws_bytes, "workspace");
+    put(d, x, hx, sizeof hx);
+    put(d, labels, lab, sizeof lab);
+    double loss = 0;
+    int correct = 0;
+    exec_ctx c = {.dev = d, .n = 4, .train = 1, .labels = labels, .grad_scale = 0.25f, .loss_sum = &loss,
+                  .correct = &correct, .workspace = ws, .workspace_bytes = ws_bytes};
+    ck_assert_int_eq(layer_forward(l, &c, x, y), VDNN_EINVAL);
+    tn_msg_has("label 10 of item 2", "outside [0, 10)");
+    lab[2] = 3;
+    put(d, labels, lab, sizeof lab);
+    ck_assert_msg(layer_forward(l, &c, x, y) == VDNN_OK, "good labels: %s", vdnn_errmsg());
+    ck_assert_msg(loss > 0 && isfinite(loss), "loss %g", loss);
+    void *bufs[] = {x, y, labels, ws};
+    for (int i = 0; i < 4; i++) ck_assert_int_eq(device_free(d, bufs[i]), VDNN_OK);
+    layer_destroy(l, d);
+    device_destroy(d);
+}
+END_TEST
+
 /* The profile on a GPU: convolutions timed by cuDNN's own search (every pass has a
  * measured algorithm, the time of an algorithm its table lists), the others call by
  * call; measuring happens in the device's pool and leaves it empty and its peak reset;
@@ -1240,6 +1274,7 @@ static Suite *cuda_suite(void)
     tcase_add_loop_test(lay, test_other_layer, 0, NOTHER);
     tcase_add_test(lay, test_conv_nondeterministic);
     tcase_add_test(lay, test_tf32);
+    tcase_add_test(lay, test_bad_label);
     suite_add_tcase(s, lay);
 
     TCase *nets = tcase_create("nets");
