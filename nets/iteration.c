@@ -12,6 +12,7 @@
  * the others add to it, and it is freed once the layer that wrote the map has read it. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "nets/net.h"
@@ -92,6 +93,16 @@ static vdnn_status settle_after_forward(net *n, int j, int train)
     return VDNN_OK;
 }
 
+/* fetch_order: by first reader, the last layer's first; maps of one reader in map order
+ * (the order the memory stream copies them in). */
+static int by_first_reader(const void *a, const void *b, void *ctx)
+{
+    const net *n = ctx;
+    int x = *(const int *)a, y = *(const int *)b;
+    int rx = n->maps[x].first_reader, ry = n->maps[y].first_reader;
+    return rx != ry ? (rx < ry) - (rx > ry) : (x > y) - (x < y);
+}
+
 /* When each map leaves the device in backward, for the plan the maps hold now: after
  * its last backward reader, or after the last recomputation that reads it, whichever
  * comes later. A dropped map x[p] is recomputed before its first backward reader, or
@@ -128,13 +139,7 @@ static void lifetimes(net *n)
     n->nfetch = 0;
     for (int j = 0; j <= L; j++)
         if (n->maps[j].offload && n->maps[j].first_reader >= 0) n->fetch_order[n->nfetch++] = j;
-    for (int a = 1; a < n->nfetch; a++)   /* by first reader, the last layer's first */
-        for (int b = a; b > 0 && n->maps[n->fetch_order[b]].first_reader > n->maps[n->fetch_order[b - 1]].first_reader;
-             b--) {
-            int t = n->fetch_order[b];
-            n->fetch_order[b] = n->fetch_order[b - 1];
-            n->fetch_order[b - 1] = t;
-        }
+    qsort_r(n->fetch_order, (size_t)n->nfetch, sizeof *n->fetch_order, by_first_reader, n);
 }
 
 /* ---- parameter swapping ---- */

@@ -600,6 +600,101 @@ START_TEST(test_resume_exact_graph)
 }
 END_TEST
 
+/* ---- the shipped graph nets ---- */
+
+static size_t trainable_params(const net *n)
+{
+    size_t count = 0;
+    for (int i = 0; i < n->nlayers; i++)
+        for (int k = 0; k < n->layers[i]->nparams; k++)
+            if (n->layers[i]->params[k].trainable) count += shape_count(n->layers[i]->params[k].shape);
+    return count;
+}
+
+/* The papers' parameter counts (trainable: weights, biases, batch norm's scale and
+ * shift), in millions. */
+START_TEST(test_shipped_param_counts)
+{
+    static const struct { const char *cfg; double lo, hi; } nets[] = {
+        {"configs/resnet20.cfg", 0.265, 0.275},   {"configs/resnet56.cfg", 0.84, 0.87},
+        {"configs/resnet110.cfg", 1.70, 1.75},    {"configs/resnet1202.cfg", 19.35, 19.45},
+        {"configs/resnet50.cfg", 25.55, 25.56},   {"configs/googlenet.cfg", 6.6, 7.0},
+        {"configs/densenet40.cfg", 0.98, 1.06},   {"configs/resnet-fmnist.cfg", 0.15, 0.2},
+    };
+    for (size_t k = 0; k < sizeof nets / sizeof *nets; k++) {
+        net_overrides ov = net_no_overrides();
+        net *n = NULL;
+        ck_assert_msg(net_load(nets[k].cfg, &ov, &n) == VDNN_OK, "%s: %s", nets[k].cfg, vdnn_errmsg());
+        double m = (double)trainable_params(n) / 1e6;
+        ck_assert_msg(m >= nets[k].lo && m <= nets[k].hi, "%s: %.4f M parameters, not in [%g, %g]", nets[k].cfg, m,
+                      nets[k].lo, nets[k].hi);
+        ck_assert(!n->chain);
+        net_free(n);
+    }
+}
+END_TEST
+
+/* The whole file `path` with its [data] section swapped for synthetic data, so that
+ * a net meant for ImageNet or CIFAR-10 runs here. */
+static char *with_synthetic_data(const char *path, int classes)
+{
+    size_t len = 0;
+    char *text = tn_read(path, &len);
+    ck_assert_msg(text != NULL, "cannot read %s", path);
+    char *at = strstr(text, "[data]\n");
+    ck_assert_ptr_nonnull(at);
+    char *end = strstr(at + 1, "\n[");
+    ck_assert_ptr_nonnull(end);
+    char data[160];
+    snprintf(data, sizeof data, "[data]\nset = synthetic\ntrain_size = 8\ntest_size = 4\nclasses = %d\n", classes);
+    char *out = malloc(len + sizeof data);
+    ck_assert_ptr_nonnull(out);
+    snprintf(out, len + sizeof data, "%.*s%s%s", (int)(at - text), text, data, end + 1);
+    free(text);
+    return out;
+}
+
+/* A few steps of ResNet-50 and GoogLeNet (and the CIFAR nets) at batch 2: they run, and
+ * their losses are numbers. */
+START_TEST(test_shipped_train_steps)
+{
+    static const struct { const char *cfg; int classes; } nets[] = {
+        {"configs/resnet50.cfg", 1000}, {"configs/googlenet.cfg", 1000}, {"configs/resnet20.cfg", 10},
+        {"configs/densenet40.cfg", 10},
+    };
+    for (size_t k = 0; k < sizeof nets / sizeof *nets; k++) {
+        char *text = with_synthetic_data(nets[k].cfg, nets[k].classes);
+        net_overrides ov = net_no_overrides();
+        ov.batch = 2;
+        device *d;
+        net *n = tn_attached(text, &ov, &d);
+        tn_batch b = tn_batch_make(n, 2, 3);
+        for (int step = 0; step < 2; step++) {
+            step_result r;
+            vdnn_status st = net_train_step(n, b.x, b.y, 2, 0.01, &r);
+            ck_assert_msg(st == VDNN_OK, "%s step %d: %s", nets[k].cfg, step + 1, vdnn_errmsg());
+            ck_assert_msg(isfinite(r.loss_sum) && r.loss_sum > 0, "%s step %d: loss %g", nets[k].cfg, step + 1,
+                          r.loss_sum);
+        }
+        tn_batch_free(&b);
+        tn_free(n, d);
+        free(text);
+    }
+}
+END_TEST
+
+/* configs/ holds exactly what tools/gen_configs.py writes. */
+START_TEST(test_generated_configs)
+{
+    if (system("command -v python3 > /dev/null 2>&1") != 0) {
+        printf("SKIPPED: python3 is not installed; tools/gen_configs.py --check not run\n");
+        return;
+    }
+    int rc = system("python3 tools/gen_configs.py --check");
+    ck_assert_msg(rc == 0, "tools/gen_configs.py --check failed (status %d): regenerate configs/", rc);
+}
+END_TEST
+
 static Suite *graph_suite(void)
 {
     Suite *s = suite_create("graph");
@@ -628,6 +723,13 @@ static Suite *graph_suite(void)
     tcase_add_test(files, test_plan_file_round_trip);
     tcase_add_test(files, test_resume_exact_graph);
     suite_add_tcase(s, files);
+
+    TCase *shipped = tcase_create("shipped");
+    tcase_set_timeout(shipped, 600);
+    tcase_add_test(shipped, test_shipped_param_counts);
+    tcase_add_test(shipped, test_shipped_train_steps);
+    tcase_add_test(shipped, test_generated_configs);
+    suite_add_tcase(s, shipped);
     return s;
 }
 
