@@ -149,11 +149,23 @@ typedef enum { SEARCH_VDNN = 0, SEARCH_BB } search_kind;
 /* The command line's default cap on branch-and-bound nodes: a few seconds of search on
  * the nets in configs/, and complete on most budgets (docs/planner.md). */
 #define PLAN_NODE_LIMIT 50000
+/* The command line's default time for one search: the fixed policies and the threshold
+ * plans are always tried; the climbs and the branch and bound stop when it is up and a
+ * plan that fits has been found. */
+#define PLAN_SEARCH_SECONDS 60
+
+/* How long a search may run: `nodes` > 0 caps the branch and bound's nodes, `seconds`
+ * > 0 its wall time (0: no limit). */
+typedef struct search_limits {
+    long nodes;
+    double seconds;
+} search_limits;
 
 typedef struct search_stats {
     long simulations;         /* plans replayed */
     long nodes;               /* branch and bound: partial plans visited */
-    int complete;             /* the search proved its plan optimal (B&B within its node limit) */
+    int complete;             /* the search proved its plan optimal (B&B within its limits) */
+    int timed_out;            /* it stopped at limits.seconds */
     double seconds;
 } search_stats;
 
@@ -163,10 +175,12 @@ typedef struct search_stats {
  * convolutions moved to memory-optimal algorithms one layer at a time; then all +
  * memory-optimal. SEARCH_BB is a branch and bound over the variants of plan_enumerate,
  * the copy timing, every map's keep/offload and every convolution pass's algorithm,
- * seeded by hill climbs whose moves also recompute single maps (docs/planner.md). `node_limit` > 0
- * caps the B&B's nodes (then the best plan found so far is returned, stats->complete
- * 0). VDNN_EBUDGET when nothing fits, with a message naming the least budget found. */
-vdnn_status plan_search(const net *n, const profile *pr, size_t budget, search_kind k, long node_limit,
+ * seeded by the fixed policies, vDNN-style threshold plans (offload every map below a
+ * layer) and hill climbs whose moves also recompute single maps (docs/planner.md).
+ * `lim` caps the climbs and the B&B (then the best plan found so far is returned,
+ * stats->complete 0). VDNN_EBUDGET when nothing fits, with a message naming the least
+ * budget found. */
+vdnn_status plan_search(const net *n, const profile *pr, size_t budget, search_kind k, search_limits lim,
                         plan *out, search_stats *stats);
 
 /* The fastest copy timing of a fixed policy and algorithm mode whose simulated peak
@@ -181,7 +195,7 @@ vdnn_status plan_fit_policy(const net *n, const profile *pr, size_t budget, mem_
  * and weights are left as they were, except when the plan swaps parameters that the
  * net holds on the device (or the reverse): the net is then attached again, its
  * parameters re-initialised from the seed, so call it before training or resuming. */
-vdnn_status plan_choose(net *n, const profile *pr, size_t budget, search_kind k, long node_limit, int verify,
+vdnn_status plan_choose(net *n, const profile *pr, size_t budget, search_kind k, search_limits lim, int verify,
                         plan *out, plan *alt, search_stats *stats);
 
 /* Every plan of the branch and bound's space, enumerated (tests: small nets only):

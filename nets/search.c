@@ -35,7 +35,17 @@ typedef struct search {
     plan best;                /* the incumbent; predicted_s < 0: none yet */
     size_t least;             /* the least peak seen (for the error when nothing fits) */
     long nodes, node_limit;
+    double deadline;          /* vdnn_now_s() past which climbs and branching stop; 0: none */
+    int expired;
 } search;
+
+/* Whether the search's time is up (checked between simulations): once it holds a plan
+ * that fits; until then it goes on (to the node limit). */
+static int out_of_time(search *s)
+{
+    if (!s->expired && s->deadline > 0 && s->best.predicted_s >= 0 && vdnn_now_s() > s->deadline) s->expired = 1;
+    return s->expired;
+}
 
 static double pass_s(const profile *pr, int layer, int pass, int algo)
 {
@@ -151,7 +161,7 @@ static vdnn_status offer(search *s, const plan *p)
  * offloading one more map can raise the highest end by a hole. */
 static vdnn_status branch(search *s, int k)
 {
-    if (s->node_limit > 0 && s->nodes >= s->node_limit) return VDNN_OK;
+    if ((s->node_limit > 0 && s->nodes >= s->node_limit) || out_of_time(s)) return VDNN_OK;
     s->nodes++;
     plan *p = &s->work;
     fill_from(p, s->dec, k, s->ndec, 1);
@@ -248,11 +258,11 @@ static vdnn_status climb(search *s, const plan *start)
     int ndec = 0;
     vdnn_status st = make_decisions(s->n, s->pr, 0, start, 1, &dec, &ndec);
     if (st == VDNN_OK) st = plan_copy(&cur, start);
-    for (int moved = 1; moved && st == VDNN_OK;) {
+    for (int moved = 1; moved && st == VDNN_OK && !out_of_time(s);) {
         moved = 0;
         int best_k = -1, best_c = 0;
         double best_t = cur.predicted_s;
-        for (int k = 0; k < ndec && st == VDNN_OK; k++) {
+        for (int k = 0; k < ndec && st == VDNN_OK && !out_of_time(s); k++) {
             const decision *d = &dec[k];
             int was = get_choice(&cur, d);
             for (int c = 0; c < d->count && st == VDNN_OK; c++) {
@@ -311,10 +321,46 @@ static int variant_differs(const net *n, int v)
     return (!(v & 1) || any) && (!(v & 2) || swaps);
 }
 
+/* vDNN's threshold idea: every map below map t that the search may offload goes to
+ * the host, those above stay (backward reads them first). The least t that fits, found
+ * by bisection (the bytes held fall as t grows, near enough), for every algorithm mode
+ * and copy timing: a handful of simulations that scale to nets of thousands of layers. */
+static vdnn_status threshold_plans(search *s)
+{
+    vdnn_status st = VDNN_OK;
+    for (int a = 0; a < ALGO_MODE_COUNT && st == VDNN_OK; a++)
+        for (int m = 0; m < TIMING_MODES && st == VDNN_OK; m++) {
+            plan p = {0};
+            st = plan_policy(s->n, s->pr, POLICY_NONE, (algo_mode)a, timing_modes[m][0], timing_modes[m][1], &p);
+            int lo = 0, hi = s->n->nlayers + 1, best = -1;
+            while (st == VDNN_OK && lo <= hi) {
+                int t = lo + (hi - lo) / 2;
+                for (int j = 0; j <= s->n->nlayers; j++)
+                    if (free_map(s->n, j)) p.offload[j] = (unsigned char)(j < t);
+                st = simulate(s, &p);
+                if (st == VDNN_OK && p.peak_bytes <= s->budget) {
+                    best = t;
+                    hi = t - 1;
+                } else {
+                    lo = t + 1;
+                }
+            }
+            if (st == VDNN_OK && best >= 0) {
+                for (int j = 0; j <= s->n->nlayers; j++)
+                    if (free_map(s->n, j)) p.offload[j] = (unsigned char)(j < best);
+                st = simulate(s, &p);
+                if (st == VDNN_OK) st = offer(s, &p);
+            }
+            plan_free(&p);
+        }
+    return st;
+}
+
 static vdnn_status search_bb(search *s)
 {
-    /* the fixed policies first, then climbs from the best of them and from the smallest
-     * plan of every variant and copy timing: a good incumbent cuts most of the tree */
+    /* the fixed policies and the threshold plans first, then climbs from the best of
+     * them and from the smallest plan of every variant and copy timing: a good
+     * incumbent cuts most of the tree */
     vdnn_status st = VDNN_OK;
     for (int pol = 0; pol < POLICY_COUNT && st == VDNN_OK; pol++)
         for (int a = 0; a < ALGO_MODE_COUNT && st == VDNN_OK; a++) {
@@ -324,15 +370,16 @@ static vdnn_status search_bb(search *s)
             if (st == VDNN_OK && fits) st = offer(s, &p);
             if (fits) plan_free(&p);
         }
+    if (st == VDNN_OK) st = threshold_plans(s);
     if (st == VDNN_OK && s->best.predicted_s >= 0) {
         plan from = {0};
         st = plan_copy(&from, &s->best);
         if (st == VDNN_OK) st = climb(s, &from);
         plan_free(&from);
     }
-    for (int v = 0; v < VARIANTS && st == VDNN_OK; v++) {
+    for (int v = 0; v < VARIANTS && st == VDNN_OK && !out_of_time(s); v++) {
         if (v && !variant_differs(s->n, v)) continue;
-        for (int m = 0; m < TIMING_MODES && st == VDNN_OK; m++) {
+        for (int m = 0; m < TIMING_MODES && st == VDNN_OK && !out_of_time(s); m++) {
             plan p = {0};
             st = variant_plan(s->n, s->pr, v, m, &p);
             free(s->dec);
@@ -344,9 +391,9 @@ static vdnn_status search_bb(search *s)
             plan_free(&p);
         }
     }
-    for (int v = 0; v < VARIANTS && st == VDNN_OK; v++) {
+    for (int v = 0; v < VARIANTS && st == VDNN_OK && !out_of_time(s); v++) {
         if (v && !variant_differs(s->n, v)) continue;
-        for (int m = 0; m < TIMING_MODES && st == VDNN_OK; m++) {
+        for (int m = 0; m < TIMING_MODES && st == VDNN_OK && !out_of_time(s); m++) {
             plan_free(&s->work);
             st = variant_plan(s->n, s->pr, v, m, &s->work);
             free(s->dec);
@@ -360,19 +407,21 @@ static vdnn_status search_bb(search *s)
     return st;
 }
 
-vdnn_status plan_search(const net *n, const profile *pr, size_t budget, search_kind k, long node_limit, plan *out,
+vdnn_status plan_search(const net *n, const profile *pr, size_t budget, search_kind k, search_limits lim, plan *out,
                         search_stats *stats)
 {
     if (!pr) return vdnn_fail(VDNN_EINVAL, "planning needs a profile of the net");
-    search s = {.n = n, .pr = pr, .budget = budget ? budget : (size_t)-1, .node_limit = node_limit};
+    search s = {.n = n, .pr = pr, .budget = budget ? budget : (size_t)-1, .node_limit = lim.nodes};
     double t0 = vdnn_now_s();
+    s.deadline = lim.seconds > 0 ? t0 + lim.seconds : 0;
     s.best.predicted_s = -1;
     vdnn_status st = sim_create(n, pr, &s.sim);
     if (st == VDNN_OK) st = k == SEARCH_VDNN ? search_vdnn(&s) : search_bb(&s);
     if (stats) {
         stats->simulations = s.sim ? sim_runs(s.sim) : 0;
         stats->nodes = s.nodes;
-        stats->complete = k == SEARCH_BB && (node_limit <= 0 || s.nodes < node_limit);
+        stats->complete = k == SEARCH_BB && (lim.nodes <= 0 || s.nodes < lim.nodes) && !s.expired;
+        stats->timed_out = s.expired;
         stats->seconds = vdnn_now_s() - t0;
     }
     sim_destroy(s.sim);
@@ -443,12 +492,12 @@ static vdnn_status attach_for(net *n, const plan *p)
     return net_attach(n, d);
 }
 
-vdnn_status plan_choose(net *n, const profile *pr, size_t budget, search_kind k, long node_limit, int verify,
+vdnn_status plan_choose(net *n, const profile *pr, size_t budget, search_kind k, search_limits lim, int verify,
                         plan *out, plan *alt, search_stats *stats)
 {
     plan best = {0}, fixed = {0};
     if (alt) memset(alt, 0, sizeof *alt);
-    vdnn_status st = plan_search(n, pr, budget, k, node_limit, &best, stats);
+    vdnn_status st = plan_search(n, pr, budget, k, lim, &best, stats);
     if (st != VDNN_OK) return st;
     int have_fixed = 0;
     if (verify > 0) {

@@ -356,14 +356,14 @@ START_TEST(planner_swaps_and_recomputes_when_needed)
     plan p;
     search_stats ss;
     size_t budget = least_offload / 2;
-    ck_assert_msg(plan_search(n, &pr, budget, SEARCH_BB, 0, &p, &ss) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_msg(plan_search(n, &pr, budget, SEARCH_BB, (search_limits){0}, &p, &ss) == VDNN_OK, "%s", vdnn_errmsg());
     ck_assert_uint_le(p.peak_bytes, budget);
     int swapped = 0;
     for (int i = 0; i < n->nlayers; i++) swapped += p.swap[i];
     ck_assert_msg(swapped > 0, "half of the least offloading budget is met without swapping");
     plan_free(&p);
     /* vDNN's ladder knows neither, and gives up */
-    ck_assert(plan_search(n, &pr, budget, SEARCH_VDNN, 0, &p, NULL) == VDNN_EBUDGET);
+    ck_assert(plan_search(n, &pr, budget, SEARCH_VDNN, (search_limits){0}, &p, NULL) == VDNN_EBUDGET);
     free(pr.layers);
     net_free(n);
 }

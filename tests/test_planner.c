@@ -316,7 +316,7 @@ START_TEST(branch_and_bound_finds_the_optimum)
     for (int b = 0; b < B; b++) {
         plan p;
         search_stats ss;
-        ck_assert_msg(plan_search(n, &pr, budgets[b], SEARCH_BB, 0, &p, &ss) == VDNN_OK, "%s", vdnn_errmsg());
+        ck_assert_msg(plan_search(n, &pr, budgets[b], SEARCH_BB, (search_limits){0}, &p, &ss) == VDNN_OK, "%s", vdnn_errmsg());
         ck_assert_uint_le(p.peak_bytes, budgets[b]);
         /* the climbs also swap single layers and recompute single maps, outside the
          * enumerated space: the search is never worse than its optimum */
@@ -327,16 +327,35 @@ START_TEST(branch_and_bound_finds_the_optimum)
                       count);
         /* vDNN's ladder never beats the optimum */
         plan v;
-        if (plan_search(n, &pr, budgets[b], SEARCH_VDNN, 0, &v, NULL) == VDNN_OK) {
+        if (plan_search(n, &pr, budgets[b], SEARCH_VDNN, (search_limits){0}, &v, NULL) == VDNN_OK) {
             ck_assert(v.predicted_s >= best[b] - 1e-12);
             ck_assert_uint_le(v.peak_bytes, budgets[b]);
             plan_free(&v);
         }
         plan_free(&p);
     }
+    /* out of time at once: the fixed policies and the threshold plans are still tried,
+     * and the plan is as fast as the best of them that fits, but not said complete;
+     * where none of them fits, the search goes on until a plan does */
+    for (int b = 0; b < B; b++) {
+        plan p, fixed;
+        search_stats ss;
+        search_limits now = {0, 1e-9};
+        ck_assert_msg(plan_search(n, &pr, budgets[b], SEARCH_BB, now, &p, &ss) == VDNN_OK, "%s", vdnn_errmsg());
+        ck_assert(ss.timed_out && !ss.complete);
+        ck_assert_uint_le(p.peak_bytes, budgets[b]);
+        for (int pol = 0; pol < POLICY_COUNT; pol++)
+            for (int a = 0; a < ALGO_MODE_COUNT; a++)
+                if (plan_fit_policy(n, &pr, budgets[b], (mem_policy)pol, (algo_mode)a, &fixed) == VDNN_OK) {
+                    ck_assert(p.predicted_s <= fixed.predicted_s + 1e-12);
+                    plan_free(&fixed);
+                }
+        ck_assert(p.predicted_s >= best[b] - 1e-12);
+        plan_free(&p);
+    }
     /* below the least peak nothing fits, and the message says what would */
     plan p;
-    ck_assert(plan_search(n, &pr, e.least - POOL_ALIGN, SEARCH_BB, 0, &p, NULL) == VDNN_EBUDGET);
+    ck_assert(plan_search(n, &pr, e.least - POOL_ALIGN, SEARCH_BB, (search_limits){0}, &p, NULL) == VDNN_EBUDGET);
     tn_msg_has("no plan fits", "the least");
     sim_destroy(e.s);
     profile_free(&pr);
@@ -353,17 +372,17 @@ START_TEST(vdnn_ladder_follows_the_paper)
     ck_assert(plan_fit_policy(n, &pr, 0, POLICY_NONE, ALGO_PERF, &none) == VDNN_OK);
     ck_assert(plan_fit_policy(n, &pr, 0, POLICY_ALL, ALGO_MEM, &allmem) == VDNN_OK);
     /* unlimited: none with the fastest algorithms, the ladder's first rung after the check */
-    ck_assert(plan_search(n, &pr, 0, SEARCH_VDNN, 0, &v, NULL) == VDNN_OK);
+    ck_assert(plan_search(n, &pr, 0, SEARCH_VDNN, (search_limits){0}, &v, NULL) == VDNN_OK);
     ck_assert(fabs(v.predicted_s - none.predicted_s) < 1e-12);
     ck_assert_str_eq(v.origin, "vdnn");
     plan_free(&v);
     /* all + memory-optimal is the last resort: at its own peak the ladder ends there or better */
     size_t least = least_peak(n, &pr, POLICY_ALL, ALGO_MEM);
-    ck_assert(plan_search(n, &pr, least, SEARCH_VDNN, 0, &v, NULL) == VDNN_OK);
+    ck_assert(plan_search(n, &pr, least, SEARCH_VDNN, (search_limits){0}, &v, NULL) == VDNN_OK);
     ck_assert_uint_le(v.peak_bytes, least);
     plan_free(&v);
     /* and below it vDNN gives up, even where a cleverer plan might fit */
-    ck_assert(plan_search(n, &pr, least - POOL_ALIGN, SEARCH_VDNN, 0, &v, NULL) == VDNN_EBUDGET);
+    ck_assert(plan_search(n, &pr, least - POOL_ALIGN, SEARCH_VDNN, (search_limits){0}, &v, NULL) == VDNN_EBUDGET);
     plan_free(&none);
     plan_free(&allmem);
     profile_free(&pr);
@@ -414,7 +433,7 @@ START_TEST(dyn_is_never_slower_than_a_fixed_policy)
     net *n = attached(PLAN_NET, budget, LINK_GBPS, &d);
     plan chosen, alt;
     search_stats ss;
-    ck_assert_msg(plan_choose(n, &pr, budget, SEARCH_BB, 0, 5, &chosen, &alt, &ss) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_msg(plan_choose(n, &pr, budget, SEARCH_BB, (search_limits){0}, 5, &chosen, &alt, &ss) == VDNN_OK, "%s", vdnn_errmsg());
     ck_assert_uint_le(chosen.peak_bytes, budget);
     printf("dyn: measured %.2f ms (predicted %.2f), fastest fixed policy %.2f ms\n", 1e3 * chosen.measured_s,
            1e3 * chosen.predicted_s, 1e3 * fastest);

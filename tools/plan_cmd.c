@@ -30,11 +30,18 @@ static void summary(FILE *out, const plan *p, const char *what)
  * Prediction only: the chosen one is verified afterwards. */
 #define MICRO_SLACK 1.05
 
+/* The search limits of the flags. */
+static search_limits limits_of(const planner_flags *f)
+{
+    search_limits lim = {(long)f->node_limit, f->search_seconds};
+    return lim;
+}
+
 static vdnn_status pick_micro(const net *n, const planner_flags *f, search_kind k, const profile *pr, int *micro)
 {
     plan p = {0}, ideal = {0};
     *micro = 0;
-    vdnn_status st = plan_search(n, pr, f->budget, k, f->node_limit, &p, NULL);
+    vdnn_status st = plan_search(n, pr, f->budget, k, limits_of(f), &p, NULL);
     if (st != VDNN_OK && st != VDNN_EBUDGET) return st;
     double best = st == VDNN_OK ? p.predicted_s : 1e300;
     plan_free(&p);
@@ -48,7 +55,7 @@ static vdnn_status pick_micro(const net *n, const planner_flags *f, search_kind 
         int cached = 0;
         st = net_clone_micro(n, m, &c);
         if (st == VDNN_OK) st = profile_get(c, n->dev, f->link_gbps, (int)f->threads, f->cache, &cp, &cached);
-        if (st == VDNN_OK) st = plan_search(c, &cp, f->budget, k, f->node_limit, &p, NULL);
+        if (st == VDNN_OK) st = plan_search(c, &cp, f->budget, k, limits_of(f), &p, NULL);
         /* smaller micro-batches only get slower once one fits: stop at the first
          * that fits and is no better, or that is as good as unlimited memory */
         int done = st == VDNN_OK && (p.predicted_s >= best || p.predicted_s <= target);
@@ -102,7 +109,7 @@ vdnn_status cli_dyn_plan(net **np, const planner_flags *f, FILE *out, plan *chos
         if (st == VDNN_OK) st = profile_get(n, n->dev, f->link_gbps, (int)f->threads, f->cache, &pr, &again);
     }
     double t_micro = vdnn_now_s();
-    if (st == VDNN_OK) st = plan_choose(n, &pr, f->budget, k, f->node_limit, (int)f->verify, &best, &alt, &ss);
+    if (st == VDNN_OK) st = plan_choose(n, &pr, f->budget, k, limits_of(f), (int)f->verify, &best, &alt, &ss);
     if (st == VDNN_EBUDGET && k == SEARCH_BB && !n->micro)
         vdnn_wrap(st, "not even in micro-batches of one item");
     double t2 = vdnn_now_s();
@@ -110,7 +117,9 @@ vdnn_status cli_dyn_plan(net **np, const planner_flags *f, FILE *out, plan *chos
         fprintf(out, "vdnn: planner (%s search): profile %s (%.2f s), micro-batch choice %.2f s, search %.3f s over "
                 "%ld simulations%s, verification %.2f s\n", k == SEARCH_BB ? "branch-and-bound" : "vDNN",
                 cached ? "cached" : "measured", t1 - t0, t_micro - t1, ss.seconds, ss.simulations,
-                k == SEARCH_BB && !ss.complete ? " (node limit reached)" : "", t2 - t_micro - ss.seconds);
+                k != SEARCH_BB || ss.complete ? "" : ss.timed_out ? " (time limit reached: --search-seconds)"
+                                                                  : " (node limit reached: --node-limit)",
+                t2 - t_micro - ss.seconds);
         if (micro) fprintf(out, "  micro-batches of %d items: faster (or the only fit) in this budget\n", micro);
         summary(out, &best, "chosen plan:");
         if (alt.nlayers) summary(out, &alt, "other candidate:");
@@ -150,7 +159,7 @@ int cmd_profile(int argc, char **argv)
     const char *cfg = NULL, *dev_name = "auto", *save = NULL;
     long long batch = -1, micro = 0;
     int json = 0;
-    planner_flags f = {.verify = 0, .node_limit = PLAN_NODE_LIMIT};
+    planner_flags f = {.verify = 0, .node_limit = PLAN_NODE_LIMIT, .search_seconds = PLAN_SEARCH_SECONDS};
     arg_spec specs[] = {
         {"--budget", ARG_BYTES, &f.budget, 0, 0, "", 0}, {"--json", ARG_FLAG, &json, 0, 0, "", 0},
         {"--search", ARG_STRING, &f.search, 0, 0, "", 0}, {"--save-plan", ARG_STRING, &save, 0, 0, "", 0},
@@ -159,6 +168,7 @@ int cmd_profile(int argc, char **argv)
         {"--math", ARG_STRING, &cli_math, 0, 0, "", 0}, {"--nondeterministic", ARG_FLAG, &cli_nondeterministic, 0, 0, "", 0},
         {"--batch", ARG_INT, &batch, 1, 65536, "", 0}, {"--profile-cache", ARG_STRING, &f.cache, 0, 0, "", 0},
         {"--node-limit", ARG_INT, &f.node_limit, 0, 1e12, "", 0}, {"--micro-batch", ARG_INT, &micro, 1, 65536, "", 0},
+        {"--search-seconds", ARG_FLOAT, &f.search_seconds, 0, 1e9, "", 0},
         {NULL, 0, NULL, 0, 0, NULL, 0},
     };
     if (args_parse(argc, argv, 2, specs, &cfg, 1,

@@ -50,7 +50,7 @@ typedef struct sweep_opts {
     const char *cfg, *budgets, *policies, *out, *device, *cache;
     long long iters;          /* real iterations per row; 0: not given (5) */
     long long threads, batch, node_limit;
-    double link_gbps;
+    double link_gbps, search_seconds;
     int simulate;
 } sweep_opts;
 
@@ -360,7 +360,8 @@ static vdnn_status plan_row(sweep *s, sweep_row *r, plan *p)
     double t0 = vdnn_now_s();
     search_stats ss = {0};
     vdnn_status st = r->pol->search
-                         ? plan_search(s->n, &s->pr, r->budget, r->pol->kind, s->o.node_limit, p, &ss)
+                         ? plan_search(s->n, &s->pr, r->budget, r->pol->kind,
+                                       (search_limits){(long)s->o.node_limit, s->o.search_seconds}, p, &ss)
                          : plan_fit_policy(s->n, &s->pr, r->budget, r->pol->pol, r->pol->algo, p);
     r->plan_s = vdnn_now_s() - t0;
     if (st == VDNN_EBUDGET) return VDNN_OK;
@@ -594,6 +595,7 @@ static vdnn_status parse_flags(int argc, char **argv, sweep *s)
 {
     sweep_opts *o = &s->o;
     o->node_limit = PLAN_NODE_LIMIT;
+    o->search_seconds = PLAN_SEARCH_SECONDS;
     arg_spec specs[] = {
         {"--budgets", ARG_STRING, &o->budgets, 0, 0, "", 0}, {"--policies", ARG_STRING, &o->policies, 0, 0, "", 0},
         {"--out", ARG_STRING, &o->out, 0, 0, "", 0}, {"--simulate", ARG_FLAG, &o->simulate, 0, 0, "", 0},
@@ -601,6 +603,7 @@ static vdnn_status parse_flags(int argc, char **argv, sweep *s)
         {"--threads", ARG_INT, &o->threads, 1, 1024, "", 0}, {"--batch", ARG_INT, &o->batch, 1, 65536, "", 0},
         {"--profile-cache", ARG_STRING, &o->cache, 0, 0, "", 0},
         {"--node-limit", ARG_INT, &o->node_limit, 0, 1e12, "", 0}, {"--device", ARG_STRING, &o->device, 0, 0, "", 0},
+        {"--search-seconds", ARG_FLOAT, &o->search_seconds, 0, 1e9, "", 0},
         {"--math", ARG_STRING, &cli_math, 0, 0, "", 0}, {"--nondeterministic", ARG_FLAG, &cli_nondeterministic, 0, 0, "", 0},
         {NULL, 0, NULL, 0, 0, NULL, 0},
     };

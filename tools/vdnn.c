@@ -15,7 +15,7 @@ static const char usage[] =
     "  train CFG [--device auto|cpu|cuda[:N]] [--math fp32|tf32] [--nondeterministic]\n"
     "            [--budget SIZE] [--policy none|all|conv|swap|recompute|dyn]\n"
     "            [--algo perf|mem] [--micro-batch N] [--plan FILE] [--search bb|vdnn]\n"
-    "            [--profile-cache DIR] [--node-limit N]\n"
+    "            [--profile-cache DIR] [--node-limit N] [--search-seconds S]\n"
     "            [--link-gbps X] [--sync-layers] [--trace FILE] [--data PATH] [--epochs N]\n"
     "            [--steps N] [--batch N] [--lr X] [--seed N] [--threads N] [--save FILE]\n"
     "            [--resume FILE] [--log FILE] [--quiet]\n"
@@ -23,9 +23,10 @@ static const char usage[] =
     "  info CFG [--batch N] [--json] [--device D]\n"
     "  profile CFG --budget SIZE [--json] [--search bb|vdnn] [--save-plan FILE] [--verify N]\n"
     "            [--link-gbps X] [--threads N] [--batch N] [--profile-cache DIR] [--node-limit N]\n"
+    "            [--search-seconds S]\n"
     "  sweep CFG --budgets LIST --policies LIST [--out DIR] [--simulate] [--iters N]\n"
     "            [--link-gbps X] [--threads N] [--batch N] [--device D] [--profile-cache DIR]\n"
-    "            [--node-limit N]\n"
+    "            [--node-limit N] [--search-seconds S]\n"
     "  devices   (or --version) the backends built and the GPUs visible\n"
     "test, info, profile and sweep take --device, --math and --nondeterministic as train does.\n"
     "See docs/cli.md.\n";
@@ -152,6 +153,7 @@ typedef struct run_flags {
     const char *device, *data, *save, *resume, *log, *weights, *policy, *algo, *trace;
     const char *plan, *search, *cache;
     long long node_limit, micro;
+    double search_seconds;
     long long epochs, steps, batch, seed, threads;
     double lr, link_gbps;
     size_t budget;
@@ -206,7 +208,8 @@ static vdnn_status open_all(const char *cfg, run_flags *f, int need_train, net *
         pool_stats ps;
         pool_get_stats(device_pool(*d), &ps);
         planner_flags pf = {.budget = (*n)->budget_bytes ? (*n)->budget_bytes : ps.capacity_bytes,
-                            .search = f->search, .cache = f->cache, .node_limit = f->node_limit, .verify = 3,
+                            .search = f->search, .cache = f->cache, .node_limit = f->node_limit,
+                            .search_seconds = f->search_seconds, .verify = 3,
                             .link_gbps = f->link_gbps, .threads = f->threads};
         st = cli_dyn_plan(n, &pf, f->quiet ? NULL : stdout, NULL);
     } else if (st == VDNN_OK) {
@@ -251,7 +254,7 @@ static FILE *open_log(const char *path)
 int cmd_train(int argc, char **argv)
 {
     run_flags f = {.device = "auto", .epochs = -1, .steps = -1, .batch = -1, .seed = -1,
-                   .node_limit = PLAN_NODE_LIMIT};
+                   .node_limit = PLAN_NODE_LIMIT, .search_seconds = PLAN_SEARCH_SECONDS};
     const char *cfg = NULL;
     arg_spec specs[] = {
         {"--device", ARG_STRING, &f.device, 0, 0, "", 0},
@@ -267,7 +270,8 @@ int cmd_train(int argc, char **argv)
         {"--sync-layers", ARG_FLAG, &f.sync_layers, 0, 0, "", 0}, {"--trace", ARG_STRING, &f.trace, 0, 0, "", 0},
         {"--plan", ARG_STRING, &f.plan, 0, 0, "", 0}, {"--search", ARG_STRING, &f.search, 0, 0, "", 0},
         {"--profile-cache", ARG_STRING, &f.cache, 0, 0, "", 0}, {"--node-limit", ARG_INT, &f.node_limit, 0, 1e12, "", 0},
-        {"--micro-batch", ARG_INT, &f.micro, 1, 65536, "", 0}, {NULL, 0, NULL, 0, 0, NULL, 0},
+        {"--micro-batch", ARG_INT, &f.micro, 1, 65536, "", 0},
+        {"--search-seconds", ARG_FLOAT, &f.search_seconds, 0, 1e9, "", 0}, {NULL, 0, NULL, 0, 0, NULL, 0},
     };
     if (args_parse(argc, argv, 2, specs, &cfg, 1, "vdnn train CFG [flags] (see vdnn --help)") != VDNN_OK)
         return cli_error();
