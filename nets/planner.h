@@ -198,6 +198,11 @@ vdnn_status plan_fit_policy(const net *n, const profile *pr, size_t budget, mem_
 vdnn_status plan_choose(net *n, const profile *pr, size_t budget, search_kind k, search_limits lim, int verify,
                         plan *out, plan *alt, search_stats *stats);
 
+/* The least budget the planner can plan the net in at its batch (no further split):
+ * the least peak of its smallest plans (every map it may move offloaded or recomputed,
+ * parameters swapped, smallest workspaces). `vdnn info` shows it as dyn's minimum. */
+vdnn_status plan_least(const net *n, size_t *bytes);
+
 /* Every plan of the branch and bound's space, enumerated (tests: small nets only):
  * variants (recompute the cheap layers' outputs or not, swap every swappable layer or
  * not) x copy timings x keep/offload per map x every algorithm per pass. Calls `visit`

@@ -534,6 +534,46 @@ vdnn_status plan_choose(net *n, const profile *pr, size_t budget, search_kind k,
     return VDNN_OK;
 }
 
+/* The smallest plans of the branch and bound's variants (every map it may move
+ * offloaded, smallest workspaces), every recomputable map recomputed, and the fixed
+ * policies (one more offload can raise the peak by a hole): the least peak among them. */
+vdnn_status plan_least(const net *n, size_t *bytes)
+{
+    profile zero = {.nlayers = n->nlayers, .batch = n->input.n};
+    zero.layers = calloc((size_t)n->nlayers, sizeof *zero.layers);
+    search s = {.n = n, .pr = &zero, .budget = (size_t)-1};
+    s.best.predicted_s = -1;
+    vdnn_status st = zero.layers ? sim_create(n, &zero, &s.sim) : vdnn_fail(VDNN_ENOMEM, "out of host memory");
+    for (int pol = 0; pol < POLICY_COUNT && st == VDNN_OK; pol++) {
+        plan p = {0};
+        int fits = 0;
+        st = best_policy_plan(&s, (mem_policy)pol, ALGO_MEM, &p, &fits);
+        if (fits) plan_free(&p);
+    }
+    for (int v = 0; v < VARIANTS + 1 && st == VDNN_OK; v++) {
+        if (v < VARIANTS && v && !variant_differs(n, v)) continue;
+        for (int m = 0; m < TIMING_MODES && st == VDNN_OK; m++) {
+            plan p = {0};
+            decision *dec = NULL;
+            int ndec = 0;
+            st = variant_plan(n, &zero, v < VARIANTS ? v : 0, m, &p);
+            for (int j = 0; v == VARIANTS && st == VDNN_OK && j <= n->nlayers; j++)
+                if (net_recomputable(n, j, p.swap) && net_map_override(n, j) < 0) p.offload[j] = MAP_RECOMPUTE;
+            if (st == VDNN_OK) st = make_decisions(n, &zero, 1, &p, 0, &dec, &ndec);
+            if (st == VDNN_OK) {
+                fill_from(&p, dec, 0, ndec, 1);
+                st = simulate(&s, &p);
+            }
+            free(dec);
+            plan_free(&p);
+        }
+    }
+    *bytes = s.least;
+    sim_destroy(s.sim);
+    free(zero.layers);
+    return st;
+}
+
 /* ---- enumeration (tests) ---- */
 
 typedef struct walk {

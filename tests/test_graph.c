@@ -517,6 +517,31 @@ START_TEST(test_policies_on_graph)
 }
 END_TEST
 
+/* dyn's least budget (`vdnn info`): no fixed policy needs less, and the planner finds a
+ * plan in exactly that budget. */
+START_TEST(test_dyn_least)
+{
+    static const char *const nets[] = {BR_NET, GRAD_NET, TN_SMALL};
+    for (size_t k = 0; k < sizeof nets / sizeof *nets; k++) {
+        net *n = tn_parse(nets[k], NULL);
+        size_t least = 0, table[POLICY_COUNT][ALGO_MODE_COUNT];
+        ck_assert_int_eq(plan_least(n, &least), VDNN_OK);
+        ck_assert_int_eq(net_budget_table(n, table), VDNN_OK);
+        for (int p = 0; p < POLICY_COUNT; p++) ck_assert_uint_le(least, table[p][ALGO_MEM]);
+        profile pr = {.nlayers = n->nlayers, .batch = n->input.n};
+        pr.layers = calloc((size_t)n->nlayers, sizeof *pr.layers);
+        pr.h2d_bytes_per_s = pr.d2h_bytes_per_s = 1e9;
+        plan p;
+        ck_assert_msg(plan_search(n, &pr, least, SEARCH_BB, (search_limits){0, 5}, &p, NULL) == VDNN_OK, "net %zu: %s",
+                      k, vdnn_errmsg());
+        ck_assert_uint_le(p.peak_bytes, least);
+        plan_free(&p);
+        free(pr.layers);
+        net_free(n);
+    }
+}
+END_TEST
+
 /* ---- files ---- */
 
 static char tmp_dir[256];
@@ -597,6 +622,15 @@ START_TEST(test_resume_exact_graph)
     r = tn_vdnn(tmp_dir, "", args);
     tn_run_ok(&r, args);
     tn_run_free(&r);
+    /* --micro-batch fixes the split (the batch: none), which dyn then keeps to */
+    snprintf(args, sizeof args, "profile %s --budget 110K --link-gbps 2 --threads 1 --micro-batch 6 --save-plan %s",
+             cfg, plan_path);
+    r = tn_vdnn(tmp_dir, "", args);
+    tn_run_ok(&r, args);
+    tn_run_free(&r);
+    text = tn_read(plan_path, NULL);
+    ck_assert_msg(text && strstr(text, "\nmicro_batch 0\n"), "%s", text ? text : "(no plan)");
+    free(text);
 }
 END_TEST
 
@@ -715,6 +749,7 @@ static Suite *graph_suite(void)
     tcase_add_test(iter, test_accumulated_gradient);
     tcase_add_test(iter, test_recompute_across_branches);
     tcase_add_test(iter, test_policies_on_graph);
+    tcase_add_test(iter, test_dyn_least);
     suite_add_tcase(s, iter);
 
     TCase *files = tcase_create("files");

@@ -37,6 +37,7 @@ typedef struct planner_flags {
     const char *cache;        /* --profile-cache DIR; NULL: the default cache */
     long long node_limit;     /* branch and bound nodes; 0: no limit */
     double search_seconds;    /* wall time of one search; 0: no limit */
+    int fixed_split;          /* --micro-batch was given: plan that split only (the batch: none) */
     long long verify;         /* real iterations to verify with; 0: none */
     double link_gbps;         /* the device's settings, for the profile's key */
     long long threads;

@@ -2,6 +2,8 @@
  * of every convolution algorithm; totals. Text or JSON. */
 #include "tools/commands.h"
 
+#include "nets/planner.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -138,6 +140,13 @@ int cmd_info(int argc, char **argv)
             for (int a = 0; a < ALGO_MODE_COUNT; a++)
                 if (t[p][a] < micro_least[k]) micro_least[k] = t[p][a];
     }
+    size_t dyn_least = 0;
+    st = plan_least(n, &dyn_least);
+    if (st != VDNN_OK) {
+        net_free(n);
+        device_destroy(d);
+        return cli_error();
+    }
     size_t maps = shape_bytes(n->input);
     for (int i = 0; i < n->nlayers; i++) maps += shape_bytes(n->layers[i]->out);
     size_t params = net_param_bytes(n), ws = net_max_workspace_bytes(n), bound = net_train_bytes_bound(n);
@@ -159,7 +168,7 @@ int cmd_info(int argc, char **argv)
         for (int p = 0; p < POLICY_COUNT; p++)
             printf("%s\"%s\": {\"perf\": %zu, \"mem\": %zu}", p ? ", " : "", policy_name((mem_policy)p),
                    mins[p][ALGO_PERF], mins[p][ALGO_MEM]);
-        printf("},\n  \"micro_batch_min_budget_bytes\": {");
+        printf("},\n  \"dyn_min_budget_bytes\": %zu,\n  \"micro_batch_min_budget_bytes\": {", dyn_least);
         for (int k = 0; k < MICROS && micro[k]; k++) printf("%s\"%d\": %zu", k ? ", " : "", micro[k], micro_least[k]);
         printf("}\n}\n");
     } else {
@@ -178,6 +187,8 @@ int cmd_info(int argc, char **argv)
                    vdnn_fmt_bytes(mins[p][ALGO_PERF], a, sizeof a), vdnn_fmt_bytes(mins[p][ALGO_MEM], b, sizeof b),
                    100.0 * (1 - (double)mins[p][ALGO_PERF] / mins[POLICY_NONE][ALGO_PERF]),
                    100.0 * (1 - (double)mins[p][ALGO_MEM] / mins[POLICY_NONE][ALGO_PERF]));
+        printf("  %-9s %14s %14s          %5.1f%%   (the planner's smallest plan at this batch)\n", "dyn", "-",
+               vdnn_fmt_bytes(dyn_least, b, sizeof b), 100.0 * (1 - (double)dyn_least / mins[POLICY_NONE][ALGO_PERF]));
         printf("  (perf assumes the largest-workspace algorithms; training measures them and may need less)\n");
         printf("least budget of any policy in micro-batches (--micro-batch N):");
         for (int k = 0; k < MICROS && micro[k]; k++)

@@ -100,7 +100,7 @@ vdnn_status cli_dyn_plan(net **np, const planner_flags *f, FILE *out, plan *chos
     double t1 = vdnn_now_s();
     plan best = {0}, alt = {0};
     search_stats ss = {0};
-    if (!n->micro && n->minibatch > 1 && k == SEARCH_BB) st = pick_micro(n, f, k, &pr, &micro);
+    if (!f->fixed_split && !n->micro && n->minibatch > 1 && k == SEARCH_BB) st = pick_micro(n, f, k, &pr, &micro);
     if (st == VDNN_OK && micro) {
         st = remake(np, micro);
         n = *np;
@@ -193,6 +193,7 @@ int cmd_profile(int argc, char **argv)
         if (st == VDNN_EBUDGET) st = vdnn_wrap(st, "the parameters alone do not fit --budget");
     }
     f.json = json;
+    f.fixed_split = micro > 0;
     if (st == VDNN_OK) st = cli_dyn_plan(&n, &f, json ? NULL : stdout, &p);
     if (st == VDNN_OK && save) {
         st = plan_save(&p, n, save);

@@ -209,7 +209,7 @@ static vdnn_status open_all(const char *cfg, run_flags *f, int need_train, net *
         pool_get_stats(device_pool(*d), &ps);
         planner_flags pf = {.budget = (*n)->budget_bytes ? (*n)->budget_bytes : ps.capacity_bytes,
                             .search = f->search, .cache = f->cache, .node_limit = f->node_limit,
-                            .search_seconds = f->search_seconds, .verify = 3,
+                            .search_seconds = f->search_seconds, .fixed_split = f->micro > 0, .verify = 3,
                             .link_gbps = f->link_gbps, .threads = f->threads};
         st = cli_dyn_plan(n, &pf, f->quiet ? NULL : stdout, NULL);
     } else if (st == VDNN_OK) {
