@@ -1,12 +1,15 @@
 """The largest batch whose least budget (from `vdnn info --batch N --json`) fits a
 budget, per family of plans (see bench/beyond.sh). With --micro, prints the largest
-batch of the micro-batch family and its micro-batch size instead of a table row."""
+batch of the micro-batch family and its micro-batch size instead of a table row. With
+--dyn, the row has one more column before the micro-batches: the planner's smallest
+plan at the whole batch (`dyn_min_budget_bytes`)."""
 import json
 import subprocess
 import sys
 
 binary, cfg, budget, cap = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 micro_only = "--micro" in sys.argv
+with_dyn = "--dyn" in sys.argv
 cache = {}
 
 
@@ -39,6 +42,8 @@ families = [
     ("recompute", lambda b: least(b, ALL)),
     ("micro", lambda b: micro_least(b)[0]),
 ]
+if with_dyn:
+    families.insert(-1, ("dyn", lambda b: min(info(b)["dyn_min_budget_bytes"], least(b, ALL))))
 
 
 def largest(need):

@@ -863,6 +863,71 @@ START_TEST(test_tf32)
 }
 END_TEST
 
+/* [add] and [concat] (several inputs) on both devices from the same inputs: forward,
+ * backward overwriting one gradient and adding into another, the same bits (each sums
+ * in the same order; the copies are copies). `gap` skips input 1's gradient. */
+static void check_multi(device *cpu, device *gpu, const char *type, const shape4 *ins, int nin)
+{
+    const layer_ops *ops = layer_find_type(type);
+    layer *lc = NULL, *lg = NULL;
+    ck_assert_int_eq(layer_create_multi(ops, 2, ins, nin, NULL, NULL, &lc), VDNN_OK);
+    ck_assert_int_eq(layer_create_multi(ops, 2, ins, nin, NULL, NULL, &lg), VDNN_OK);
+    ck_assert_msg(layer_bind(lg, gpu) == VDNN_OK, "%s", vdnn_errmsg());
+    device *dev[2] = {cpu, gpu};
+    layer *ls[2] = {lc, lg};
+    float *out[2][2 * LAYER_MAX_INPUTS + 1] = {{NULL}};
+    size_t ycount = shape_count(lc->out);
+    float *hdy = uniform(ycount, -1, 1, 77);
+    for (int s = 0; s < 2; s++) {
+        const float *x[LAYER_MAX_INPUTS];
+        float *dx[LAYER_MAX_INPUTS];
+        for (int k = 0; k < nin; k++) {
+            size_t count = shape_count(ins[k]);
+            float *h = uniform(count, -2, 2, 10 + (uint64_t)k);
+            float *xd = dev_alloc(dev[s], count * sizeof *xd, "x");
+            put(dev[s], xd, h, count * sizeof *h);
+            x[k] = xd;
+            dx[k] = k == 1 ? NULL : dev_alloc(dev[s], count * sizeof(float), "dx");
+            if (dx[k]) put(dev[s], dx[k], h, count * sizeof *h);   /* input 2 adds into this */
+            free(h);
+        }
+        float *y = dev_alloc(dev[s], ycount * sizeof *y, "y"), *dy = dev_alloc(dev[s], ycount * sizeof *dy, "dy");
+        put(dev[s], dy, hdy, ycount * sizeof *hdy);
+        exec_ctx c = {.dev = dev[s], .n = ins[0].n, .train = 1, .accumulate_dx = nin > 2 ? 1u << 2 : 0};
+        ck_assert_msg(layer_forward_n(ls[s], &c, x, y) == VDNN_OK, "%s forward: %s", type, vdnn_errmsg());
+        ck_assert_msg(layer_backward_n(ls[s], &c, x, y, dy, dx) == VDNN_OK, "%s backward: %s", type, vdnn_errmsg());
+        device_stream_sync(dev[s], STREAM_COMPUTE);
+        out[s][0] = get(dev[s], y, ycount);
+        for (int k = 0; k < nin; k++)
+            if (dx[k]) out[s][1 + k] = get(dev[s], dx[k], shape_count(ins[k]));
+    }
+    ck_assert_msg(!memcmp(out[0][0], out[1][0], ycount * sizeof(float)), "%s: the GPU's y differs from the CPU's", type);
+    for (int k = 0; k < nin; k++)
+        if (out[0][1 + k])
+            ck_assert_msg(!memcmp(out[0][1 + k], out[1][1 + k], shape_count(ins[k]) * sizeof(float)),
+                          "%s: the GPU's gradient of input %d differs from the CPU's", type, k);
+    for (int s = 0; s < 2; s++)
+        for (int k = 0; k < 2 * LAYER_MAX_INPUTS + 1; k++) free(out[s][k]);
+    free(hdy);
+    layer_destroy(lc, cpu);
+    layer_destroy(lg, gpu);
+}
+
+START_TEST(test_multi_input_layers)
+{
+    if (skip_without_gpu("test_multi_input_layers")) return;
+    device *cpu = make_cpu(LAYER_CPU_BUDGET), *gpu = make_gpu(LAYER_GPU_BUDGET, 0, 0);
+    shape4 same[3] = {{3, 5, 7, 9}, {3, 5, 7, 9}, {3, 5, 7, 9}};
+    shape4 chans[3] = {{3, 2, 7, 9}, {3, 5, 7, 9}, {3, 1, 7, 9}};
+    check_multi(cpu, gpu, "add", same, 3);
+    check_multi(cpu, gpu, "add", same, 2);
+    check_multi(cpu, gpu, "concat", chans, 3);
+    check_multi(cpu, gpu, "concat", chans, 2);
+    device_destroy(gpu);
+    device_destroy(cpu);
+}
+END_TEST
+
 /* ---- nets on the GPU ---- */
 
 /* The net of the policy, budget and agreement checks: every kind of map a policy
@@ -874,6 +939,18 @@ END_TEST
     "[convolutional]\nfilters = 8\nsize = 3\npad = 1\n[relu]\n[maxpool]\nsize = 2\n"                     \
     "[convolutional]\nfilters = 8\nsize = 3\npad = 1\n[batchnorm]\n[relu]\n"                             \
     "[dropout]\nprobability = 0.3\n[connected]\noutput = 5\n[softmax]\n"
+
+/* A graph: a shortcut around a branch ([add]), a join with a pooling of the image
+ * ([concat]), a map read by three layers. */
+#define GPU_GRAPH_NET                                                                                    \
+    "[net]\nbatch = 8\nchannels = 3\nheight = 12\nwidth = 12\n"                                          \
+    "[train]\nepochs = 1\nlearning_rate = 0.05\nmomentum = 0.9\nweight_decay = 0.0005\nseed = 11\n"      \
+    "[data]\nset = synthetic\ntrain_size = 64\ntest_size = 16\nclasses = 5\n"                            \
+    "[convolutional]\nfilters = 8\nsize = 3\npad = 1\n[batchnorm]\n[relu]\nname = a\n"                  \
+    "[convolutional]\nfilters = 8\nsize = 3\npad = 1\n[batchnorm]\n[dropout]\nprobability = 0.2\n"        \
+    "[add]\ninput = -1, a\n[relu]\nname = r\n[convolutional]\ninput = a\nfilters = 3\nsize = 1\nname = c\n" \
+    "[maxpool]\ninput = data\nsize = 3\nstride = 1\npad = 1\nname = dp\n[concat]\ninput = r, c, dp\n"   \
+    "[maxpool]\nsize = 2\n[connected]\noutput = 5\n[softmax]\n"
 
 #define MAX_STEPS 4
 #define MAX_TENSORS 64
@@ -975,9 +1052,10 @@ static vdnn_status train_steps(net *n, int steps, snapshot *s)
 /* GPU_NET on device d under policy p with algorithms chosen without measuring (mem:
  * the smallest workspaces; perf: the largest), trained MAX_STEPS steps and
  * snapshotted. *offloaded gets the bytes offloaded, *peak the pool's peak. */
-static void run_policy(device *d, mem_policy p, algo_mode a, snapshot *s, uint64_t *offloaded, size_t *peak)
+static void run_policy(device *d, const char *text, mem_policy p, algo_mode a, snapshot *s, uint64_t *offloaded,
+                       size_t *peak)
 {
-    net *n = tn_parse(GPU_NET, NULL);
+    net *n = tn_parse(text, NULL);
     n->policy = p;   /* swap places the parameters when they are attached */
     pool_reset_peak(device_pool(d));
     vdnn_status st = net_attach(n, d);
@@ -998,19 +1076,23 @@ static void run_policy(device *d, mem_policy p, algo_mode a, snapshot *s, uint64
 START_TEST(test_policy_invariance)
 {
     static const algo_mode modes[] = {ALGO_MEM, ALGO_PERF};
+    const char *text = _i < 2 ? GPU_NET : GPU_GRAPH_NET;
+    algo_mode mode = modes[_i % 2];
     char check[96];
-    snprintf(check, sizeof check, "test_policy_invariance[%d] (%s algorithms)", _i, algo_mode_name(modes[_i]));
+    snprintf(check, sizeof check, "test_policy_invariance[%d] (%s, %s algorithms)", _i, _i < 2 ? "chain" : "graph",
+             algo_mode_name(mode));
     if (skip_without_gpu(check)) return;
     device *d = make_gpu(NET_GPU_BUDGET, 0, 0);
     snapshot base, s;
     uint64_t off = 0;
     size_t peak = 0;
-    run_policy(d, POLICY_NONE, modes[_i], &base, &off, &peak);
+    run_policy(d, text, POLICY_NONE, mode, &base, &off, &peak);
     ck_assert_uint_eq(off, 0);
     for (int p = POLICY_NONE; p < POLICY_COUNT; p++) {
         char what[128];
-        snprintf(what, sizeof what, "GPU, policy %s, %s algorithms", policy_name((mem_policy)p), algo_mode_name(modes[_i]));
-        run_policy(d, (mem_policy)p, modes[_i], &s, &off, &peak);
+        snprintf(what, sizeof what, "GPU, %s, policy %s, %s algorithms", _i < 2 ? "chain" : "graph",
+                 policy_name((mem_policy)p), algo_mode_name(mode));
+        run_policy(d, text, (mem_policy)p, mode, &s, &off, &peak);
         snapshot_same(&base, &s, what);
         snapshot_free(&s);
         ck_assert_msg(peak <= NET_GPU_BUDGET, "%s: pool peak %zu above the budget", what, peak);
@@ -1272,6 +1354,7 @@ static Suite *cuda_suite(void)
     tcase_set_timeout(lay, 120);
     tcase_add_loop_test(lay, test_conv_layer, 0, NCONV);
     tcase_add_loop_test(lay, test_other_layer, 0, NOTHER);
+    tcase_add_test(lay, test_multi_input_layers);
     tcase_add_test(lay, test_conv_nondeterministic);
     tcase_add_test(lay, test_tf32);
     tcase_add_test(lay, test_bad_label);
@@ -1279,7 +1362,7 @@ static Suite *cuda_suite(void)
 
     TCase *nets = tcase_create("nets");
     tcase_set_timeout(nets, 120);
-    tcase_add_loop_test(nets, test_policy_invariance, 0, 2);
+    tcase_add_loop_test(nets, test_policy_invariance, 0, 4);
     tcase_add_test(nets, test_budget);
     tcase_add_test(nets, test_loss_falls);
     tcase_add_test(nets, test_cpu_gpu_agree);
