@@ -9,7 +9,7 @@
 #
 # Variables: OPT (optimisation flags), BUILD (output folder), SAN (sanitizer flags),
 # CUDA (auto, 0: CPU only, 1: fail without CUDA), CUDA_HOME, CUDNN_HOME, CUDA_ARCH,
-# SYSROOT (libraries unpacked by tools/sysroot.sh).
+# SYSROOT (libraries unpacked by tools/sysroot.sh), MPI (auto, 0: without, 1: fail without).
 
 CC      ?= cc
 comma   := ,
@@ -40,6 +40,20 @@ BLAS_LIBS := $(if $(BLAS_DIR),-L$(BLAS_DIR) -Wl$(comma)-rpath$(comma)$(BLAS_DIR)
 LDLIBS  := $(BLAS_LIBS) $(SYS_LIBS) -lpng -lz -lpthread -lm
 CHECK_LIBS ?= $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
 LDFLAGS := -fopenmp $(SAN)
+
+# MPI (Open MPI from Debian: libopenmpi-dev): found with mpicc; without it vdnn runs one
+# process and refuses to be launched by mpirun as several. MPI=0 builds without it.
+MPI        ?= auto
+ifneq ($(MPI),0)
+MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
+MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
+endif
+ifneq ($(strip $(MPI_LIBS)),)
+CFLAGS     += -DVDNN_MPI $(MPI_CFLAGS)
+LDLIBS     += $(MPI_LIBS)
+else ifeq ($(MPI),1)
+$(error MPI=1 but mpicc was not found: install libopenmpi-dev)
+endif
 
 # CUDA: found once per make run; every object then knows VDNN_CUDA. The .cu halves
 # are compiled by nvcc for the GPU generations CUDA 13 supports (Turing to Hopper, plus

@@ -313,7 +313,12 @@ vdnn_status layer_forward_n(layer *l, const exec_ctx *c, const float *const *x, 
         return VDNN_OK;
     }
     int multi = o->max_inputs > 1;
-    if (k == DEVICE_CPU) return multi ? o->forward_multi_cpu(l, c, x, y) : o->forward_cpu(l, c, x[0], y);
+    if (k == DEVICE_CPU) {
+        double t0 = vdnn_now_s();
+        vdnn_status st = multi ? o->forward_multi_cpu(l, c, x, y) : o->forward_cpu(l, c, x[0], y);
+        device_throttle(c->dev, t0);
+        return st;
+    }
     if (k == DEVICE_CUDA && multi && o->forward_multi_cuda) return o->forward_multi_cuda(l, c, x, y);
     if (k == DEVICE_CUDA && !multi && o->forward_cuda) return o->forward_cuda(l, c, x[0], y);
     return vdnn_fail(VDNN_EDEVICE, "%s: no implementation for this device", l->name);
@@ -331,8 +336,12 @@ vdnn_status layer_backward_n(layer *l, const exec_ctx *c, const float *const *x,
         return VDNN_OK;
     }
     int multi = o->max_inputs > 1;
-    if (k == DEVICE_CPU)
-        return multi ? o->backward_multi_cpu(l, c, x, y, dy, dx) : o->backward_cpu(l, c, x[0], y, dy, dx[0]);
+    if (k == DEVICE_CPU) {
+        double t0 = vdnn_now_s();
+        vdnn_status st = multi ? o->backward_multi_cpu(l, c, x, y, dy, dx) : o->backward_cpu(l, c, x[0], y, dy, dx[0]);
+        device_throttle(c->dev, t0);
+        return st;
+    }
     if (k == DEVICE_CUDA && multi && o->backward_multi_cuda) return o->backward_multi_cuda(l, c, x, y, dy, dx);
     if (k == DEVICE_CUDA && !multi && o->backward_cuda) return o->backward_cuda(l, c, x[0], y, dy, dx[0]);
     return vdnn_fail(VDNN_EDEVICE, "%s: no implementation for this device", l->name);

@@ -415,6 +415,20 @@ static vdnn_status add_parts(net *n, const layer *l, int items, float **part, vd
     return st;
 }
 
+/* Layer i's parameter gradients are final (the last micro-batch's backward is done):
+ * tells n->grads_ready, with an event that completes once they are written (a swapped
+ * layer's have reached host memory). */
+static void wait_grads(net *n, int i);
+
+static vdnn_status announce_grads(net *n, int i)
+{
+    if (!n->layers[i]->nparams) return VDNN_OK;
+    wait_grads(n, i);
+    dev_event *ev = device_event_record(n->dev, STREAM_COMPUTE);
+    if (!ev) return vdnn_fail(VDNN_ENOMEM, "out of host memory for an event");
+    return n->grads_ready(n->grads_ctx, i, ev);
+}
+
 static vdnn_status backward(net *n, exec_ctx *c)
 {
     int pos = 0;
@@ -437,6 +451,7 @@ static vdnn_status backward(net *n, exec_ctx *c)
         st = add_parts(n, l, c->n, part, st);
         c->accumulate_dx = 0;
         if (st == VDNN_OK) st = params_release(n, i, 1);
+        if (st == VDNN_OK && n->grads_ready && n->grads_final) st = announce_grads(n, i);
         if (st != VDNN_OK) return st;
         if (n->dx[i + 1]) device_free(n->dev, n->dx[i + 1]);
         n->dx[i + 1] = NULL;
@@ -499,11 +514,11 @@ static vdnn_status load_input(net *n, const float *x, const int32_t *y, int item
 /* One micro-batch (or the whole batch): forward and backward of `items` items that
  * start at `offset` in the mini-batch; gradients are added to the earlier ones when
  * `accumulate`. */
-static vdnn_status run_chunk(net *n, const float *x, const int32_t *y, int items, int offset, int total,
+static vdnn_status run_chunk(net *n, const float *x, const int32_t *y, int items, int offset, int base, int total,
                              int accumulate, double *loss, step_result *r)
 {
     exec_ctx c = make_ctx(n, items, 1, r, loss);
-    c.item_offset = offset;
+    c.item_offset = base + offset;
     c.accumulate = accumulate;
     c.grad_scale = 1.0f / (float)total;
     size_t per_item = shape_per_item(n->input);
@@ -521,7 +536,12 @@ static vdnn_status run_chunk(net *n, const float *x, const int32_t *y, int items
     return st;
 }
 
-vdnn_status net_train_step(net *n, const float *x, const int32_t *y, int items, double lr, step_result *r)
+/* Forward and backward of `items` items in micro-batches: gradients of the loss sum
+ * scaled by 1/total, dropout masks of items base.. of the whole batch. With lr >= 0,
+ * SWAP_DEVICE layers update in the last backward (net_train_step); with lr < 0 every
+ * update waits for net_update. */
+static vdnn_status chunks(net *n, const float *x, const int32_t *y, int items, int base, int total, double lr,
+                          step_result *r)
 {
     double loss = 0;
     memset(r, 0, sizeof *r);
@@ -535,20 +555,55 @@ vdnn_status net_train_step(net *n, const float *x, const int32_t *y, int items, 
     for (int off = 0; off < items && st == VDNN_OK; off += n->input.n) {
         int k = items - off < n->input.n ? items - off : n->input.n;
         n->update_lr = off + k >= items ? lr : -1;   /* SWAP_DEVICE layers update in the last backward */
-        st = run_chunk(n, x, y, k, off, items, off > 0, &loss, r);
+        n->grads_final = off + k >= items;
+        st = run_chunk(n, x, y, k, off, base, total, off > 0, &loss, r);
         if (off + k < items) release_all(n);
     }
     n->update_lr = -1;
+    n->grads_final = 0;
+    r->loss_sum = loss;
+    return st;
+}
+
+/* The optimizer step of every layer not updated in backward (lr_in_backward: the
+ * SWAP_DEVICE layers were). */
+static vdnn_status update(net *n, double lr, int lr_in_backward)
+{
+    vdnn_status st = VDNN_OK;
     for (int i = 0; i < n->nlayers && st == VDNN_OK; i++) {
         layer *l = n->layers[i];
-        if (l->swap == SWAP_HOST) st = solver_update_host(n->dev, l, lr, n->train.momentum, n->train.weight_decay);
-        else if (l->swap == SWAP_NONE) st = solver_update_layer(n->dev, l, lr, n->train.momentum, n->train.weight_decay);
+        if (l->swap == SWAP_HOST || (l->swap == SWAP_DEVICE && !lr_in_backward))
+            st = solver_update_host(n->dev, l, lr, n->train.momentum, n->train.weight_decay);
+        else if (l->swap == SWAP_NONE)
+            st = solver_update_layer(n->dev, l, lr, n->train.momentum, n->train.weight_decay);
     }
+    return st;
+}
+
+vdnn_status net_train_step(net *n, const float *x, const int32_t *y, int items, double lr, step_result *r)
+{
+    vdnn_status st = chunks(n, x, y, items, 0, items, lr, r);
+    if (st == VDNN_OK) st = update(n, lr, 1);
     release_all(n);
     if (st != VDNN_OK) return st;
-    r->loss_sum = loss;
     n->step++;
     return VDNN_OK;
+}
+
+vdnn_status net_backprop(net *n, const float *x, const int32_t *y, int items, int base, int total, step_result *r)
+{
+    if (base < 0 || total < items)
+        return vdnn_fail(VDNN_EINVAL, "items %d..%d of a batch of %d", base, base + items, total);
+    vdnn_status st = chunks(n, x, y, items, base, total, -1, r);
+    release_all(n);
+    return st;
+}
+
+vdnn_status net_update(net *n, double lr)
+{
+    vdnn_status st = update(n, lr, 0);
+    if (st == VDNN_OK) n->step++;
+    return st;
 }
 
 vdnn_status net_eval_batch(net *n, const float *x, const int32_t *y, int items, step_result *r)

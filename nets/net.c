@@ -687,6 +687,22 @@ vdnn_status net_clone_micro(const net *n, int micro, net **out)
     return st == VDNN_OK ? clone_algos(n, out) : st;
 }
 
+vdnn_status net_clone_batch(const net *n, int batch, int micro, net **out)
+{
+    net_overrides ov = n->ov;
+    ov.batch = batch;
+    ov.micro_batch = micro;
+    vdnn_status st = net_from_cfg(n->cfg, 1, &ov, out);
+    if (st != VDNN_OK) return st;
+    net *m = *out;
+    m->policy = n->policy;
+    m->dyn = n->dyn;
+    m->algo = n->algo;
+    m->budget_bytes = n->budget_bytes;
+    m->sync_layers = n->sync_layers;
+    return VDNN_OK;
+}
+
 vdnn_status net_remake(net *n, int micro, net **out)
 {
     if (n->dev) return vdnn_fail(VDNN_EINVAL, "net_remake: detach the net first");

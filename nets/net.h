@@ -124,6 +124,12 @@ typedef struct net {
     dev_event **gev;          /* (nlayers) swapped layers: their gradients' copy to the host */
     double update_lr;         /* during the last micro-batch of a step: its learning rate, for the
                                * SWAP_DEVICE layers updated right after their backward; else < 0 */
+    int grads_final;          /* during the last micro-batch of a step */
+    /* Called in backward once layer i's parameter gradients are final (data-parallel
+     * training reduces them while backward goes on), with an event that completes when
+     * they are written; the callee owns the event. NULL: nobody asks. */
+    vdnn_status (*grads_ready)(void *ctx, int layer, dev_event *ev);
+    void *grads_ctx;
     int32_t *labels;          /* device, (N) */
     size_t peak_iter_bytes;   /* pool high-water mark so far */
     mm_stats stats;           /* offloaded/prefetched bytes and copy waits, cumulative */
@@ -145,6 +151,11 @@ void net_free(net *n);
 vdnn_status net_clone(const net *n, net **out);
 /* As net_clone, built for micro-batches of `micro` items (0: the whole batch). */
 vdnn_status net_clone_micro(const net *n, int micro, net **out);
+
+/* A net of n's config, overrides and memory settings (policy, algorithm mode, budget)
+ * built for a batch of `batch` items in micro-batches of `micro` (0: no split), sharing
+ * n's config (n must outlive it), with no device: a data-parallel replica. */
+vdnn_status net_clone_batch(const net *n, int batch, int micro, net **out);
 
 /* The same net (config, overrides, command-line settings) built for micro-batches of
  * `micro` items (0: no split). n must be detached. The new net takes over n's config
@@ -229,6 +240,15 @@ typedef struct step_result {
  * into x[0] from the pool, forward and backward with gradients accumulated; then the
  * SGD update with lr. */
 vdnn_status net_train_step(net *n, const float *x, const int32_t *y, int items, double lr, step_result *r);
+/* The gradient half of a step, for data-parallel training: forward and backward of
+ * `items` items (in micro-batches when split) that are items base.. of a whole batch of
+ * `total` (the loss is its mean, and dropout masks are those items'), leaving every
+ * parameter's gradient (a swapped layer's in host memory) for net_update. No update;
+ * SWAP_DEVICE layers then update on the host, with the same arithmetic. */
+vdnn_status net_backprop(net *n, const float *x, const int32_t *y, int items, int base, int total, step_result *r);
+/* The optimizer step with the gradients the net holds (after net_backprop and their
+ * reduction); counts the step. */
+vdnn_status net_update(net *n, double lr);
 /* Forward in evaluation mode; adds to r. */
 vdnn_status net_eval_batch(net *n, const float *x, const int32_t *y, int items, step_result *r);
 

@@ -45,6 +45,19 @@ vdnn_status device_create(const device_options *opt, device **out)
 
 const device_options *device_get_options(const device *d) { return &d->opt; }
 
+void device_bind_thread(device *d)
+{
+    if (d->impl->bind_thread) d->impl->bind_thread(d);
+}
+
+void device_throttle(device *d, double started_s)
+{
+    if (d->kind != DEVICE_CPU || !(d->opt.slowdown > 1)) return;
+    double s = (d->opt.slowdown - 1) * (vdnn_now_s() - started_s);
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&ts, NULL);
+}
+
 void device_destroy(device *d)
 {
     if (!d) return;

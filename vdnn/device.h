@@ -41,6 +41,8 @@ typedef struct device_options {
                             * strict FP32, FMA only) */
     int nondeterministic;  /* CUDA: offer cuDNN's nondeterministic algorithms too (default:
                             * deterministic ones only, so runs repeat bit for bit) */
+    double slowdown;       /* CPU: every layer pass takes this many times as long (a test knob
+                            * that stands in for a slower or shared device; <= 1: none) */
 } device_options;
 
 /* Creates a device; on failure returns a status and a message ("no CUDA device", "budget
@@ -78,6 +80,14 @@ vdnn_status device_copy_tagged(device *d, stream_id stream, void *dst, const voi
 /* Traces memory-stream copies into `t` (NULL: stop); the trace is not owned. */
 struct trace;
 void device_set_trace(device *d, struct trace *t);
+
+/* Makes the calling thread one that computes on `d` (the CPU device's thread count, a
+ * GPU's current device): every thread that runs layers on a device calls it first. */
+void device_bind_thread(device *d);
+
+/* The CPU device's slow-down (device_options.slowdown): sleeps (slowdown - 1) times the
+ * seconds since `started_s`, when a layer pass that began then is done. */
+void device_throttle(device *d, double started_s);
 
 /* Synchronous helpers, for set-up, checkpoints and tests. */
 vdnn_status device_upload(device *d, void *dst_dev, const void *src_host, size_t bytes);

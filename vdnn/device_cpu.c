@@ -211,6 +211,9 @@ static void cpu_set_trace(device *d, trace *t)
     pthread_mutex_unlock(&s->mu);
 }
 
+static void set_threads(int threads);
+static void cpu_bind_thread(device *d) { set_threads(d->opt.threads); }
+
 static const device_impl cpu_impl = {
     .set_trace = cpu_set_trace,
     .destroy = cpu_destroy,
@@ -224,6 +227,7 @@ static const device_impl cpu_impl = {
     .stream_wait = cpu_stream_wait,
     .stream_sync = cpu_stream_sync,
     .event_free = NULL,
+    .bind_thread = cpu_bind_thread,
 };
 
 static void set_threads(int threads)

@@ -386,6 +386,8 @@ static void cuda_event_free(device *d, dev_event *ev)
     if (e) cudaEventDestroy(e);
 }
 
+static void cuda_bind_thread(device *d) { cudaSetDevice(state(d)->ctx.index); }
+
 static void cuda_destroy(device *d)
 {
     cuda_state *s = state(d);
@@ -426,6 +428,7 @@ static const device_impl cuda_impl = {
     .stream_wait = cuda_stream_wait,
     .stream_sync = cuda_stream_sync,
     .event_free = cuda_event_free,
+    .bind_thread = cuda_bind_thread,
 };
 
 /* Streams, handles, scratch and the slab; the device is destroyed by the caller on

@@ -29,6 +29,7 @@ typedef struct device_impl {
     void (*stream_wait)(device *d, stream_id s, dev_event *ev);
     void (*stream_sync)(device *d, stream_id s);
     void (*event_free)(device *d, dev_event *ev);
+    void (*bind_thread)(device *d);   /* optional */
 } device_impl;
 
 struct device {

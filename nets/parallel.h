@@ -1,0 +1,73 @@
+/* Data-parallel training (DESIGN.md, "Scale beyond one machine"; docs/parallel.md).
+ *
+ * A job's devices are those of every rank (vdnn/comm.h) in rank order, each rank's in
+ * the order of its --devices list: device 0 is rank 0's first. Each device holds a
+ * replica of the net built for its share of the global batch, with its own budget and
+ * plan. A step splits the global batch by the shares (device k takes the next s_k items,
+ * in the order a single device would see them), runs forward and backward on every
+ * device at once (one thread each), and reduces the gradients while backward goes on:
+ * as layers finish, their gradients are summed in buckets, in device order (device 0's +
+ * device 1's + ... on every rank, whatever the split into ranks), and every replica takes
+ * the sum. Then every replica makes the same optimizer step, so the replicas stay equal
+ * bit for bit. The loss is the mean over the global batch, so N devices train the same
+ * model as one device whose batch is split into micro-batches of the shares' sizes, up
+ * to the order of floating-point sums. Batch norm normalises each device's share by its
+ * own statistics (as micro-batches do) and its running statistics are averaged over the
+ * devices that had items.
+ *
+ * Shares are equal, fixed weights ("7,3"), or adaptive ("auto": every K steps items move
+ * from slow devices to fast ones until their step times even out, with hysteresis; a
+ * share may fall to 0 and its device then idles). A share is never more than its
+ * device's plan fits in the budget. */
+#ifndef VDNN_PARALLEL_H
+#define VDNN_PARALLEL_H
+
+#include "nets/net.h"
+#include "vdnn/comm.h"
+
+typedef struct dp_group dp_group;
+
+/* Makes the replica of a device ready to train: plans it (policy, algorithms, copy
+ * timing, maybe a micro-batch split) for its budget. It may replace *np by the net
+ * rebuilt for micro-batches (attached to the same device). */
+typedef vdnn_status (*dp_plan_fn)(void *ctx, net **np);
+
+typedef struct dp_opts {
+    const char *devices;      /* this rank's devices, e.g. "cpu,cpu" or "cuda:0,cuda:1" */
+    const char *shares;       /* "equal" (NULL), "auto", or one weight per device of the job */
+    int share_every;          /* auto: steps between rebalancings (<= 0: 10) */
+    size_t bucket_bytes;      /* gradients are reduced in buckets of about this size (0: 4 MiB) */
+    device_options dev;       /* what every device is created with (its kind and index come
+                               * from `devices`) */
+    dp_plan_fn plan;          /* plans each replica; NULL: the net's policy and algorithms */
+    void *plan_ctx;
+} dp_opts;
+
+/* This rank's replicas of `model` (a loaded net, not attached: its config, overrides
+ * and memory settings; it must outlive the group) on its devices, for the shares of a
+ * global batch of model->minibatch items. Free with dp_free(). */
+vdnn_status dp_create(net *model, comm *c, const dp_opts *o, dp_group **out);
+void dp_free(dp_group *g);
+
+/* One optimizer step over `items` (<= the global batch) items in host memory. */
+vdnn_status dp_train_step(dp_group *g, const float *x, const int32_t *y, int items, double lr, step_result *r);
+
+/* The replica of this rank's first device: for evaluation and checkpoints (every
+ * replica holds the same parameters). */
+net *dp_primary(dp_group *g);
+int dp_batch(const dp_group *g);
+int dp_devices(const dp_group *g);    /* of the whole job */
+/* The shares of the last step (or of the next, before the first), one per device of
+ * the job; owned by the group. */
+const int *dp_shares(const dp_group *g);
+
+/* Copies the parameters, momenta and statistics of the job's device 0 to every replica
+ * of every rank, and `step`: after a checkpoint is loaded into rank 0's primary. */
+vdnn_status dp_sync(dp_group *g, uint64_t *step);
+
+/* The split of `items` items by `weights` (count of them, >= 0, not all 0), each device
+ * at most cap[k] (NULL: no cap; their sum at least items): floor of each exact share,
+ * the rest one by one to the largest remainders (ties to the lower index). */
+void dp_split(int items, const double *weights, const int *cap, int count, int *out);
+
+#endif
