@@ -7,7 +7,7 @@
 # then build with `make SYSROOT=ROOT` (ROOT/usr/bin/make if the machine has no make).
 # The libraries need glibc 2.36 or newer (Debian 12, Ubuntu 23.04 and later).
 set -eu
-PKGS="libopenblas0-openmp libopenblas-openmp-dev libopenblas-dev libpng-dev libpng16-16 zlib1g zlib1g-dev
+PKGS="libopenblas0-openmp libopenblas-openmp-dev libopenblas-dev libgfortran5 libquadmath0 libpng-dev libpng16-16 zlib1g zlib1g-dev
 check libsubunit-dev libsubunit0 make"
 case "${1:-}" in
 fetch)
