@@ -118,7 +118,7 @@ __device__ static bn_chan chan_stats(const bn_geom &g, int ch, const float *x, i
 }
 
 /* bn_forward of the CPU half; update: fold the batch statistics into the running ones. */
-static __global__ void bn_forward_kernel(bn_geom g, const float *x, float *y, const float *gamma,
+static __global__ void vdnn_bn_forward_kernel(bn_geom g, const float *x, float *y, const float *gamma,
                                          const float *beta, float *rm, float *rv, float eps,
                                          float momentum, int train, int update)
 {
@@ -142,7 +142,7 @@ static __global__ void bn_forward_kernel(bn_geom g, const float *x, float *y, co
 
 /* bn_backward of the CPU half: dgamma, dbeta (overwritten or accumulated) and, when dx is
  * not NULL, dx. */
-static __global__ void bn_backward_kernel(bn_geom g, const float *x, const float *dy, float *dx,
+static __global__ void vdnn_bn_backward_kernel(bn_geom g, const float *x, const float *dy, float *dx,
                                           const float *gamma, float *dgamma, float *dbeta,
                                           const float *rm, const float *rv, float eps, int train,
                                           int accumulate)
@@ -209,7 +209,7 @@ extern "C" vdnn_status bn_forward_cuda(layer *l, const exec_ctx *c, const float 
     float *rm = l->params[BN_MEAN].value, *rv = l->params[BN_VAR].value;
     const float one = 1.0f, zero = 0.0f;
     if (own_kernels(c, geom)) {
-        bn_forward_kernel<<<chan_blocks(geom.c), BN_THREADS, 0, ctx->compute>>>(
+        vdnn_bn_forward_kernel<<<chan_blocks(geom.c), BN_THREADS, 0, ctx->compute>>>(
             geom, x, y, gamma, beta, rm, rv, p->eps, p->momentum, c->train, !c->recompute);
         CUDA_LAUNCH_CHECK();
         return VDNN_OK;
@@ -242,7 +242,7 @@ extern "C" vdnn_status bn_backward_cuda(layer *l, const exec_ctx *c, const float
     const float *rm = l->params[BN_MEAN].value, *rv = l->params[BN_VAR].value;
     float *dgamma = l->params[BN_GAMMA].grad, *dbeta = l->params[BN_BETA].grad;
     if (!c->train || !dx || own_kernels(c, geom)) {
-        bn_backward_kernel<<<chan_blocks(geom.c), BN_THREADS, 0, ctx->compute>>>(
+        vdnn_bn_backward_kernel<<<chan_blocks(geom.c), BN_THREADS, 0, ctx->compute>>>(
             geom, x, dy, dx, gamma, dgamma, dbeta, rm, rv, p->eps, c->train, c->accumulate);
         CUDA_LAUNCH_CHECK();
         return VDNN_OK;
