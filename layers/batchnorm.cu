@@ -13,11 +13,16 @@
  *    path inside cuDNN, with no promise of the same bits;
  *  - evaluation forward: cudnnBatchNormalizationForwardInference;
  *  - training backward: cudnnBatchNormalizationBackward (betaParamDiff = 1 accumulates).
- * Own kernels, one block per channel summing in double as the CPU does, cover what
- * cuDNN does not: backward in evaluation (the statistics are constants, which cuDNN's
- * backward cannot express), backward without dx (cuDNN always writes it), training with
- * a single value per channel (N*H*W = 1: the unbiased variance divides by zero, where
- * the CPU uses the biased 0), and calls with more elements than a cuDNN tensor holds. */
+ * Own kernels, one block per channel summing in double in a fixed order as the CPU does,
+ * cover what cuDNN does not: backward in evaluation (the statistics are constants, which
+ * cuDNN's backward cannot express), backward without dx (cuDNN always writes it),
+ * training with a single value per channel (N*H*W = 1: the unbiased variance divides by
+ * zero, where the CPU uses the biased 0), and calls with more elements than a cuDNN
+ * tensor holds. They also run every call on a deterministic device (the default):
+ * cuDNN does not document its batch norm as bit-reproducible, and at large N*H*W its
+ * reductions may split across blocks in an order that varies, while policy invariance
+ * needs the very same bits from every run. With --nondeterministic, cuDNN's (faster)
+ * batch norm runs. tests/test_cuda.c checks both at a shape large enough to tell. */
 #include "vdnn/cuda_util.h"
 
 #include <limits.h>
@@ -189,12 +194,14 @@ static unsigned chan_blocks(int c)
     return c < 65535 ? (unsigned)c : 65535u;
 }
 
-/* Whether this call runs on the own kernels whatever the pass: a single value per channel
- * in training, or more than the 2^31 - 1 elements a cuDNN tensor can hold. */
+/* Whether this call runs on the own kernels whatever the pass: on a deterministic
+ * device, with a single value per channel in training, or with more than the 2^31 - 1
+ * elements a cuDNN tensor can hold. */
 static int own_kernels(const exec_ctx *c, const bn_geom &g)
 {
     const size_t per_chan = (size_t)g.n * g.hw;
-    return (c->train && per_chan == 1) || per_chan * g.c > (size_t)INT_MAX;
+    return !device_get_options(c->dev)->nondeterministic || (c->train && per_chan == 1) ||
+           per_chan * g.c > (size_t)INT_MAX;
 }
 
 extern "C" vdnn_status bn_forward_cuda(layer *l, const exec_ctx *c, const float *x, float *y)

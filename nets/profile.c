@@ -7,7 +7,6 @@
 
 #include "nets/planner.h"
 #include "nets/solver.h"
-#include "vdnn/rng.h"
 
 /* Timed runs per measurement, after a probe and a warm-up; the median is kept. */
 #define TIMED_RUNS 3
@@ -58,18 +57,6 @@ static size_t layer_scratch_bytes(const layer *l, int items)
            pool_round((size_t)items * sizeof(int32_t)) + 8 * POOL_ALIGN;
 }
 
-static vdnn_status fill_random(device *d, void *dev, size_t count, uint64_t seed)
-{
-    float *h = malloc(count * sizeof *h);
-    if (!h) return vdnn_fail(VDNN_ENOMEM, "out of host memory for measuring");
-    rng r;
-    rng_seed(&r, seed);
-    for (size_t k = 0; k < count; k++) h[k] = rng_normal(&r);
-    vdnn_status st = device_upload(d, dev, h, count * sizeof *h);
-    free(h);
-    return st;
-}
-
 static vdnn_status bench_alloc(layer *l, device *d, int items, bench_bufs *b)
 {
     size_t xb = (size_t)items * shape_per_item(l->in) * sizeof(float);
@@ -97,8 +84,8 @@ static vdnn_status bench_alloc(layer *l, device *d, int items, bench_bufs *b)
     }
     /* random values, not zeros: branches on signs (ReLU, max pooling) must cost what
      * they cost on real data */
-    if (st == VDNN_OK) st = fill_random(d, b->x, xb / sizeof(float), 1);
-    if (st == VDNN_OK) st = fill_random(d, b->dy, yb / sizeof(float), 2);
+    if (st == VDNN_OK) st = device_fill_normal(d, b->x, xb / sizeof(float), 1);
+    if (st == VDNN_OK) st = device_fill_normal(d, b->dy, yb / sizeof(float), 2);
     if (st == VDNN_OK) st = device_zero(d, b->labels, (size_t)items * sizeof(int32_t));
     return st;
 }
@@ -154,7 +141,10 @@ static vdnn_status time_call(layer *l, device *d, bench_bufs *b, int items, cons
         c.n = run == 0 && what != RUN_UPDATE ? probe : items;
         double t0 = vdnn_now_s();
         st = run_once(l, d, b, &c, what, with_dx);
-        device_stream_sync(d, STREAM_COMPUTE);
+        /* a kernel that failed after its launch shows here: no time for it */
+        if (st == VDNN_OK) st = device_stream_sync(d, STREAM_COMPUTE);
+        if (st == VDNN_OK) st = device_poll(d);
+        if (st != VDNN_OK) break;
         double dt = vdnn_now_s() - t0;
         if (run == 0) {
             dt *= (double)items / c.n;
@@ -243,6 +233,19 @@ static int find_all(layer *l, device *d, bench_bufs *b, int items, int with_dx, 
     return 1;
 }
 
+/* Whether an algorithm can be timed: its workspace fits, and it has not failed to run. */
+static int runnable(const layer *l, int pass, int algo, size_t ws_bytes)
+{
+    return layer_workspace_bytes(l, pass, algo) <= ws_bytes && layer_algo_usable(l, pass, algo);
+}
+
+/* An algorithm that failed while it was timed (the layer ran another in its place) gets
+ * no time: no plan may pick it. */
+static void drop_failed(const layer *l, int pass, int algo, double *secs)
+{
+    if (!layer_algo_usable(l, pass, algo)) *secs = LAYER_UNMEASURED;
+}
+
 static vdnn_status measure_layer(layer *l, device *d, int items, layer_cost *lc, int *short_ws)
 {
     bench_bufs b = {0};
@@ -255,8 +258,9 @@ static vdnn_status measure_layer(layer *l, device *d, int items, layer_cost *lc,
     if (st == VDNN_OK && find_all(l, d, &b, items, with_dx, lc)) nf = nb = nd = 0;   /* the library timed them */
     for (int k = 0; k < nf && st == VDNN_OK; k++) {
         a3[PASS_FWD] = by_workspace(l, PASS_FWD, k);
-        if (layer_workspace_bytes(l, PASS_FWD, a3[PASS_FWD]) > b.ws_bytes) continue;
+        if (!runnable(l, PASS_FWD, a3[PASS_FWD], b.ws_bytes)) continue;
         st = time_call(l, d, &b, items, a3, RUN_FWD, 0, best_of(lc->fwd_s, nf), &lc->fwd_s[a3[PASS_FWD]]);
+        drop_failed(l, PASS_FWD, a3[PASS_FWD], &lc->fwd_s[a3[PASS_FWD]]);
     }
     a3[PASS_FWD] = 0;
     if (!l->ops->algo_count) {
@@ -265,9 +269,10 @@ static vdnn_status measure_layer(layer *l, device *d, int items, layer_cost *lc,
     } else {
         for (int k = 0; k < nb && st == VDNN_OK; k++) {
             a3[PASS_BWD_FILTER] = by_workspace(l, PASS_BWD_FILTER, k);
-            if (layer_workspace_bytes(l, PASS_BWD_FILTER, a3[PASS_BWD_FILTER]) > b.ws_bytes) continue;
+            if (!runnable(l, PASS_BWD_FILTER, a3[PASS_BWD_FILTER], b.ws_bytes)) continue;
             st = time_call(l, d, &b, items, a3, RUN_BWD_FILTER, 0, best_of(lc->bwd_filter_s, nb),
                            &lc->bwd_filter_s[a3[PASS_BWD_FILTER]]);
+            drop_failed(l, PASS_BWD_FILTER, a3[PASS_BWD_FILTER], &lc->bwd_filter_s[a3[PASS_BWD_FILTER]]);
         }
         int bf = argmin_of(lc->bwd_filter_s, nb);
         a3[PASS_BWD_FILTER] = bf;
@@ -278,9 +283,10 @@ static vdnn_status measure_layer(layer *l, device *d, int items, layer_cost *lc,
                 *t = 0;
                 continue;
             }
-            if (layer_workspace_bytes(l, PASS_BWD_DATA, a3[PASS_BWD_DATA]) > b.ws_bytes) continue;
+            if (!runnable(l, PASS_BWD_DATA, a3[PASS_BWD_DATA], b.ws_bytes)) continue;
             st = time_call(l, d, &b, items, a3, RUN_BWD, 1, best_of(lc->bwd_data_s, nd) + lc->bwd_filter_s[bf], t);
             *t = *t > lc->bwd_filter_s[bf] ? *t - lc->bwd_filter_s[bf] : 0;
+            drop_failed(l, PASS_BWD_DATA, a3[PASS_BWD_DATA], t);
         }
     }
     lc->update_s = 0;
@@ -290,17 +296,17 @@ static vdnn_status measure_layer(layer *l, device *d, int items, layer_cost *lc,
 }
 
 /* Seconds per copy of `bytes` in `kind` (both directions alternating when kind < 0),
- * on the memory stream, over `count` copies. */
-static double time_copies(device *d, void *dev, void *host, size_t bytes, int kind, int count)
+ * on the memory stream, over `count` copies; *st gets the first failure. */
+static double time_copies(device *d, void *dev, void *host, size_t bytes, int kind, int count, vdnn_status *st)
 {
-    device_stream_sync(d, STREAM_MEMORY);
+    if (*st == VDNN_OK) *st = device_stream_sync(d, STREAM_MEMORY);
     double t0 = vdnn_now_s();
-    for (int i = 0; i < count; i++) {
+    for (int i = 0; i < count && *st == VDNN_OK; i++) {
         int k = kind >= 0 ? kind : (i % 2 ? COPY_D2H : COPY_H2D);
-        if (k == COPY_H2D) device_copy(d, STREAM_MEMORY, dev, host, bytes, COPY_H2D);
-        else device_copy(d, STREAM_MEMORY, host, dev, bytes, COPY_D2H);
+        if (k == COPY_H2D) *st = device_copy(d, STREAM_MEMORY, dev, host, bytes, COPY_H2D);
+        else *st = device_copy(d, STREAM_MEMORY, host, dev, bytes, COPY_D2H);
     }
-    device_stream_sync(d, STREAM_MEMORY);
+    if (*st == VDNN_OK) *st = device_stream_sync(d, STREAM_MEMORY);
     return (vdnn_now_s() - t0) / count;
 }
 
@@ -317,11 +323,11 @@ static vdnn_status measure_link(device *d, size_t bytes, profile *p)
     memset(host, 0, bytes);
     st = device_zero(d, dev, bytes);
     int count = 6;
-    double lat = time_copies(d, dev, host, POOL_ALIGN, COPY_H2D, 32);
-    time_copies(d, dev, host, bytes, COPY_H2D, 1);
-    double h2d = time_copies(d, dev, host, bytes, COPY_H2D, count);
-    double d2h = time_copies(d, dev, host, bytes, COPY_D2H, count);
-    double both = time_copies(d, dev, host, bytes, -1, count);
+    double lat = time_copies(d, dev, host, POOL_ALIGN, COPY_H2D, 32, &st);
+    time_copies(d, dev, host, bytes, COPY_H2D, 1, &st);
+    double h2d = time_copies(d, dev, host, bytes, COPY_H2D, count, &st);
+    double d2h = time_copies(d, dev, host, bytes, COPY_D2H, count, &st);
+    double both = time_copies(d, dev, host, bytes, -1, count, &st);
     p->copy_latency_s = lat;
     p->h2d_bytes_per_s = (double)bytes / (h2d > lat ? h2d - lat : h2d);
     p->d2h_bytes_per_s = (double)bytes / (d2h > lat ? d2h - lat : d2h);

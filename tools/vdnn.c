@@ -154,6 +154,7 @@ typedef struct run_flags {
     long long node_limit, micro;
     long long epochs, steps, batch, seed, threads;
     double lr, link_gbps;
+    double plan_s;            /* wall time of planning: measuring the profile, searching */
     size_t budget;
     int quiet, sync_layers;
 } run_flags;
@@ -201,6 +202,7 @@ static vdnn_status open_all(const char *cfg, run_flags *f, int need_train, net *
         }
         if (st == VDNN_EBUDGET) st = budget_error(*n, (*n)->budget_bytes, 0);
     }
+    double t_plan = vdnn_now_s();
     if (st == VDNN_OK && f->plan) st = cli_load_plan(*n, f->plan, (*n)->budget_bytes);
     else if (st == VDNN_OK && (*n)->dyn) {
         pool_stats ps;
@@ -212,6 +214,7 @@ static vdnn_status open_all(const char *cfg, run_flags *f, int need_train, net *
     } else if (st == VDNN_OK) {
         st = cli_plan(*n, (*n)->budget_bytes);
     }
+    f->plan_s = vdnn_now_s() - t_plan;
     if (st != VDNN_OK) return st;
     const data_cfg *dc = &(*n)->data;
     shape4 in = (*n)->input;
@@ -278,6 +281,8 @@ int cmd_train(int argc, char **argv)
     trace *tr = NULL;
     vdnn_status st = open_all(cfg, &f, 1, &n, &d, &train, &test);
     if (st == VDNN_OK && f.log && !(log = open_log(f.log))) st = VDNN_EIO;
+    /* planning (a profile measured or read from the cache, a search) before any step */
+    if (st == VDNN_OK && log) fprintf(log, "{\"plan_s\": %.6g}\n", f.plan_s);
     if (st == VDNN_OK && f.save) st = check_writable(f.save);
     if (st == VDNN_OK && f.trace) st = trace_open(f.trace, &tr);
     if (st == VDNN_OK && tr) {
