@@ -125,6 +125,29 @@ START_TEST(test_build_failure_still_packs)
 }
 END_TEST
 
+/* A later stage runs the vdnn an earlier one handed back (.deps/vdnn) instead of
+ * building. Run in a copy of the scripts, so that the repository's own .deps is left
+ * alone. */
+START_TEST(test_carried_binary)
+{
+    fake_gpu_machine();
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s/repo/.deps' && cp -r bench tools tests '%s/repo/' && "
+             "printf '#!/bin/sh\\necho vdnn: backends cpu, cuda\\n' >'%s/repo/.deps/vdnn' && "
+             "chmod +x '%s/repo/.deps/vdnn'", root, root, root, root);
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "cd '%s/repo' && SANITIZER='%s/bin/compute-sanitizer' sh bench/gpu_session.sh sanitize "
+             "'%s/out'", root, root, root);
+    int rc = run(cmd);
+    char *summary = read_in_root("out/sanitize.txt"), *calls = read_in_root("calls.txt");
+    ck_assert_msg(rc == 0, "exit %d:\n%s", rc, summary);
+    ck_assert_msg(strstr(summary, "build: none: the vdnn carried in .deps/vdnn"), "summary:\n%s", summary);
+    ck_assert_msg(!calls || !strstr(calls, "make "), "make ran though a vdnn was carried:\n%s", calls);
+    free(summary);
+    free(calls);
+}
+END_TEST
+
 /* Every __global__ function in the sources is named vdnn_*: racecheck's filter. */
 START_TEST(test_kernel_names)
 {
@@ -151,6 +174,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_werror_retry_and_racecheck_filter);
     tcase_add_test(tc, test_build_failure_still_packs);
+    tcase_add_test(tc, test_carried_binary);
     tcase_add_test(tc, test_kernel_names);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
