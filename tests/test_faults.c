@@ -54,6 +54,20 @@ static net *attached(device **d, algo_mode a)
     return n;
 }
 
+/* The algorithm mode `a` picks for `pass` of layer `name` without measuring: its index,
+ * and its name in `algo` (VDNN_FAULTS names algorithms). */
+static int picked(algo_mode a, const char *name, int pass, char *algo, size_t len)
+{
+    device *d = NULL;
+    faults(NULL);
+    net *n = attached(&d, a);
+    const layer *l = named(n, name);
+    int idx = l->algo[pass];
+    snprintf(algo, len, "%s", layer_algo_name(l, pass, idx));
+    tn_free(n, d);
+    return idx;
+}
+
 /* `steps` steps on seeded batches; losses into loss[] (may be NULL); the first failure. */
 static vdnn_status steps(net *n, int count, double *loss)
 {
@@ -89,23 +103,16 @@ static char *notices_of(FILE *f)
 START_TEST(test_algo_fallback)
 {
     /* which algorithms perf takes without measuring, and what replaces them */
+    char fwd[40], filt[40], spec[200];
+    int failed_fwd = picked(ALGO_PERF, "conv3", PASS_FWD, fwd, sizeof fwd);
+    int failed_filt = picked(ALGO_PERF, "conv3", PASS_BWD_FILTER, filt, sizeof filt);
     device *d = NULL;
-    faults(NULL);
-    net *n = attached(&d, ALGO_PERF);
-    layer *l = named(n, "conv3");
-    char fwd[40], filt[40];
-    snprintf(fwd, sizeof fwd, "%s", layer_algo_name(l, PASS_FWD, l->algo[PASS_FWD]));
-    snprintf(filt, sizeof filt, "%s", layer_algo_name(l, PASS_BWD_FILTER, l->algo[PASS_BWD_FILTER]));
-    int failed_fwd = l->algo[PASS_FWD], failed_filt = l->algo[PASS_BWD_FILTER];
-    tn_free(n, d);
-
-    char spec[200];
     snprintf(spec, sizeof spec, "conv3:forward:%s,conv3:backward-filter:%s", fwd, filt);
     faults(spec);
     FILE *log = tmpfile();
     ck_assert_ptr_nonnull(log);
     FILE *old = vdnn_set_notice_stream(log);
-    n = attached(&d, ALGO_PERF);
+    net *n = attached(&d, ALGO_PERF);
     double loss[3];
     vdnn_status st = steps(n, 3, loss);
     vdnn_set_notice_stream(old);
@@ -119,7 +126,7 @@ START_TEST(test_algo_fallback)
                   "notices:\n%s", said);
     ck_assert_msg(strstr(said, fwd) && strstr(said, "runs instead"), "notices:\n%s", said);
     free(said);
-    l = named(n, "conv3");
+    layer *l = named(n, "conv3");
     ck_assert(!layer_algo_usable(l, PASS_FWD, failed_fwd));
     ck_assert(!layer_algo_usable(l, PASS_BWD_FILTER, failed_filt));
     ck_assert_int_ne(l->algo[PASS_FWD], failed_fwd);
@@ -148,13 +155,12 @@ END_TEST
 /* The profiler times no algorithm that failed: a plan from its profile never takes it. */
 START_TEST(test_profile_drops_failed_algo)
 {
+    char algo[40], spec[200];
+    int failed = picked(ALGO_PERF, "conv1", PASS_FWD, algo, sizeof algo);
     device *d = NULL;
-    faults(NULL);
     net *n = attached(&d, ALGO_PERF);
-    char spec[200];
     const layer *l = named(n, "conv1");
-    int failed = l->algo[PASS_FWD];
-    snprintf(spec, sizeof spec, "conv1:forward:%s", layer_algo_name(l, PASS_FWD, failed));
+    snprintf(spec, sizeof spec, "conv1:forward:%s", algo);
     faults(spec);   /* the profiler's own device sees it */
     FILE *old = vdnn_set_notice_stream(NULL);
     profile pr;
@@ -173,16 +179,13 @@ END_TEST
 /* The smallest-workspace algorithm fails and nothing else fits its workspace. */
 START_TEST(test_algo_no_fallback)
 {
-    device *d = NULL;
-    faults(NULL);
-    net *n = attached(&d, ALGO_MEM);
-    const layer *l = named(n, "conv1");
-    char spec[200];
-    snprintf(spec, sizeof spec, "conv1:forward:%s", layer_algo_name(l, PASS_FWD, l->algo[PASS_FWD]));
-    ck_assert_uint_eq(layer_workspace_bytes(l, PASS_FWD, l->algo[PASS_FWD]), 0);
-    tn_free(n, d);
+    char algo[40], spec[200];
+    picked(ALGO_MEM, "conv1", PASS_FWD, algo, sizeof algo);
+    snprintf(spec, sizeof spec, "conv1:forward:%s", algo);
     faults(spec);
-    n = attached(&d, ALGO_MEM);
+    device *d = NULL;
+    net *n = attached(&d, ALGO_MEM);
+    ck_assert_uint_eq(layer_workspace_bytes(named(n, "conv1"), PASS_FWD, named(n, "conv1")->algo[PASS_FWD]), 0);
     FILE *old = vdnn_set_notice_stream(NULL);
     vdnn_status st = steps(n, 1, NULL);
     vdnn_set_notice_stream(old);
@@ -354,13 +357,10 @@ START_TEST(test_cli_notice)
     char dir[256], cfg[512], args[1024];
     tn_tmpdir(dir, sizeof dir, "faults");
     tn_write_text(tn_join(cfg, sizeof cfg, dir, "t.cfg"), NET);
-    device *d = NULL;
-    net *n = attached(&d, ALGO_PERF);
-    char env[300];
+    char env[300], algo[40];
+    picked(ALGO_PERF, "conv1", PASS_FWD, algo, sizeof algo);
     /* a cache of its own: the profile is measured, and the algorithm fails there */
-    snprintf(env, sizeof env, "VDNN_CACHE='%s/cache' VDNN_FAULTS='*:forward:%s'", dir,
-             layer_algo_name(named(n, "conv1"), PASS_FWD, named(n, "conv1")->algo[PASS_FWD]));
-    tn_free(n, d);
+    snprintf(env, sizeof env, "VDNN_CACHE='%s/cache' VDNN_FAULTS='*:forward:%s'", dir, algo);
     char log[600];
     tn_join(log, sizeof log, dir, "log.jsonl");
     snprintf(args, sizeof args, "train %s --device cpu --steps 2 --algo perf --log %s", cfg, log);

@@ -428,30 +428,34 @@ static void timer_put(cuda_state *s, cudaEvent_t e)
     else cudaEventDestroy(e);
 }
 
+/* Gives a timed wait's events back (NULL ones skipped) and frees it. */
+static void drop_wait(cuda_state *s, timed_wait *w)
+{
+    if (!w) return;
+    timer_put(s, w->before);
+    timer_put(s, w->after);
+    free(w);
+}
+
 static vdnn_status cuda_stream_wait_timed(device *d, stream_id sid, dev_event *ev)
 {
     cuda_state *s = state(d);
     cudaStream_t st = stream_of(d, sid);
     timed_wait *w = calloc(1, sizeof *w);
-    if (w && (!(w->before = timer_get(s)) || !(w->after = timer_get(s)))) {
-        timer_put(s, w->before);
-        free(w);
-        w = NULL;
+    if (w) {
+        w->before = timer_get(s);
+        w->after = timer_get(s);
     }
     /* without its events the wait still happens, untimed */
-    if (w && cudaEventRecord(w->before, st) != cudaSuccess) {
+    if (w && (!w->before || !w->after || cudaEventRecord(w->before, st) != cudaSuccess)) {
         cudaGetLastError();
-        timer_put(s, w->before);
-        timer_put(s, w->after);
-        free(w);
+        drop_wait(s, w);
         w = NULL;
     }
     vdnn_status rc = cuda_stream_wait(d, sid, ev);
     if (w && (rc != VDNN_OK || cudaEventRecord(w->after, st) != cudaSuccess)) {
         cudaGetLastError();
-        timer_put(s, w->before);
-        timer_put(s, w->after);
-        free(w);
+        drop_wait(s, w);
         w = NULL;
     }
     if (w) {
@@ -477,10 +481,8 @@ static double cuda_settle_waits(device *d)
         if (e != cudaSuccess) device_note_failure(d, cuda_fail_rt((int)e, "cudaEventQuery", __FILE__, __LINE__));
         else if (cudaEventElapsedTime(&ms, w->before, w->after) == cudaSuccess) secs += ms * 1e-3;
         cudaGetLastError();
-        timer_put(s, w->before);
-        timer_put(s, w->after);
         s->waits = w->next;
-        free(w);
+        drop_wait(s, w);
     }
     return secs;
 }
@@ -517,9 +519,7 @@ static void cuda_destroy(device *d)
         cuda_settle_waits(d);
         for (timed_wait *w = s->waits, *next = NULL; w; w = next) {   /* left by a failure */
             next = w->next;
-            cudaEventDestroy(w->before);
-            cudaEventDestroy(w->after);
-            free(w);
+            drop_wait(s, w);
         }
         for (int i = 0; i < s->ntimers; i++) cudaEventDestroy(s->timers[i]);
         free(s->timers);
