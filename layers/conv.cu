@@ -413,8 +413,9 @@ static vdnn_status after_call(layer *l, const exec_ctx *c, cuda_ctx *ctx, conv_g
     if (e != CUDNN_STATUS_NOT_SUPPORTED && e != CUDNN_STATUS_EXECUTION_FAILED)
         return cuda_fail_dnn((int)e, call, __FILE__, __LINE__);
     cudaGetLastError();   /* a launch that failed leaves its error behind */
-    vdnn_status st = layer_algo_failed(l, c, pass, index_of(l, pass, *id), cudnnGetErrorString(e), need_bytes,
-                                       ctx->cudnn);
+    const int failed = index_of(l, pass, *id);
+    if (failed < 0) return cuda_fail_dnn((int)e, call, __FILE__, __LINE__);
+    vdnn_status st = layer_algo_failed(l, c, pass, failed, cudnnGetErrorString(e), need_bytes, ctx->cudnn);
     if (st == VDNN_OK) st = pass_id(l, c, ctx, s, pass, id);
     *retry = st == VDNN_OK;
     return st;
