@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "layers/add.h"
 #include "vdnn/rng.h"
 
 static vdnn_status finish_create(layer *l, const cfg_file *f, const cfg_section *s)
@@ -22,17 +23,25 @@ static vdnn_status finish_create(layer *l, const cfg_file *f, const cfg_section 
     return VDNN_OK;
 }
 
-static vdnn_status alloc_layer(const layer_ops *ops, int index, shape4 in, layer **out)
+static vdnn_status alloc_layer(const layer_ops *ops, int index, const shape4 *ins, int nin, layer **out)
 {
-    if (in.n < 1 || in.c < 1 || in.h < 1 || in.w < 1)
-        return vdnn_fail(VDNN_EINVAL, "%s: input shape %dx%dx%dx%d is empty", ops->type, in.n,
-                         in.c, in.h, in.w);
+    for (int k = 0; k < nin; k++) {
+        shape4 in = ins[k];
+        if (in.n < 1 || in.c < 1 || in.h < 1 || in.w < 1)
+            return vdnn_fail(VDNN_EINVAL, "%s: input shape %dx%dx%dx%d is empty", ops->type, in.n,
+                             in.c, in.h, in.w);
+    }
     layer *l = calloc(1, sizeof *l);
     if (!l) return vdnn_fail(VDNN_ENOMEM, "out of host memory creating a %s layer", ops->type);
     l->ops = ops;
     l->index = index;
-    l->in = in;
-    l->out = in;
+    l->ninputs = nin;
+    for (int k = 0; k < nin; k++) {
+        l->ins[k] = ins[k];
+        l->input[k] = index;
+    }
+    l->in = ins[0];
+    l->out = ins[0];
     l->offload = -1;
     for (int p = 0; p < PASS_COUNT; p++) l->algo_pinned[p] = -1;
     snprintf(l->name, sizeof l->name, "%s%d", ops->prefix, index + 1);
@@ -47,11 +56,31 @@ static vdnn_status alloc_layer(const layer_ops *ops, int index, shape4 in, layer
     return VDNN_OK;
 }
 
+/* The count of inputs a type takes: one, or min_inputs..max_inputs. */
+static vdnn_status check_inputs(const layer_ops *ops, int nin, const cfg_file *f, const cfg_section *s)
+{
+    int lo = ops->max_inputs > 1 ? ops->min_inputs : 1, hi = ops->max_inputs > 1 ? ops->max_inputs : 1;
+    if (nin >= lo && nin <= hi) return VDNN_OK;
+    if (hi == 1) {
+        if (f && s) return cfg_error(f, s, "input", "[%s] reads one input, not %d", ops->type, nin);
+        return vdnn_fail(VDNN_EINVAL, "%s: reads one input, not %d", ops->type, nin);
+    }
+    if (f && s) return cfg_error(f, s, "input", "[%s] reads %d to %d inputs, not %d", ops->type, lo, hi, nin);
+    return vdnn_fail(VDNN_EINVAL, "%s: reads %d to %d inputs, not %d", ops->type, lo, hi, nin);
+}
+
 vdnn_status layer_create(const layer_ops *ops, int index, shape4 in, const cfg_file *f,
                          const cfg_section *s, layer **out)
 {
+    return layer_create_multi(ops, index, &in, 1, f, s, out);
+}
+
+vdnn_status layer_create_multi(const layer_ops *ops, int index, const shape4 *ins, int nin, const cfg_file *f,
+                               const cfg_section *s, layer **out)
+{
     layer *l = NULL;
-    vdnn_status st = alloc_layer(ops, index, in, &l);
+    vdnn_status st = check_inputs(ops, nin, f, s);
+    if (st == VDNN_OK) st = alloc_layer(ops, index, ins, nin, &l);
     if (st != VDNN_OK) return st;
     if (s) l->line = s->line;
     st = finish_create(l, f, s);
@@ -68,7 +97,8 @@ vdnn_status layer_create_with(const layer_ops *ops, int index, shape4 in,
                               layer **out)
 {
     layer *l = NULL;
-    vdnn_status st = alloc_layer(ops, index, in, &l);
+    vdnn_status st = check_inputs(ops, 1, NULL, NULL);
+    if (st == VDNN_OK) st = alloc_layer(ops, index, &in, 1, &l);
     if (st != VDNN_OK) return st;
     if (init_priv) init_priv(l->priv, arg);
     st = finish_create(l, NULL, NULL);
@@ -231,7 +261,9 @@ vdnn_status layer_bind(layer *l, device *d)
     int had_table = l->algos != NULL;
     unbind(l);
     if (k == DEVICE_CUDA) {
-        if (!l->ops->forward_cuda || !l->ops->backward_cuda)
+        int multi = l->ops->max_inputs > 1;
+        if (multi ? !l->ops->forward_multi_cuda || !l->ops->backward_multi_cuda
+                  : !l->ops->forward_cuda || !l->ops->backward_cuda)
             return vdnn_fail(VDNN_EDEVICE, "%s: the %s layer has no CUDA implementation in this build", l->name,
                              l->ops->type);
         vdnn_status st = l->ops->bind_cuda ? l->ops->bind_cuda(l, d) : VDNN_OK;
@@ -261,33 +293,89 @@ vdnn_status layer_copy_algos(layer *dst, const layer *src)
 
 vdnn_status layer_forward(layer *l, const exec_ctx *c, const float *x, float *y)
 {
-    device_kind k = device_get_kind(c->dev);
-    if (k == DEVICE_SIM) {
-        device_sim_layer(c->dev, l, SIM_FWD);
-        return VDNN_OK;
-    }
-    vdnn_status st = k == DEVICE_CPU                           ? l->ops->forward_cpu(l, c, x, y)
-                     : k == DEVICE_CUDA && l->ops->forward_cuda ? l->ops->forward_cuda(l, c, x, y)
-                                                                : vdnn_fail(VDNN_EDEVICE, "%s: no implementation for "
-                                                                            "this device", l->name);
-    if (st == VDNN_OK) device_fault_after(c->dev, l->name, "forward");
-    return st;
+    if (l->ops->max_inputs > 1)
+        return vdnn_fail(VDNN_EINVAL, "%s: a layer of %d inputs called with one", l->name, l->ninputs);
+    return layer_forward_n(l, c, &x, y);
 }
 
 vdnn_status layer_backward(layer *l, const exec_ctx *c, const float *x, const float *y,
                            const float *dy, float *dx)
 {
+    if (l->ops->max_inputs > 1)
+        return vdnn_fail(VDNN_EINVAL, "%s: a layer of %d inputs called with one", l->name, l->ninputs);
+    return layer_backward_n(l, c, &x, y, dy, &dx);
+}
+
+vdnn_status layer_forward_n(layer *l, const exec_ctx *c, const float *const *x, float *y)
+{
+    const layer_ops *o = l->ops;
     device_kind k = device_get_kind(c->dev);
     if (k == DEVICE_SIM) {
-        device_sim_layer(c->dev, l, dx ? SIM_BWD : SIM_BWD_NO_DX);
+        device_sim_layer(c->dev, l, SIM_FWD);
         return VDNN_OK;
     }
-    vdnn_status st = k == DEVICE_CPU ? l->ops->backward_cpu(l, c, x, y, dy, dx)
-                     : k == DEVICE_CUDA && l->ops->backward_cuda
-                         ? l->ops->backward_cuda(l, c, x, y, dy, dx)
-                         : vdnn_fail(VDNN_EDEVICE, "%s: no implementation for this device", l->name);
+    int multi = o->max_inputs > 1;
+    vdnn_status st = VDNN_EDEVICE;
+    if (k == DEVICE_CPU) st = multi ? o->forward_multi_cpu(l, c, x, y) : o->forward_cpu(l, c, x[0], y);
+    else if (k == DEVICE_CUDA && multi && o->forward_multi_cuda) st = o->forward_multi_cuda(l, c, x, y);
+    else if (k == DEVICE_CUDA && !multi && o->forward_cuda) st = o->forward_cuda(l, c, x[0], y);
+    else return vdnn_fail(VDNN_EDEVICE, "%s: no implementation for this device", l->name);
+    if (st == VDNN_OK) device_fault_after(c->dev, l->name, "forward");
+    return st;
+}
+
+vdnn_status layer_backward_n(layer *l, const exec_ctx *c, const float *const *x, const float *y,
+                             const float *dy, float *const *dx)
+{
+    const layer_ops *o = l->ops;
+    device_kind k = device_get_kind(c->dev);
+    if (k == DEVICE_SIM) {
+        int any = 0;
+        for (int i = 0; i < l->ninputs; i++) any |= dx[i] != NULL;
+        device_sim_layer(c->dev, l, any ? SIM_BWD : SIM_BWD_NO_DX);
+        return VDNN_OK;
+    }
+    int multi = o->max_inputs > 1;
+    vdnn_status st = VDNN_EDEVICE;
+    if (k == DEVICE_CPU)
+        st = multi ? o->backward_multi_cpu(l, c, x, y, dy, dx) : o->backward_cpu(l, c, x[0], y, dy, dx[0]);
+    else if (k == DEVICE_CUDA && multi && o->backward_multi_cuda) st = o->backward_multi_cuda(l, c, x, y, dy, dx);
+    else if (k == DEVICE_CUDA && !multi && o->backward_cuda) st = o->backward_cuda(l, c, x[0], y, dy, dx[0]);
+    else return vdnn_fail(VDNN_EDEVICE, "%s: no implementation for this device", l->name);
     if (st == VDNN_OK) device_fault_after(c->dev, l->name, "backward");
     return st;
+}
+
+void layer_input_label(const cfg_section *s, int k, char *buf, size_t len)
+{
+    snprintf(buf, len, "input %d", k + 1);
+    const cfg_kv *kv = s ? cfg_find(s, "input") : NULL;
+    const char *p = kv ? kv->value : NULL;
+    for (int i = 0; p && i < k; i++) {
+        p = strchr(p, ',');
+        if (p) p++;
+    }
+    if (!p) return;
+    while (*p == ' ' || *p == '\t') p++;
+    size_t n = strcspn(p, ", \t");
+    if (n) snprintf(buf, len, "%.*s", (int)n, p);
+}
+
+vdnn_status layer_accumulate(const layer *l, device *d, float *dst, const float *src, size_t count)
+{
+    device_kind k = device_get_kind(d);
+    if (k == DEVICE_SIM) {
+        device_sim_layer(d, l, SIM_ACCUM);
+        return VDNN_OK;
+    }
+    if (k == DEVICE_CPU) {
+        add_accumulate_cpu(dst, src, count);
+        return VDNN_OK;
+    }
+#ifdef VDNN_CUDA
+    if (k == DEVICE_CUDA) return add_accumulate_cuda(d, dst, src, count);
+#endif
+    return vdnn_fail(VDNN_EDEVICE, "%s: no gradient sum for this device", l->name);
 }
 
 int layer_algo_count(const layer *l, int pass)

@@ -5,14 +5,18 @@
  * `layer_ops` table: its config keys, a setup function that infers shapes and declares
  * its parameters, and the forward/backward halves per device.
  *
- * Tensors in a chain: layer i reads x (its input, shape l->in) and writes y (shape
- * l->out). Each layer declares what its backward pass reads: x (needs_input) and/or y
- * (needs_output). These two flags drive what the memory manager must keep or offload.
- * All tensor pointers passed to forward/backward are device memory, NCHW, float32,
- * and hold c->n items (c->n <= l->in.n, the max batch the shapes were inferred for).
+ * A layer reads x (its input, shape l->in) and writes y (shape l->out); [add] and
+ * [concat] read several inputs (l->ninputs, shapes l->ins[k]) through the `_multi`
+ * halves. Each layer declares what its backward pass reads: its inputs (needs_input,
+ * one bit per input) and/or y (needs_output). These flags drive what the memory
+ * manager must keep or offload. All tensor pointers passed to forward/backward are
+ * device memory, NCHW, float32, and hold c->n items (c->n <= l->in.n, the max batch
+ * the shapes were inferred for).
  *
  * Backward conventions:
- *  - dx may be NULL (the first layer's input needs no gradient): skip computing it.
+ *  - dx may be NULL (the net's input needs no gradient): skip computing it.
+ *  - dx is overwritten; a layer with accumulates_dx adds to dx[k] instead where bit k
+ *    of c->accumulate_dx is set (a map read by several layers sums their gradients).
  *  - parameter gradients are overwritten, or added to when c->accumulate is set.
  *  - the loss layer ignores dy and writes d(loss * c->grad_scale)/dx.
  * Forward and backward must be deterministic for a given (x, params, c->seed, c->step,
@@ -31,6 +35,7 @@
 #define LAYER_MAX_PARAMS 4
 #define LAYER_NAME_MAX 32
 #define LAYER_MAX_ALGOS 16   /* per pass, in a device's algorithm table */
+#define LAYER_MAX_INPUTS 32  /* maps one [add] or [concat] reads */
 
 /* Passes that may have several algorithms (convolution). */
 enum { PASS_FWD = 0, PASS_BWD_DATA = 1, PASS_BWD_FILTER = 2, PASS_COUNT = 3 };
@@ -85,6 +90,8 @@ typedef struct exec_ctx {
     int recompute;            /* forward again in backward (recomputation): no side effects
                                * such as batch norm's running statistics */
     int accumulate;           /* add to parameter gradients instead of overwriting */
+    unsigned accumulate_dx;   /* bit k: add input k's gradient to dx[k] instead of overwriting
+                               * it (only for layers whose ops have accumulates_dx) */
     uint64_t seed;            /* the net's seed (dropout masks) */
     uint64_t step;            /* optimizer step (a fresh dropout mask per step) */
     void *workspace;          /* device memory for the chosen algorithm, or NULL */
@@ -132,6 +139,19 @@ typedef struct layer_ops {
      * (its workspace does not fit) gets LAYER_UNMEASURED. dx NULL: no data pass. */
     vdnn_status (*find_cuda)(layer *l, const exec_ctx *c, const float *x, float *y, const float *dy, float *dx,
                              double secs[PASS_COUNT][LAYER_MAX_ALGOS]);
+    /* Layers of several inputs ([add], [concat]): max_inputs > 1, and these halves, which
+     * take one pointer per input (dx[k] NULL: no gradient wanted for input k), stand in
+     * for the one-input halves above (left NULL). min_inputs is at least 2. */
+    int min_inputs, max_inputs;
+    vdnn_status (*forward_multi_cpu)(layer *l, const exec_ctx *c, const float *const *x, float *y);
+    vdnn_status (*backward_multi_cpu)(layer *l, const exec_ctx *c, const float *const *x, const float *y,
+                                      const float *dy, float *const *dx);
+    vdnn_status (*forward_multi_cuda)(layer *l, const exec_ctx *c, const float *const *x, float *y);
+    vdnn_status (*backward_multi_cuda)(layer *l, const exec_ctx *c, const float *const *x, const float *y,
+                                       const float *dy, float *const *dx);
+    /* Backward honours c->accumulate_dx (adds into dx[k]); for the other layers the
+     * iteration sums a map's gradients itself (layer_accumulate). */
+    int accumulates_dx;
 } layer_ops;
 
 /* A time no algorithm takes: one that was not measured. */
@@ -139,18 +159,22 @@ typedef struct layer_ops {
 
 struct layer {
     const layer_ops *ops;
-    int index;                /* position in the chain, 0-based */
-    char name[LAYER_NAME_MAX];/* unique: conv1, relu2, ... */
+    int index;                /* position in the net (file order), 0-based */
+    char name[LAYER_NAME_MAX];/* unique: conv1, relu2, ... or the config's `name =` */
     int line;                 /* config line of its section header (0 if none) */
-    shape4 in, out;           /* (N, C, H, W) at the max batch */
-    int needs_input;          /* backward reads x */
+    shape4 in, out;           /* (N, C, H, W) at the max batch; in is ins[0] */
+    int ninputs;              /* maps it reads: 1, or min_inputs..max_inputs of its ops */
+    int input[LAYER_MAX_INPUTS]; /* which: map 0 is the net's input, map j + 1 layer j's
+                               * output (a chain's layer i reads map i, the default) */
+    shape4 ins[LAYER_MAX_INPUTS]; /* their shapes, (N, C, H, W) */
+    int needs_input;          /* backward reads input k where bit k is set (one input: 1) */
     int needs_output;         /* backward reads y */
     int is_loss;              /* the last layer: softmax with cross-entropy */
     int nparams;
     param params[LAYER_MAX_PARAMS];
     int algo[PASS_COUNT];     /* chosen algorithm per pass */
     int algo_pinned[PASS_COUNT]; /* config override per pass: -1 the algo mode decides */
-    int offload;              /* config override for its input: -1 the policy decides, 0 keep, 1 offload */
+    int offload;              /* config override for its inputs: -1 the policy decides, 0 keep, 1 offload */
     int swap;                 /* SWAP_*: parameters live in host memory (set before net_attach) */
     void *priv;               /* priv_bytes of per-type state; owned by the layer */
     void *gpu;                /* the CUDA half's state (bind_cuda); owned; NULL elsewhere */
@@ -181,6 +205,11 @@ const layer_ops *const *layer_types(void);
  * nothing on the device until layer_alloc_params(). Free with layer_destroy(). */
 vdnn_status layer_create(const layer_ops *ops, int index, shape4 in, const cfg_file *f,
                          const cfg_section *s, layer **out);
+/* As layer_create, for `nin` inputs of shapes ins[] (a one-input type takes only 1, a
+ * multi-input type min_inputs..max_inputs; the error names the section and key
+ * `input`). The caller sets l->input[] (the maps). */
+vdnn_status layer_create_multi(const layer_ops *ops, int index, const shape4 *ins, int nin, const cfg_file *f,
+                               const cfg_section *s, layer **out);
 /* As layer_create, for code (tests) that fills priv itself: `init_priv` is called with
  * the zeroed priv before setup, with `arg`. */
 vdnn_status layer_create_with(const layer_ops *ops, int index, shape4 in,
@@ -202,10 +231,27 @@ int layer_swappable(const layer *l);
 /* Returns the params' device and host memory (layer_alloc_params undone). */
 void layer_free_params(layer *l, device *d);
 
-/* Forward/backward on whatever device c->dev is; the training loop never branches. */
+/* Forward/backward on whatever device c->dev is; the training loop never branches.
+ * The one-input forms are for one-input layers; the _n forms take l->ninputs inputs
+ * (x[k], dx[k]) for any layer. */
 vdnn_status layer_forward(layer *l, const exec_ctx *c, const float *x, float *y);
 vdnn_status layer_backward(layer *l, const exec_ctx *c, const float *x, const float *y,
                            const float *dy, float *dx);
+vdnn_status layer_forward_n(layer *l, const exec_ctx *c, const float *const *x, float *y);
+vdnn_status layer_backward_n(layer *l, const exec_ctx *c, const float *const *x, const float *y,
+                             const float *dy, float *const *dx);
+/* How a multi-input layer's setup names input k in a message: the k-th entry of its
+ * section's `input` list (s may be NULL: then "input K"). */
+void layer_input_label(const cfg_section *s, int k, char *buf, size_t len);
+
+/* Whether backward reads input k. */
+static inline int layer_reads_input(const layer *l, int k) { return (l->needs_input >> k) & 1; }
+
+/* dst += src over `count` floats of device memory, on the compute stream, in a fixed
+ * order (the same bits on every device): the sum of a map's gradients when several
+ * layers read it. `l` is the layer whose gradient is added (the simulated device
+ * charges the time its profile gives). */
+vdnn_status layer_accumulate(const layer *l, device *d, float *dst, const float *src, size_t count);
 
 /* Prepares the layer for device `d`: on a CUDA device its CUDA state and algorithm
  * table (chosen algorithms are reset to 0 when the table changes); on the CPU device

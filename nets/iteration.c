@@ -2,9 +2,17 @@
  * rules are in net.h and DESIGN.md). Every device byte comes from the pool; feature
  * maps that the plan offloads go to host memory on the memory stream during forward
  * and come back ahead of their readers during backward, as early as the net's copy
- * timing (prefetch_ahead, release_lag) allows. */
+ * timing (prefetch_ahead, release_lag) allows.
+ *
+ * On a graph, a map lives in forward until its last reader is done; it is offloaded
+ * when its first reader starts and released after the last. In backward it is back on
+ * the device (prefetched, or recomputed with the dropped maps it comes from) before
+ * its first backward reader and dropped after its last use, recomputations included
+ * (lifetimes()). Its gradient is one buffer: the first reader in backward writes it,
+ * the others add to it, and it is freed once the layer that wrote the map has read it. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "nets/net.h"
@@ -85,16 +93,63 @@ static void trace_pass(net *n, const layer *l, const char *cat, double t0)
     trace_counter(n->trace, "pool bytes in use", t1, (double)pool_used_bytes(device_pool(n->dev)));
 }
 
-/* x[i] after its last forward reader (layer i): keep it, release it after its offload,
- * or free it when no backward pass reads it. */
-static vdnn_status settle_after_forward(net *n, int i, int train)
+/* x[j] after its last forward reader: release it after its offload, drop it when
+ * nothing uses it in backward (or it is recomputed there), else keep it. */
+static vdnn_status settle_after_forward(net *n, int j, int train)
 {
-    fmap *m = &n->maps[i];
+    fmap *m = &n->maps[j];
     if (m->state == RES_OFFLOADING) return mm_release(n->dev, m);
-    /* a map that recomputation starts from stays, read by backward or not */
-    int source = i < n->nlayers && n->maps[i + 1].recompute && !m->recompute;
-    if (!train || (m->first_reader < 0 && !source) || m->recompute) mm_drop(n->dev, m);
+    if (!train || m->release < 0 || m->recompute) mm_drop(n->dev, m);
     return VDNN_OK;
+}
+
+/* fetch_order: by first reader, the last layer's first; maps of one reader in map order
+ * (the order the memory stream copies them in). */
+static int by_first_reader(const void *a, const void *b, void *ctx)
+{
+    const net *n = ctx;
+    int x = *(const int *)a, y = *(const int *)b;
+    int rx = n->maps[x].first_reader, ry = n->maps[y].first_reader;
+    return rx != ry ? (rx < ry) - (rx > ry) : (x > y) - (x < y);
+}
+
+/* When each map leaves the device in backward, for the plan the maps hold now: after
+ * its last backward reader, or after the last recomputation that reads it, whichever
+ * comes later. A dropped map x[p] is recomputed before its first backward reader, or
+ * earlier when recomputing a later map needs it; it then needs the maps its layer
+ * reads at that moment. Also orders the offloaded maps by first reader for fetch_ahead. */
+static void lifetimes(net *n)
+{
+    int L = n->nlayers;
+    for (int j = 0; j <= L; j++) {
+        n->maps[j].release = n->graph[j].last_bwd;
+        n->release_next[j] = -1;
+    }
+    /* first the time each recomputed map comes back, from the last map down: a map's
+     * dependants all lie above it */
+    int *at = n->fetch_order;   /* borrowed as scratch until the order below */
+    for (int j = 0; j <= L; j++) at[j] = -1;
+    for (int p = L; p >= 1; p--) {
+        if (!n->maps[p].recompute) continue;
+        int t = n->graph[p].first_bwd > at[p] ? n->graph[p].first_bwd : at[p];
+        const layer *l = n->layers[p - 1];
+        for (int k = 0; k < l->ninputs; k++) {
+            int m = l->input[k];
+            if (n->maps[m].release < 0 || n->maps[m].release > t) n->maps[m].release = t;
+            if (n->maps[m].recompute && at[m] < t) at[m] = t;
+        }
+    }
+    for (int i = 0; i < L; i++) n->release_head[i] = -1;
+    for (int j = L; j >= 0; j--) {
+        int r = n->maps[j].release;
+        if (r < 0) continue;
+        n->release_next[j] = n->release_head[r];
+        n->release_head[r] = j;
+    }
+    n->nfetch = 0;
+    for (int j = 0; j <= L; j++)
+        if (n->maps[j].offload && n->maps[j].first_reader >= 0) n->fetch_order[n->nfetch++] = j;
+    qsort_r(n->fetch_order, (size_t)n->nfetch, sizeof *n->fetch_order, by_first_reader, n);
 }
 
 /* ---- parameter swapping ---- */
@@ -186,14 +241,24 @@ static vdnn_status params_release(net *n, int i, int backward)
     return st;
 }
 
+/* The device copies of the maps layer i reads. */
+static void input_ptrs(const net *n, const layer *l, const float **xs)
+{
+    for (int k = 0; k < l->ninputs; k++) xs[k] = n->maps[l->input[k]].dev;
+}
+
 static vdnn_status forward(net *n, exec_ctx *c, int train)
 {
     for (int i = 0; i < n->nlayers; i++) {
         layer *l = n->layers[i];
-        fmap *in = &n->maps[i], *out = &n->maps[i + 1];
+        fmap *out = &n->maps[i + 1];
         double t0 = vdnn_now_s();
         vdnn_status st = VDNN_OK;
-        if (train && in->offload) st = mm_offload(n->dev, in, map_bytes(n, i, c->n), &n->stats);
+        for (int k = 0; k < l->ninputs && st == VDNN_OK; k++) {
+            int j = l->input[k];
+            if (train && n->maps[j].offload && n->graph[j].first_fwd == i)
+                st = mm_offload(n->dev, &n->maps[j], map_bytes(n, j, c->n), &n->stats);
+        }
         if (st == VDNN_OK) {
             char what[48];
             snprintf(what, sizeof what, "output %s", out->name);
@@ -204,10 +269,13 @@ static vdnn_status forward(net *n, exec_ctx *c, int train)
         if (st == VDNN_OK) st = params_fetch(n, i, 0, 0);
         if (st == VDNN_OK) st = params_fetch(n, i + 1, 0, 0);
         if (st == VDNN_OK) params_wait(n, i);
-        if (st == VDNN_OK) st = layer_forward(l, c, in->dev, out->dev);
+        const float *xs[LAYER_MAX_INPUTS];
+        input_ptrs(n, l, xs);
+        if (st == VDNN_OK) st = layer_forward_n(l, c, xs, out->dev);
         give_workspace(n, c);
         if (st == VDNN_OK) st = params_release(n, i, 0);
-        if (st == VDNN_OK) st = settle_after_forward(n, i, train);
+        for (int k = 0; k < l->ninputs && st == VDNN_OK; k++)
+            if (n->graph[l->input[k]].last_fwd == i) st = settle_after_forward(n, l->input[k], train);
         if (st != VDNN_OK) return st;
         trace_pass(n, l, "forward", t0);
         pool_tick(device_pool(n->dev));
@@ -219,17 +287,13 @@ static vdnn_status forward(net *n, exec_ctx *c, int train)
 
 /* The layer whose offloaded maps are prefetched while layer i computes, or -1 (see
  * PREFETCH_* in net.h). Far, vDNN's rule, overlaps a copy with all the compute up to
- * its reader, and holds the map on the device through it. */
-static int next_reader(const net *n, int i)
+ * its reader, and holds the map on the device through it. *pos walks fetch_order. */
+static int next_reader(const net *n, int i, int *pos)
 {
     if (n->prefetch_ahead == PREFETCH_ON_DEMAND) return -1;
     if (n->prefetch_ahead == PREFETCH_NEXT) return i - 1;
-    int best = -1;
-    for (int j = 0; j <= n->nlayers; j++) {
-        const fmap *m = &n->maps[j];
-        if (m->offload && m->first_reader < i && m->first_reader > best) best = m->first_reader;
-    }
-    return best;
+    while (*pos < n->nfetch && n->maps[n->fetch_order[*pos]].first_reader >= i) (*pos)++;
+    return *pos < n->nfetch ? n->maps[n->fetch_order[*pos]].first_reader : -1;
 }
 
 static vdnn_status fetch(net *n, int j, const layer *l, int items)
@@ -238,39 +302,39 @@ static vdnn_status fetch(net *n, int j, const layer *l, int items)
     return m->state == RES_HOST ? mm_prefetch(n->dev, m, map_bytes(n, j, items), l->name, &n->stats) : VDNN_OK;
 }
 
-/* Recomputes x[j], dropped after forward, from the nearest map below it that was kept:
- * forward again through the layers between, with the same inputs, parameters and
- * dropout masks, so x[j] comes back bit for bit. Maps on the way that backward reads
- * stay for their readers; the others go as soon as the next layer has read them. */
+static vdnn_status fetch_or_recompute(net *n, int j, const layer *l, exec_ctx *c);
+
+/* Recomputes x[j], dropped after forward: the layer that wrote it runs forward again
+ * on the same inputs, parameters and dropout masks, so x[j] comes back bit for bit.
+ * Its inputs are fetched, or recomputed first when they were dropped too. */
 static vdnn_status recompute(net *n, int j, exec_ctx *c)
 {
-    int k = j - 1;
-    while (k > 0 && n->maps[k].recompute && n->maps[k].state == RES_NONE) k--;
-    fmap *src = &n->maps[k];
-    const layer *reader = n->layers[k];
-    vdnn_status st = fetch(n, k, reader, c->n);
-    if (st == VDNN_OK) st = mm_ready(n->dev, src, &n->stats);
+    layer *l = n->layers[j - 1];
+    fmap *out = &n->maps[j];
+    vdnn_status st = VDNN_OK;
+    if (l->swap)
+        return vdnn_fail(VDNN_EINVAL, "%s: recomputing %s would run the swapped layer %s again; a plan may not "
+                         "recompute through swapped layers", l->name, out->name, l->name);
+    for (int k = 0; k < l->ninputs && st == VDNN_OK; k++) {
+        st = fetch_or_recompute(n, l->input[k], l, c);
+        if (st == VDNN_OK) st = mm_ready(n->dev, &n->maps[l->input[k]], &n->stats);
+    }
     exec_ctx rc = *c;
     rc.recompute = 1;
     rc.accumulate = 0;
-    for (int i = k; i < j && st == VDNN_OK; i++) {
-        layer *l = n->layers[i];
-        fmap *in = &n->maps[i], *out = &n->maps[i + 1];
-        double t0 = vdnn_now_s();
-        char what[48];
-        snprintf(what, sizeof what, "recomputed %s", out->name);
-        st = device_alloc(n->dev, map_bytes(n, i + 1, c->n), l->name, what, (void **)&out->dev);
-        if (st == VDNN_OK) out->state = RES_DEVICE;
-        if (st == VDNN_OK && l->swap)
-            st = vdnn_fail(VDNN_EINVAL, "%s: recomputing %s would run the swapped layer %s again; a plan may "
-                           "not recompute through swapped layers", l->name, n->maps[j].name, l->name);
-        if (st == VDNN_OK) st = take_workspace(n, l, PASS_FWD, &rc);
-        if (st == VDNN_OK) st = layer_forward(l, &rc, in->dev, out->dev);
-        give_workspace(n, &rc);
-        if (st == VDNN_OK && i > k && in->first_reader < 0) mm_drop(n->dev, in);
-        if (n->trace && device_get_kind(n->dev) == DEVICE_CUDA) device_stream_sync(n->dev, STREAM_COMPUTE);
-        if (n->trace) trace_slice(n->trace, TRACE_TRACK_COMPUTE, l->name, "recompute", t0, vdnn_now_s());
-    }
+    rc.accumulate_dx = 0;
+    double t0 = vdnn_now_s();
+    char what[48];
+    snprintf(what, sizeof what, "recomputed %s", out->name);
+    if (st == VDNN_OK) st = device_alloc(n->dev, map_bytes(n, j, c->n), l->name, what, (void **)&out->dev);
+    if (st == VDNN_OK) out->state = RES_DEVICE;
+    if (st == VDNN_OK) st = take_workspace(n, l, PASS_FWD, &rc);
+    const float *xs[LAYER_MAX_INPUTS];
+    input_ptrs(n, l, xs);
+    if (st == VDNN_OK) st = layer_forward_n(l, &rc, xs, out->dev);
+    give_workspace(n, &rc);
+    if (n->trace && device_get_kind(n->dev) == DEVICE_CUDA) device_stream_sync(n->dev, STREAM_COMPUTE);
+    if (n->trace) trace_slice(n->trace, TRACE_TRACK_COMPUTE, l->name, "recompute", t0, vdnn_now_s());
     return st;
 }
 
@@ -286,19 +350,26 @@ static vdnn_status fetch_own(net *n, int i, exec_ctx *c)
 {
     const layer *l = n->layers[i];
     vdnn_status st = VDNN_OK;
-    if (l->needs_input) st = fetch_or_recompute(n, i, l, c);
+    for (int k = 0; k < l->ninputs && st == VDNN_OK; k++)
+        if (layer_reads_input(l, k)) st = fetch_or_recompute(n, l->input[k], l, c);
     if (st == VDNN_OK && l->needs_output) st = fetch_or_recompute(n, i + 1, l, c);
     return st;
 }
 
 /* Every offloaded map that the next reading layer needs (see next_reader), so that its
  * copy overlaps layer i's compute. Asked after layer i's own buffers. */
-static vdnn_status fetch_ahead(net *n, int i, int items)
+static vdnn_status fetch_ahead(net *n, int i, int items, int *pos)
 {
-    int r = next_reader(n, i);
+    int r = next_reader(n, i, pos);
     vdnn_status st = VDNN_OK;
-    for (int j = 0; j <= n->nlayers && r >= 0 && st == VDNN_OK; j++)
-        if (n->maps[j].state == RES_HOST && n->maps[j].first_reader == r) st = fetch(n, j, n->layers[i], items);
+    if (r < 0) return VDNN_OK;
+    if (n->prefetch_ahead == PREFETCH_FAR) {
+        for (int k = *pos; k < n->nfetch && n->maps[n->fetch_order[k]].first_reader == r && st == VDNN_OK; k++)
+            st = fetch(n, n->fetch_order[k], n->layers[i], items);
+        return st;
+    }
+    for (int k = 0; k < n->nfetch && st == VDNN_OK; k++)
+        if (n->maps[n->fetch_order[k]].first_reader == r) st = fetch(n, n->fetch_order[k], n->layers[i], items);
     return st;
 }
 
@@ -307,37 +378,80 @@ static vdnn_status wait_own(net *n, int i)
 {
     const layer *l = n->layers[i];
     vdnn_status st = VDNN_OK;
-    if (l->needs_input) st = mm_ready(n->dev, &n->maps[i], &n->stats);
+    for (int k = 0; k < l->ninputs && st == VDNN_OK; k++)
+        if (layer_reads_input(l, k)) st = mm_ready(n->dev, &n->maps[l->input[k]], &n->stats);
     if (st == VDNN_OK && l->needs_output) st = mm_ready(n->dev, &n->maps[i + 1], &n->stats);
+    return st;
+}
+
+/* The gradient buffers layer i's backward writes, one per input (NULL: x[0], or a map
+ * no parameter lies before): the map's own, new when this is its first reader in
+ * backward; when it is not, the layer adds into it if it can (c->accumulate_dx), else
+ * writes a part of its own in `part`, added by add_parts(). */
+static vdnn_status gradient_bufs(net *n, layer *l, exec_ctx *c, float **dxs, float **part)
+{
+    vdnn_status st = VDNN_OK;
+    c->accumulate_dx = 0;
+    for (int k = 0; k < l->ninputs; k++) dxs[k] = part[k] = NULL;
+    for (int k = 0; k < l->ninputs && st == VDNN_OK; k++) {
+        int j = l->input[k];
+        if (!n->graph[j].grad) continue;
+        char what[64];
+        if (!n->dx[j]) {
+            snprintf(what, sizeof what, "gradient of %s", n->maps[j].name);
+            st = device_alloc(n->dev, map_bytes(n, j, c->n), l->name, what, (void **)&n->dx[j]);
+            dxs[k] = n->dx[j];
+        } else if (l->ops->accumulates_dx) {
+            c->accumulate_dx |= 1u << k;
+            dxs[k] = n->dx[j];
+        } else {
+            snprintf(what, sizeof what, "gradient of %s (a part)", n->maps[j].name);
+            st = device_alloc(n->dev, map_bytes(n, j, c->n), l->name, what, (void **)&part[k]);
+            dxs[k] = part[k];
+        }
+    }
+    return st;
+}
+
+/* Adds each part into its map's gradient, and frees it. */
+static vdnn_status add_parts(net *n, const layer *l, int items, float **part, vdnn_status st)
+{
+    for (int k = 0; k < l->ninputs; k++) {
+        if (!part[k]) continue;
+        int j = l->input[k];
+        if (st == VDNN_OK) st = layer_accumulate(l, n->dev, n->dx[j], part[k], map_bytes(n, j, items) / sizeof(float));
+        device_free(n->dev, part[k]);
+        part[k] = NULL;
+    }
     return st;
 }
 
 static vdnn_status backward(net *n, exec_ctx *c)
 {
+    int pos = 0;
     for (int i = n->nlayers - 1; i >= 0; i--) {
         layer *l = n->layers[i];
         double t0 = vdnn_now_s();
+        float *dxs[LAYER_MAX_INPUTS], *part[LAYER_MAX_INPUTS] = {NULL};
         vdnn_status st = fetch_own(n, i, c);
         if (st == VDNN_OK) st = params_fetch(n, i, 1, c->accumulate);
         if (st == VDNN_OK) st = params_fetch(n, i - 1, 1, c->accumulate);
-        if (st == VDNN_OK && i > 0) {
-            char what[48];
-            snprintf(what, sizeof what, "gradient of %s", n->maps[i].name);
-            st = device_alloc(n->dev, map_bytes(n, i, c->n), l->name, what, (void **)&n->dx[i]);
-        }
+        if (st == VDNN_OK) st = gradient_bufs(n, l, c, dxs, part);
         if (st == VDNN_OK) st = take_workspace(n, l, PASS_BWD_DATA, c);
-        if (st == VDNN_OK) st = fetch_ahead(n, i, c->n);
+        if (st == VDNN_OK) st = fetch_ahead(n, i, c->n, &pos);
         if (st == VDNN_OK) st = wait_own(n, i);
         if (st == VDNN_OK) params_wait(n, i);
-        if (st == VDNN_OK)
-            st = layer_backward(l, c, n->maps[i].dev, n->maps[i + 1].dev, l->is_loss ? NULL : n->dx[i + 1], n->dx[i]);
+        const float *xs[LAYER_MAX_INPUTS];
+        input_ptrs(n, l, xs);
+        if (st == VDNN_OK) st = layer_backward_n(l, c, xs, n->maps[i + 1].dev, l->is_loss ? NULL : n->dx[i + 1], dxs);
         give_workspace(n, c);
+        st = add_parts(n, l, c->n, part, st);
+        c->accumulate_dx = 0;
         if (st == VDNN_OK) st = params_release(n, i, 1);
         if (st != VDNN_OK) return st;
         if (n->dx[i + 1]) device_free(n->dev, n->dx[i + 1]);
         n->dx[i + 1] = NULL;
-        mm_drop(n->dev, &n->maps[i + 1]);
-        if (i > 0 && !n->layers[i - 1]->needs_output) mm_drop(n->dev, &n->maps[i]);
+        for (int j = n->release_head[i]; j >= 0; j = n->release_next[j]) mm_drop(n->dev, &n->maps[j]);
         trace_pass(n, l, "backward", t0);
         pool_tick(device_pool(n->dev));
         barrier(n);
@@ -428,6 +542,7 @@ vdnn_status net_train_step(net *n, const float *x, const int32_t *y, int items, 
         return vdnn_fail(VDNN_EINVAL, "a batch of %d items for a net built for %d", items, n->minibatch);
     /* freed during layer k, reusable from layer k + 1 + lag: the copy runs through lag layers */
     pool_set_lag(device_pool(n->dev), n->release_lag ? (unsigned)n->release_lag + 1 : 0);
+    lifetimes(n);
     vdnn_status st = VDNN_OK;
     for (int off = 0; off < items && st == VDNN_OK; off += n->input.n) {
         int k = items - off < n->input.n ? items - off : n->input.n;
@@ -458,6 +573,7 @@ vdnn_status net_eval_batch(net *n, const float *x, const int32_t *y, int items, 
     step_result one = {0};
     double loss = 0;
     exec_ctx c = make_ctx(n, items, 0, &one, &loss);
+    lifetimes(n);
     vdnn_status st = load_input(n, x, y, items);
     if (st == VDNN_OK) st = forward(n, &c, 0);
     release_all(n);

@@ -173,6 +173,9 @@ static vdnn_status read_data(const cfg_file *f, int channels, data_cfg *d)
 
 /* Keys every layer section accepts besides its own: the memory plan's overrides. */
 static const cfg_key common_layer_keys[] = {
+    {"name", CFG_STRING, 0, 0, 0, NULL, 0, "the layer's name (default: its type stem and position, conv1)"},
+    {"input", CFG_STRING, 0, 0, 0, NULL, 0, "what it reads: earlier layers' names, -k (k layers up) or data, "
+     "comma-separated (default: the previous layer)"},
     {"offload", CFG_BOOL, 0, 0, 1, NULL, 0, "offload this layer's input (1) or keep it (0), whatever the policy"},
     {"algo", CFG_STRING, 0, 0, 0, NULL, 0, "convolution algorithm for every pass"},
     {"algo_fwd", CFG_STRING, 0, 0, 0, NULL, 0, "convolution algorithm, forward"},
@@ -231,21 +234,50 @@ int net_recomputable(const net *n, int j, const unsigned char *swap)
     return !(swap ? swap[j - 1] : n->layers[j - 1]->swap);
 }
 
+/* Whether every map layer i reads is kept for a backward pass anyway. */
+static int inputs_kept(const net *n, int i)
+{
+    const layer *l = n->layers[i];
+    for (int k = 0; k < l->ninputs; k++)
+        if (net_first_reader(n, l->input[k]) < 0) return 0;
+    return 1;
+}
+
+/* Whether a convolution reads x[j]. */
+static int read_by_conv(const net *n, int j)
+{
+    for (int i = n->graph[j].first_fwd; i >= 0 && i <= n->graph[j].last_fwd; i++) {
+        const layer *l = n->layers[i];
+        for (int k = 0; k < l->ninputs; k++)
+            if (l->input[k] == j && l->ops->algo_count) return 1;
+    }
+    return 0;
+}
+
+int net_map_override(const net *n, int j)
+{
+    for (int i = n->graph[j].first_fwd; i >= 0 && i <= n->graph[j].last_fwd; i++) {
+        const layer *l = n->layers[i];
+        for (int k = 0; k < l->ninputs; k++)
+            if (l->input[k] == j && l->offload >= 0) return l->offload;
+    }
+    return -1;
+}
+
 int net_policy_map(const net *n, int j, mem_policy p)
 {
     if (j >= n->nlayers || net_first_reader(n, j) < 0) return MAP_KEEP;
-    const layer *l = n->layers[j];
-    if (l->offload >= 0) return l->offload ? MAP_OFFLOAD : MAP_KEEP;
+    int pinned = net_map_override(n, j);
+    if (pinned >= 0) return pinned ? MAP_OFFLOAD : MAP_KEEP;
     switch (p) {
     case POLICY_ALL:
     case POLICY_SWAP: return MAP_OFFLOAD;
-    case POLICY_CONV: return l->ops->algo_count ? MAP_OFFLOAD : MAP_KEEP;
+    case POLICY_CONV: return read_by_conv(n, j) ? MAP_OFFLOAD : MAP_KEEP;
     case POLICY_RECOMPUTE:
-        /* only where the map it comes from is kept for backward anyway: recomputing
+        /* only where the maps it comes from are kept for backward anyway: recomputing
          * from a map that would otherwise be freed saves nothing */
-        return net_recomputable(n, j, NULL) && cheap(n->layers[j - 1]) && net_first_reader(n, j - 1) >= 0
-                   ? MAP_RECOMPUTE
-                   : MAP_KEEP;
+        return net_recomputable(n, j, NULL) && cheap(n->layers[j - 1]) && inputs_kept(n, j - 1) ? MAP_RECOMPUTE
+                                                                                                  : MAP_KEEP;
     default: return MAP_KEEP;
     }
 }
@@ -257,9 +289,236 @@ int net_policy_swaps(const net *n, int i, mem_policy p)
 
 int net_first_reader(const net *n, int j)
 {
-    if (j < n->nlayers && n->layers[j]->needs_input) return j;
-    if (j > 0 && n->layers[j - 1]->needs_output) return j - 1;
+    return j >= 0 && j <= n->nlayers ? n->graph[j].first_bwd : -1;
+}
+
+const char *net_map_name(const net *n, int j)
+{
+    return j <= 0 || j > n->nlayers ? "data" : n->layers[j - 1]->name;
+}
+
+int net_find_map(const net *n, const char *name)
+{
+    if (!strcmp(name, "data")) return 0;
+    for (int i = 0; i < n->nlayers; i++)
+        if (!strcmp(n->layers[i]->name, name)) return i + 1;
     return -1;
+}
+
+int net_recompute_runs_swapped(const net *n, int j, const unsigned char *maps, const unsigned char *swap)
+{
+    if (j < 1 || j > n->nlayers) return -1;
+    const layer *l = n->layers[j - 1];
+    if (swap[j - 1]) return j - 1;
+    for (int k = 0; k < l->ninputs; k++) {
+        int m = l->input[k];
+        if (maps[m] != MAP_RECOMPUTE) continue;
+        int bad = net_recompute_runs_swapped(n, m, maps, swap);
+        if (bad >= 0) return bad;
+    }
+    return -1;
+}
+
+/* ---- names and inputs ---- */
+
+/* Layer names by hash, for resolving `input =` in nets of thousands of layers. */
+typedef struct name_table {
+    int cap;                  /* a power of two */
+    int *slot;                /* (cap) a layer index, or -1 */
+    char (*names)[LAYER_NAME_MAX];
+} name_table;
+
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* The layer called `name`, or -1. */
+static int name_find(const name_table *t, const char *name)
+{
+    for (uint64_t h = name_hash(name);; h++) {
+        int i = t->slot[h & (uint64_t)(t->cap - 1)];
+        if (i < 0 || !strcmp(t->names[i], name)) return i;
+    }
+}
+
+static void name_add(name_table *t, int i)
+{
+    uint64_t h = name_hash(t->names[i]);
+    while (t->slot[h & (uint64_t)(t->cap - 1)] >= 0) h++;
+    t->slot[h & (uint64_t)(t->cap - 1)] = i;
+}
+
+/* A name given in a config: letters, digits, '_' and '-' (not first), shorter than
+ * LAYER_NAME_MAX, and not "data" (the net's input). */
+static vdnn_status check_name(const cfg_file *f, const cfg_section *s, const char *v)
+{
+    size_t len = strlen(v);
+    if (len >= LAYER_NAME_MAX)
+        return cfg_error(f, s, "name", "'%s' is longer than %d characters", v, LAYER_NAME_MAX - 1);
+    if (!strcmp(v, "data")) return cfg_error(f, s, "name", "'data' names the net's input; choose another name");
+    for (size_t k = 0; k < len; k++) {
+        unsigned char c = (unsigned char)v[k];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+              (c == '-' && k > 0)))
+            return cfg_error(f, s, "name", "'%s': a name is letters, digits, '_' and '-' (not first)", v);
+    }
+    return VDNN_OK;
+}
+
+/* Every layer's name (its `name =`, else its type stem and position), all different. */
+static vdnn_status layer_names(const cfg_file *f, const cfg_section *const *secs, int count, name_table *t)
+{
+    t->cap = 16;
+    while (t->cap < 2 * count) t->cap *= 2;
+    t->slot = malloc((size_t)t->cap * sizeof *t->slot);
+    t->names = calloc((size_t)count, sizeof *t->names);
+    if (!t->slot || !t->names) return vdnn_fail(VDNN_ENOMEM, "out of host memory");
+    for (int k = 0; k < t->cap; k++) t->slot[k] = -1;
+    for (int i = 0; i < count; i++) {
+        const cfg_section *s = secs[i];
+        const char *given = cfg_str(s, "name", NULL);
+        vdnn_status st = given ? check_name(f, s, given) : VDNN_OK;
+        if (st != VDNN_OK) return st;
+        if (given) snprintf(t->names[i], sizeof t->names[i], "%s", given);
+        else snprintf(t->names[i], sizeof t->names[i], "%s%d", layer_find_type(s->name)->prefix, i + 1);
+        int other = name_find(t, t->names[i]);
+        if (other < 0) {
+            name_add(t, i);
+            continue;
+        }
+        /* the explicit one of the two is at fault: a default name cannot be chosen */
+        const cfg_section *at = given ? s : secs[other];
+        const cfg_section *by = given ? secs[other] : s;
+        return cfg_error(f, at, "name", "'%s' is %s name of the [%s] at line %d", t->names[i],
+                         cfg_find(by, "name") ? "also the" : "the default", by->name, by->line);
+    }
+    return VDNN_OK;
+}
+
+/* Layer i's inputs as maps (x[0] the input, x[j + 1] layer j's output): its `input =`
+ * list of earlier layers' names, `data` or `-k` (the layer k sections up), else the
+ * previous layer. */
+static vdnn_status layer_inputs(const cfg_file *f, const cfg_section *const *secs, const name_table *t, int i,
+                                int *maps, int *count)
+{
+    const cfg_section *s = secs[i];
+    const cfg_kv *kv = cfg_find(s, "input");
+    *count = 0;
+    if (!kv) {
+        maps[(*count)++] = i;
+        return VDNN_OK;
+    }
+    char list[CFG_VALUE_MAX];
+    snprintf(list, sizeof list, "%s", kv->value);
+    char *save = NULL;
+    for (char *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        while (*tok == ' ' || *tok == '\t') tok++;
+        size_t len = strlen(tok);
+        while (len && (tok[len - 1] == ' ' || tok[len - 1] == '\t')) tok[--len] = 0;
+        if (!len) return cfg_error(f, s, "input", "an empty entry in '%s'", kv->value);
+        if (*count == LAYER_MAX_INPUTS)
+            return cfg_error(f, s, "input", "more than %d inputs", LAYER_MAX_INPUTS);
+        int map;
+        if (!strcmp(tok, "data")) {
+            map = 0;
+        } else if (tok[0] == '-') {
+            char *end;
+            long k = strtol(tok + 1, &end, 10);
+            if (*end || end == tok + 1 || k < 1)
+                return cfg_error(f, s, "input", "'%s' is not -k for a layer k sections up (k >= 1)", tok);
+            if (k > i)
+                return cfg_error(f, s, "input", "'%s' reaches above the first layer (this is layer %d; "
+                                 "the net's input is 'data')", tok, i + 1);
+            map = i - (int)k + 1;
+        } else {
+            int j = name_find(t, tok);
+            if (j < 0) return cfg_error(f, s, "input", "no layer is named '%s'", tok);
+            if (j == i) return cfg_error(f, s, "input", "'%s' is this layer; a layer reads layers above it", tok);
+            if (j > i)
+                return cfg_error(f, s, "input", "'%s' is a later layer (line %d); a layer reads layers above it", tok,
+                                 secs[j]->line);
+            map = j + 1;
+        }
+        for (int k = 0; k < *count; k++)
+            if (maps[k] == map) return cfg_error(f, s, "input", "'%s' is listed twice", tok);
+        maps[(*count)++] = map;
+    }
+    if (!*count) return cfg_error(f, s, "input", "names no layer");
+    return VDNN_OK;
+}
+
+static int has_trainable(const layer *l)
+{
+    for (int k = 0; k < l->nparams; k++)
+        if (l->params[k].trainable) return 1;
+    return 0;
+}
+
+/* The graph of maps (net_map), and the checks that need all of it: a map's readers
+ * agree on `offload =`, an offloaded map is read by some backward pass, and every
+ * layer but the loss feeds another. */
+static vdnn_status build_graph(net *n, const cfg_section *const *secs)
+{
+    const cfg_file *f = n->cfg;
+    int L = n->nlayers;
+    n->graph = calloc((size_t)L + 1, sizeof *n->graph);
+    int *pinned_by = malloc(((size_t)L + 1) * sizeof *pinned_by);
+    if (!n->graph || !pinned_by) {
+        free(pinned_by);
+        return vdnn_fail(VDNN_ENOMEM, "out of host memory");
+    }
+    for (int j = 0; j <= L; j++) {
+        net_map *m = &n->graph[j];
+        m->first_fwd = m->last_fwd = m->first_bwd = m->last_bwd = -1;
+        pinned_by[j] = -1;
+    }
+    vdnn_status st = VDNN_OK;
+    n->chain = 1;
+    for (int i = 0; i < L && st == VDNN_OK; i++) {
+        const layer *l = n->layers[i];
+        n->chain &= l->ninputs == 1 && l->input[0] == i;
+        int grad = has_trainable(l);
+        for (int k = 0; k < l->ninputs && st == VDNN_OK; k++) {
+            int j = l->input[k];
+            net_map *m = &n->graph[j];
+            if (m->first_fwd < 0) m->first_fwd = i;
+            m->last_fwd = i;
+            m->readers++;
+            grad |= m->grad;
+            if (layer_reads_input(l, k)) {
+                if (m->first_bwd < i) m->first_bwd = i;
+                if (m->last_bwd < 0 || m->last_bwd > i) m->last_bwd = i;
+            }
+            int other = pinned_by[j];
+            if (l->offload >= 0 && other >= 0 && n->layers[other]->offload != l->offload)
+                st = cfg_error(f, secs[i], "offload", "%d, but the [%s] at line %d, which reads %s too, says %d",
+                               l->offload, secs[other]->name, secs[other]->line, net_map_name(n, j),
+                               n->layers[other]->offload);
+            if (l->offload >= 0) pinned_by[j] = i;
+        }
+        n->graph[i + 1].grad = grad;
+        if (l->needs_output) {
+            net_map *m = &n->graph[i + 1];
+            if (m->first_bwd < i) m->first_bwd = i;
+            m->last_bwd = i;
+        }
+    }
+    free(pinned_by);
+    for (int i = 0; i < L && st == VDNN_OK; i++) {
+        const layer *l = n->layers[i];
+        for (int k = 0; k < l->ninputs && l->offload == 1; k++)
+            if (l->is_loss || n->graph[l->input[k]].first_bwd < 0)
+                return vdnn_fail(VDNN_EINVAL, "%s:%d: [%s] offload: no backward pass reads %s, this layer's input, "
+                                 "so there is nothing to offload", f->path, l->line, l->ops->type,
+                                 net_map_name(n, l->input[k]));
+        if (!l->is_loss && !n->graph[i + 1].readers)
+            return cfg_error(f, secs[i], NULL, "nothing reads the output of %s (a dead branch): every layer but "
+                             "the loss must feed another", l->name);
+    }
+    return st;
 }
 
 static vdnn_status build_layers(net *n)
@@ -269,40 +528,47 @@ static vdnn_status build_layers(net *n)
     for (int i = 0; i < f->nsec; i++) count += !is_meta(f->sec[i].name);
     if (!count) return vdnn_fail(VDNN_EINVAL, "%s: no layers (add sections such as [convolutional] ... [softmax])", f->path);
     n->layers = calloc((size_t)count, sizeof *n->layers);
-    if (!n->layers) return vdnn_fail(VDNN_ENOMEM, "out of host memory");
-    shape4 shape = n->input;
-    const cfg_section *prev = NULL;
-    for (int i = 0; i < f->nsec; i++) {
+    const cfg_section **secs = calloc((size_t)count, sizeof *secs);
+    name_table names = {0};
+    vdnn_status st = n->layers && secs ? VDNN_OK : vdnn_fail(VDNN_ENOMEM, "out of host memory");
+    for (int i = 0, k = 0; i < f->nsec && st == VDNN_OK; i++) {
         const cfg_section *s = &f->sec[i];
         if (is_meta(s->name)) continue;
-        if (prev && !strcmp(prev->name, "softmax"))
-            return cfg_error(f, prev, NULL, "[softmax] must be the last layer, but [%s] follows at line %d",
-                             s->name, s->line);
-        const layer_ops *ops = layer_find_type(s->name);
+        if (k && !strcmp(secs[k - 1]->name, "softmax"))
+            st = cfg_error(f, secs[k - 1], NULL, "[softmax] must be the last layer, but [%s] follows at line %d",
+                           s->name, s->line);
         cfg_key keys[64];
-        vdnn_status st = layer_keys(ops, keys, 64);
+        if (st == VDNN_OK) st = layer_keys(layer_find_type(s->name), keys, 64);
         if (st == VDNN_OK) st = cfg_check(f, s, keys);
-        if (st == VDNN_OK) st = layer_create(ops, n->nlayers, shape, f, s, &n->layers[n->nlayers]);
-        if (st != VDNN_OK) return st;
+        secs[k++] = s;
+    }
+    if (st == VDNN_OK) st = layer_names(f, secs, count, &names);
+    for (int i = 0; i < count && st == VDNN_OK; i++) {
+        const cfg_section *s = secs[i];
+        int maps[LAYER_MAX_INPUTS], nin = 0;
+        shape4 ins[LAYER_MAX_INPUTS];
+        st = layer_inputs(f, secs, &names, i, maps, &nin);
+        for (int k = 0; k < nin; k++) ins[k] = maps[k] ? n->layers[maps[k] - 1]->out : n->input;
+        if (st == VDNN_OK) st = layer_create_multi(layer_find_type(s->name), i, ins, nin, f, s, &n->layers[i]);
+        if (st != VDNN_OK) break;
         layer *l = n->layers[n->nlayers++];
+        for (int k = 0; k < nin; k++) l->input[k] = maps[k];
+        snprintf(l->name, sizeof l->name, "%s", names.names[i]);
         st = read_layer_memory_keys(f, s, l);
-        if (st != VDNN_OK) return st;
-        shape = l->out;
-        prev = s;
     }
-    for (int i = 0; i < n->nlayers; i++) {
-        const layer *l = n->layers[i];
-        if (l->offload == 1 && (i == n->nlayers - 1 || net_first_reader(n, i) < 0))
-            return vdnn_fail(VDNN_EINVAL, "%s:%d: [%s] offload: no backward pass reads this layer's input, "
-                             "so there is nothing to offload", f->path, l->line, l->ops->type);
+    if (st == VDNN_OK) {
+        const cfg_section *last_sec = secs[count - 1];
+        layer *last = n->layers[n->nlayers - 1];
+        if (!last->is_loss)
+            st = cfg_error(f, last_sec, NULL, "the last layer must be [softmax] (the loss), not [%s]", last_sec->name);
+        else if ((n->classes = (int)shape_per_item(last->in)) < 2)
+            st = cfg_error(f, last_sec, NULL, "the loss sees %d output(s); a classifier needs at least 2", n->classes);
     }
-    layer *last = n->layers[n->nlayers - 1];
-    if (!last->is_loss)
-        return cfg_error(f, prev, NULL, "the last layer must be [softmax] (the loss), not [%s]", prev->name);
-    n->classes = (int)shape_per_item(last->in);
-    if (n->classes < 2)
-        return cfg_error(f, prev, NULL, "the loss sees %d output(s); a classifier needs at least 2", n->classes);
-    return VDNN_OK;
+    if (st == VDNN_OK) st = build_graph(n, secs);
+    free(names.slot);
+    free(names.names);
+    free(secs);
+    return st;
 }
 
 static vdnn_status read_memory(const cfg_file *f, net *n)
@@ -455,6 +721,7 @@ void net_free(net *n)
     net_detach(n);
     for (int i = 0; i < n->nlayers; i++) layer_destroy(n->layers[i], NULL);
     free(n->layers);
+    free(n->graph);
     if (!n->cfg_borrowed) cfg_free(n->cfg);
     free(n);
 }
@@ -472,6 +739,10 @@ void net_detach(net *n)
     free(n->dx);
     free(n->wev);
     free(n->gev);
+    free(n->release_head);
+    free(n->release_next);
+    free(n->fetch_order);
+    n->release_head = n->release_next = n->fetch_order = NULL;
     n->maps = NULL;
     n->dx = NULL;
     n->wev = n->gev = NULL;
@@ -487,7 +758,11 @@ vdnn_status net_attach(net *n, device *d)
     n->dx = calloc((size_t)n->nlayers + 1, sizeof *n->dx);
     n->wev = calloc((size_t)n->nlayers, sizeof *n->wev);
     n->gev = calloc((size_t)n->nlayers, sizeof *n->gev);
-    if (!n->maps || !n->dx || !n->wev || !n->gev) return vdnn_fail(VDNN_ENOMEM, "out of host memory");
+    n->release_head = calloc((size_t)n->nlayers, sizeof *n->release_head);
+    n->release_next = calloc((size_t)n->nlayers + 1, sizeof *n->release_next);
+    n->fetch_order = calloc((size_t)n->nlayers + 1, sizeof *n->fetch_order);
+    if (!n->maps || !n->dx || !n->wev || !n->gev || !n->release_head || !n->release_next || !n->fetch_order)
+        return vdnn_fail(VDNN_ENOMEM, "out of host memory");
     for (int j = 0; j <= n->nlayers; j++) {
         snprintf(n->maps[j].name, sizeof n->maps[j].name, "x[%d]", j);
         n->maps[j].first_reader = net_first_reader(n, j);
@@ -531,7 +806,10 @@ size_t net_train_bytes_bound(const net *n)
         maps += b;
         if (b > max_map) max_map = b;
     }
-    return net_param_bytes(n) + maps + 2 * max_map + pool_round(net_max_workspace_bytes(n)) +
+    /* a chain holds two gradient maps at once; a graph may hold every map's, and one
+     * more while a second reader's part is added */
+    size_t grads = n->chain ? 2 * max_map : maps + max_map;
+    return net_param_bytes(n) + maps + grads + pool_round(net_max_workspace_bytes(n)) +
            pool_round((size_t)n->input.n * sizeof(int32_t)) + 16 * POOL_ALIGN;
 }
 

@@ -1,5 +1,11 @@
-/* A net: the config it came from, its chain of layers, and the iteration that runs it
- * on a device under a memory policy.
+/* A net: the config it came from, its layers and the maps between them, and the
+ * iteration that runs it on a device under a memory policy.
+ *
+ * Maps: x[0] is the net's input and x[i + 1] layer i's output. Layer i reads the maps
+ * l->input[0..ninputs): the previous layer's output unless its section says `input =`
+ * (a shortcut, or the inputs of [add]/[concat]). File order is a topological order, so
+ * a chain is the case where layer i reads x[i]. What follows says "layer i reads x[i]"
+ * for a chain; on any net read "the maps layer i reads".
  *
  * net_load() reads a config file and infers every shape (no device needed: `vdnn info`
  * stops there). net_attach() puts the parameters on a device, from its pool. The
@@ -71,6 +77,19 @@ typedef struct net_overrides {
     const char *data_path;
 } net_overrides;
 
+/* What the net's graph says of one map x[j]: who reads it in forward and in backward,
+ * and whether backward computes its gradient. */
+typedef struct net_map {
+    int first_fwd, last_fwd;  /* the first and last layer whose forward reads it; -1: none
+                               * (only the loss output) */
+    int readers;              /* layers whose forward reads it */
+    int first_bwd, last_bwd;  /* the first and last layer, counting backward, whose backward
+                               * reads it (a reader needing its input, or the layer that
+                               * wrote it needing its output); -1: none */
+    int grad;                 /* backward computes its gradient: a layer up to it has
+                               * trainable parameters (never x[0]) */
+} net_map;
+
 typedef struct net {
     cfg_file *cfg;            /* owned unless cfg_borrowed (a clone) */
     int cfg_borrowed;
@@ -84,6 +103,8 @@ typedef struct net {
     data_cfg data;
     int nlayers;
     layer **layers;           /* owned */
+    net_map *graph;           /* (nlayers + 1), per map; owned */
+    int chain;                /* every layer reads the previous one's output only */
     mem_policy policy;        /* [memory] policy or --policy */
     int dyn;                  /* policy dyn: the planner (nets/planner.h) chooses the plan */
     algo_mode algo;           /* [memory] algo or --algo */
@@ -94,7 +115,11 @@ typedef struct net {
     device *dev;              /* not owned; set by net_attach */
     uint64_t step;            /* optimizer steps taken */
     fmap *maps;               /* (nlayers + 1) feature maps x[i] with residency and plan */
-    float **dx;               /* (nlayers + 1) gradient maps */
+    float **dx;               /* (nlayers + 1) gradient maps (the sum of every reader's part) */
+    int *release_head;        /* (nlayers) the first map dropped after layer i's backward, -1 none */
+    int *release_next;        /* (nlayers + 1) the next map dropped after the same layer */
+    int *fetch_order;         /* (nlayers + 1) offloaded maps by first_bwd, last reader first */
+    int nfetch;
     dev_event **wev;          /* (nlayers) swapped layers: their parameters' copy to the device */
     dev_event **gev;          /* (nlayers) swapped layers: their gradients' copy to the host */
     double update_lr;         /* during the last micro-batch of a step: its learning rate, for the
@@ -161,20 +186,31 @@ vdnn_status net_least_budget(net *n, size_t *bytes);
  * bound), mem with the smallest-workspace ones. The net's own plan is left as it was. */
 vdnn_status net_budget_table(net *n, size_t table[POLICY_COUNT][ALGO_MODE_COUNT]);
 
+/* The `offload =` of x[j]'s readers: -1 none, 0 keep, 1 offload. */
+int net_map_override(const net *n, int j);
 /* What policy p does with x[j] (MAP_*); a layer's `offload =` override wins. */
 int net_policy_map(const net *n, int j, mem_policy p);
 /* Whether policy p swaps layer i's parameters. */
 int net_policy_swaps(const net *n, int i, mem_policy p);
 /* Whether x[j] may be dropped and recomputed: a backward pass reads it, it is not the
  * input or the loss output, and the layer that computes it is not swapped (`swap`: per
- * layer swap flags, NULL: the layers' own). Recomputation runs the layers from the
- * nearest map below x[j] that is not itself recomputed; none of them may be swapped
- * either (plan_apply checks the whole chain). */
+ * layer swap flags, NULL: the layers' own). Recomputation runs the layer that wrote
+ * x[j] again, after recomputing those of its inputs that are dropped too, back to the
+ * nearest kept maps; none of those layers may be swapped either (net_recompute_runs_swapped). */
 int net_recomputable(const net *n, int j, const unsigned char *swap);
+/* The index of a swapped layer (`swap` per layer) that recomputing x[j] would run again
+ * under the map decisions `maps` (MAP_*, per map), or -1 when there is none. */
+int net_recompute_runs_swapped(const net *n, int j, const unsigned char *maps, const unsigned char *swap);
 
-/* The first layer, counting backward, whose backward pass reads x[j]: j if layer j reads
- * its input, else j-1 if layer j-1 reads its output, else -1. */
+/* The first layer, counting backward, whose backward pass reads x[j] (the graph's
+ * first_bwd; in a chain: j if layer j reads its input, else j-1 if layer j-1 reads its
+ * output), or -1. */
 int net_first_reader(const net *n, int j);
+/* The name of x[j] in messages, plans and traces: "data" for x[0], else the name of the
+ * layer that writes it. */
+const char *net_map_name(const net *n, int j);
+/* The map named `name` (as net_map_name), or -1. */
+int net_find_map(const net *n, const char *name);
 
 /* Sizes, for `info` and the default budget. */
 size_t net_param_bytes(const net *n);                 /* values, grads, momenta */

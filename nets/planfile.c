@@ -6,18 +6,23 @@
  * with plan_free. On failure the output holds nothing (plan_free on it is harmless).
  *
  * The file format (one line each, '#' lines and blank lines ignored):
- *   vdnn-plan 1
+ *   vdnn-plan 2
  *   layers N            must equal the net's
  *   batch B             must equal the net's
+ *   micro_batch M       must equal the net's (0: no split)
  *   prefetch far|next|on-demand
  *   release_lag L
  *   origin WORD         "-" when empty
  *   predicted_ms T      "-" when not simulated
  *   peak_bytes P
  *   measured_ms T       "-" when not verified
- *   NAME OFFLOAD FWD BWD-DATA BWD-FILTER    N times: the layer, its input map's offload
- *                                           flag (0/1), its algorithms by name
- * The last map x[N] (the loss output) is never offloaded, so it has no line. */
+ *   data MAP            the net's input x[0]: keep, offload (or recompute, refused)
+ *   NAME MAP SWAP FWD BWD-DATA BWD-FILTER    N times: the layer, what happens to its
+ *                       output map (keep, offload, recompute), its swap flag (0, 1, 2)
+ *                       and its algorithms by name
+ * Maps are named by the layer that writes them, so a plan reads the same on a chain
+ * and on a graph. Version 1 (a chain's, read still) had no data line and gave each
+ * layer line the decision of the layer's input x[i] instead. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -27,7 +32,7 @@
 #include "nets/planner.h"
 
 #define PLAN_MAGIC "vdnn-plan"
-#define PLAN_VERSION 1
+#define PLAN_VERSION 2
 /* Far beyond any useful lag: a bound so that a corrupt file cannot ask for nonsense. */
 #define PLAN_MAX_LAG 1000
 
@@ -146,20 +151,17 @@ static vdnn_status plan_check(const plan *p, const net *n, const char *who)
             return vdnn_fail(VDNN_EINVAL, "%s: x[%d]: map decision %d is not keep, offload or recompute", who, j,
                              p->offload[j]);
         if (p->offload[j] && !offloadable(n, j))
-            return vdnn_fail(VDNN_EINVAL, "%s: the plan %s x[%d]%s%s, but no backward pass reads it", who,
+            return vdnn_fail(VDNN_EINVAL, "%s: the plan %s x[%d] (%s%s), but no backward pass reads it", who,
                              p->offload[j] == MAP_RECOMPUTE ? "recomputes" : "offloads", j,
-                             j < n->nlayers ? ", the input of " : " (the loss output)",
-                             j < n->nlayers ? n->layers[j]->name : "");
-        /* recomputing x[j] runs the layers from the nearest map below it that is kept */
-        for (int k = j - 1; p->offload[j] == MAP_RECOMPUTE && k >= 0; k--) {
-            if (k == 0 && j == 0) break;
-            if (p->swap[k])
-                return vdnn_fail(VDNN_EINVAL, "%s: recomputing x[%d] would run %s again, whose parameters are swapped",
-                                 who, j, n->layers[k]->name);
-            if (p->offload[k] != MAP_RECOMPUTE) break;
-        }
+                             j == n->nlayers ? "the loss output" : j ? net_map_name(n, j) : "the input",
+                             j && j < n->nlayers ? "'s output" : "");
         if (p->offload[j] == MAP_RECOMPUTE && j == 0)
             return vdnn_fail(VDNN_EINVAL, "%s: x[0], the input, cannot be recomputed", who);
+        /* recomputing x[j] runs the layers back to the nearest kept maps */
+        int swapped = p->offload[j] == MAP_RECOMPUTE ? net_recompute_runs_swapped(n, j, p->offload, p->swap) : -1;
+        if (swapped >= 0)
+            return vdnn_fail(VDNN_EINVAL, "%s: recomputing x[%d] (%s's output) would run %s again, whose parameters "
+                             "are swapped", who, j, net_map_name(n, j), n->layers[swapped]->name);
     }
     if (p->micro != n->micro)
         return vdnn_fail(VDNN_EINVAL, "%s: the plan's micro-batches are of %d items, the net's of %d (0: no split)",
@@ -298,10 +300,11 @@ static void write_plan(FILE *f, const plan *p, const net *n)
             prefetch_name(p->prefetch_ahead), p->release_lag);
     fprintf(f, "origin %s\npredicted_ms %s\npeak_bytes %zu\nmeasured_ms %s\n", origin,
             fmt_ms(p->predicted_s, t1, sizeof t1), p->peak_bytes, fmt_ms(p->measured_s, t2, sizeof t2));
-    fprintf(f, "# layer  input-map  swap  fwd  bwd-data  bwd-filter\n");
+    fprintf(f, "# map of the net's input: keep or offload\ndata %s\n", map_words[p->offload[0]]);
+    fprintf(f, "# layer  output-map  swap  fwd  bwd-data  bwd-filter\n");
     for (int i = 0; i < n->nlayers; i++) {
         const layer *l = n->layers[i];
-        fprintf(f, "%s %s %d %s %s %s\n", l->name, map_words[p->offload[i]], p->swap[i],
+        fprintf(f, "%s %s %d %s %s %s\n", l->name, map_words[p->offload[i + 1]], p->swap[i],
                 layer_algo_name(l, PASS_FWD, p->algo[i][0]),
                 layer_algo_name(l, PASS_BWD_DATA, p->algo[i][1]), layer_algo_name(l, PASS_BWD_FILTER, p->algo[i][2]));
     }
@@ -435,15 +438,16 @@ static vdnn_status read_bytes(reader *r, const char *key, size_t *out)
     return VDNN_OK;
 }
 
-static vdnn_status read_magic(reader *r)
+static vdnn_status read_magic(reader *r, int *version)
 {
-    if (!next_line(r)) return at_end(r, "'" PLAN_MAGIC " 1'");
+    if (!next_line(r)) return at_end(r, "'" PLAN_MAGIC " 2'");
     if (strcmp(r->tok[0], PLAN_MAGIC) != 0 || r->ntok != 2)
         return vdnn_fail(VDNN_EFORMAT, "%s:%d: not a vdnn plan (its first line must be '%s %d')", r->path, r->line,
                          PLAN_MAGIC, PLAN_VERSION);
-    if (strcmp(r->tok[1], "1") != 0)
-        return vdnn_fail(VDNN_EFORMAT, "%s:%d: plan format version '%.20s'; this vdnn reads version %d", r->path,
-                         r->line, r->tok[1], PLAN_VERSION);
+    if (strcmp(r->tok[1], "1") != 0 && strcmp(r->tok[1], "2") != 0)
+        return vdnn_fail(VDNN_EFORMAT, "%s:%d: plan format version '%.20s'; this vdnn reads versions 1 and %d",
+                         r->path, r->line, r->tok[1], PLAN_VERSION);
+    *version = r->tok[1][0] - '0';
     return VDNN_OK;
 }
 
@@ -515,7 +519,45 @@ static vdnn_status read_algo(reader *r, const layer *l, int pass, const char *na
                      pass_names[pass], name, known);
 }
 
-static vdnn_status read_layer(reader *r, const net *n, int i, plan *p)
+/* A map word (keep, offload, recompute) into *map, or an error naming `what`. */
+static vdnn_status read_map_word(reader *r, const char *word, const char *who, const char *what, int *map)
+{
+    *map = -1;
+    for (int k = 0; k < 3; k++)
+        if (!strcmp(word, map_words[k])) *map = k;
+    if (*map < 0)
+        return vdnn_fail(VDNN_EFORMAT, "%s:%d: %s: the %s must be keep, offload or recompute, not '%.40s'", r->path,
+                         r->line, who, what, word);
+    return VDNN_OK;
+}
+
+/* The map decision of x[j] read on a line of `who` (a layer, or data). */
+static vdnn_status set_map(reader *r, const net *n, const char *who, int j, int map, plan *p)
+{
+    p->offload[j] = (unsigned char)map;
+    if (map == MAP_RECOMPUTE && j == 0)
+        return vdnn_fail(VDNN_EINVAL, "%s:%d: x[0], the input, cannot be recomputed: nothing computes it", r->path,
+                         r->line);
+    if (map && !offloadable(n, j))
+        return vdnn_fail(VDNN_EINVAL, "%s:%d: %s: the plan %s x[%d] (%s%s), but no backward pass reads it (it must "
+                         "be keep)", r->path, r->line, who, map == MAP_OFFLOAD ? "offloads" : "recomputes", j,
+                         j == n->nlayers ? "the loss output" : j ? net_map_name(n, j) : "the input",
+                         j && j < n->nlayers ? "'s output" : "");
+    return VDNN_OK;
+}
+
+static vdnn_status read_data(reader *r, const net *n, plan *p)
+{
+    const char *v = NULL;
+    int map;
+    vdnn_status st = expect_key(r, "data", &v);
+    if (st == VDNN_OK) st = read_map_word(r, v, "data", "input map", &map);
+    if (st == VDNN_OK) st = set_map(r, n, "data", 0, map, p);
+    return st;
+}
+
+/* Layer i's line: in version 2 its output map's decision, in version 1 its input's. */
+static vdnn_status read_layer(reader *r, const net *n, int i, int version, plan *p)
 {
     const layer *l = n->layers[i];
     if (!next_line(r)) return at_end(r, "a layer line");
@@ -525,22 +567,14 @@ static vdnn_status read_layer(reader *r, const net *n, int i, plan *p)
     if (strcmp(r->tok[0], l->name) != 0)
         return vdnn_fail(VDNN_EINVAL, "%s:%d: layer %d is %s in the net but '%.40s' in the plan", r->path, r->line,
                          i + 1, l->name, r->tok[0]);
-    int map = -1;
-    for (int k = 0; k < 3; k++)
-        if (!strcmp(r->tok[1], map_words[k])) map = k;
-    if (map < 0)
-        return vdnn_fail(VDNN_EFORMAT, "%s:%d: %s: the input map must be keep, offload or recompute, not '%.40s'",
-                         r->path, r->line, l->name, r->tok[1]);
-    p->offload[i] = (unsigned char)map;
-    if (map && !offloadable(n, i))
-        return vdnn_fail(VDNN_EINVAL, "%s:%d: %s: the plan %s its input x[%d], but no backward pass reads "
-                         "x[%d] (it must be keep)", r->path, r->line, l->name,
-                         map == MAP_OFFLOAD ? "offloads" : "recomputes", i, i);
+    int map;
+    vdnn_status st = read_map_word(r, r->tok[1], l->name, version == 1 ? "input map" : "output map", &map);
+    if (st == VDNN_OK) st = set_map(r, n, l->name, version == 1 ? i : i + 1, map, p);
+    if (st != VDNN_OK) return st;
     if (strcmp(r->tok[2], "0") != 0 && strcmp(r->tok[2], "1") != 0 && strcmp(r->tok[2], "2") != 0)
         return vdnn_fail(VDNN_EFORMAT, "%s:%d: %s: the swap flag must be 0 (resident), 1 (swapped, updated on the "
                          "host) or 2 (swapped, updated on the device), not '%.40s'", r->path, r->line, l->name, r->tok[2]);
     p->swap[i] = (unsigned char)(r->tok[2][0] - '0');
-    vdnn_status st = VDNN_OK;
     for (int pass = 0; pass < PASS_COUNT && st == VDNN_OK; pass++)
         st = read_algo(r, l, pass, r->tok[3 + pass], &p->algo[i][pass]);
     return st;
@@ -548,11 +582,13 @@ static vdnn_status read_layer(reader *r, const net *n, int i, plan *p)
 
 static vdnn_status read_plan(reader *r, const net *n, plan *p)
 {
-    vdnn_status st = read_magic(r);
+    int version = 0;
+    vdnn_status st = read_magic(r, &version);
     if (st == VDNN_OK) st = read_shape(r, n);
     if (st == VDNN_OK) st = read_timing(r, p);
     if (st == VDNN_OK) st = read_results(r, p);
-    for (int i = 0; i < n->nlayers && st == VDNN_OK; i++) st = read_layer(r, n, i, p);
+    if (st == VDNN_OK && version >= 2) st = read_data(r, n, p);
+    for (int i = 0; i < n->nlayers && st == VDNN_OK; i++) st = read_layer(r, n, i, version, p);
     if (st == VDNN_OK && next_line(r))
         st = vdnn_fail(VDNN_EFORMAT, "%s:%d: unexpected '%.40s' after the last layer", r->path, r->line, r->tok[0]);
     if (st == VDNN_OK && ferror(r->f)) st = vdnn_fail(VDNN_EIO, "%s: reading the plan failed", r->path);
@@ -607,27 +643,35 @@ static int has_choice(const layer *l)
     return 0;
 }
 
-static const char *offload_word(const plan *p, const net *n, int i)
+/* The decision of map x[j], with the swap of the layer that writes it. */
+static const char *offload_word(const plan *p, const net *n, int j)
 {
-    if (!offloadable(n, i)) return "-";
-    if (p->offload[i] > MAP_RECOMPUTE) return "?";
+    int swap = j ? p->swap[j - 1] : 0;
+    if (swap > SWAP_DEVICE) swap = 0;
+    if (!offloadable(n, j)) return swap == SWAP_HOST ? "swap" : swap == SWAP_DEVICE ? "swapD" : "-";
+    if (p->offload[j] > MAP_RECOMPUTE) return "?";
     static const char *const words[3][3] = {{"keep", "offload", "recompute"},
                                             {"keep+swap", "offload+swap", "recomp+swap"},
                                             {"keep+swapD", "offload+swapD", "recomp+swapD"}};
-    return words[p->swap[i] <= SWAP_DEVICE ? p->swap[i] : 0][p->offload[i]];
+    return words[swap][p->offload[j]];
+}
+
+static size_t map_size(const net *n, int j)
+{
+    return shape_bytes(j ? n->layers[j - 1]->out : n->input);
 }
 
 static void print_row(FILE *f, const plan *p, const net *n, const profile *pr, int i)
 {
     const layer *l = n->layers[i];
-    char in[32], ws[32];
+    char out[32], ws[32];
     int choice = has_choice(l);
     const char *name[PASS_COUNT];
     for (int pass = 0; pass < PASS_COUNT; pass++)
         name[pass] = choice ? algo_name(l, pass, p->algo[i][pass]) : "-";
     size_t wsb = fwd_workspace(l, p->algo[i][PASS_FWD]);
     fprintf(f, "%4d  %-14s %-14s %11s  %-13s %-13s %-13s %-15s %11s", i, l->name, l->ops->type,
-            vdnn_fmt_bytes(shape_bytes(l->in), in, sizeof in), offload_word(p, n, i), name[0], name[1], name[2],
+            vdnn_fmt_bytes(shape_bytes(l->out), out, sizeof out), offload_word(p, n, i + 1), name[0], name[1], name[2],
             wsb ? vdnn_fmt_bytes(wsb, ws, sizeof ws) : "-");
     double fms, bms;
     if (layer_ms(p, pr, i, &fms, &bms)) fprintf(f, " %9.3f %9.3f", fms, bms);
@@ -638,10 +682,10 @@ static void print_footer(FILE *f, const plan *p, const net *n)
 {
     size_t bytes[3] = {0, 0, 0}, swapped = 0;
     int maps[3] = {0, 0, 0}, layers = 0;
-    for (int i = 0; i < n->nlayers; i++) {
-        if (p->offload[i] <= MAP_RECOMPUTE) bytes[p->offload[i]] += shape_bytes(n->layers[i]->in), maps[p->offload[i]]++;
+    for (int j = 0; j <= n->nlayers; j++)
+        if (p->offload[j] <= MAP_RECOMPUTE) bytes[p->offload[j]] += map_size(n, j), maps[p->offload[j]]++;
+    for (int i = 0; i < n->nlayers; i++)
         if (p->swap[i]) swapped += layer_param_bytes(n->layers[i]), layers++;
-    }
     char b1[32], b2[32], b3[32];
     fprintf(f, "offloaded: %d maps, %s; recomputed: %d maps, %s; swapped: %d layers, %s of parameters\n",
             maps[MAP_OFFLOAD], vdnn_fmt_bytes(bytes[MAP_OFFLOAD], b1, sizeof b1), maps[MAP_RECOMPUTE],
@@ -668,10 +712,13 @@ void plan_print(FILE *f, const plan *p, const net *n, const profile *pr)
         return;
     }
     fprintf(f, "plan (origin %s, batch %d, %d layers)\n", p->origin[0] ? p->origin : "-", p->batch, p->nlayers);
-    fprintf(f, "%4s  %-14s %-14s %11s  %-13s %-13s %-13s %-15s %11s", "#", "layer", "type", "input x[i]",
+    fprintf(f, "%4s  %-14s %-14s %11s  %-13s %-13s %-13s %-15s %11s", "#", "layer", "type", "output map",
             "map", "fwd", "bwd-data", "bwd-filter", "workspace");
     if (pr && pr->nlayers == p->nlayers) fprintf(f, " %9s %9s", "fwd ms", "bwd ms");
     fputc('\n', f);
+    char in[32];
+    fprintf(f, "%4s  %-14s %-14s %11s  %-13s\n", "-", "data", "(input)", vdnn_fmt_bytes(map_size(n, 0), in, sizeof in),
+            offload_word(p, n, 0));
     for (int i = 0; i < n->nlayers; i++) print_row(f, p, n, pr, i);
     print_footer(f, p, n);
 }
@@ -683,6 +730,14 @@ static void json_num(FILE *f, double v, int neg_unknown)
     else fprintf(f, "%.6f", v);
 }
 
+/* "offload":true|false|null,"map":"keep|offload|recompute|-" of map x[j]. */
+static void json_map(FILE *f, const plan *p, const net *n, int j)
+{
+    int can = offloadable(n, j);
+    fprintf(f, "\"offload\":%s,\"map\":\"%s\"", !can ? "null" : p->offload[j] == MAP_OFFLOAD ? "true" : "false",
+            !can || p->offload[j] > MAP_RECOMPUTE ? "-" : map_words[p->offload[j]]);
+}
+
 static void json_layer(FILE *f, const plan *p, const net *n, const profile *pr, int i)
 {
     const layer *l = n->layers[i];
@@ -690,10 +745,15 @@ static void json_layer(FILE *f, const plan *p, const net *n, const profile *pr, 
     vdnn_json_str(f, l->name);
     fprintf(f, ",\"type\":");
     vdnn_json_str(f, l->ops->type);
-    fprintf(f, ",\"input_bytes\":%zu,\"offload\":%s,\"map\":\"%s\",\"swap\":%s,\"update\":\"%s\",\"algo\":{",
-            shape_bytes(l->in), !offloadable(n, i) ? "null" : p->offload[i] == MAP_OFFLOAD ? "true" : "false",
-            !offloadable(n, i) || p->offload[i] > MAP_RECOMPUTE ? "-" : map_words[p->offload[i]],
-            p->swap[i] ? "true" : "false", p->swap[i] == SWAP_HOST ? "host" : "device");
+    fprintf(f, ",\"inputs\":[");
+    for (int k = 0; k < l->ninputs; k++) {
+        if (k) fputc(',', f);
+        vdnn_json_str(f, net_map_name(n, l->input[k]));
+    }
+    fprintf(f, "],\"output_bytes\":%zu,", shape_bytes(l->out));
+    json_map(f, p, n, i + 1);
+    fprintf(f, ",\"swap\":%s,\"update\":\"%s\",\"algo\":{", p->swap[i] ? "true" : "false",
+            p->swap[i] == SWAP_HOST ? "host" : "device");
     static const char *const keys[PASS_COUNT] = {"fwd", "bwd_data", "bwd_filter"};
     for (int pass = 0; pass < PASS_COUNT; pass++) {
         fprintf(f, "%s\"%s\":", pass ? "," : "", keys[pass]);
@@ -721,7 +781,9 @@ void plan_print_json(FILE *f, const plan *p, const net *n, const profile *pr)
     json_num(f, p->predicted_s * 1e3, 1);
     fprintf(f, ",\"peak_bytes\":%zu,\"measured_ms\":", p->peak_bytes);
     json_num(f, p->measured_s * 1e3, 1);
-    fprintf(f, ",\"layers\":[");
+    fprintf(f, ",\"data\":{\"bytes\":%zu,", map_size(n, 0));
+    json_map(f, p, n, 0);
+    fprintf(f, "},\"layers\":[");
     for (int i = 0; i < n->nlayers; i++) {
         if (i) fputc(',', f);
         json_layer(f, p, n, pr, i);

@@ -37,6 +37,8 @@ typedef struct layer_cost {
     double bwd_data_s[PLAN_MAX_ALGOS];
     double bwd_filter_s[PLAN_MAX_ALGOS];
     double update_s;          /* the optimizer step on its parameters */
+    double accum_s;           /* adding a second reader's part into its input's gradient (0
+                               * where the layer adds into it itself, or never needs to) */
 } layer_cost;
 
 typedef struct profile {

@@ -8,6 +8,9 @@
 #include "nets/planner.h"
 #include "nets/solver.h"
 
+/* The cache file's format: 2 added each layer's gradient-sum time. */
+#define PROFILE_VERSION 2
+
 /* Timed runs per measurement, after a probe and a warm-up; the median is kept. */
 #define TIMED_RUNS 3
 
@@ -22,6 +25,8 @@ uint64_t net_fingerprint(const net *n)
         int len = snprintf(buf, sizeof buf, "%s|%d,%d,%d,%d|%d,%d,%d|%d,%d,%d|%s;", l->ops->type, l->in.n, l->in.c,
                            l->in.h, l->in.w, l->out.c, l->out.h, l->out.w, layer_algo_count(l, PASS_FWD),
                            layer_algo_count(l, PASS_BWD_DATA), layer_algo_count(l, PASS_BWD_FILTER), desc);
+        for (int k = 0; k < l->ninputs && len < (int)sizeof buf; k++)
+            len += snprintf(buf + len, sizeof buf - (size_t)len, "<%d", l->input[k]);
         for (int k = 0; k < len && k < (int)sizeof buf; k++) h = (h ^ (unsigned char)buf[k]) * 1099511628211ull;
     }
     return h;
@@ -33,9 +38,9 @@ void profile_free(profile *p)
     p->layers = NULL;
 }
 
-/* Buffers for timing one layer, on the scratch device. */
+/* Buffers for timing one layer, on the scratch device: one x and dx per input. */
 typedef struct bench_bufs {
-    void *x, *y, *dy, *dx, *ws;
+    void *x[LAYER_MAX_INPUTS], *dx[LAYER_MAX_INPUTS], *y, *dy, *ws;
     int32_t *labels;
     size_t ws_bytes;
 } bench_bufs;
@@ -51,23 +56,29 @@ static size_t max_workspace(const layer *l)
 
 static size_t layer_scratch_bytes(const layer *l, int items)
 {
-    size_t x = pool_round((size_t)items * shape_per_item(l->in) * sizeof(float));
+    size_t x = 0;
+    for (int k = 0; k < l->ninputs; k++) x += pool_round((size_t)items * shape_per_item(l->ins[k]) * sizeof(float));
     size_t y = pool_round((size_t)items * shape_per_item(l->out) * sizeof(float));
     return 2 * x + 2 * y + pool_round(max_workspace(l)) + layer_param_bytes(l) +
-           pool_round((size_t)items * sizeof(int32_t)) + 8 * POOL_ALIGN;
+           pool_round((size_t)items * sizeof(int32_t)) + (8 + 2 * (size_t)l->ninputs) * POOL_ALIGN;
 }
 
 static vdnn_status bench_alloc(layer *l, device *d, int items, bench_bufs *b)
 {
-    size_t xb = (size_t)items * shape_per_item(l->in) * sizeof(float);
     size_t yb = (size_t)items * shape_per_item(l->out) * sizeof(float);
     vdnn_status st = layer_bind(l, d);
     b->ws_bytes = max_workspace(l);
     if (st == VDNN_OK) st = layer_alloc_params(l, d, 1);
-    if (st == VDNN_OK) st = device_alloc(d, xb, l->name, "x (measuring)", &b->x);
+    for (int k = 0; k < l->ninputs && st == VDNN_OK; k++) {
+        size_t xb = (size_t)items * shape_per_item(l->ins[k]) * sizeof(float);
+        st = device_alloc(d, xb, l->name, "x (measuring)", &b->x[k]);
+        if (st == VDNN_OK) st = device_alloc(d, xb, l->name, "dx (measuring)", &b->dx[k]);
+        /* random values, not zeros: branches on signs (ReLU, max pooling) must cost what
+         * they cost on real data; drawn on the device, not on the host and copied */
+        if (st == VDNN_OK) st = device_fill_normal(d, b->x[k], xb / sizeof(float), 1 + 16 * (uint64_t)k);
+    }
     if (st == VDNN_OK) st = device_alloc(d, yb, l->name, "y (measuring)", &b->y);
     if (st == VDNN_OK) st = device_alloc(d, yb, l->name, "dy (measuring)", &b->dy);
-    if (st == VDNN_OK) st = device_alloc(d, xb, l->name, "dx (measuring)", &b->dx);
     if (st == VDNN_OK) st = device_alloc(d, (size_t)items * sizeof(int32_t), l->name, "labels", (void **)&b->labels);
     /* The largest workspace that fits: an algorithm that needs more cannot run in this
      * budget and is not measured (on a GPU, some need gigabytes). */
@@ -82,9 +93,6 @@ static vdnn_status bench_alloc(layer *l, device *d, int items, bench_bufs *b)
         b->ws_bytes = smaller;
         st = VDNN_OK;
     }
-    /* random values, not zeros: branches on signs (ReLU, max pooling) must cost what
-     * they cost on real data */
-    if (st == VDNN_OK) st = device_fill_normal(d, b->x, xb / sizeof(float), 1);
     if (st == VDNN_OK) st = device_fill_normal(d, b->dy, yb / sizeof(float), 2);
     if (st == VDNN_OK) st = device_zero(d, b->labels, (size_t)items * sizeof(int32_t));
     return st;
@@ -92,9 +100,13 @@ static vdnn_status bench_alloc(layer *l, device *d, int items, bench_bufs *b)
 
 static void bench_free(layer *l, device *d, bench_bufs *b)
 {
-    void *bufs[] = {b->ws, b->labels, b->dx, b->dy, b->y, b->x};
-    for (int i = 0; i < 6; i++)
+    void *bufs[] = {b->ws, b->labels, b->dy, b->y};
+    for (int i = 0; i < 4; i++)
         if (bufs[i]) device_free(d, bufs[i]);
+    for (int k = l->ninputs - 1; k >= 0; k--) {
+        if (b->dx[k]) device_free(d, b->dx[k]);
+        if (b->x[k]) device_free(d, b->x[k]);
+    }
     layer_free_params(l, d);
     memset(b, 0, sizeof *b);
 }
@@ -105,18 +117,26 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-enum { RUN_FWD, RUN_BWD, RUN_BWD_FILTER, RUN_UPDATE };
+enum { RUN_FWD, RUN_BWD, RUN_BWD_FILTER, RUN_UPDATE, RUN_ACCUM };
 
-static vdnn_status run_once(layer *l, device *d, bench_bufs *b, exec_ctx *c, int what, int with_dx)
+/* with_dx: bit k, compute input k's gradient. */
+static vdnn_status run_once(layer *l, device *d, bench_bufs *b, exec_ctx *c, int what, unsigned with_dx)
 {
-    if (what == RUN_FWD) return layer_forward(l, c, b->x, b->y);
+    const float *xs[LAYER_MAX_INPUTS];
+    float *dxs[LAYER_MAX_INPUTS];
+    for (int k = 0; k < l->ninputs; k++) {
+        xs[k] = b->x[k];
+        dxs[k] = with_dx >> k & 1 ? b->dx[k] : NULL;
+    }
+    if (what == RUN_FWD) return layer_forward_n(l, c, xs, b->y);
     if (what == RUN_UPDATE) {
         vdnn_status st = VDNN_OK;
         for (int p = 0; p < l->nparams && st == VDNN_OK; p++)
             if (l->params[p].trainable) st = solver_update(d, &l->params[p], 1e-9, 0.9, 0);
         return st;
     }
-    return layer_backward(l, c, b->x, b->y, b->dy, with_dx ? b->dx : NULL);
+    if (what == RUN_ACCUM) return layer_accumulate(l, d, b->dx[0], b->x[0], (size_t)c->n * shape_per_item(l->in));
+    return layer_backward_n(l, c, xs, b->y, b->dy, dxs);
 }
 
 /* Seconds of one call with the layer's algorithms set to `algo`. A probe on an eighth
@@ -124,7 +144,7 @@ static vdnn_status run_once(layer *l, device *d, bench_bufs *b, exec_ctx *c, int
  * `bar` is out (so slow loops cost little to rule out) and gets the scaled probe;
  * the others get a warm-up and the median of TIMED_RUNS full calls. */
 static vdnn_status time_call(layer *l, device *d, bench_bufs *b, int items, const int algo[PASS_COUNT], int what,
-                             int with_dx, double bar, double *secs)
+                             unsigned with_dx, double bar, double *secs)
 {
     int saved[PASS_COUNT];
     memcpy(saved, l->algo, sizeof saved);
@@ -218,7 +238,7 @@ static void scale_cost(layer_cost *lc, double k)
  * that way, on the same buffers: every algorithm of every pass in one call, timed with
  * CUDA events. Returns 0 when there is no such search or it failed (the layer is then
  * timed call by call like any other). */
-static int find_all(layer *l, device *d, bench_bufs *b, int items, int with_dx, layer_cost *lc)
+static int find_all(layer *l, device *d, bench_bufs *b, int items, unsigned with_dx, layer_cost *lc)
 {
     if (device_get_kind(d) != DEVICE_CUDA || !l->ops->find_cuda) return 0;
     double t[PASS_COUNT][LAYER_MAX_ALGOS];
@@ -226,7 +246,7 @@ static int find_all(layer *l, device *d, bench_bufs *b, int items, int with_dx, 
     int correct = 0;
     exec_ctx c = {.dev = d, .n = items, .train = 1, .workspace = b->ws, .workspace_bytes = b->ws_bytes,
                   .labels = b->labels, .grad_scale = 1.0f / (float)items, .loss_sum = &loss, .correct = &correct};
-    if (l->ops->find_cuda(l, &c, b->x, b->y, b->dy, with_dx ? b->dx : NULL, t) != VDNN_OK) return 0;
+    if (l->ops->find_cuda(l, &c, b->x[0], b->y, b->dy, with_dx ? b->dx[0] : NULL, t) != VDNN_OK) return 0;
     for (int a = 0; a < algos(l, PASS_FWD); a++) lc->fwd_s[a] = t[PASS_FWD][a];
     for (int a = 0; a < algos(l, PASS_BWD_FILTER); a++) lc->bwd_filter_s[a] = t[PASS_BWD_FILTER][a];
     for (int a = 0; a < algos(l, PASS_BWD_DATA); a++) lc->bwd_data_s[a] = with_dx ? t[PASS_BWD_DATA][a] : 0;
@@ -246,14 +266,21 @@ static void drop_failed(const layer *l, int pass, int algo, double *secs)
     if (!layer_algo_usable(l, pass, algo)) *secs = LAYER_UNMEASURED;
 }
 
-static vdnn_status measure_layer(layer *l, device *d, int items, layer_cost *lc, int *short_ws)
+/* What a layer's costs depend on besides itself: which of its inputs get a gradient
+ * (bit k), and whether a second reader's gradient part is added into its input's. */
+typedef struct layer_role {
+    unsigned with_dx;
+    int accum;
+} layer_role;
+
+static vdnn_status measure_layer(layer *l, device *d, int items, layer_role role, layer_cost *lc, int *short_ws)
 {
     bench_bufs b = {0};
     vdnn_status st = bench_alloc(l, d, items, &b);
     if (st == VDNN_OK && b.ws_bytes < max_workspace(l)) *short_ws = 1;
     int nf = algos(l, PASS_FWD), nd = algos(l, PASS_BWD_DATA), nb = algos(l, PASS_BWD_FILTER);
     int a3[PASS_COUNT] = {0, 0, 0};
-    int with_dx = l->index > 0;
+    unsigned with_dx = role.with_dx;
     for (int k = 0; k < PLAN_MAX_ALGOS; k++) lc->fwd_s[k] = lc->bwd_data_s[k] = lc->bwd_filter_s[k] = 1e30;
     if (st == VDNN_OK && find_all(l, d, &b, items, with_dx, lc)) nf = nb = nd = 0;   /* the library timed them */
     for (int k = 0; k < nf && st == VDNN_OK; k++) {
@@ -289,10 +316,40 @@ static vdnn_status measure_layer(layer *l, device *d, int items, layer_cost *lc,
             drop_failed(l, PASS_BWD_DATA, a3[PASS_BWD_DATA], t);
         }
     }
-    lc->update_s = 0;
+    lc->update_s = lc->accum_s = 0;
     if (st == VDNN_OK && l->nparams) st = time_call(l, d, &b, items, a3, RUN_UPDATE, 0, 1e30, &lc->update_s);
+    if (st == VDNN_OK && role.accum) st = time_call(l, d, &b, items, a3, RUN_ACCUM, 0, 1e30, &lc->accum_s);
     bench_free(l, d, &b);
     return st == VDNN_OK ? VDNN_OK : vdnn_wrap(st, "measuring %s", l->name);
+}
+
+/* Layer i's role in the net (layer_role). */
+static layer_role role_of(const net *n, int i)
+{
+    const layer *l = n->layers[i];
+    layer_role r = {0, 0};
+    for (int k = 0; k < l->ninputs; k++) {
+        const net_map *m = &n->graph[l->input[k]];
+        if (m->grad) r.with_dx |= 1u << k;
+        if (m->grad && m->readers > 1 && !l->ops->accumulates_dx) r.accum = 1;
+    }
+    return r;
+}
+
+/* Whether layers i and j of n cost the same: the same type, shapes, settings and role
+ * (a deep net repeats a few blocks: each distinct layer is measured once). */
+static int same_cost(const net *n, int i, int j)
+{
+    const layer *a = n->layers[i], *b = n->layers[j];
+    layer_role ra = role_of(n, i), rb = role_of(n, j);
+    if (a->ops != b->ops || a->ninputs != b->ninputs || ra.with_dx != rb.with_dx || ra.accum != rb.accum ||
+        memcmp(&a->out, &b->out, sizeof a->out) || memcmp(a->ins, b->ins, (size_t)a->ninputs * sizeof *a->ins))
+        return 0;
+    for (int p = 0; p < PASS_COUNT; p++)
+        if (layer_algo_count(a, p) != layer_algo_count(b, p)) return 0;
+    char da[128] = "", db[128] = "";
+    if (a->ops->describe) a->ops->describe(a, da, sizeof da), b->ops->describe(b, db, sizeof db);
+    return !strcmp(da, db);
 }
 
 /* Seconds per copy of `bytes` in `kind` (both directions alternating when kind < 0),
@@ -374,18 +431,30 @@ vdnn_status profile_measure(const net *n, device *d, double link_gbps, int threa
     out->batch = items;
     out->net_key = net_fingerprint(n);
     device_key(d, link_gbps, threads, out->device, sizeof out->device);
+    int *first = malloc((size_t)m->nlayers * sizeof *first), distinct = 0;
+    if (st == VDNN_OK && !first) st = vdnn_fail(VDNN_ENOMEM, "out of host memory for a profile");
     for (int i = 0; i < m->nlayers && st == VDNN_OK; i++) {
+        int same = -1;
+        for (int k = 0; k < distinct && same < 0; k++)
+            if (same_cost(m, first[k], i)) same = first[k];
+        if (same >= 0) {
+            out->layers[i] = out->layers[same];
+            continue;
+        }
+        first[distinct++] = i;
         /* in a GPU's own pool a layer's buffers may not fit at the whole batch: fewer
          * items, times scaled up (compute grows about linearly with the items) */
         int part = items;
-        while ((st = measure_layer(m->layers[i], s, part, &out->layers[i], &out->partial)) == VDNN_EBUDGET && !own &&
-               part > 1)
+        while ((st = measure_layer(m->layers[i], s, part, role_of(m, i), &out->layers[i], &out->partial)) ==
+                   VDNN_EBUDGET &&
+               !own && part > 1)
             part /= 2;
         if (st == VDNN_OK && part < items) {
             scale_cost(&out->layers[i], (double)items / part);
             out->partial = 1;
         }
     }
+    free(first);
     if (st == VDNN_OK) st = measure_link(s, link_bytes, out);
     if (own) device_destroy(s);
     else pool_reset_peak(device_pool(s));   /* the measuring is not the training's peak */
@@ -403,13 +472,13 @@ vdnn_status profile_save(const profile *p, const char *path)
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
     if (!f) return vdnn_fail(VDNN_EIO, "cannot write profile %s: %s", tmp, strerror(errno));
-    fprintf(f, "vdnn-profile 1\ndevice %s\nnet %016llx\nbatch %d\nlayers %d\n", p->device,
+    fprintf(f, "vdnn-profile %d\ndevice %s\nnet %016llx\nbatch %d\nlayers %d\n", PROFILE_VERSION, p->device,
             (unsigned long long)p->net_key, p->batch, p->nlayers);
     fprintf(f, "link %.9g %.9g %.9g %.9g\nmeasure_s %.6g\n", p->h2d_bytes_per_s, p->d2h_bytes_per_s,
             p->duplex_bytes_per_s, p->copy_latency_s, p->measure_s);
     for (int i = 0; i < p->nlayers; i++) {
         const layer_cost *c = &p->layers[i];
-        fprintf(f, "layer %d %.9g\n", i, c->update_s);
+        fprintf(f, "layer %d %.9g %.9g\n", i, c->update_s, c->accum_s);
         const double *rows[3] = {c->fwd_s, c->bwd_data_s, c->bwd_filter_s};
         for (int r = 0; r < 3; r++) {
             int count = 0;
@@ -451,7 +520,8 @@ vdnn_status profile_load(const char *path, profile *out)
     unsigned long long key = 0;
     int version = 0;
     vdnn_status st = VDNN_OK;
-    if (fscanf(f, "vdnn-profile %d\n", &version) != 1 || version != 1) st = bad_line(path, 1, "not a vdnn profile");
+    if (fscanf(f, "vdnn-profile %d\n", &version) != 1 || version != PROFILE_VERSION)
+        st = bad_line(path, 1, "not a vdnn profile of this version");
     else if (fscanf(f, "device %159[^\n]\n", out->device) != 1) st = bad_line(path, 2, "device");
     else if (fscanf(f, "net %llx\n", &key) != 1) st = bad_line(path, 3, "net");
     else if (fscanf(f, "batch %d\n", &out->batch) != 1 || out->batch < 1) st = bad_line(path, 4, "batch");
@@ -468,7 +538,8 @@ vdnn_status profile_load(const char *path, profile *out)
     for (int i = 0; i < out->nlayers && st == VDNN_OK; i++) {
         layer_cost *c = &out->layers[i];
         int idx = -1;
-        if (fscanf(f, " layer %d %lf", &idx, &c->update_s) != 2 || idx != i || !read_row(f, c->fwd_s) ||
+        if (fscanf(f, " layer %d %lf %lf", &idx, &c->update_s, &c->accum_s) != 3 || idx != i || !(c->accum_s >= 0) ||
+            !read_row(f, c->fwd_s) ||
             !read_row(f, c->bwd_data_s) || !read_row(f, c->bwd_filter_s))
             st = bad_line(path, 8 + 4 * i, "layer costs");
     }

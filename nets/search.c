@@ -57,7 +57,7 @@ static void set_choice(plan *p, const decision *d, int value)
  * `offload =` in the config fixes it). */
 static int free_map(const net *n, int j)
 {
-    return j < n->nlayers && net_first_reader(n, j) >= 0 && n->layers[j]->offload < 0;
+    return j < n->nlayers && net_first_reader(n, j) >= 0 && net_map_override(n, j) < 0;
 }
 
 /* A pass's algorithms worth trying: for each, no other is both at least as fast and

@@ -27,6 +27,7 @@ static double layer_s(void *ctx, const layer *l, int what)
     case SIM_BWD_NO_DX:
         return l->ops->algo_count ? c->bwd_filter_s[a[PASS_BWD_FILTER]] : c->bwd_data_s[0];
     case SIM_UPDATE: return c->update_s;
+    case SIM_ACCUM: return c->accum_s;
     }
     return 0;
 }

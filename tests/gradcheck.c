@@ -49,8 +49,9 @@ void test_fill_uniform(float *x, size_t n, float scale, uint64_t seed)
     for (size_t i = 0; i < n; i++) x[i] = scale * (2.0f * rng_uniform(&r) - 1.0f);
 }
 
-/* What one gradient check works with. Device buffers: x (n, in), y/dy (n, out),
- * dx (n, in), labels (n), ws (the largest workspace of the chosen algorithms). */
+/* What one gradient check works with. Device buffers: per input k x[k] and dx[k]
+ * (n, ins[k]), y/dy (n, out), labels (n), ws (the largest workspace of the chosen
+ * algorithms). */
 typedef struct gc_state {
     layer *l;
     device *d;
@@ -58,9 +59,9 @@ typedef struct gc_state {
     exec_ctx c;
     double loss;              /* the loss layer's loss_sum target */
     int correct;
-    float *x, *y, *dy, *dx, *ws;
+    float *x[LAYER_MAX_INPUTS], *dx[LAYER_MAX_INPUTS], *y, *dy, *ws;
     int32_t *labels;
-    size_t xcount, ycount;
+    size_t xcount[LAYER_MAX_INPUTS], ycount;
     float *hy, *hr;           /* host: y and the random weights r of the objective */
     double obj0;              /* the objective at the unperturbed point */
     char *msg;
@@ -72,7 +73,7 @@ static int objective(gc_state *s, double *out)
 {
     s->loss = 0.0;
     s->correct = 0;
-    vdnn_status st = layer_forward(s->l, &s->c, s->x, s->y);
+    vdnn_status st = layer_forward_n(s->l, &s->c, (const float *const *)s->x, s->y);
     if (st == VDNN_OK && !s->l->is_loss)
         st = device_download(s->d, s->hy, s->y, s->ycount * sizeof(float));
     if (st != VDNN_OK) {
@@ -200,9 +201,11 @@ static int alloc_state(gc_state *s)
         snprintf(s->msg, s->msglen, "gradcheck %s: out of host memory", s->l->name);
         return 1;
     }
-    if (alloc_dev(s, s->xcount * sizeof(float), "x", (void **)&s->x) ||
-        alloc_dev(s, s->xcount * sizeof(float), "dx", (void **)&s->dx) ||
-        alloc_dev(s, s->ycount * sizeof(float), "y", (void **)&s->y) ||
+    for (int k = 0; k < s->l->ninputs; k++)
+        if (alloc_dev(s, s->xcount[k] * sizeof(float), "x", (void **)&s->x[k]) ||
+            alloc_dev(s, s->xcount[k] * sizeof(float), "dx", (void **)&s->dx[k]))
+            return 1;
+    if (alloc_dev(s, s->ycount * sizeof(float), "y", (void **)&s->y) ||
         alloc_dev(s, s->ycount * sizeof(float), "dy", (void **)&s->dy) ||
         (s->l->is_loss &&
          alloc_dev(s, (size_t)s->c.n * sizeof(int32_t), "labels", (void **)&s->labels)) ||
@@ -215,9 +218,13 @@ static int alloc_state(gc_state *s)
 
 static void free_state(gc_state *s)
 {
-    void *dev[] = {s->x, s->dx, s->y, s->dy, s->labels, s->c.workspace};
+    void *dev[] = {s->y, s->dy, s->labels, s->c.workspace};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
         if (dev[i]) device_free(s->d, dev[i]);
+    for (int k = 0; k < s->l->ninputs; k++) {
+        if (s->x[k]) device_free(s->d, s->x[k]);
+        if (s->dx[k]) device_free(s->d, s->dx[k]);
+    }
     free(s->hy);
     free(s->hr);
 }
@@ -243,7 +250,8 @@ static int fill_random(gc_state *s)
 {
     const uint64_t seed = s->o->seed;
     layer *l = s->l;
-    if (upload_random(s, s->x, s->xcount, 1.0f, rng_hash(seed, 1, 0))) return 1;
+    for (int k = 0; k < l->ninputs; k++)
+        if (upload_random(s, s->x[k], s->xcount[k], 1.0f, rng_hash(seed, 1, (uint64_t)k))) return 1;
     for (int i = 0; i < l->nparams; i++) {
         param *p = &l->params[i];
         if (!p->trainable) continue;
@@ -272,17 +280,23 @@ static int check_all(gc_state *s)
 {
     layer *l = s->l;
     if (objective(s, &s->obj0)) return 1;
-    if (layer_backward(l, &s->c, s->x, s->y, s->dy, s->dx) != VDNN_OK) {
+    if (layer_backward_n(l, &s->c, (const float *const *)s->x, s->y, s->dy, s->dx) != VDNN_OK) {
         snprintf(s->msg, s->msglen, "gradcheck %s: backward: %s", l->name, vdnn_errmsg());
         return 1;
     }
     rng r;
     rng_seed(&r, rng_hash(s->o->seed, 5, 0));
-    float *ana = malloc(s->xcount * sizeof *ana);
-    int bad = !ana || device_download(s->d, ana, s->dx, s->xcount * sizeof *ana) != VDNN_OK;
-    if (bad) snprintf(s->msg, s->msglen, "gradcheck %s: cannot read dx", l->name);
-    if (!bad) bad = check_tensor(s, "x", s->x, ana, s->xcount, &r);
-    free(ana);
+    int bad = 0;
+    float *ana = NULL;
+    for (int k = 0; k < l->ninputs && !bad; k++) {
+        char name[16];
+        snprintf(name, sizeof name, l->ninputs > 1 ? "x%d" : "x", k);
+        ana = malloc(s->xcount[k] * sizeof *ana);
+        bad = !ana || device_download(s->d, ana, s->dx[k], s->xcount[k] * sizeof *ana) != VDNN_OK;
+        if (bad) snprintf(s->msg, s->msglen, "gradcheck %s: cannot read dx", l->name);
+        if (!bad) bad = check_tensor(s, name, s->x[k], ana, s->xcount[k], &r);
+        free(ana);
+    }
     for (int i = 0; i < l->nparams && !bad; i++) {
         param *p = &l->params[i];
         if (!p->trainable) continue;
@@ -318,7 +332,7 @@ int gradcheck(layer *l, device *d, const gradcheck_opts *o, char *msg, size_t ms
     s.c.grad_scale = l->is_loss ? 1.0f / (float)n : 1.0f;
     s.c.loss_sum = &s.loss;
     s.c.correct = &s.correct;
-    s.xcount = (size_t)n * shape_per_item(l->in);
+    for (int k = 0; k < l->ninputs; k++) s.xcount[k] = (size_t)n * shape_per_item(l->ins[k]);
     s.ycount = (size_t)n * shape_per_item(l->out);
     int bad = alloc_state(&s) || fill_random(&s) || check_all(&s);
     if (bad && msglen && !msg[0]) snprintf(msg, msglen, "gradcheck %s: %s", l->name, vdnn_errmsg());

@@ -67,7 +67,19 @@
     "[convolutional]\nfilters = 5\nsize = 2\nalgo = im2col\n[relu]\n"                      \
     "[connected]\noutput = 3\noffload = 1\n[softmax]\n"
 
-static const char *const budget_nets[] = {NET_A, NET_B, NET_WIDE, NET_C};
+/* A graph: a shortcut ([add]) around a branch, the input read twice ([concat] with a
+ * pooling of the image), a map read by three layers, and offload flags. */
+#define NET_D                                                                              \
+    "[net]\nbatch = 6\nchannels = 3\nheight = 12\nwidth = 12\n" BT_TRAIN BT_DATA(4)         \
+    "[convolutional]\nfilters = 4\nsize = 3\npad = 1\n[batchnorm]\n[relu]\nname = a\n"    \
+    "[convolutional]\nfilters = 4\nsize = 3\npad = 1\noffload = 1\n[batchnorm]\n[dropout]\n"   \
+    "probability = 0.2\n[relu]\n[add]\ninput = -1, a\n[relu]\nname = r\n"                    \
+    "[convolutional]\ninput = a\nfilters = 3\nsize = 1\nname = c\n"                         \
+    "[maxpool]\ninput = data\nsize = 3\nstride = 1\npad = 1\nname = dp\n"                   \
+    "[concat]\ninput = r, c, dp\n[lrn]\nsize = 3\n[avgpool]\nsize = 2\n"                    \
+    "[connected]\noutput = 4\n[softmax]\n"
+
+static const char *const budget_nets[] = {NET_A, NET_B, NET_WIDE, NET_C, NET_D};
 #define NBUDGET ((int)(sizeof budget_nets / sizeof *budget_nets))
 
 /* ---- helpers ---- */
@@ -157,9 +169,9 @@ static vdnn_status train_steps(net *n, int steps, double *loss)
     int sim = device_get_kind(n->dev) == DEVICE_SIM;
     for (int k = 0; k < steps; k++) {
         tn_batch b = {0};
-        if (!sim) b = tn_batch_make(n, n->input.n, 100 + (uint64_t)k);
+        if (!sim) b = tn_batch_make(n, n->minibatch, 100 + (uint64_t)k);
         step_result r;
-        vdnn_status st = net_train_step(n, b.x, b.y, n->input.n, n->train.learning_rate, &r);
+        vdnn_status st = net_train_step(n, b.x, b.y, n->minibatch, n->train.learning_rate, &r);
         if (!sim) tn_batch_free(&b);
         if (st != VDNN_OK) return st;
         if (loss) loss[k] = r.loss_sum;
@@ -540,7 +552,7 @@ END_TEST
 
 /* ---- randomized stress ---- */
 
-#define NCHAINS 30
+#define NCHAINS 60
 
 /* Appends printf-style text to a buffer of `cap` bytes. */
 static void put(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -567,15 +579,66 @@ static int reads_output(const char *type)
            !strcmp(type, "lrn") || !strcmp(type, "softmax");
 }
 
-/* A random valid chain: small input, 2-8 layers of random types with shapes that stay
- * positive, then connected + softmax. Each layer may carry an offload flag (1 only where
- * a backward pass reads its input) and each convolution an algorithm. */
+/* A map a random net has made so far: its layer's name and its shape. */
+typedef struct rmap {
+    char name[16];
+    int c, h, w;
+} rmap;
+
+/* A branch off an earlier map of the current height and width, rejoined by [add] (when
+ * the shapes allow) or [concat]: 1-2 layers that keep the height and width, the first
+ * reading the earlier map by name, then the join reading the current map by -k. Every
+ * map it makes is read, so the net has no dead end; no layer of it pins an offload, so
+ * no two readers of a map disagree. Returns the layers written; *cur is the join. */
+static int random_branch(uint64_t *s, char *buf, size_t cap, rmap *maps, int *nmaps, int *cur, int index)
+{
+    static const char *types[] = {"convolutional", "convolutional", "relu", "tanh", "batchnorm", "dropout",
+                                  "maxpool", "lrn", "leaky"};
+    int cand[64], ncand = 0;
+    for (int m = 0; m < *nmaps && ncand < 64; m++)
+        if (maps[m].h == maps[*cur].h && maps[m].w == maps[*cur].w) cand[ncand++] = m;
+    rmap b = maps[cand[pick(s, ncand)]];
+    int len = 1 + pick(s, 2), written = 0;
+    for (int k = 0; k < len; k++, written++) {
+        const char *type = types[pick(s, (int)(sizeof types / sizeof *types))];
+        put(buf, cap, "[%s]\nname = n%d\n", type, index + written);
+        if (k == 0) put(buf, cap, "input = %s\n", b.name);
+        if (!strcmp(type, "convolutional")) {
+            int size = pick(s, 2) ? 3 : 1;
+            b.c = 1 + pick(s, 5);
+            put(buf, cap, "filters = %d\nsize = %d\npad = %d\n", b.c, size, size / 2);
+        } else if (!strcmp(type, "maxpool")) {
+            put(buf, cap, "size = 3\nstride = 1\npad = 1\n");
+        } else if (!strcmp(type, "dropout")) {
+            put(buf, cap, "probability = 0.%d\n", pick(s, 6));
+        } else if (!strcmp(type, "lrn")) {
+            put(buf, cap, "size = %d\n", 1 + 2 * pick(s, 3));
+        }
+        snprintf(b.name, sizeof b.name, "n%d", index + written);
+        maps[(*nmaps)++] = b;
+    }
+    const rmap *c = &maps[*cur];
+    int add = b.c == c->c && pick(s, 2);
+    put(buf, cap, "[%s]\nname = n%d\ninput = -%d, %s\n", add ? "add" : "concat", index + written, written + 1, b.name);
+    rmap j = {"", add ? b.c : b.c + c->c, b.h, b.w};
+    snprintf(j.name, sizeof j.name, "n%d", index + written);
+    maps[(*nmaps)++] = j;
+    *cur = *nmaps - 1;
+    return written + 1;
+}
+
+/* A random valid net: small input, 2-8 layers of random types with shapes that stay
+ * positive, some of them branches that rejoin (random_branch), then connected +
+ * softmax. Each layer of the main line may carry an offload flag (1 only where a
+ * backward pass reads its input) and each convolution an algorithm. */
 static void random_chain(uint64_t *s, char *buf, size_t cap)
 {
     static const char *types[] = {"convolutional", "convolutional", "convolutional", "maxpool", "avgpool",
                                   "relu", "leaky", "tanh", "sigmoid", "batchnorm", "dropout", "lrn", "connected"};
     static const char *algos[] = {"direct", "im2col", "im2col-batch", "im2col-chunk"};
     int c = 1 + pick(s, 4), h = 3 + pick(s, 12), w = 3 + pick(s, 12), classes = 2 + pick(s, 4);
+    rmap maps[128] = {{"data", c, h, w}};
+    int nmaps = 1, cur = 0, index = 0;
     buf[0] = 0;
     put(buf, cap, "[net]\nbatch = %d\nchannels = %d\nheight = %d\nwidth = %d\n", 2 + pick(s, 8), c, h, w);
     put(buf, cap, "[train]\nepochs = 1\nlearning_rate = 0.02\nmomentum = 0.9\nseed = %d\n", pick(s, 1000));
@@ -583,12 +646,19 @@ static void random_chain(uint64_t *s, char *buf, size_t cap)
     int body = 2 + pick(s, 7);
     const char *prev = NULL;
     for (int i = 0; i <= body; i++) {
+        if (i && i < body && pick(s, 4) == 0) {
+            index += random_branch(s, buf, cap, maps, &nmaps, &cur, index);
+            c = maps[cur].c;
+            prev = "add";
+            continue;
+        }
         const char *type = i == body ? "connected" : types[pick(s, (int)(sizeof types / sizeof *types))];
         int k = 1 + pick(s, 3), stride = 1 + pick(s, 2), pad = pick(s, k);
         if (!strcmp(type, "maxpool") || !strcmp(type, "avgpool") || !strcmp(type, "convolutional")) {
             if (h + 2 * pad < k || w + 2 * pad < k) k = 1, pad = 0;   /* keep the shape positive */
         }
-        put(buf, cap, "[%s]\n", type);
+        put(buf, cap, "[%s]\nname = n%d\n", type, index);
+        if (pick(s, 4) == 0) put(buf, cap, "input = %s\n", index && pick(s, 2) ? "-1" : maps[cur].name);
         if (!strcmp(type, "convolutional")) {
             c = 1 + pick(s, 6);
             put(buf, cap, "filters = %d\nsize = %d\nstride = %d\npad = %d\n", c, k, stride, pad);
@@ -619,6 +689,10 @@ static void random_chain(uint64_t *s, char *buf, size_t cap)
         if (flag == 1 || (flag == 2 && !can)) put(buf, cap, "offload = 0\n");
         else if (flag == 2) put(buf, cap, "offload = 1\n");
         prev = type;
+        rmap m = {"", c, h, w};
+        snprintf(m.name, sizeof m.name, "n%d", index++);
+        maps[nmaps++] = m;
+        cur = nmaps - 1;
     }
     put(buf, cap, "[softmax]\n");
 }
@@ -661,9 +735,9 @@ static void result_params(result *r, net *n)
 /* One random chain: random plan and budget in [M, 2M]; 2 steps; peak <= budget and
  * equal to the replay's; bit-identical to everything resident on a roomy device.
  * Returns the bytes it offloaded. */
-static uint64_t stress_one(int k, uint64_t *s)
+static uint64_t stress_one(int k, uint64_t *s, int *graph)
 {
-    char text[8192];
+    char text[16384];
     random_chain(s, text, sizeof text);
     plan_cfg pc = {(mem_policy)pick(s, POLICY_COUNT), ALGO_MEM, pick(s, 3), pick(s, 2), pick(s, 5) == 0};
     double gbps = pick(s, 3) == 0 ? 1.0 : 0;
@@ -672,10 +746,23 @@ static uint64_t stress_one(int k, uint64_t *s)
     net_overrides ov = net_no_overrides();
     vdnn_status st = net_parse(text, TN_NAME, &ov, &n);
     ck_assert_msg(st == VDNN_OK, "chain %d does not parse: %s\n%s", k, vdnn_errmsg(), text);
+    *graph = !n->chain;
+    /* a quarter of the nets in micro-batches, the baseline too: the same sums */
+    if (pick(s, 4) == 0 && n->minibatch > 1) {
+        ov.micro_batch = 1 + pick(s, n->minibatch - 1);
+        net_free(n);
+        n = tn_parse(text, &ov);
+    }
     n->policy = pc.policy;   /* swap places the parameters when they are attached */
     size_t m = min_budget_of(n, &pc);
-    size_t budget = (m + (size_t)(rng_splitmix(s) % (m + 1))) / POOL_ALIGN * POOL_ALIGN;
+    size_t budget = pick(s, 3) == 0 ? m : (m + (size_t)(rng_splitmix(s) % (m + 1))) / POOL_ALIGN * POOL_ALIGN;
     ck_assert_uint_ge(budget, m);
+    /* M fits (below), M - 256 fails cleanly, naming a layer and a tensor */
+    if (budget == m) {
+        ck_assert_msg(!sim_fits(n, &pc, m - 256), "chain %d: fits in %zu, 256 bytes below its minimum\n%s", k, m - 256,
+                      text);
+        msg_names_layer_and_tensor(n);
+    }
 
     result a = {0}, b = {0};
     device *d = make_device(DEVICE_CPU, budget, gbps);
@@ -697,7 +784,7 @@ static uint64_t stress_one(int k, uint64_t *s)
     device_destroy(d);
 
     /* the baseline: everything resident, the same algorithms (pinned or smallest) */
-    n = tn_parse(text, NULL);
+    n = tn_parse(text, &ov);
     plan_cfg none = {POLICY_NONE, ALGO_MEM, PREFETCH_FAR, 1, 0};
     for (int i = 0; i < n->nlayers; i++) n->layers[i]->offload = -1;
     d = make_device(DEVICE_CPU, roomy_budget(n), 0);
@@ -725,10 +812,15 @@ static uint64_t stress_one(int k, uint64_t *s)
 START_TEST(test_random_chains)
 {
     uint64_t s = 20261121;
-    int offloading = 0;
-    for (int k = 0; k < NCHAINS; k++) offloading += stress_one(k, &s) > 0;
-    /* the draw exercises offloading, not just resident training */
+    int offloading = 0, graphs = 0;
+    for (int k = 0; k < NCHAINS; k++) {
+        int graph = 0;
+        offloading += stress_one(k, &s, &graph) > 0;
+        graphs += graph;
+    }
+    /* the draw exercises offloading, not just resident training, and graphs */
     ck_assert_msg(offloading >= NCHAINS / 3, "only %d of %d chains offloaded anything", offloading, NCHAINS);
+    ck_assert_msg(graphs >= NCHAINS / 4, "only %d of %d nets are graphs", graphs, NCHAINS);
 }
 END_TEST
 

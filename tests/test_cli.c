@@ -278,8 +278,10 @@ END_TEST
 
 START_TEST(test_info_all_configs)
 {
-    static const char *cfgs[] = {"configs/lenet.cfg", "configs/fmnist.cfg", "configs/alexnet-64.cfg",
-                                 "configs/vgg-cifar.cfg", "configs/alexnet.cfg", "configs/vgg16.cfg"};
+    static const char *cfgs[] = {"configs/lenet.cfg",     "configs/fmnist.cfg",     "configs/alexnet-64.cfg",
+                                 "configs/vgg-cifar.cfg", "configs/alexnet.cfg",    "configs/vgg16.cfg",
+                                 "configs/resnet20.cfg",  "configs/resnet50.cfg",   "configs/googlenet.cfg",
+                                 "configs/densenet40.cfg", "configs/resnet-fmnist.cfg"};
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
         char args[256];
         snprintf(args, sizeof args, "info %s", cfgs[i]);

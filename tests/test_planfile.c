@@ -747,8 +747,10 @@ START_TEST(test_save_load_round_trip)
 {
     net *n = tn_parse(PF_NET, NULL);
     planfile f = saved_plan(n);
-    ck_assert_ptr_nonnull(strstr(f.text, "\nconv1 offload 0 im2col im2col-batch im2col-chunk\n"));
-    ck_assert_ptr_nonnull(strstr(f.text, "\nrelu2 keep 0 default default default\n"));
+    ck_assert_ptr_nonnull(strstr(f.text, "\ndata offload\n"));
+    ck_assert_ptr_nonnull(strstr(f.text, "\nconv1 keep 0 im2col im2col-batch im2col-chunk\n"));
+    ck_assert_ptr_nonnull(strstr(f.text, "\nrelu2 offload 0 default default default\n"));
+    ck_assert_ptr_nonnull(strstr(f.text, "\nbn4 keep 0 default default default\n"));
     ck_assert_ptr_nonnull(strstr(f.text, "\nbatch 16\nmicro_batch 0\nprefetch next\n"));
     ck_assert_ptr_nonnull(strstr(f.text, "predicted_ms 12.5\n"));
     ck_assert_ptr_nonnull(strstr(f.text, "measured_ms 15\n"));
@@ -798,10 +800,11 @@ START_TEST(test_save_load_recompute_swap)
     net *n = tn_parse(PF_NET, NULL);
     planfile f = saved_plan_of(n, mixed_plan(n));
     static const char *const lines[] = {
-        "\nconv1 offload 1 im2col im2col-batch im2col-chunk\n", "\nrelu2 keep 0 default default default\n",
-        "\nconv3 recompute 1 im2col-par im2col-par im2col-par\n", "\nbn4 offload 0 default default default\n",
-        "\nrelu5 keep 0 default default default\n", "\nmaxpool6 recompute 0 default default default\n",
-        "\nfc7 recompute 1 default default default\n", "\nsoftmax8 keep 0 default default default\n"};
+        "\ndata offload\n", "\nconv1 keep 1 im2col im2col-batch im2col-chunk\n",
+        "\nrelu2 recompute 0 default default default\n", "\nconv3 offload 1 im2col-par im2col-par im2col-par\n",
+        "\nbn4 keep 0 default default default\n", "\nrelu5 recompute 0 default default default\n",
+        "\nmaxpool6 recompute 0 default default default\n", "\nfc7 keep 1 default default default\n",
+        "\nsoftmax8 keep 0 default default default\n"};
     for (size_t k = 0; k < sizeof lines / sizeof *lines; k++)
         ck_assert_msg(strstr(f.text, lines[k]) != NULL, "'%s' missing in:\n%s", lines[k] + 1, f.text);
     plan want = mixed_plan(n), got;
@@ -860,11 +863,11 @@ START_TEST(test_load_wrong_layer_name)
 {
     net *n = tn_parse(PF_NET, NULL);
     planfile f = saved_plan(n);
-    edit_fails(n, &f, "conv3 ", "conv9 ", VDNN_EINVAL, "plan.txt:15: ", "conv3 in the net but 'conv9' in the plan");
-    edit_fails(n, &f, "relu2 keep 0 default default default", "relu2 keep 0 default default", VDNN_EFORMAT,
-               "plan.txt:14: ", "has 5 fields");
+    edit_fails(n, &f, "conv3 ", "conv9 ", VDNN_EINVAL, "plan.txt:17: ", "conv3 in the net but 'conv9' in the plan");
+    edit_fails(n, &f, "bn4 keep 0 default default default", "bn4 keep 0 default default", VDNN_EFORMAT,
+               "plan.txt:18: ", "has 5 fields");
     /* a layer line from before swapping: no swap flag */
-    edit_fails(n, &f, "relu2 keep 0 default", "relu2 keep default", VDNN_EFORMAT, "plan.txt:14: ",
+    edit_fails(n, &f, "bn4 keep 0 default", "bn4 keep default", VDNN_EFORMAT, "plan.txt:18: ",
                "'NAME MAP SWAP FWD BWD-DATA BWD-FILTER'");
     planfile_free(&f);
     net_free(n);
@@ -875,13 +878,13 @@ START_TEST(test_load_unknown_algorithm)
 {
     net *n = tn_parse(PF_NET, NULL);
     planfile f = saved_plan(n);
-    edit_fails(n, &f, "conv1 offload 0 im2col", "conv1 offload 0 fft", VDNN_EINVAL, "plan.txt:13: ",
+    edit_fails(n, &f, "conv1 keep 0 im2col", "conv1 keep 0 fft", VDNN_EINVAL, "plan.txt:15: ",
                "conv1: unknown forward algorithm 'fft'");
     tn_msg_has("direct, im2col, im2col-batch, im2col-chunk, im2col-par", NULL);
-    edit_fails(n, &f, "im2col-chunk\n", "winograd\n", VDNN_EINVAL, "plan.txt:13: ", "backward-filter algorithm");
+    edit_fails(n, &f, "im2col-chunk\n", "winograd\n", VDNN_EINVAL, "plan.txt:15: ", "backward-filter algorithm");
     /* a name another layer type has is unknown here */
-    edit_fails(n, &f, "relu2 keep 0 default default", "relu2 keep 0 default direct", VDNN_EINVAL, "plan.txt:14: ",
-               "relu2: unknown backward-data algorithm 'direct' (it has: default)");
+    edit_fails(n, &f, "relu2 offload 0 default default", "relu2 offload 0 default direct", VDNN_EINVAL,
+               "plan.txt:16: ", "relu2: unknown backward-data algorithm 'direct' (it has: default)");
     planfile_free(&f);
     net_free(n);
 }
@@ -891,19 +894,23 @@ START_TEST(test_load_bad_map)
 {
     net *n = tn_parse(PF_NET, NULL);
     planfile f = saved_plan(n);
-    edit_fails(n, &f, "relu2 keep", "relu2 offload", VDNN_EINVAL, "plan.txt:14: ",
-               "its input x[1], but no backward pass reads x[1]");
-    edit_fails(n, &f, "relu2 keep", "relu2 recompute", VDNN_EINVAL, "plan.txt:14: ",
-               "its input x[1], but no backward pass reads x[1]");
-    edit_fails(n, &f, "softmax8 keep", "softmax8 offload", VDNN_EINVAL, "plan.txt:20: ", "x[7]");
-    edit_fails(n, &f, "softmax8 keep", "softmax8 recompute", VDNN_EINVAL, "plan.txt:20: ", "x[7]");
+    edit_fails(n, &f, "conv1 keep", "conv1 offload", VDNN_EINVAL, "plan.txt:15: ",
+               "conv1: the plan offloads x[1] (conv1's output), but no backward pass reads it");
+    edit_fails(n, &f, "conv1 keep", "conv1 recompute", VDNN_EINVAL, "plan.txt:15: ",
+               "conv1: the plan recomputes x[1] (conv1's output), but no backward pass reads it");
+    edit_fails(n, &f, "fc7 keep", "fc7 offload", VDNN_EINVAL, "plan.txt:21: ", "x[7]");
+    edit_fails(n, &f, "softmax8 keep", "softmax8 offload", VDNN_EINVAL, "plan.txt:22: ", "x[8] (the loss output)");
+    edit_fails(n, &f, "softmax8 keep", "softmax8 recompute", VDNN_EINVAL, "plan.txt:22: ", "x[8]");
     /* the words, not the flags of the old format, nor anything else */
-    edit_fails(n, &f, "conv3 offload", "conv3 1", VDNN_EFORMAT, "plan.txt:15: ",
-               "conv3: the input map must be keep, offload or recompute, not '1'");
-    edit_fails(n, &f, "conv3 offload", "conv3 offlode", VDNN_EFORMAT, "plan.txt:15: ", "not 'offlode'");
-    edit_fails(n, &f, "conv3 offload", "conv3 Keep", VDNN_EFORMAT, "plan.txt:15: ", "not 'Keep'");
+    edit_fails(n, &f, "conv3 offload", "conv3 1", VDNN_EFORMAT, "plan.txt:17: ",
+               "conv3: the output map must be keep, offload or recompute, not '1'");
+    edit_fails(n, &f, "conv3 offload", "conv3 offlode", VDNN_EFORMAT, "plan.txt:17: ", "not 'offlode'");
+    edit_fails(n, &f, "conv3 offload", "conv3 Keep", VDNN_EFORMAT, "plan.txt:17: ", "not 'Keep'");
+    edit_fails(n, &f, "data offload", "data Offload", VDNN_EFORMAT, "plan.txt:13: ", "data: the input map");
+    edit_fails(n, &f, "data offload\n", "", VDNN_EFORMAT, "plan.txt:14: ", "expected 'data VALUE'");
     /* x[0], the input, is there from the start: nothing computes it again */
-    edit_fails(n, &f, "conv1 offload", "conv1 recompute", VDNN_EINVAL, "plan.txt", "x[0], the input, cannot be recomputed");
+    edit_fails(n, &f, "data offload", "data recompute", VDNN_EINVAL, "plan.txt:13: ",
+               "x[0], the input, cannot be recomputed");
     planfile_free(&f);
     net_free(n);
 }
@@ -913,19 +920,20 @@ START_TEST(test_load_bad_swap)
 {
     net *n = tn_parse(PF_NET, NULL);
     planfile f = saved_plan(n);
-    edit_fails(n, &f, "conv3 offload 0", "conv3 offload 3", VDNN_EFORMAT, "plan.txt:15: ",
+    edit_fails(n, &f, "conv3 offload 0", "conv3 offload 3", VDNN_EFORMAT, "plan.txt:17: ",
                "conv3: the swap flag must be 0 (resident), 1 (swapped, updated on the host) or 2");
-    edit_fails(n, &f, "conv3 offload 0", "conv3 offload yes", VDNN_EFORMAT, "plan.txt:15: ", "not 'yes'");
-    edit_fails(n, &f, "conv3 offload 0", "conv3 offload 01", VDNN_EFORMAT, "plan.txt:15: ", "not '01'");
+    edit_fails(n, &f, "conv3 offload 0", "conv3 offload yes", VDNN_EFORMAT, "plan.txt:17: ", "not 'yes'");
+    edit_fails(n, &f, "conv3 offload 0", "conv3 offload 01", VDNN_EFORMAT, "plan.txt:17: ", "not '01'");
     /* batch norm's running statistics change in forward: its parameters stay */
-    edit_fails(n, &f, "bn4 offload 0", "bn4 offload 1", VDNN_EINVAL, "plan.txt",
+    edit_fails(n, &f, "bn4 keep 0", "bn4 keep 1", VDNN_EINVAL, "plan.txt",
                "bn4's parameters cannot be swapped (its forward pass updates state in them)");
-    edit_fails(n, &f, "relu5 keep 0", "relu5 keep 1", VDNN_EINVAL, "plan.txt", "relu5's parameters cannot be swapped (it has none)");
+    edit_fails(n, &f, "relu5 offload 0", "relu5 offload 1", VDNN_EINVAL, "plan.txt",
+               "relu5's parameters cannot be swapped (it has none)");
     /* recomputing x[3] runs conv3, swapped */
-    edit2_fails(n, &f, "conv3 offload 0", "conv3 offload 1", "bn4 offload", "bn4 recompute", VDNN_EINVAL, "plan.txt",
-                "recomputing x[3] would run conv3 again, whose parameters are swapped");
+    edit_fails(n, &f, "conv3 offload 0", "conv3 recompute 1", VDNN_EINVAL, "plan.txt",
+               "recomputing x[3] (conv3's output) would run conv3 again, whose parameters are swapped");
     /* the same swap and a recompute whose chain stops at the kept x[1] load */
-    char *once = edited(f.text, "conv1 offload 0", "conv1 offload 1"), *text = edited(once, "conv3 offload", "conv3 recompute");
+    char *once = edited(f.text, "conv1 keep 0", "conv1 keep 1"), *text = edited(once, "relu2 offload", "relu2 recompute");
     tn_write_text(f.path, text);
     plan p;
     ck_assert_msg(plan_load(n, f.path, &p) == VDNN_OK, "plan_load: %s", vdnn_errmsg());
@@ -933,6 +941,38 @@ START_TEST(test_load_bad_swap)
     plan_free(&p);
     free(text);
     free(once);
+    planfile_free(&f);
+    net_free(n);
+}
+END_TEST
+
+/* A version 1 file (before graphs: each layer line holds its input map's decision, and
+ * there is no data line) still loads, into the same plan. */
+START_TEST(test_load_version1)
+{
+    net *n = tn_parse(PF_NET, NULL);
+    planfile f = saved_plan(n);
+    static const char v1[] =
+        "vdnn-plan 1\nlayers 8\nbatch 16\nmicro_batch 0\nprefetch next\nrelease_lag 0\norigin dyn\n"
+        "predicted_ms 12.5\npeak_bytes 1234567\nmeasured_ms 15\n# layer  input-map  swap  fwd  bwd-data  bwd-filter\n"
+        "conv1 offload 0 im2col im2col-batch im2col-chunk\nrelu2 keep 0 default default default\n"
+        "conv3 offload 0 im2col-par im2col-par im2col-par\nbn4 offload 0 default default default\n"
+        "relu5 keep 0 default default default\nmaxpool6 offload 0 default default default\n"
+        "fc7 offload 0 default default default\nsoftmax8 keep 0 default default default\n";
+    tn_write_text(f.path, v1);
+    plan want = busy_plan(n), got;
+    ck_assert_msg(plan_load(n, f.path, &got) == VDNN_OK, "plan_load: %s", vdnn_errmsg());
+    plans_equal(&want, &got);
+    plan_free(&got);
+    plan_free(&want);
+    free(f.text);
+    f.text = tn_read(f.path, NULL);
+    edit_fails(n, &f, "relu2 keep", "relu2 offload", VDNN_EINVAL, "plan.txt:13: ",
+               "relu2: the plan offloads x[1] (conv1's output), but no backward pass reads it");
+    edit_fails(n, &f, "conv1 offload", "conv1 recompute", VDNN_EINVAL, "plan.txt:12: ", "x[0], the input, cannot be recomputed");
+    /* recomputing x[3] runs conv3, swapped */
+    edit2_fails(n, &f, "conv3 offload 0", "conv3 offload 1", "bn4 offload", "bn4 recompute", VDNN_EINVAL, "plan.txt",
+                "recomputing x[3] (conv3's output) would run conv3 again, whose parameters are swapped");
     planfile_free(&f);
     net_free(n);
 }
@@ -959,8 +999,8 @@ START_TEST(test_load_bad_header)
 {
     net *n = tn_parse(PF_NET, NULL);
     planfile f = saved_plan(n);
-    edit_fails(n, &f, "vdnn-plan 1", "vdnn-plot 1", VDNN_EFORMAT, "plan.txt:2: ", "not a vdnn plan");
-    edit_fails(n, &f, "vdnn-plan 1", "vdnn-plan 2", VDNN_EFORMAT, "plan.txt:2: ", "version '2'");
+    edit_fails(n, &f, "vdnn-plan 2", "vdnn-plot 2", VDNN_EFORMAT, "plan.txt:2: ", "not a vdnn plan");
+    edit_fails(n, &f, "vdnn-plan 2", "vdnn-plan 3", VDNN_EFORMAT, "plan.txt:2: ", "version '3'");
     load_fails(n, &f, "", VDNN_EFORMAT, "plan.txt:1: ", "the file ends");
     load_fails(n, &f, "[net]\nbatch = 16\n", VDNN_EFORMAT, "plan.txt:1: ", "not a vdnn plan");
     edit_fails(n, &f, "micro_batch 0", "micro_batch zero", VDNN_EFORMAT, "plan.txt:5: ", "'zero'");
@@ -974,7 +1014,7 @@ START_TEST(test_load_bad_header)
     char *more = malloc(strlen(f.text) + 32);
     strcpy(more, f.text);
     strcat(more, "\n# fine\nconv9 keep 0 a b c\n");
-    load_fails(n, &f, more, VDNN_EFORMAT, "plan.txt:23: ", "unexpected 'conv9' after the last layer");
+    load_fails(n, &f, more, VDNN_EFORMAT, "plan.txt:25: ", "unexpected 'conv9' after the last layer");
     free(more);
     char missing[300];
     tn_join(missing, sizeof missing, f.dir, "none.txt");
@@ -1076,7 +1116,7 @@ START_TEST(test_print_table)
     for (int i = 0; i < PF_LAYERS; i++) ck_assert_msg(strstr(out, n->layers[i]->name) != NULL, "%s", out);
     const char *words[] = {"im2col-batch", "im2col-chunk", "im2col-par", "convolutional", "offload", "keep",
                            "prefetch next", "release lag 0", "12.500 ms", "1.18 MiB", "15.000 ms", "1.20x",
-                           "2.500", "3.000", "input x[i]", "origin dyn", " map ", "offloaded: 4 maps, 50.00 KiB",
+                           "2.500", "3.000", "output map", "origin dyn", " map ", "(input)", "offloaded: 4 maps, 50.00 KiB",
                            "recomputed: 0 maps, 0 B", "swapped: 0 layers, 0 B of parameters"};
     for (size_t k = 0; k < sizeof words / sizeof *words; k++)
         ck_assert_msg(strstr(out, words[k]) != NULL, "'%s' missing in:\n%s", words[k], out);
@@ -1118,9 +1158,11 @@ START_TEST(test_print_table_recompute_swap)
     plan p = mixed_plan(n);
     p.offload[5] = MAP_KEEP;
     char *out = printed(&p, n, NULL, 0), row[256];
-    static const char *const rows[][2] = {{"conv1 ", "offload+swap"}, {"relu2 ", " - "}, {"conv3 ", "recomp+swap"},
-                                          {"bn4 ", " offload "}, {"relu5 ", " - "}, {"maxpool6 ", " keep "},
-                                          {"fc7 ", "recomp+swap"}, {"softmax8 ", " - "}};
+    static const char *const rows[][2] = {{"(input)", " offload "},    {"conv1 ", " swap "},
+                                          {"relu2 ", " recompute "},   {"conv3 ", "offload+swap"},
+                                          {"bn4 ", " - "},             {"relu5 ", " keep "},
+                                          {"maxpool6 ", " recompute "}, {"fc7 ", " swap "},
+                                          {"softmax8 ", " - "}};
     for (size_t k = 0; k < sizeof rows / sizeof *rows; k++)
         ck_assert_msg(strstr(row_of(out, rows[k][0], row, sizeof row), rows[k][1]) != NULL, "'%s' lacks '%s':\n%s",
                       row, rows[k][1], out);
@@ -1129,10 +1171,10 @@ START_TEST(test_print_table_recompute_swap)
     for (size_t k = 0; k < sizeof words / sizeof *words; k++)
         ck_assert_msg(strstr(out, words[k]) != NULL, "'%s' missing in:\n%s", words[k], out);
     free(out);
-    /* a swapped layer whose input map is kept */
-    p.offload[0] = MAP_KEEP;
+    /* a swapped layer whose output map is kept */
+    p.offload[3] = MAP_KEEP;
     out = printed(&p, n, NULL, 0);
-    ck_assert_msg(strstr(row_of(out, "conv1 ", row, sizeof row), "keep+swap") != NULL, "%s", out);
+    ck_assert_msg(strstr(row_of(out, "conv3 ", row, sizeof row), "keep+swap") != NULL, "%s", out);
     free(out);
     plan_free(&p);
     net_free(n);
@@ -1184,16 +1226,19 @@ START_TEST(test_print_json)
     ck_assert_ptr_nonnull(strstr(out, "\"batch\":16,\"micro_batch\":4,"));
     /* per layer: offload (the map leaves by copy), map, swap */
     static const char *const want[PF_LAYERS] = {
+        "null,\"map\":\"-\",\"swap\":true", "false,\"map\":\"recompute\",\"swap\":false",
         "true,\"map\":\"offload\",\"swap\":true", "null,\"map\":\"-\",\"swap\":false",
-        "false,\"map\":\"recompute\",\"swap\":true", "true,\"map\":\"offload\",\"swap\":false",
-        "null,\"map\":\"-\",\"swap\":false", "false,\"map\":\"recompute\",\"swap\":false",
-        "false,\"map\":\"recompute\",\"swap\":true", "null,\"map\":\"-\",\"swap\":false"};
+        "false,\"map\":\"recompute\",\"swap\":false", "false,\"map\":\"recompute\",\"swap\":false",
+        "null,\"map\":\"-\",\"swap\":true", "null,\"map\":\"-\",\"swap\":false"};
     for (int i = 0; i < PF_LAYERS; i++) {
-        char key[200];
-        snprintf(key, sizeof key, "\"name\":\"%s\",\"type\":\"%s\",\"input_bytes\":%zu,\"offload\":%s",
-                 m->layers[i]->name, m->layers[i]->ops->type, shape_bytes(m->layers[i]->in), want[i]);
+        char key[240];
+        snprintf(key, sizeof key, "\"name\":\"%s\",\"type\":\"%s\",\"inputs\":[\"%s\"],\"output_bytes\":%zu,\"offload\":%s",
+                 m->layers[i]->name, m->layers[i]->ops->type, net_map_name(m, i), shape_bytes(m->layers[i]->out), want[i]);
         ck_assert_msg(strstr(out, key) != NULL, "%s missing in:\n%s", key, out);
     }
+    char data[100];
+    snprintf(data, sizeof data, "\"data\":{\"bytes\":%zu,\"offload\":true,\"map\":\"offload\"}", shape_bytes(m->input));
+    ck_assert_msg(strstr(out, data) != NULL, "%s missing in:\n%s", data, out);
     free(out);
     net_free(m);
     free(pr.layers);
@@ -1231,6 +1276,7 @@ static Suite *planfile_suite(void)
     tcase_add_test(file, test_load_bad_map);
     tcase_add_test(file, test_load_bad_swap);
     tcase_add_test(file, test_load_wrong_batch);
+    tcase_add_test(file, test_load_version1);
     tcase_add_test(file, test_load_bad_header);
     tcase_add_test(file, test_load_truncated);
     tcase_add_test(file, test_load_fuzz);

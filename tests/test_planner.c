@@ -129,7 +129,7 @@ START_TEST(profile_cache_round_trip)
     snprintf(key, sizeof key, "cpu threads=%d link_gbps=%g", 1, 0.0);
     ck_assert(profile_cache_path(n, key, cache_dir, path, sizeof path) == VDNN_OK);
     ck_assert(tn_exists(path));
-    tn_write_text(path, "vdnn-profile 1\ndevice cpu\nnet zz\n");
+    tn_write_text(path, "vdnn-profile 2\ndevice cpu\nnet zz\n");
     ck_assert(profile_load(path, &c) == VDNN_EFORMAT);
     tn_msg_has(path, ":3:");
     ck_assert(profile_get(n, d, 0, 1, cache_dir, &c, &cached) == VDNN_OK);

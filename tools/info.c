@@ -5,12 +5,25 @@
 #include <stdio.h>
 #include <string.h>
 
-static void json_layer(FILE *f, const layer *l, int last)
+/* Trainable parameter elements (weights, biases, batch norm's scale and shift), as
+ * papers count them; running statistics are state, not parameters. */
+static size_t trainable_count(const layer *l)
 {
-    fprintf(f, "    {\"index\": %d, \"name\": \"%s\", \"type\": \"%s\", \"output\": [%d, %d, %d, %d], "
+    size_t count = 0;
+    for (int k = 0; k < l->nparams; k++)
+        if (l->params[k].trainable) count += shape_count(l->params[k].shape);
+    return count;
+}
+
+static void json_layer(FILE *f, const net *n, const layer *l, int last)
+{
+    fprintf(f, "    {\"index\": %d, \"name\": \"%s\", \"type\": \"%s\", \"inputs\": [", l->index, l->name,
+            l->ops->type);
+    for (int k = 0; k < l->ninputs; k++) fprintf(f, "%s\"%s\"", k ? ", " : "", net_map_name(n, l->input[k]));
+    fprintf(f, "], \"output\": [%d, %d, %d, %d], \"params\": %zu, "
                "\"param_bytes\": %zu, \"output_bytes\": %zu, \"needs_input\": %d, \"needs_output\": %d, "
                "\"workspace_bytes\": {",
-            l->index, l->name, l->ops->type, l->out.n, l->out.c, l->out.h, l->out.w, layer_param_bytes(l),
+            l->out.n, l->out.c, l->out.h, l->out.w, trainable_count(l), layer_param_bytes(l),
             shape_bytes(l->out), l->needs_input, l->needs_output);
     static const char *passes[] = {"forward", "backward_data", "backward_filter"};
     int first = 1;
@@ -24,13 +37,19 @@ static void json_layer(FILE *f, const layer *l, int last)
     fprintf(f, "}}%s\n", last ? "" : ",");
 }
 
-static void text_layer(FILE *f, const layer *l)
+static void text_layer(FILE *f, const net *n, const layer *l)
 {
     char desc[64] = "", pb[32], ob[32], shape[40];
     if (l->ops->describe) l->ops->describe(l, desc, sizeof desc);
     snprintf(shape, sizeof shape, "%dx%dx%dx%d", l->out.n, l->out.c, l->out.h, l->out.w);
     fprintf(f, "%3d  %-10s %-13s %-22s %-17s %12s %12s\n", l->index, l->name, l->ops->type, desc, shape,
             vdnn_fmt_bytes(layer_param_bytes(l), pb, sizeof pb), vdnn_fmt_bytes(shape_bytes(l->out), ob, sizeof ob));
+    /* a graph: what each layer reads, where it is not simply the layer above */
+    if (l->ninputs > 1 || l->input[0] != l->index) {
+        fprintf(f, "       reads");
+        for (int k = 0; k < l->ninputs; k++) fprintf(f, "%s %s", k ? "," : "", net_map_name(n, l->input[k]));
+        fprintf(f, "\n");
+    }
     static const char *passes[] = {"fwd", "bwd-data", "bwd-filter"};
     for (int p = 0; p < PASS_COUNT && l->ops->algo_count; p++) {
         fprintf(f, "       workspace %-10s", passes[p]);
@@ -122,6 +141,8 @@ int cmd_info(int argc, char **argv)
     size_t maps = shape_bytes(n->input);
     for (int i = 0; i < n->nlayers; i++) maps += shape_bytes(n->layers[i]->out);
     size_t params = net_param_bytes(n), ws = net_max_workspace_bytes(n), bound = net_train_bytes_bound(n);
+    size_t count = 0;
+    for (int i = 0; i < n->nlayers; i++) count += trainable_count(n->layers[i]);
     /* vDNN's baseline: every feature map and gradient map allocated for the whole net */
     size_t network_wide = params + 2 * maps + ws, network_wide_mem = params + 2 * maps + min_workspace(n);
     if (json) {
@@ -131,10 +152,10 @@ int cmd_info(int argc, char **argv)
         vdnn_json_str(stdout, d ? device_model(d) : "cpu");
         printf(", \"input\": [%d, %d, %d, %d], \"classes\": %d,\n  \"layers\": [\n", n->input.n, n->input.c,
                n->input.h, n->input.w, n->classes);
-        for (int i = 0; i < n->nlayers; i++) json_layer(stdout, n->layers[i], i == n->nlayers - 1);
-        printf("  ],\n  \"param_bytes\": %zu, \"feature_map_bytes\": %zu, \"max_workspace_bytes\": %zu, "
+        for (int i = 0; i < n->nlayers; i++) json_layer(stdout, n, n->layers[i], i == n->nlayers - 1);
+        printf("  ],\n  \"params\": %zu, \"param_bytes\": %zu, \"feature_map_bytes\": %zu, \"max_workspace_bytes\": %zu, "
                "\"train_bytes_bound\": %zu,\n  \"network_wide_bytes\": {\"perf\": %zu, \"mem\": %zu},\n"
-               "  \"min_budget_bytes\": {", params, maps, ws, bound, network_wide, network_wide_mem);
+               "  \"min_budget_bytes\": {", count, params, maps, ws, bound, network_wide, network_wide_mem);
         for (int p = 0; p < POLICY_COUNT; p++)
             printf("%s\"%s\": {\"perf\": %zu, \"mem\": %zu}", p ? ", " : "", policy_name((mem_policy)p),
                    mins[p][ALGO_PERF], mins[p][ALGO_MEM]);
@@ -146,9 +167,10 @@ int cmd_info(int argc, char **argv)
         printf("%s: input %dx%dx%dx%d, %d classes, %d layers; algorithms of %s\n", cfg, n->input.n, n->input.c,
                n->input.h, n->input.w, n->classes, n->nlayers, d ? device_model(d) : "the cpu");
         printf("%3s  %-10s %-13s %-22s %-17s %12s %12s\n", "#", "name", "type", "", "output", "params", "output map");
-        for (int i = 0; i < n->nlayers; i++) text_layer(stdout, n->layers[i]);
-        printf("totals: params+grads+momenta %s, feature maps %s, largest workspace %s\n",
-               vdnn_fmt_bytes(params, a, sizeof a), vdnn_fmt_bytes(maps, b, sizeof b), vdnn_fmt_bytes(ws, c, sizeof c));
+        for (int i = 0; i < n->nlayers; i++) text_layer(stdout, n, n->layers[i]);
+        printf("totals: %.3f M parameters (%zu), params+grads+momenta %s, feature maps %s, largest workspace %s\n",
+               (double)count / 1e6, count, vdnn_fmt_bytes(params, a, sizeof a), vdnn_fmt_bytes(maps, b, sizeof b),
+               vdnn_fmt_bytes(ws, c, sizeof c));
         printf("minimum budget of one training iteration (exact, fragmentation included):\n");
         printf("  %-9s %14s %14s   %s\n", "policy", "perf algos", "mem algos", "mem saved vs none/perf");
         for (int p = 0; p < POLICY_COUNT; p++)

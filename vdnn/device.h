@@ -138,7 +138,8 @@ void device_fault_after(device *d, const char *layer, const char *pass);
  * and every wait moves the waiting clock forward to the event's. On other devices these
  * calls do nothing. */
 struct layer;
-enum { SIM_FWD = 0, SIM_BWD, SIM_BWD_NO_DX, SIM_UPDATE };
+/* SIM_ACCUM: adding a gradient of the layer's input size into another (layer_accumulate) */
+enum { SIM_FWD = 0, SIM_BWD, SIM_BWD_NO_DX, SIM_UPDATE, SIM_ACCUM };
 typedef struct sim_model {
     double h2d_bytes_per_s, d2h_bytes_per_s;   /* 0: copies take no time */
     double copy_latency_s;                     /* per memory-stream copy */

@@ -33,6 +33,8 @@ typedef struct fmap {
     int offload;         /* the plan: offload after its last forward reader */
     int recompute;       /* the plan: drop after its last forward reader, recompute in backward */
     int first_reader;    /* the first layer (counting backward) whose backward reads it; -1: none */
+    int release;         /* the layer after whose backward pass it is dropped: its last use in
+                          * backward, recomputations included; -1: dropped after forward */
     char name[24];       /* "x[3]", for traces and errors */
 } fmap;
 

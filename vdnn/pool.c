@@ -1,4 +1,11 @@
-/* The budgeted asynchronous pool: best fit over an address-ordered block list. */
+/* The budgeted asynchronous pool: first fit over an address-ordered block list.
+ *
+ * Nets of thousands of layers hold tens of thousands of blocks, and the planner replays
+ * their iterations thousands of times, so no operation walks the list: the free blocks
+ * are also a treap by offset whose nodes know the largest free block below them (the
+ * lowest hole that fits is found in O(log n)), live blocks are found by offset in a
+ * hash table, pending frees wait in a queue in the order they were made, and the pool
+ * knows its last block. The choices are those of a walk of the list. */
 #include "vdnn/pool.h"
 
 #include <stdlib.h>
@@ -14,13 +21,23 @@ typedef struct block {
     void *ev;              /* BLOCK_PENDING: the event it waits for */
     uint64_t seq;          /* BLOCK_PENDING: order of the free, oldest first */
     uint64_t ripe;         /* BLOCK_PENDING: the tick from which it may be reclaimed */
-    struct block *prev, *next;
+    struct block *prev, *next;          /* every block, by address */
+    struct block *left, *right;         /* BLOCK_FREE: the treap of free blocks */
+    uint32_t prio;                      /* treap priority (a heap on it keeps it balanced) */
+    size_t max_free;                    /* the largest size in this node's subtree */
+    struct block *hnext;                /* BLOCK_USED/PENDING: next in its hash bucket */
+    struct block *qprev, *qnext;        /* BLOCK_PENDING: the queue of pending frees */
 } block;
 
 struct pool {
     size_t capacity;
     pool_sync sync;
-    block *head;
+    block *head, *last;
+    block *free_root;          /* treap of free blocks by offset */
+    block **bucket;            /* hash of live blocks by offset */
+    size_t nbuckets, nlive;
+    block *qhead, *qtail;      /* pending frees, oldest first */
+    uint32_t rng;
     size_t used, peak, pending;
     size_t live_peak;          /* highest used - pending: bytes of blocks not yet freed */
     size_t frontier_peak;      /* highest end of any block ever allocated */
@@ -34,16 +51,144 @@ size_t pool_round(size_t bytes)
     return (bytes + POOL_ALIGN - 1) / POOL_ALIGN * POOL_ALIGN;
 }
 
+/* ---- the treap of free blocks ---- */
+
+static size_t max_of(const block *b) { return b ? b->max_free : 0; }
+
+static void t_fix(block *b)
+{
+    size_t m = b->size;
+    if (max_of(b->left) > m) m = max_of(b->left);
+    if (max_of(b->right) > m) m = max_of(b->right);
+    b->max_free = m;
+}
+
+/* Splits t into the nodes below offset `key` (*l) and the rest (*r). */
+static void t_split(block *t, size_t key, block **l, block **r)
+{
+    if (!t) {
+        *l = *r = NULL;
+    } else if (t->off < key) {
+        t_split(t->right, key, &t->right, r);
+        t_fix(t);
+        *l = t;
+    } else {
+        t_split(t->left, key, l, &t->left);
+        t_fix(t);
+        *r = t;
+    }
+}
+
+/* Joins two treaps, every node of a below every node of b. */
+static block *t_merge(block *a, block *b)
+{
+    if (!a) return b;
+    if (!b) return a;
+    if (a->prio > b->prio) {
+        a->right = t_merge(a->right, b);
+        t_fix(a);
+        return a;
+    }
+    b->left = t_merge(a, b->left);
+    t_fix(b);
+    return b;
+}
+
+static void t_insert(pool *p, block *b)
+{
+    p->rng ^= p->rng << 13;
+    p->rng ^= p->rng >> 17;
+    p->rng ^= p->rng << 5;
+    b->prio = p->rng;
+    b->left = b->right = NULL;
+    b->max_free = b->size;
+    block *l, *r;
+    t_split(p->free_root, b->off, &l, &r);
+    p->free_root = t_merge(t_merge(l, b), r);
+}
+
+static void t_remove(pool *p, block *b)
+{
+    block *l, *m, *r;
+    t_split(p->free_root, b->off, &l, &m);
+    t_split(m, b->off + 1, &m, &r);
+    p->free_root = t_merge(l, r);
+    b->left = b->right = NULL;
+}
+
+/* The lowest free block of at least `size` bytes, or NULL. */
+static block *t_first_fit(block *t, size_t size)
+{
+    while (t && t->max_free >= size) {
+        if (max_of(t->left) >= size) t = t->left;
+        else if (t->size >= size) return t;
+        else t = t->right;
+    }
+    return NULL;
+}
+
+/* ---- live blocks by offset ---- */
+
+static size_t h_slot(const pool *p, size_t off) { return (off / POOL_ALIGN * 0x9e3779b97f4a7c15ull) % p->nbuckets; }
+
+static vdnn_status h_insert(pool *p, block *b)
+{
+    if (p->nlive + 1 > p->nbuckets) {
+        size_t n = p->nbuckets ? 2 * p->nbuckets : 64;
+        block **fresh = calloc(n, sizeof *fresh);
+        if (!fresh) return vdnn_fail(VDNN_ENOMEM, "out of host memory in the device pool");
+        block **old = p->bucket;
+        size_t oldn = p->nbuckets;
+        p->bucket = fresh;
+        p->nbuckets = n;
+        for (size_t k = 0; k < oldn; k++)
+            for (block *x = old[k], *nx; x; x = nx) {
+                nx = x->hnext;
+                size_t s = h_slot(p, x->off);
+                x->hnext = p->bucket[s];
+                p->bucket[s] = x;
+            }
+        free(old);
+    }
+    size_t s = h_slot(p, b->off);
+    b->hnext = p->bucket[s];
+    p->bucket[s] = b;
+    p->nlive++;
+    return VDNN_OK;
+}
+
+static void h_remove(pool *p, block *b)
+{
+    for (block **at = &p->bucket[h_slot(p, b->off)]; *at; at = &(*at)->hnext)
+        if (*at == b) {
+            *at = b->hnext;
+            p->nlive--;
+            return;
+        }
+}
+
+static block *find_used(pool *p, size_t offset)
+{
+    if (!p->nbuckets) return NULL;
+    for (block *b = p->bucket[h_slot(p, offset)]; b; b = b->hnext)
+        if (b->off == offset) return b->state == BLOCK_USED ? b : NULL;
+    return NULL;
+}
+
+/* ---- the pool ---- */
+
 pool *pool_create(size_t capacity_bytes, const pool_sync *sync)
 {
     pool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->capacity = capacity_bytes / POOL_ALIGN * POOL_ALIGN;
+    p->rng = 2463534242u;
     if (sync) p->sync = *sync;
     if (p->capacity) {
-        p->head = calloc(1, sizeof *p->head);
+        p->head = p->last = calloc(1, sizeof *p->head);
         if (!p->head) { free(p); return NULL; }
         p->head->size = p->capacity;
+        t_insert(p, p->head);
     }
     return p;
 }
@@ -56,28 +201,35 @@ void pool_destroy(pool *p)
         if (b->state == BLOCK_PENDING && p->sync.release) p->sync.release(p->sync.ctx, b->ev);
         free(b);
     }
+    free(p->bucket);
     free(p);
 }
 
-/* Merges b with free neighbours; returns the surviving block. */
-static block *coalesce(block *b)
+static void unlink_block(pool *p, block *n)
+{
+    if (n->prev) n->prev->next = n->next;
+    if (n->next) n->next->prev = n->prev;
+    if (p->last == n) p->last = n->prev;
+    free(n);
+}
+
+/* b is free now: merges it with free neighbours into one free block in the treap. */
+static void coalesce(pool *p, block *b)
 {
     if (b->next && b->next->state == BLOCK_FREE) {
         block *n = b->next;
+        t_remove(p, n);
         b->size += n->size;
-        b->next = n->next;
-        if (n->next) n->next->prev = b;
-        free(n);
+        unlink_block(p, n);
     }
     if (b->prev && b->prev->state == BLOCK_FREE) {
         block *q = b->prev;
+        t_remove(p, q);
         q->size += b->size;
-        q->next = b->next;
-        if (b->next) b->next->prev = q;
-        free(b);
+        unlink_block(p, b);
         b = q;
     }
-    return b;
+    t_insert(p, b);
 }
 
 static void release_block(pool *p, block *b)
@@ -86,69 +238,70 @@ static void release_block(pool *p, block *b)
         p->pending -= b->size;
         if (p->sync.release) p->sync.release(p->sync.ctx, b->ev);
         b->ev = NULL;
+        if (b->qprev) b->qprev->qnext = b->qnext;
+        else p->qhead = b->qnext;
+        if (b->qnext) b->qnext->qprev = b->qprev;
+        else p->qtail = b->qprev;
+        b->qprev = b->qnext = NULL;
     }
+    h_remove(p, b);
     p->used -= b->size;
     b->state = BLOCK_FREE;
-    coalesce(b);
+    coalesce(p, b);
 }
 
 void pool_reclaim(pool *p, int wait)
 {
-    /* Releasing coalesces neighbours, which frees list nodes: rescan after each. */
-    for (block *b = p->head; b;) {
-        if (b->state == BLOCK_PENDING) {
-            if (wait && p->sync.wait) p->sync.wait(p->sync.ctx, b->ev);
-            if (!p->sync.done || p->sync.done(p->sync.ctx, b->ev)) {
-                release_block(p, b);
-                b = p->head;
-                continue;
-            }
-        }
-        b = b->next;
+    /* Which order they go in does not matter: coalescing ends in the same blocks. */
+    for (block *b = p->qhead, *n; b; b = n) {
+        n = b->qnext;
+        if (wait && p->sync.wait) p->sync.wait(p->sync.ctx, b->ev);
+        if (!p->sync.done || p->sync.done(p->sync.ctx, b->ev)) release_block(p, b);
     }
 }
 
 /* The oldest pending block whose release lag has passed, or NULL. */
 static block *oldest_pending(pool *p)
 {
-    block *best = NULL;
-    for (block *b = p->head; b; b = b->next)
-        if (b->state == BLOCK_PENDING && b->ripe <= p->tick && (!best || b->seq < best->seq)) best = b;
-    return best;
+    for (block *b = p->qhead; b; b = b->qnext)
+        if (b->ripe <= p->tick) return b;
+    return NULL;
 }
 
 /* The free block past the last allocated one, if any: growing into it raises the
  * pool's frontier. */
 static block *tail_block(pool *p)
 {
-    block *b = p->head;
-    while (b && b->next) b = b->next;
-    return b && b->state == BLOCK_FREE ? b : NULL;
+    return p->last && p->last->state == BLOCK_FREE ? p->last : NULL;
 }
 
 /* The lowest free hole below the frontier that fits (first fit). */
 static block *find_hole(pool *p, size_t size)
 {
-    block *tail = tail_block(p);
-    for (block *b = p->head; b; b = b->next)
-        if (b->state == BLOCK_FREE && b != tail && b->size >= size) return b;
-    return NULL;
+    block *b = t_first_fit(p->free_root, size);
+    return b && b != tail_block(p) ? b : NULL;
 }
 
 static size_t largest_free(const pool *p)
 {
-    size_t m = 0;
-    for (const block *b = p->head; b; b = b->next)
-        if (b->state == BLOCK_FREE && b->size > m) m = b->size;
-    return m;
+    return max_of(p->free_root);
 }
 
 /* Splits free block b so that its first `size` bytes are used. */
 static vdnn_status take(pool *p, block *b, size_t size, size_t *offset)
 {
+    block *rest = NULL;
     if (b->size > size) {
-        block *rest = calloc(1, sizeof *rest);
+        rest = calloc(1, sizeof *rest);
         if (!rest) return vdnn_fail(VDNN_ENOMEM, "out of host memory in the device pool");
+    }
+    vdnn_status st = h_insert(p, b);
+    if (st != VDNN_OK) {
+        free(rest);
+        return st;
+    }
+    t_remove(p, b);
+    if (rest) {
         rest->off = b->off + size;
         rest->size = b->size - size;
         rest->prev = b;
@@ -156,6 +309,8 @@ static vdnn_status take(pool *p, block *b, size_t size, size_t *offset)
         if (b->next) b->next->prev = rest;
         b->next = rest;
         b->size = size;
+        if (p->last == b) p->last = rest;
+        t_insert(p, rest);
     }
     b->state = BLOCK_USED;
     p->used += size;
@@ -201,15 +356,8 @@ vdnn_status pool_alloc(pool *p, size_t bytes, const char *layer, const char *ten
                          vdnn_fmt_bytes(largest_free(p), l, sizeof l));
     }
     vdnn_status st = take(p, b, size, offset);
-    if (st == VDNN_OK && b->off + size > p->frontier_peak) p->frontier_peak = b->off + size;
+    if (st == VDNN_OK && *offset + size > p->frontier_peak) p->frontier_peak = *offset + size;
     return st;
-}
-
-static block *find_used(pool *p, size_t offset)
-{
-    for (block *b = p->head; b; b = b->next)
-        if (b->off == offset) return b->state == BLOCK_USED ? b : NULL;
-    return NULL;
 }
 
 vdnn_status pool_free(pool *p, size_t offset)
@@ -234,6 +382,11 @@ vdnn_status pool_free_after(pool *p, size_t offset, void *ev)
     b->seq = p->seq++;
     b->ripe = p->tick + p->lag;
     p->pending += b->size;
+    b->qprev = p->qtail;
+    b->qnext = NULL;
+    if (p->qtail) p->qtail->qnext = b;
+    else p->qhead = b;
+    p->qtail = b;
     return VDNN_OK;
 }
 
