@@ -91,7 +91,9 @@ build() {
 t0=$(date +%s)
 # The stage `test` builds and hands back its vdnn (OUTDIR/vdnn); carried to later stages
 # as .deps/vdnn, it spares each of them the build (its rpaths name this same sysroot path).
-if [ "$stage" != test ] && [ -x .deps/vdnn ] && .deps/vdnn --version 2> /dev/null | grep -q 'backends.*cuda'; then
+# (files that come back from a device call are read-only: the execute bit is set here)
+if [ "$stage" != test ] && [ -f .deps/vdnn ] && chmod +x .deps/vdnn 2> /dev/null &&
+    .deps/vdnn --version 2> /dev/null | grep -q 'backends.*cuda'; then
     mkdir -p build && cp .deps/vdnn build/vdnn
     say "build: none: the vdnn carried in .deps/vdnn"
 elif ! say "build: $target, sysroot ${sysroot:-not needed}, CUDA_ARCH ${arch:-the Makefile's default}" || ! build; then

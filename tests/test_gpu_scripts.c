@@ -126,15 +126,15 @@ START_TEST(test_build_failure_still_packs)
 END_TEST
 
 /* A later stage runs the vdnn an earlier one handed back (.deps/vdnn) instead of
- * building. Run in a copy of the scripts, so that the repository's own .deps is left
- * alone. */
+ * building, though it came back read-only. Run in a copy of the scripts, so that the
+ * repository's own .deps is left alone. */
 START_TEST(test_carried_binary)
 {
     fake_gpu_machine();
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "mkdir -p '%s/repo/.deps' && cp -r bench tools tests '%s/repo/' && "
              "printf '#!/bin/sh\\necho vdnn: backends cpu, cuda\\n' >'%s/repo/.deps/vdnn' && "
-             "chmod +x '%s/repo/.deps/vdnn'", root, root, root, root);
+             "chmod 444 '%s/repo/.deps/vdnn'", root, root, root, root);
     ck_assert_int_eq(system(cmd), 0);
     snprintf(cmd, sizeof cmd, "cd '%s/repo' && SANITIZER='%s/bin/compute-sanitizer' sh bench/gpu_session.sh sanitize "
              "'%s/out'", root, root, root);
