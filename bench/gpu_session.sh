@@ -32,6 +32,7 @@ stage=$1
 case $stage in test | sanitize | fp32 | tf32 | policies | big) ;; *) usage ;; esac
 mkdir -p "$2" || exit 1
 out=$(cd "$2" && pwd)
+started=$(date +%s)
 work=${TMPDIR:-/tmp}/vdnn-gpu-$stage
 rm -rf "$work"
 mkdir -p "$work"
@@ -110,29 +111,37 @@ say "build: done in $(($(date +%s) - t0)) s"
 ./build/vdnn devices >> "$summary" 2>&1
 
 # ---- the stage ----
+# A device command is killed at 10 minutes, and then nothing would be packed: the stage
+# gets what is left of 9.5 minutes, so that there is time to pack (SESSION_S: another
+# limit).
+left=$((${SESSION_S:-570} - ($(date +%s) - started)))
+[ "$left" -gt 5 ] || left=5
+say "stage: $left s left for it"
 rc=0
 case $stage in
 test)
     cp build/vdnn "$out/vdnn"
     # cuDNN 9's own log: warnings and errors, to a file of its own
-    CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=$work/cudnn.log timeout 540 \
+    CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG=$work/cudnn.log timeout "$left" \
         sh tests/run.sh build/tests/test_cuda build/tests/test_device > "$work/tests.log" 2>&1 || rc=$?
     grep -E '^(SKIPPED|tests:)|Failures: [1-9]|Errors: [1-9]|:[0-9]+:[EF]:|notice:' "$work/tests.log" | tail -n 60 |
         tee -a "$summary"
     [ -s "$work/cudnn.log" ] && say "cuDNN log: $(grep -c -i 'error' "$work/cudnn.log") lines with 'error' (cudnn.log)"
     ;;
 sanitize)
-    SAN_TIMEOUT=${SAN_TIMEOUT:-120} sh bench/gpu_sanitizer.sh "$work" > "$work/sanitizer.out" 2>&1 || rc=$?
+    SAN_TIMEOUT=${SAN_TIMEOUT:-120} timeout "$left" sh bench/gpu_sanitizer.sh "$work" > "$work/sanitizer.out" 2>&1 ||
+        rc=$?
     cat "$work/sanitizer.md" >> "$summary" 2> /dev/null || tail -n 20 "$work/sanitizer.out" | tee -a "$summary"
     ;;
 fp32 | tf32)
     sh bench/gpu.sh info "$work" > "$work/stage.out" 2>&1
-    MATH=$stage sh bench/gpu.sh compare "$work" >> "$work/stage.out" 2>&1 || rc=$?
+    MATH=$stage timeout "$left" sh bench/gpu.sh compare "$work" >> "$work/stage.out" 2>&1 || rc=$?
     ;;
 policies | big)
-    sh bench/gpu.sh "$stage" "$work" > "$work/stage.out" 2>&1 || rc=$?
+    timeout "$left" sh bench/gpu.sh "$stage" "$work" > "$work/stage.out" 2>&1 || rc=$?
     ;;
 esac
 [ -f "$work/summary.md" ] && cat "$work/summary.md" >> "$summary"
+[ "$rc" -eq 124 ] && say "stage $stage: stopped at its time limit: what it finished is in the tarball"
 say "stage $stage: exit $rc"
 finish "$rc"

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 
 #include "tests/testnet.h"
+#include "vdnn/device.h"
 
 static char root[512];
 
@@ -125,6 +126,27 @@ START_TEST(test_build_failure_still_packs)
 }
 END_TEST
 
+/* A stage that would outrun the device command's 10 minutes is stopped in time to pack
+ * what it finished (here: a 3-second session and a sanitizer that hangs). */
+START_TEST(test_stage_time_limit)
+{
+    fake_gpu_machine();
+    fake("compute-sanitizer", "sleep 60");
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "SESSION_S=3 SANITIZER='%s/bin/compute-sanitizer' sh bench/gpu_session.sh sanitize '%s/out'",
+             root, root);
+    double t0 = vdnn_now_s();
+    int rc = run(cmd);
+    double secs = vdnn_now_s() - t0;
+    char *summary = read_in_root("out/sanitize.txt");
+    ck_assert_msg(rc == 124 && secs < 30, "exit %d after %.0f s:\n%s", rc, secs, summary);
+    ck_assert_msg(strstr(summary, "stopped at its time limit"), "summary:\n%s", summary);
+    snprintf(cmd, sizeof cmd, "test -s '%s/out/sanitize.tar.gz'", root);
+    ck_assert_msg(system(cmd) == 0, "no tarball after the time limit");
+    free(summary);
+}
+END_TEST
+
 /* A later stage runs the vdnn an earlier one handed back (.deps/vdnn) instead of
  * building, though it came back read-only. Run in a copy of the scripts, so that the
  * repository's own .deps is left alone. */
@@ -175,6 +197,7 @@ int main(void)
     tcase_add_test(tc, test_werror_retry_and_racecheck_filter);
     tcase_add_test(tc, test_build_failure_still_packs);
     tcase_add_test(tc, test_carried_binary);
+    tcase_add_test(tc, test_stage_time_limit);
     tcase_add_test(tc, test_kernel_names);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
