@@ -152,6 +152,20 @@ stage_policies() {
             train "$out/configs/vgg16-b64-policies.cfg" --device cuda --policy "$p" --algo perf --steps "$POL_STEPS" \
             --epochs 1
     done
+    # dyn in half of the memory none used (its pool peak), as bench/planner.md does on the CPU
+    half=$("$py" -c 'import json, sys
+peak = [json.loads(l).get("pool_peak_bytes") for l in open(sys.argv[1]) if "pool_peak_bytes" in l]
+print(peak[-1] // 2 if peak and peak[-1] else "")' "$out/policies-none.log" 2> /dev/null || true)
+    if [ -n "$half" ]; then
+        run_vdnn policies-dyn 300 "stage=policies net=vgg16 batch=64 math=fp32 policy=dyn budget=$half" \
+            train "$out/configs/vgg16-b64-policies.cfg" --device cuda --policy dyn --budget "$half" \
+            --steps "$POL_STEPS" --epochs 1
+    fi
+    # one traced run of two steps under all: copies beside compute, a small file
+    synth_cfg configs/vgg16.cfg vgg16-b64-trace 64 2
+    run_vdnn policies-trace 120 "stage=trace net=vgg16 batch=64 math=fp32 policy=all" \
+        train "$out/configs/vgg16-b64-trace.cfg" --device cuda --policy all --algo perf --steps 2 --epochs 1 \
+        --trace "$out/policies-all-trace.json"
     for f in "$VDNN_CACHE"/profile-*.txt; do
         [ -f "$f" ] && cp "$f" "$out/policies-link-profile.txt"
     done
@@ -187,12 +201,15 @@ for meta in sorted(glob.glob(os.path.join(out, "*.meta"))):
     rc = read(".rc").strip()
     r["rc"] = int(rc) if rc else None
     steps, epoch = [], {}
+    r["plan_s"] = r["predicted_ms"] = None
     for line in read(".log").splitlines():
         try:
             j = json.loads(line)
         except ValueError:
             continue
-        if "step_time_ms" in j:
+        if "plan_s" in j:
+            r["plan_s"], r["predicted_ms"] = j["plan_s"], j.get("predicted_step_ms")
+        elif "step_time_ms" in j:
             steps.append(j["step_time_ms"])
         elif "train_loss" in j:
             epoch = j
@@ -206,6 +223,9 @@ for meta in sorted(glob.glob(os.path.join(out, "*.meta"))):
     m = re.search(r"([0-9.]+) ms/step ([0-9.]+) images/s", r["out"])
     if r["tool"] == "torch" and m:
         r["ms"], r["ips"] = float(m.group(1)), float(m.group(2))
+    if r["tool"] == "vdnn" and r["predicted_ms"] is None:   # dyn prints its plan's prediction
+        m = re.search(r"predicted +([0-9.]+) ms", r["out"])
+        r["predicted_ms"] = float(m.group(1)) if m else None
     runs[name] = r
 
 def gib(b):
@@ -267,7 +287,7 @@ if pol:
     md += ["## policies: VGG-16, batch 64, FP32", "",
            "| policy | ms/step | images/s | slowdown vs none | pool peak | offloaded per step | compute waited for copies per step | status |",
            "|---|---|---|---|---|---|---|---|"]
-    for p in ("none", "conv", "all"):
+    for p in ("none", "conv", "all", "dyn"):
         r = pol.get(p)
         if not r:
             continue
@@ -308,6 +328,18 @@ if big:
                 if re.search(r"planner|chosen plan|other candidate|micro-batches|offloaded:|predicted|measured|^done", l)]
         if plan:
             md += ["", "dyn's plan, as it printed it:", "", "```"] + plan[:16] + ["```"]
+    md.append("")
+
+pred = [r for r in runs.values() if r["tool"] == "vdnn" and r["ms"]]
+if pred:
+    md += ["## The planner's prediction against the measured step", "",
+           "Predicted: the simulator's iteration time for the plan run, from the profile vdnn measured "
+           "(`predicted_step_ms` in the log; dyn's from its output). Measured: the median step above.", "",
+           "| run | planning (s) | predicted ms | measured ms | measured / predicted |", "|---|---|---|---|---|"]
+    for r in sorted(pred, key=lambda r: r["name"]):
+        ratio = r["ms"] / r["predicted_ms"] if r["predicted_ms"] else None
+        md.append(f"| {r['name']} | {num(r['plan_s'])} | {num(r['predicted_ms'])} | {num(r['ms'])} | "
+                  f"{num(ratio, '{:.3f}')} |")
     md.append("")
 
 md += ["## Every run", "", "| run | exit | command | device | last line of output |", "|---|---|---|---|---|"]

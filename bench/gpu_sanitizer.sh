@@ -7,8 +7,11 @@
 # The net has one layer of every type and trains two steps on synthetic data, then
 # evaluates, in a small budget; memcheck runs it under policy all (feature maps
 # offloaded and prefetched on the memory stream) and swap (parameters streamed in and
-# gradients out), racecheck and synccheck under all, each run stopped after 4 minutes
-# (a tool slows the GPU down tens of times; the four take a few minutes). Each tool's full
+# gradients out), racecheck and synccheck under all, each run stopped after SAN_TIMEOUT
+# seconds (default 150: a tool slows the GPU down tens of times; the four take a few
+# minutes). racecheck checks the project's own kernels only (every one is named vdnn_*,
+# which tests/test_gpu_scripts.c enforces): cuDNN's and cuBLAS's kernels share memory in
+# ways racecheck reports as hazards that are not ours to fix. Each tool's full
 # output goes to OUTDIR/sanitizer-TOOL-POLICY.txt; the summary (OUTDIR/sanitizer.md, also
 # printed) gives each run's exit status and the tool's own error count. Exits 1 when a
 # run failed or a tool reported an error.
@@ -99,7 +102,7 @@ sanitize() {
     # --algo mem: no profiling run, which would time every cuDNN algorithm under the tool
     set -- "$san" --tool "$tool" "$@" "$bin" train "$cfg" --device cuda --budget 8M --policy "$policy" --algo mem --steps 2
     rc=0
-    timeout 240 "$@" > "$log" 2>&1 || rc=$?
+    timeout "${SAN_TIMEOUT:-150}" "$@" > "$log" 2>&1 || rc=$?
     # memcheck, synccheck: "ERROR SUMMARY: N errors"; racecheck: "RACECHECK SUMMARY: N hazards displayed (N errors, N warnings)"
     said=$(grep -E "(ERROR|RACECHECK) SUMMARY" "$log" | tail -n 1 | sed 's/^=* *//')
     errors=$(printf '%s\n' "$said" | sed -nE 's/.*ERROR SUMMARY: ([0-9]+) error.*/\1/p; s/.*\(([0-9]+) error.*/\1/p')
@@ -110,7 +113,7 @@ sanitize() {
 
 sanitize memcheck all --leak-check full
 sanitize memcheck swap --leak-check full
-sanitize racecheck all
+sanitize racecheck all --kernel-name kns=vdnn_
 sanitize synccheck all
 
 echo >> "$summary"

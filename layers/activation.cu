@@ -83,7 +83,7 @@ static vdnn_status cudnn_forward(layer *l, const exec_ctx *c, const float *x, fl
     return VDNN_OK;
 }
 
-static __global__ void leaky_forward_kernel(size_t n, float slope, const float *x, float *y)
+static __global__ void vdnn_leaky_forward_kernel(size_t n, float slope, const float *x, float *y)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
@@ -93,7 +93,7 @@ static __global__ void leaky_forward_kernel(size_t n, float slope, const float *
 /* dx from y and dy. Products that the CPU rounds before using go through __fmul_rn, so
  * that nvcc does not fuse them into an FMA and the bits stay the CPU's. */
 template <int K>
-static __global__ void act_backward_kernel(size_t n, float slope, const float *y, const float *dy,
+static __global__ void vdnn_act_backward_kernel(size_t n, float slope, const float *y, const float *dy,
                                            float *dx)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
@@ -113,7 +113,7 @@ static vdnn_status act_backward(layer *l, const exec_ctx *c, const float *y, con
     if (!dx) return VDNN_OK;
     cuda_ctx *ctx = device_cuda_ctx(c->dev);
     const size_t n = act_count(l, c);
-    act_backward_kernel<K><<<cuda_blocks(n), CUDA_THREADS, 0, ctx->compute>>>(n, slope, y, dy, dx);
+    vdnn_act_backward_kernel<K><<<cuda_blocks(n), CUDA_THREADS, 0, ctx->compute>>>(n, slope, y, dy, dx);
     CUDA_LAUNCH_CHECK();
     return VDNN_OK;
 }
@@ -135,7 +135,7 @@ extern "C" vdnn_status leaky_forward_cuda(layer *l, const exec_ctx *c, const flo
     cuda_ctx *ctx = device_cuda_ctx(c->dev);
     const float slope = ((const leaky_priv *)l->priv)->slope;
     const size_t n = act_count(l, c);
-    leaky_forward_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, ctx->compute>>>(n, slope, x, y);
+    vdnn_leaky_forward_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, ctx->compute>>>(n, slope, x, y);
     CUDA_LAUNCH_CHECK();
     return VDNN_OK;
 }

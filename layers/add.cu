@@ -10,7 +10,7 @@ struct add_inputs {
     int count;
 };
 
-static __global__ void add_kernel(size_t count, add_inputs in, float *y)
+static __global__ void vdnn_add_kernel(size_t count, add_inputs in, float *y)
 {
     for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < count; e += (size_t)gridDim.x * blockDim.x) {
         float acc = in.x[0][e];
@@ -19,7 +19,7 @@ static __global__ void add_kernel(size_t count, add_inputs in, float *y)
     }
 }
 
-static __global__ void accumulate_kernel(size_t count, const float *src, float *dst)
+static __global__ void vdnn_accumulate_kernel(size_t count, const float *src, float *dst)
 {
     for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < count; e += (size_t)gridDim.x * blockDim.x)
         dst[e] += src[e];
@@ -28,7 +28,7 @@ static __global__ void accumulate_kernel(size_t count, const float *src, float *
 extern "C" vdnn_status add_accumulate_cuda(device *d, float *dst, const float *src, size_t count)
 {
     cuda_ctx *ctx = device_cuda_ctx(d);
-    accumulate_kernel<<<cuda_blocks(count), CUDA_THREADS, 0, ctx->compute>>>(count, src, dst);
+    vdnn_accumulate_kernel<<<cuda_blocks(count), CUDA_THREADS, 0, ctx->compute>>>(count, src, dst);
     CUDA_LAUNCH_CHECK();
     return VDNN_OK;
 }
@@ -40,7 +40,7 @@ extern "C" vdnn_status add_forward_cuda(layer *l, const exec_ctx *c, const float
     add_inputs in;
     in.count = l->ninputs;
     for (int k = 0; k < l->ninputs; k++) in.x[k] = x[k];
-    add_kernel<<<cuda_blocks(count), CUDA_THREADS, 0, ctx->compute>>>(count, in, y);
+    vdnn_add_kernel<<<cuda_blocks(count), CUDA_THREADS, 0, ctx->compute>>>(count, in, y);
     CUDA_LAUNCH_CHECK();
     return VDNN_OK;
 }

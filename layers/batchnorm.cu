@@ -13,11 +13,16 @@
  *    path inside cuDNN, with no promise of the same bits;
  *  - evaluation forward: cudnnBatchNormalizationForwardInference;
  *  - training backward: cudnnBatchNormalizationBackward (betaParamDiff = 1 accumulates).
- * Own kernels, one block per channel summing in double as the CPU does, cover what
- * cuDNN does not: backward in evaluation (the statistics are constants, which cuDNN's
- * backward cannot express), backward without dx (cuDNN always writes it), training with
- * a single value per channel (N*H*W = 1: the unbiased variance divides by zero, where
- * the CPU uses the biased 0), and calls with more elements than a cuDNN tensor holds. */
+ * Own kernels, one block per channel summing in double in a fixed order as the CPU does,
+ * cover what cuDNN does not: backward in evaluation (the statistics are constants, which
+ * cuDNN's backward cannot express), backward without dx (cuDNN always writes it),
+ * training with a single value per channel (N*H*W = 1: the unbiased variance divides by
+ * zero, where the CPU uses the biased 0), and calls with more elements than a cuDNN
+ * tensor holds. They also run every call on a deterministic device (the default):
+ * cuDNN does not document its batch norm as bit-reproducible, and at large N*H*W its
+ * reductions may split across blocks in an order that varies, while policy invariance
+ * needs the very same bits from every run. With --nondeterministic, cuDNN's (faster)
+ * batch norm runs. tests/test_cuda.c checks both at a shape large enough to tell. */
 #include "vdnn/cuda_util.h"
 
 #include <limits.h>
@@ -118,7 +123,7 @@ __device__ static bn_chan chan_stats(const bn_geom &g, int ch, const float *x, i
 }
 
 /* bn_forward of the CPU half; update: fold the batch statistics into the running ones. */
-static __global__ void bn_forward_kernel(bn_geom g, const float *x, float *y, const float *gamma,
+static __global__ void vdnn_bn_forward_kernel(bn_geom g, const float *x, float *y, const float *gamma,
                                          const float *beta, float *rm, float *rv, float eps,
                                          float momentum, int train, int update)
 {
@@ -142,7 +147,7 @@ static __global__ void bn_forward_kernel(bn_geom g, const float *x, float *y, co
 
 /* bn_backward of the CPU half: dgamma, dbeta (overwritten or accumulated) and, when dx is
  * not NULL, dx. */
-static __global__ void bn_backward_kernel(bn_geom g, const float *x, const float *dy, float *dx,
+static __global__ void vdnn_bn_backward_kernel(bn_geom g, const float *x, const float *dy, float *dx,
                                           const float *gamma, float *dgamma, float *dbeta,
                                           const float *rm, const float *rv, float eps, int train,
                                           int accumulate)
@@ -189,12 +194,14 @@ static unsigned chan_blocks(int c)
     return c < 65535 ? (unsigned)c : 65535u;
 }
 
-/* Whether this call runs on the own kernels whatever the pass: a single value per channel
- * in training, or more than the 2^31 - 1 elements a cuDNN tensor can hold. */
+/* Whether this call runs on the own kernels whatever the pass: on a deterministic
+ * device, with a single value per channel in training, or with more than the 2^31 - 1
+ * elements a cuDNN tensor can hold. */
 static int own_kernels(const exec_ctx *c, const bn_geom &g)
 {
     const size_t per_chan = (size_t)g.n * g.hw;
-    return (c->train && per_chan == 1) || per_chan * g.c > (size_t)INT_MAX;
+    return !device_get_options(c->dev)->nondeterministic || (c->train && per_chan == 1) ||
+           per_chan * g.c > (size_t)INT_MAX;
 }
 
 extern "C" vdnn_status bn_forward_cuda(layer *l, const exec_ctx *c, const float *x, float *y)
@@ -209,7 +216,7 @@ extern "C" vdnn_status bn_forward_cuda(layer *l, const exec_ctx *c, const float 
     float *rm = l->params[BN_MEAN].value, *rv = l->params[BN_VAR].value;
     const float one = 1.0f, zero = 0.0f;
     if (own_kernels(c, geom)) {
-        bn_forward_kernel<<<chan_blocks(geom.c), BN_THREADS, 0, ctx->compute>>>(
+        vdnn_bn_forward_kernel<<<chan_blocks(geom.c), BN_THREADS, 0, ctx->compute>>>(
             geom, x, y, gamma, beta, rm, rv, p->eps, p->momentum, c->train, !c->recompute);
         CUDA_LAUNCH_CHECK();
         return VDNN_OK;
@@ -242,7 +249,7 @@ extern "C" vdnn_status bn_backward_cuda(layer *l, const exec_ctx *c, const float
     const float *rm = l->params[BN_MEAN].value, *rv = l->params[BN_VAR].value;
     float *dgamma = l->params[BN_GAMMA].grad, *dbeta = l->params[BN_BETA].grad;
     if (!c->train || !dx || own_kernels(c, geom)) {
-        bn_backward_kernel<<<chan_blocks(geom.c), BN_THREADS, 0, ctx->compute>>>(
+        vdnn_bn_backward_kernel<<<chan_blocks(geom.c), BN_THREADS, 0, ctx->compute>>>(
             geom, x, dy, dx, gamma, dgamma, dbeta, rm, rv, p->eps, c->train, c->accumulate);
         CUDA_LAUNCH_CHECK();
         return VDNN_OK;

@@ -12,7 +12,7 @@ static size_t slice_offset(const layer *l, int k)
 }
 
 /* dst[n * block + e] += src[n * pitch + e] for n < items, e < block. */
-static __global__ void add_slice_kernel(size_t items, size_t block, size_t pitch, const float *src, float *dst)
+static __global__ void vdnn_add_slice_kernel(size_t items, size_t block, size_t pitch, const float *src, float *dst)
 {
     const size_t count = items * block;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count; i += (size_t)gridDim.x * blockDim.x)
@@ -44,7 +44,7 @@ extern "C" vdnn_status concat_backward_cuda(layer *l, const exec_ctx *c, const f
         const float *src = dy + slice_offset(l, k);
         if (c->accumulate_dx >> k & 1) {
             const size_t count = (size_t)c->n * block;
-            add_slice_kernel<<<cuda_blocks(count), CUDA_THREADS, 0, ctx->compute>>>((size_t)c->n, block, per_item, src,
+            vdnn_add_slice_kernel<<<cuda_blocks(count), CUDA_THREADS, 0, ctx->compute>>>((size_t)c->n, block, per_item, src,
                                                                                     dx[k]);
             CUDA_LAUNCH_CHECK();
         } else {

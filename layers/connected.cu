@@ -25,7 +25,7 @@
 #include "layers/connected.h"
 
 /* y (n, out) = b (out) in every row. */
-static __global__ void fill_rows(float *y, const float *b, size_t count, int out)
+static __global__ void vdnn_fill_rows(float *y, const float *b, size_t count, int out)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count; i += (size_t)gridDim.x * blockDim.x)
         y[i] = b[i % (size_t)out];
@@ -33,7 +33,7 @@ static __global__ void fill_rows(float *y, const float *b, size_t count, int out
 
 /* db (out) = (accumulate ? db : 0) + the sum over items of dy (n, out), in item order and
  * in double, as the CPU half sums it. Neighbouring threads read neighbouring floats. */
-static __global__ void bias_grad(const float *dy, int n, int out, int accumulate, float *db)
+static __global__ void vdnn_bias_grad(const float *dy, int n, int out, int accumulate, float *db)
 {
     for (int o = blockIdx.x * blockDim.x + threadIdx.x; o < out; o += gridDim.x * blockDim.x) {
         double s = accumulate ? (double)db[o] : 0.0;
@@ -62,7 +62,7 @@ extern "C" vdnn_status connected_forward_cuda(layer *l, const exec_ctx *c, const
     const float *w = l->params[FC_WEIGHTS].value;   /* (OUT, IN) */
     if (p->bias) {
         const size_t count = (size_t)n * out;
-        fill_rows<<<cuda_blocks(count), CUDA_THREADS, 0, ctx->compute>>>(y, l->params[FC_BIAS].value, count, out);
+        vdnn_fill_rows<<<cuda_blocks(count), CUDA_THREADS, 0, ctx->compute>>>(y, l->params[FC_BIAS].value, count, out);
         CUDA_LAUNCH_CHECK();
     }
     const float one = 1.0f, beta = p->bias ? 1.0f : 0.0f;
@@ -84,7 +84,7 @@ extern "C" vdnn_status connected_backward_cuda(layer *l, const exec_ctx *c, cons
     CUBLAS_TRY(cublasSgemm(ctx->cublas, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, &one, x, in, dy, out, &keep, w->grad,
                            in));
     if (p->bias) {
-        bias_grad<<<cuda_blocks((size_t)out), CUDA_THREADS, 0, ctx->compute>>>(dy, n, out, c->accumulate != 0,
+        vdnn_bias_grad<<<cuda_blocks((size_t)out), CUDA_THREADS, 0, ctx->compute>>>(dy, n, out, c->accumulate != 0,
                                                                                l->params[FC_BIAS].grad);
         CUDA_LAUNCH_CHECK();
     }

@@ -250,6 +250,24 @@ static size_t conv_workspace_bytes(const layer *l, int pass, int algo)
     return workspace_floats(&g, pass, algo) * sizeof(float);
 }
 
+/* layer_need_fn: workspace bytes of `algo` for c->n items. */
+static size_t need_bytes(layer *l, const exec_ctx *c, int pass, int algo, void *arg)
+{
+    (void)arg;
+    const conv_geom g = geom_of(l, c->n);
+    return workspace_floats(&g, pass, algo) * sizeof(float);
+}
+
+/* Moves a pass off an algorithm that failed to run (here only when VDNN_FAULTS says
+ * so: the fallback path a GPU's failures take, tested on the CPU). */
+static vdnn_status settle_algos(layer *l, const exec_ctx *c, int passes)
+{
+    vdnn_status st = VDNN_OK;
+    for (int pass = 0; pass < PASS_COUNT && st == VDNN_OK; pass++)
+        if (passes & (1 << pass)) st = layer_algo_check(l, c, pass, need_bytes, NULL);
+    return st;
+}
+
 /* Checks the algorithms chosen for the passes that will run and the workspace for n
  * items; `passes` is a bit set of (1 << PASS_*). */
 static vdnn_status check_call(const layer *l, const exec_ctx *c, const conv_geom *g, int passes)
@@ -654,7 +672,8 @@ static vdnn_status conv_forward(layer *l, const exec_ctx *c, const float *x, flo
 {
     const conv_params *p = l->priv;
     const conv_geom g = geom_of(l, c->n);
-    vdnn_status st = check_call(l, c, &g, 1 << PASS_FWD);
+    vdnn_status st = settle_algos(l, c, 1 << PASS_FWD);
+    if (st == VDNN_OK) st = check_call(l, c, &g, 1 << PASS_FWD);
     if (st != VDNN_OK) return st;
     const float *w = l->params[CONV_WEIGHTS].value;   /* (OC, IC, K, K) */
     const float *b = p->bias ? l->params[CONV_BIAS].value : NULL;   /* (OC) */
@@ -945,7 +964,9 @@ static vdnn_status conv_backward(layer *l, const exec_ctx *c, const float *x, co
     (void)y;
     const conv_params *p = l->priv;
     const conv_geom g = geom_of(l, c->n);
-    vdnn_status st = check_call(l, c, &g, (1 << PASS_BWD_FILTER) | (dx ? 1 << PASS_BWD_DATA : 0));
+    const int passes = (1 << PASS_BWD_FILTER) | (dx ? 1 << PASS_BWD_DATA : 0);
+    vdnn_status st = settle_algos(l, c, passes);
+    if (st == VDNN_OK) st = check_call(l, c, &g, passes);
     if (st != VDNN_OK) return st;
     const param *w = &l->params[CONV_WEIGHTS];
     const int fa = l->algo[PASS_BWD_FILTER], da = l->algo[PASS_BWD_DATA];

@@ -240,6 +240,12 @@ static vdnn_status list_pass(const layer *l, cudnnHandle_t h, const conv_gpu *s,
         a->deterministic = det;
     }
     t->count[pass] = kept;
+    /* a first layer never computes its input gradient: whatever cuDNN offers for that
+     * pass, binding does not depend on it */
+    if (kept == 0 && !layer_pass_runs(l, pass)) {
+        layer_table_none(t, pass);
+        return VDNN_OK;
+    }
     if (kept == 0) {
         const conv_params *p = (const conv_params *)l->priv;
         return vdnn_fail(VDNN_EDEVICE,
@@ -316,7 +322,18 @@ static vdnn_status chosen_id(const layer *l, int pass, int *id)
         return vdnn_fail(VDNN_EINVAL, "%s: no %s algorithm %d on this device (it has %d)", l->name,
                          pass_words[pass], a, l->algos->count[pass]);
     *id = l->algos->a[pass][a].id;
+    if (*id < 0)
+        return vdnn_fail(VDNN_EINVAL, "%s: the %s pass has no algorithm on this device (a first layer's, which never "
+                         "runs)", l->name, pass_words[pass]);
     return VDNN_OK;
+}
+
+/* The table index of cuDNN's algorithm `id` in `pass`, or -1. */
+static int index_of(const layer *l, int pass, int id)
+{
+    for (int a = 0; a < l->algos->count[pass]; a++)
+        if (l->algos->a[pass][a].id == id) return a;
+    return -1;
 }
 
 /* Bytes of c->workspace that cuDNN may use (none without a buffer). */
@@ -348,6 +365,7 @@ static vdnn_status need_workspace(layer *l, const exec_ctx *c, cudnnHandle_t h, 
     for (int a = 0; a < l->algos->count[pass]; a++) {
         size_t b = 0;
         int aid = l->algos->a[pass][a].id;
+        if (!layer_algo_usable(l, pass, a)) continue;
         if (workspace_of(h, s, pass, aid, &b) == CUDNN_STATUS_SUCCESS && b <= given && b < best_need) {
             best = aid;
             best_need = b;
@@ -361,20 +379,65 @@ static vdnn_status need_workspace(layer *l, const exec_ctx *c, cudnnHandle_t h, 
     return VDNN_OK;
 }
 
+/* layer_need_fn: cuDNN's workspace for table entry `algo` at the batch the descriptors
+ * are set for (c->n, by begin_call). */
+static size_t need_bytes(layer *l, const exec_ctx *c, int pass, int algo, void *arg)
+{
+    size_t bytes = 0;
+    cudnnHandle_t h = (cudnnHandle_t)arg;
+    (void)c;
+    return workspace_of(h, (const conv_gpu *)l->gpu, pass, l->algos->a[pass][algo].id, &bytes) ==
+                   CUDNN_STATUS_SUCCESS
+               ? bytes
+               : SIZE_MAX;
+}
+
+/* The cuDNN id that runs `pass` now: the chosen algorithm, or another when it failed
+ * before or needs more workspace at this batch than was given. */
+static vdnn_status pass_id(layer *l, const exec_ctx *c, cuda_ctx *ctx, conv_gpu *s, int pass, int *id)
+{
+    vdnn_status st = layer_algo_check(l, c, pass, need_bytes, ctx->cudnn);
+    if (st == VDNN_OK) st = chosen_id(l, pass, id);
+    if (st == VDNN_OK) st = need_workspace(l, c, ctx->cudnn, s, pass, id);
+    return st;
+}
+
+/* cuDNN approves algorithms (heuristics, workspace query) that then say NOT_SUPPORTED or
+ * fail to launch: such a status marks the algorithm failed, and the pass runs again
+ * with another (layer_algo_failed); *retry says whether to. Other failures are errors. */
+static vdnn_status after_call(layer *l, const exec_ctx *c, cuda_ctx *ctx, conv_gpu *s, int pass, cudnnStatus_t e,
+                              const char *call, int *id, int *retry)
+{
+    *retry = 0;
+    if (e == CUDNN_STATUS_SUCCESS) return VDNN_OK;
+    if (e != CUDNN_STATUS_NOT_SUPPORTED && e != CUDNN_STATUS_EXECUTION_FAILED)
+        return cuda_fail_dnn((int)e, call, __FILE__, __LINE__);
+    cudaGetLastError();   /* a launch that failed leaves its error behind */
+    const int failed = index_of(l, pass, *id);
+    if (failed < 0) return cuda_fail_dnn((int)e, call, __FILE__, __LINE__);
+    vdnn_status st = layer_algo_failed(l, c, pass, failed, cudnnGetErrorString(e), need_bytes, ctx->cudnn);
+    if (st == VDNN_OK) st = pass_id(l, c, ctx, s, pass, id);
+    *retry = st == VDNN_OK;
+    return st;
+}
+
 extern "C" vdnn_status conv_forward_cuda(layer *l, const exec_ctx *c, const float *x, float *y)
 {
     cuda_ctx *ctx = NULL;
     conv_gpu *s = NULL;
-    int id = 0;
+    int id = 0, retry = 1;
     vdnn_status st = begin_call(l, c, &ctx, &s);
-    if (st == VDNN_OK) st = chosen_id(l, PASS_FWD, &id);
-    if (st == VDNN_OK) st = need_workspace(l, c, ctx->cudnn, s, PASS_FWD, &id);
+    if (st == VDNN_OK) st = pass_id(l, c, ctx, s, PASS_FWD, &id);
     if (st != VDNN_OK) return st;
     const conv_params *p = (const conv_params *)l->priv;
     const float one = 1.0f, zero = 0.0f;
-    CUDNN_TRY(cudnnConvolutionForward(ctx->cudnn, &one, s->x, x, s->w, l->params[CONV_WEIGHTS].value, s->conv,
-                                      (cudnnConvolutionFwdAlgo_t)id, c->workspace, given_bytes(c), &zero, s->y,
-                                      y));
+    while (retry && st == VDNN_OK) {
+        cudnnStatus_t e = cudnnConvolutionForward(ctx->cudnn, &one, s->x, x, s->w, l->params[CONV_WEIGHTS].value,
+                                                  s->conv, (cudnnConvolutionFwdAlgo_t)id, c->workspace,
+                                                  given_bytes(c), &zero, s->y, y);
+        st = after_call(l, c, ctx, s, PASS_FWD, e, "cudnnConvolutionForward", &id, &retry);
+    }
+    if (st != VDNN_OK) return st;
     if (p->bias)
         CUDNN_TRY(cudnnAddTensor(ctx->cudnn, &one, s->bias, l->params[CONV_BIAS].value, &one, s->y, y));
     return VDNN_OK;
@@ -389,27 +452,32 @@ extern "C" vdnn_status conv_backward_cuda(layer *l, const exec_ctx *c, const flo
     (void)y;
     cuda_ctx *ctx = NULL;
     conv_gpu *s = NULL;
-    int fid = 0, did = 0;
+    int fid = 0, did = 0, retry = 1;
     vdnn_status st = begin_call(l, c, &ctx, &s);
-    if (st == VDNN_OK) st = chosen_id(l, PASS_BWD_FILTER, &fid);
-    if (st == VDNN_OK) st = need_workspace(l, c, ctx->cudnn, s, PASS_BWD_FILTER, &fid);
-    if (st == VDNN_OK && dx) st = chosen_id(l, PASS_BWD_DATA, &did);
-    if (st == VDNN_OK && dx) st = need_workspace(l, c, ctx->cudnn, s, PASS_BWD_DATA, &did);
+    if (st == VDNN_OK) st = pass_id(l, c, ctx, s, PASS_BWD_FILTER, &fid);
+    if (st == VDNN_OK && dx) st = pass_id(l, c, ctx, s, PASS_BWD_DATA, &did);
     if (st != VDNN_OK) return st;
     const conv_params *p = (const conv_params *)l->priv;
     const param *w = &l->params[CONV_WEIGHTS];
     const float one = 1.0f, zero = 0.0f;
     const float *keep = c->accumulate ? &one : &zero;
-    CUDNN_TRY(cudnnConvolutionBackwardFilter(ctx->cudnn, &one, s->x, x, s->y, dy, s->conv,
-                                             (cudnnConvolutionBwdFilterAlgo_t)fid, c->workspace, given_bytes(c),
-                                             keep, s->w, w->grad));
+    /* each pass retried alone: the filter pass is not run twice onto accumulating gradients */
+    while (retry && st == VDNN_OK) {
+        cudnnStatus_t e = cudnnConvolutionBackwardFilter(ctx->cudnn, &one, s->x, x, s->y, dy, s->conv,
+                                                         (cudnnConvolutionBwdFilterAlgo_t)fid, c->workspace,
+                                                         given_bytes(c), keep, s->w, w->grad);
+        st = after_call(l, c, ctx, s, PASS_BWD_FILTER, e, "cudnnConvolutionBackwardFilter", &fid, &retry);
+    }
+    if (st != VDNN_OK) return st;
     if (p->bias)
         CUDNN_TRY(cudnnConvolutionBackwardBias(ctx->cudnn, &one, s->y, dy, keep, s->bias, l->params[CONV_BIAS].grad));
-    if (dx)
-        CUDNN_TRY(cudnnConvolutionBackwardData(ctx->cudnn, &one, s->w, w->value, s->y, dy, s->conv,
-                                               (cudnnConvolutionBwdDataAlgo_t)did, c->workspace, given_bytes(c),
-                                               &zero, s->x, dx));
-    return VDNN_OK;
+    for (retry = dx != NULL; retry && st == VDNN_OK;) {
+        cudnnStatus_t e = cudnnConvolutionBackwardData(ctx->cudnn, &one, s->w, w->value, s->y, dy, s->conv,
+                                                       (cudnnConvolutionBwdDataAlgo_t)did, c->workspace,
+                                                       given_bytes(c), &zero, s->x, dx);
+        st = after_call(l, c, ctx, s, PASS_BWD_DATA, e, "cudnnConvolutionBackwardData", &did, &retry);
+    }
+    return st;
 }
 
 /* ---- cuDNN's own search ------------------------------------------------------------ */

@@ -14,7 +14,7 @@
 
 /* out = in * scale where kept, 0 elsewhere, over count elements whose first has mask
  * counter `first`. */
-static __global__ void dropout_kernel(size_t count, uint64_t seed, uint64_t step, uint64_t first,
+static __global__ void vdnn_dropout_kernel(size_t count, uint64_t seed, uint64_t step, uint64_t first,
                                       float p, float scale, const float *in, float *out)
 {
     for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < count;
@@ -39,7 +39,7 @@ static vdnn_status apply(layer *l, const exec_ctx *c, const float *in, float *ou
     const float scale = 1.0f / (1.0f - p);
     const uint64_t seed = rng_hash(c->seed, DROPOUT_TAG, (uint64_t)l->index);
     const uint64_t first = (uint64_t)c->item_offset * shape_per_item(l->in);
-    dropout_kernel<<<cuda_blocks(count), CUDA_THREADS, 0, ctx->compute>>>(count, seed, c->step,
+    vdnn_dropout_kernel<<<cuda_blocks(count), CUDA_THREADS, 0, ctx->compute>>>(count, seed, c->step,
                                                                          first, p, scale, in, out);
     CUDA_LAUNCH_CHECK();
     return VDNN_OK;

@@ -272,6 +272,7 @@ vdnn_status layer_bind(layer *l, device *d)
             return vdnn_wrap(st, "%s: setting up its CUDA half", l->name);
         }
     }
+    memset(l->algo_failed, 0, sizeof l->algo_failed);   /* a new table, or a new device */
     if (!had_table && !l->algos) return VDNN_OK;
     return repin(l, names, device_describe(d));
 }
@@ -286,6 +287,7 @@ vdnn_status layer_copy_algos(layer *dst, const layer *src)
     *dst->algos = *src->algos;
     memcpy(dst->algo_pinned, src->algo_pinned, sizeof dst->algo_pinned);
     memcpy(dst->algo, src->algo, sizeof dst->algo);
+    memcpy(dst->algo_failed, src->algo_failed, sizeof dst->algo_failed);
     return VDNN_OK;
 }
 
@@ -313,15 +315,20 @@ vdnn_status layer_forward_n(layer *l, const exec_ctx *c, const float *const *x, 
         return VDNN_OK;
     }
     int multi = o->max_inputs > 1;
+    vdnn_status st = VDNN_EDEVICE;
     if (k == DEVICE_CPU) {
         double t0 = vdnn_now_s();
-        vdnn_status st = multi ? o->forward_multi_cpu(l, c, x, y) : o->forward_cpu(l, c, x[0], y);
+        st = multi ? o->forward_multi_cpu(l, c, x, y) : o->forward_cpu(l, c, x[0], y);
         device_throttle(c->dev, t0);
-        return st;
+    } else if (k == DEVICE_CUDA && multi && o->forward_multi_cuda) {
+        st = o->forward_multi_cuda(l, c, x, y);
+    } else if (k == DEVICE_CUDA && !multi && o->forward_cuda) {
+        st = o->forward_cuda(l, c, x[0], y);
+    } else {
+        return vdnn_fail(VDNN_EDEVICE, "%s: no implementation for this device", l->name);
     }
-    if (k == DEVICE_CUDA && multi && o->forward_multi_cuda) return o->forward_multi_cuda(l, c, x, y);
-    if (k == DEVICE_CUDA && !multi && o->forward_cuda) return o->forward_cuda(l, c, x[0], y);
-    return vdnn_fail(VDNN_EDEVICE, "%s: no implementation for this device", l->name);
+    if (st == VDNN_OK) device_fault_after(c->dev, l->name, "forward");
+    return st;
 }
 
 vdnn_status layer_backward_n(layer *l, const exec_ctx *c, const float *const *x, const float *y,
@@ -336,15 +343,20 @@ vdnn_status layer_backward_n(layer *l, const exec_ctx *c, const float *const *x,
         return VDNN_OK;
     }
     int multi = o->max_inputs > 1;
+    vdnn_status st = VDNN_EDEVICE;
     if (k == DEVICE_CPU) {
         double t0 = vdnn_now_s();
-        vdnn_status st = multi ? o->backward_multi_cpu(l, c, x, y, dy, dx) : o->backward_cpu(l, c, x[0], y, dy, dx[0]);
+        st = multi ? o->backward_multi_cpu(l, c, x, y, dy, dx) : o->backward_cpu(l, c, x[0], y, dy, dx[0]);
         device_throttle(c->dev, t0);
-        return st;
+    } else if (k == DEVICE_CUDA && multi && o->backward_multi_cuda) {
+        st = o->backward_multi_cuda(l, c, x, y, dy, dx);
+    } else if (k == DEVICE_CUDA && !multi && o->backward_cuda) {
+        st = o->backward_cuda(l, c, x[0], y, dy, dx[0]);
+    } else {
+        return vdnn_fail(VDNN_EDEVICE, "%s: no implementation for this device", l->name);
     }
-    if (k == DEVICE_CUDA && multi && o->backward_multi_cuda) return o->backward_multi_cuda(l, c, x, y, dy, dx);
-    if (k == DEVICE_CUDA && !multi && o->backward_cuda) return o->backward_cuda(l, c, x[0], y, dy, dx[0]);
-    return vdnn_fail(VDNN_EDEVICE, "%s: no implementation for this device", l->name);
+    if (st == VDNN_OK) device_fault_after(c->dev, l->name, "backward");
+    return st;
 }
 
 void layer_input_label(const cfg_section *s, int k, char *buf, size_t len)
@@ -407,4 +419,70 @@ int layer_algo_deterministic(const layer *l, int pass, int algo)
 {
     if (l->algos) return table_entry(l, pass, algo) ? table_entry(l, pass, algo)->deterministic : 0;
     return 1;
+}
+
+int layer_pass_runs(const layer *l, int pass) { return !(pass == PASS_BWD_DATA && l->index == 0); }
+
+void layer_table_none(layer_algos *t, int pass)
+{
+    memset(&t->a[pass][0], 0, sizeof t->a[pass][0]);
+    snprintf(t->a[pass][0].name, sizeof t->a[pass][0].name, "none");
+    t->a[pass][0].id = -1;
+    t->a[pass][0].deterministic = 1;
+    t->count[pass] = 1;
+}
+
+static const char *const pass_names[PASS_COUNT] = {"forward", "backward-data", "backward-filter"};
+
+/* Algorithms a layer's failure bits cover (LAYER_MAX_ALGOS fit). */
+#define ALGO_BITS ((int)(8 * sizeof(unsigned)))
+
+int layer_algo_usable(const layer *l, int pass, int algo)
+{
+    return algo < 0 || algo >= ALGO_BITS || !(l->algo_failed[pass] >> algo & 1u);
+}
+
+/* The usable algorithm of `pass` with the largest workspace that fits c->workspace at
+ * c->n items: the likely fastest that can run; -1 when none fits. */
+static int fallback_algo(layer *l, const exec_ctx *c, int pass, layer_need_fn need, void *arg)
+{
+    size_t given = c->workspace ? c->workspace_bytes : 0, best_bytes = 0;
+    int best = -1;
+    for (int a = 0; a < layer_algo_count(l, pass); a++) {
+        if (!layer_algo_usable(l, pass, a)) continue;
+        size_t b = need(l, c, pass, a, arg);
+        if (b <= given && (best < 0 || b > best_bytes)) best = a, best_bytes = b;
+    }
+    return best;
+}
+
+vdnn_status layer_algo_failed(layer *l, const exec_ctx *c, int pass, int algo, const char *why, layer_need_fn need,
+                              void *arg)
+{
+    if (algo >= 0 && algo < ALGO_BITS) l->algo_failed[pass] |= 1u << algo;
+    int next = layer_algo_usable(l, pass, l->algo[pass]) ? l->algo[pass] : fallback_algo(l, c, pass, need, arg);
+    if (next < 0)
+        return vdnn_fail(VDNN_EDEVICE, "%s: the %s algorithm '%s' cannot run on this device (%s), and no other fits the "
+                         "%zu bytes of workspace given for %d items (--algo mem takes the smallest)", l->name,
+                         pass_names[pass], layer_algo_name(l, pass, algo), why, c->workspace ? c->workspace_bytes : 0,
+                         c->n);
+    vdnn_notice("%s: the %s algorithm '%s' cannot run on this device (%s); '%s' runs instead from now on", l->name,
+                pass_names[pass], layer_algo_name(l, pass, algo), why, layer_algo_name(l, pass, next));
+    l->algo[pass] = next;
+    return VDNN_OK;
+}
+
+vdnn_status layer_algo_check(layer *l, const exec_ctx *c, int pass, layer_need_fn need, void *arg)
+{
+    int a = l->algo[pass];
+    if (device_fault_algo(c->dev, l->name, pass_names[pass], layer_algo_name(l, pass, a)) && layer_algo_usable(l, pass, a))
+        return layer_algo_failed(l, c, pass, a, "VDNN_FAULTS, a test-only setting", need, arg);
+    if (layer_algo_usable(l, pass, a)) return VDNN_OK;
+    int next = fallback_algo(l, c, pass, need, arg);
+    if (next < 0)
+        return vdnn_fail(VDNN_EDEVICE, "%s: the %s algorithm '%s' failed earlier on this device, and no other fits the "
+                         "%zu bytes of workspace given", l->name, pass_names[pass], layer_algo_name(l, pass, a),
+                         c->workspace ? c->workspace_bytes : 0);
+    l->algo[pass] = next;
+    return VDNN_OK;
 }

@@ -179,6 +179,8 @@ struct layer {
     void *priv;               /* priv_bytes of per-type state; owned by the layer */
     void *gpu;                /* the CUDA half's state (bind_cuda); owned; NULL elsewhere */
     layer_algos *algos;       /* the device's algorithm table, or NULL: the ops' own; owned */
+    unsigned algo_failed[PASS_COUNT]; /* bit a: algorithm a could not run on this device
+                                       * (layer_algo_failed); no plan picks it again */
 };
 
 /* An ops table names its CUDA half as CUDA_HALF(conv_forward_cuda): the function in a
@@ -264,5 +266,30 @@ const char *layer_algo_name(const layer *l, int pass, int algo);
 size_t layer_workspace_bytes(const layer *l, int pass, int algo);
 /* Whether the algorithm gives the same bits on every run (every CPU algorithm does). */
 int layer_algo_deterministic(const layer *l, int pass, int algo);
+
+/* Whether the layer runs `pass` at all: the first layer computes no input gradient. */
+int layer_pass_runs(const layer *l, int pass);
+/* A device's table for a pass the layer never runs, when the device offers no algorithm
+ * for it (cuDNN may have no deterministic backward-data algorithm for a first layer's
+ * shape): one entry, "none", with no workspace, so that every pass has one. */
+void layer_table_none(layer_algos *t, int pass);
+
+/* Algorithms that cuDNN approves but that fail when run (NOT_SUPPORTED, EXECUTION_FAILED)
+ * are dropped as they fail, and the pass runs again with another. */
+/* Whether algorithm `algo` of `pass` has not failed to run on the layer's device. */
+int layer_algo_usable(const layer *l, int pass, int algo);
+/* Bytes of workspace algorithm `algo` of `pass` needs for c->n items, as the device half
+ * knows it (SIZE_MAX: it cannot say). */
+typedef size_t (*layer_need_fn)(layer *l, const exec_ctx *c, int pass, int algo, void *arg);
+/* Algorithm `algo` of `pass` could not run (`why`: the library's words): marks it failed,
+ * says so in one notice line (vdnn_notice), and when it was l->algo[pass], moves
+ * l->algo[pass] to the usable algorithm with the largest workspace that fits
+ * c->workspace for c->n items (`need`), for the caller to run the pass again with.
+ * VDNN_EDEVICE, with a message, when none is left. */
+vdnn_status layer_algo_failed(layer *l, const exec_ctx *c, int pass, int algo, const char *why, layer_need_fn need,
+                              void *arg);
+/* Called by a device half before it runs `pass`: when l->algo[pass] has failed before,
+ * or VDNN_FAULTS (device.h, tests) says it fails, moves to another as above. */
+vdnn_status layer_algo_check(layer *l, const exec_ctx *c, int pass, layer_need_fn need, void *arg);
 
 #endif

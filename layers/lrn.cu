@@ -70,7 +70,7 @@ __device__ static float scale_of(const lrn_consts &q, float sum_sq)
     return __fadd_rn(q.k, __fmul_rn(q.alpha_n, sum_sq));
 }
 
-static __global__ void lrn_forward_kernel(lrn_consts q, size_t n, const float *x, float *y)
+static __global__ void vdnn_lrn_forward_kernel(lrn_consts q, size_t n, const float *x, float *y)
 {
     const ptrdiff_t hw = (ptrdiff_t)q.hw;
     for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n;
@@ -89,7 +89,7 @@ static __global__ void lrn_forward_kernel(lrn_consts q, size_t n, const float *x
 
 /* dx at element e of channel ch, as lrn_grad_at: the scales of every channel in its
  * window, each from its own window. */
-static __global__ void lrn_backward_kernel(lrn_consts q, size_t n, const float *x, const float *y,
+static __global__ void vdnn_lrn_backward_kernel(lrn_consts q, size_t n, const float *x, const float *y,
                                            const float *dy, float *dx)
 {
     const ptrdiff_t hw = (ptrdiff_t)q.hw;
@@ -150,7 +150,7 @@ extern "C" vdnn_status lrn_forward_cuda(layer *l, const exec_ctx *c, const float
         return VDNN_OK;
     }
     const size_t n = (size_t)c->n * shape_per_item(l->in);
-    lrn_forward_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, ctx->compute>>>(consts_of(l), n, x, y);
+    vdnn_lrn_forward_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, ctx->compute>>>(consts_of(l), n, x, y);
     CUDA_LAUNCH_CHECK();
     return VDNN_OK;
 }
@@ -176,7 +176,7 @@ extern "C" vdnn_status lrn_backward_cuda(layer *l, const exec_ctx *c, const floa
         return VDNN_OK;
     }
     const size_t n = (size_t)c->n * shape_per_item(l->in);
-    lrn_backward_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, ctx->compute>>>(consts_of(l), n, x, y,
+    vdnn_lrn_backward_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, ctx->compute>>>(consts_of(l), n, x, y,
                                                                           dy, dx);
     CUDA_LAUNCH_CHECK();
     return VDNN_OK;

@@ -79,7 +79,7 @@ __device__ static void covering(int a, int size, int stride, int pad, int outs, 
     *hi = last < outs - 1 ? last : outs - 1;
 }
 
-static __global__ void maxpool_forward_kernel(pool_geom g, const float *x, float *y)
+static __global__ void vdnn_maxpool_forward_kernel(pool_geom g, const float *x, float *y)
 {
     const size_t per_plane = (size_t)g.oh * g.ow, n = g.planes * per_plane;
     for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n;
@@ -91,7 +91,7 @@ static __global__ void maxpool_forward_kernel(pool_geom g, const float *x, float
     }
 }
 
-static __global__ void maxpool_backward_kernel(pool_geom g, const float *x, const float *dy,
+static __global__ void vdnn_maxpool_backward_kernel(pool_geom g, const float *x, const float *dy,
                                                float *dx)
 {
     const size_t per_plane = (size_t)g.h * g.w, n = g.planes * per_plane;
@@ -112,7 +112,7 @@ static __global__ void maxpool_backward_kernel(pool_geom g, const float *x, cons
     }
 }
 
-static __global__ void avgpool_forward_kernel(pool_geom g, float inv, const float *x, float *y)
+static __global__ void vdnn_avgpool_forward_kernel(pool_geom g, float inv, const float *x, float *y)
 {
     const size_t per_plane = (size_t)g.oh * g.ow, n = g.planes * per_plane;
     for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n;
@@ -129,7 +129,7 @@ static __global__ void avgpool_forward_kernel(pool_geom g, float inv, const floa
 }
 
 /* Each window adds dy * inv, rounded as the CPU rounds it before adding (no FMA). */
-static __global__ void avgpool_backward_kernel(pool_geom g, float inv, const float *dy, float *dx)
+static __global__ void vdnn_avgpool_backward_kernel(pool_geom g, float inv, const float *dy, float *dx)
 {
     const size_t per_plane = (size_t)g.h * g.w, n = g.planes * per_plane;
     for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n;
@@ -157,7 +157,7 @@ extern "C" vdnn_status maxpool_forward_cuda(layer *l, const exec_ctx *c, const f
     cuda_ctx *ctx = device_cuda_ctx(c->dev);
     const pool_geom g = geom_of(l, c);
     const size_t n = g.planes * g.oh * g.ow;
-    maxpool_forward_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, ctx->compute>>>(g, x, y);
+    vdnn_maxpool_forward_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, ctx->compute>>>(g, x, y);
     CUDA_LAUNCH_CHECK();
     return VDNN_OK;
 }
@@ -170,7 +170,7 @@ extern "C" vdnn_status maxpool_backward_cuda(layer *l, const exec_ctx *c, const 
     cuda_ctx *ctx = device_cuda_ctx(c->dev);
     const pool_geom g = geom_of(l, c);
     const size_t n = g.planes * g.h * g.w;
-    maxpool_backward_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, ctx->compute>>>(g, x, dy, dx);
+    vdnn_maxpool_backward_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, ctx->compute>>>(g, x, dy, dx);
     CUDA_LAUNCH_CHECK();
     return VDNN_OK;
 }
@@ -180,7 +180,7 @@ extern "C" vdnn_status avgpool_forward_cuda(layer *l, const exec_ctx *c, const f
     cuda_ctx *ctx = device_cuda_ctx(c->dev);
     const pool_geom g = geom_of(l, c);
     const size_t n = g.planes * g.oh * g.ow;
-    avgpool_forward_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, ctx->compute>>>(g, avg_inv(g), x, y);
+    vdnn_avgpool_forward_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, ctx->compute>>>(g, avg_inv(g), x, y);
     CUDA_LAUNCH_CHECK();
     return VDNN_OK;
 }
@@ -194,7 +194,7 @@ extern "C" vdnn_status avgpool_backward_cuda(layer *l, const exec_ctx *c, const 
     cuda_ctx *ctx = device_cuda_ctx(c->dev);
     const pool_geom g = geom_of(l, c);
     const size_t n = g.planes * g.h * g.w;
-    avgpool_backward_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, ctx->compute>>>(g, avg_inv(g), dy,
+    vdnn_avgpool_backward_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, ctx->compute>>>(g, avg_inv(g), dy,
                                                                               dx);
     CUDA_LAUNCH_CHECK();
     return VDNN_OK;

@@ -91,7 +91,7 @@ __device__ static bool beats(float v, size_t i, float bv, size_t bi)
 /* One block per item (grid-stride over items): loss[i] = logsumexp(x_i) - x_i[label] in
  * double and hit[i] = (label == first argmax), both 0 for a label out of range (the
  * summing kernel reports it). */
-static __global__ void loss_item_kernel(int n, size_t d, const float *x, const int32_t *labels,
+static __global__ void vdnn_loss_item_kernel(int n, size_t d, const float *x, const int32_t *labels,
                                         double *loss, int *hit)
 {
     __shared__ float s_v[LOSS_THREADS];
@@ -140,7 +140,7 @@ static __global__ void loss_item_kernel(int n, size_t d, const float *x, const i
 /* One block: the sums of loss and hit (either may be NULL: 0) over n items, each thread
  * taking items t, t + LOSS_THREADS, ... and the block adding the threads' sums in a
  * fixed tree; and the first label outside [0, d). */
-static __global__ void loss_sum_kernel(int n, size_t d, const int32_t *labels, const double *loss,
+static __global__ void vdnn_loss_sum_kernel(int n, size_t d, const int32_t *labels, const double *loss,
                                        const int *hit, loss_result *res)
 {
     __shared__ double s_loss[LOSS_THREADS];
@@ -227,10 +227,10 @@ extern "C" vdnn_status softmax_forward_cuda(layer *l, const exec_ctx *c, const f
         loss = (double *)((char *)c->workspace + LOSS_RESULT_BYTES);
         hit = (int *)(loss + n);
         const unsigned blocks = n < 65535 ? (unsigned)n : 65535u;
-        loss_item_kernel<<<blocks, LOSS_THREADS, 0, ctx->compute>>>(n, d, x, c->labels, loss, hit);
+        vdnn_loss_item_kernel<<<blocks, LOSS_THREADS, 0, ctx->compute>>>(n, d, x, c->labels, loss, hit);
         CUDA_LAUNCH_CHECK();
     }
-    loss_sum_kernel<<<1, LOSS_THREADS, 0, ctx->compute>>>(n, d, c->labels, loss, hit, res);
+    vdnn_loss_sum_kernel<<<1, LOSS_THREADS, 0, ctx->compute>>>(n, d, c->labels, loss, hit, res);
     CUDA_LAUNCH_CHECK();
     loss_result r = {0.0, 0, -1, 0, 0};
     st = fetch_result(l, c, ctx, res, &r);
@@ -242,7 +242,7 @@ extern "C" vdnn_status softmax_forward_cuda(layer *l, const exec_ctx *c, const f
 
 /* dx = p * g, and (p - 1) * g at the label (left as p * g for a label out of range,
  * which the caller then reports). */
-static __global__ void loss_grad_kernel(size_t count, size_t d, float g, const int32_t *labels,
+static __global__ void vdnn_loss_grad_kernel(size_t count, size_t d, float g, const int32_t *labels,
                                         const float *y, float *dx)
 {
     for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < count;
@@ -263,7 +263,7 @@ extern "C" vdnn_status softmax_backward_cuda(layer *l, const exec_ctx *c, const 
     if (!c->labels) return vdnn_fail(VDNN_EINVAL, "%s: backward needs labels", l->name);
     cuda_ctx *ctx = device_cuda_ctx(c->dev);
     const size_t d = shape_per_item(l->in), count = (size_t)c->n * d;
-    loss_grad_kernel<<<cuda_blocks(count), CUDA_THREADS, 0, ctx->compute>>>(count, d, c->grad_scale,
+    vdnn_loss_grad_kernel<<<cuda_blocks(count), CUDA_THREADS, 0, ctx->compute>>>(count, d, c->grad_scale,
                                                                             c->labels, y, dx);
     CUDA_LAUNCH_CHECK();
     return VDNN_OK;

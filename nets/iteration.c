@@ -71,6 +71,16 @@ static void barrier(net *n)
     device_stream_sync(n->dev, STREAM_COMPUTE);
 }
 
+/* A GPU reports a failed kernel or copy after the fact: checked (without waiting) after
+ * each layer pass, the first failure is named by the pass issued last. */
+static vdnn_status check_device(net *n, const layer *l, const char *pass)
+{
+    vdnn_status st = device_poll(n->dev);
+    if (st == VDNN_OK) return st;
+    return vdnn_wrap(st, "%s, %s pass (or work issued before it: the device reports failures late; --sync-layers "
+                     "finds the pass)", l->name, pass);
+}
+
 /* A GPU runs the layer after the host has issued it: while tracing, the host waits for
  * each layer, so that its slice is the layer's run (copies on the memory stream still
  * overlap it, and are timed by events). */
@@ -270,6 +280,7 @@ static vdnn_status forward(net *n, exec_ctx *c, int train)
         trace_pass(n, l, "forward", t0);
         pool_tick(device_pool(n->dev));
         barrier(n);
+        if ((st = check_device(n, l, "forward")) != VDNN_OK) return st;
     }
     return VDNN_OK;
 }
@@ -459,6 +470,7 @@ static vdnn_status backward(net *n, exec_ctx *c)
         trace_pass(n, l, "backward", t0);
         pool_tick(device_pool(n->dev));
         barrier(n);
+        if ((st = check_device(n, l, "backward")) != VDNN_OK) return st;
     }
     return VDNN_OK;
 }
@@ -585,7 +597,12 @@ vdnn_status net_train_step(net *n, const float *x, const int32_t *y, int items, 
     vdnn_status st = chunks(n, x, y, items, 0, items, lr, r);
     if (st == VDNN_OK) st = update(n, lr, 1);
     release_all(n);
+    /* every failure of the step's work shows by its end, and every timed wait is read */
+    vdnn_status done = st == VDNN_OK ? device_sync(n->dev) : VDNN_OK;
+    n->stats.wait_s += device_take_wait_s(n->dev);
     if (st != VDNN_OK) return st;
+    if (done != VDNN_OK) return vdnn_wrap(done, "step %llu (its last work: the parameter updates)",
+                                          (unsigned long long)n->step + 1);
     n->step++;
     return VDNN_OK;
 }
@@ -596,14 +613,21 @@ vdnn_status net_backprop(net *n, const float *x, const int32_t *y, int items, in
         return vdnn_fail(VDNN_EINVAL, "items %d..%d of a batch of %d", base, base + items, total);
     vdnn_status st = chunks(n, x, y, items, base, total, -1, r);
     release_all(n);
-    return st;
+    vdnn_status done = st == VDNN_OK ? device_sync(n->dev) : VDNN_OK;
+    n->stats.wait_s += device_take_wait_s(n->dev);
+    if (st != VDNN_OK) return st;
+    if (done != VDNN_OK) return vdnn_wrap(done, "step %llu (forward and backward)", (unsigned long long)n->step + 1);
+    return VDNN_OK;
 }
 
 vdnn_status net_update(net *n, double lr)
 {
     vdnn_status st = update(n, lr, 0);
-    if (st == VDNN_OK) n->step++;
-    return st;
+    vdnn_status done = st == VDNN_OK ? device_sync(n->dev) : VDNN_OK;
+    if (st != VDNN_OK) return st;
+    if (done != VDNN_OK) return vdnn_wrap(done, "step %llu (the parameter updates)", (unsigned long long)n->step + 1);
+    n->step++;
+    return VDNN_OK;
 }
 
 vdnn_status net_eval_batch(net *n, const float *x, const int32_t *y, int items, step_result *r)
@@ -615,7 +639,9 @@ vdnn_status net_eval_batch(net *n, const float *x, const int32_t *y, int items, 
     vdnn_status st = load_input(n, x, y, items);
     if (st == VDNN_OK) st = forward(n, &c, 0);
     release_all(n);
+    vdnn_status done = st == VDNN_OK ? device_sync(n->dev) : VDNN_OK;
     if (st != VDNN_OK) return st;
+    if (done != VDNN_OK) return vdnn_wrap(done, "evaluation");
     r->loss_sum += loss;
     r->correct += one.correct;
     r->n += items;

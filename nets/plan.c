@@ -6,11 +6,14 @@
 #include "nets/net.h"
 #include "nets/planner.h"
 
+/* Algorithms that failed to run on the device (layer_algo_failed) are passed over. */
 static int smallest_workspace(const layer *l, int pass)
 {
     int best = 0;
     for (int a = 1; a < layer_algo_count(l, pass); a++)
-        if (layer_workspace_bytes(l, pass, a) < layer_workspace_bytes(l, pass, best)) best = a;
+        if (layer_algo_usable(l, pass, a) &&
+            (!layer_algo_usable(l, pass, best) || layer_workspace_bytes(l, pass, a) < layer_workspace_bytes(l, pass, best)))
+            best = a;
     return best;
 }
 
@@ -18,7 +21,9 @@ static int largest_workspace(const layer *l, int pass)
 {
     int best = 0;
     for (int a = 1; a < layer_algo_count(l, pass); a++)
-        if (layer_workspace_bytes(l, pass, a) > layer_workspace_bytes(l, pass, best)) best = a;
+        if (layer_algo_usable(l, pass, a) &&
+            (!layer_algo_usable(l, pass, best) || layer_workspace_bytes(l, pass, a) > layer_workspace_bytes(l, pass, best)))
+            best = a;
     return best;
 }
 

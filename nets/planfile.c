@@ -206,6 +206,11 @@ static int best_algo(const layer *l, int pass, const double *t)
     int count = layer_algo_count(l, pass), best = 0;
     if (t && count > PLAN_MAX_ALGOS) count = PLAN_MAX_ALGOS;
     for (int a = 1; a < count; a++) {
+        if (!layer_algo_usable(l, pass, a)) continue;   /* it failed to run on this device */
+        if (!layer_algo_usable(l, pass, best)) {
+            best = a;
+            continue;
+        }
         if (t && t[a] != t[best]) {
             if (t[a] < t[best]) best = a;
             continue;

@@ -7,7 +7,6 @@
 
 #include "nets/planner.h"
 #include "nets/solver.h"
-#include "vdnn/rng.h"
 
 /* The cache file's format: 2 added each layer's gradient-sum time. */
 #define PROFILE_VERSION 2
@@ -64,18 +63,6 @@ static size_t layer_scratch_bytes(const layer *l, int items)
            pool_round((size_t)items * sizeof(int32_t)) + (8 + 2 * (size_t)l->ninputs) * POOL_ALIGN;
 }
 
-static vdnn_status fill_random(device *d, void *dev, size_t count, uint64_t seed)
-{
-    float *h = malloc(count * sizeof *h);
-    if (!h) return vdnn_fail(VDNN_ENOMEM, "out of host memory for measuring");
-    rng r;
-    rng_seed(&r, seed);
-    for (size_t k = 0; k < count; k++) h[k] = rng_normal(&r);
-    vdnn_status st = device_upload(d, dev, h, count * sizeof *h);
-    free(h);
-    return st;
-}
-
 static vdnn_status bench_alloc(layer *l, device *d, int items, bench_bufs *b)
 {
     size_t yb = (size_t)items * shape_per_item(l->out) * sizeof(float);
@@ -87,8 +74,8 @@ static vdnn_status bench_alloc(layer *l, device *d, int items, bench_bufs *b)
         st = device_alloc(d, xb, l->name, "x (measuring)", &b->x[k]);
         if (st == VDNN_OK) st = device_alloc(d, xb, l->name, "dx (measuring)", &b->dx[k]);
         /* random values, not zeros: branches on signs (ReLU, max pooling) must cost what
-         * they cost on real data */
-        if (st == VDNN_OK) st = fill_random(d, b->x[k], xb / sizeof(float), 1 + 16 * (uint64_t)k);
+         * they cost on real data; drawn on the device, not on the host and copied */
+        if (st == VDNN_OK) st = device_fill_normal(d, b->x[k], xb / sizeof(float), 1 + 16 * (uint64_t)k);
     }
     if (st == VDNN_OK) st = device_alloc(d, yb, l->name, "y (measuring)", &b->y);
     if (st == VDNN_OK) st = device_alloc(d, yb, l->name, "dy (measuring)", &b->dy);
@@ -106,7 +93,7 @@ static vdnn_status bench_alloc(layer *l, device *d, int items, bench_bufs *b)
         b->ws_bytes = smaller;
         st = VDNN_OK;
     }
-    if (st == VDNN_OK) st = fill_random(d, b->dy, yb / sizeof(float), 2);
+    if (st == VDNN_OK) st = device_fill_normal(d, b->dy, yb / sizeof(float), 2);
     if (st == VDNN_OK) st = device_zero(d, b->labels, (size_t)items * sizeof(int32_t));
     return st;
 }
@@ -174,7 +161,10 @@ static vdnn_status time_call(layer *l, device *d, bench_bufs *b, int items, cons
         c.n = run == 0 && what != RUN_UPDATE ? probe : items;
         double t0 = vdnn_now_s();
         st = run_once(l, d, b, &c, what, with_dx);
-        device_stream_sync(d, STREAM_COMPUTE);
+        /* a kernel that failed after its launch shows here: no time for it */
+        if (st == VDNN_OK) st = device_stream_sync(d, STREAM_COMPUTE);
+        if (st == VDNN_OK) st = device_poll(d);
+        if (st != VDNN_OK) break;
         double dt = vdnn_now_s() - t0;
         if (run == 0) {
             dt *= (double)items / c.n;
@@ -263,6 +253,19 @@ static int find_all(layer *l, device *d, bench_bufs *b, int items, unsigned with
     return 1;
 }
 
+/* Whether an algorithm can be timed: its workspace fits, and it has not failed to run. */
+static int runnable(const layer *l, int pass, int algo, size_t ws_bytes)
+{
+    return layer_workspace_bytes(l, pass, algo) <= ws_bytes && layer_algo_usable(l, pass, algo);
+}
+
+/* An algorithm that failed while it was timed (the layer ran another in its place) gets
+ * no time: no plan may pick it. */
+static void drop_failed(const layer *l, int pass, int algo, double *secs)
+{
+    if (!layer_algo_usable(l, pass, algo)) *secs = LAYER_UNMEASURED;
+}
+
 /* What a layer's costs depend on besides itself: which of its inputs get a gradient
  * (bit k), and whether a second reader's gradient part is added into its input's. */
 typedef struct layer_role {
@@ -282,8 +285,9 @@ static vdnn_status measure_layer(layer *l, device *d, int items, layer_role role
     if (st == VDNN_OK && find_all(l, d, &b, items, with_dx, lc)) nf = nb = nd = 0;   /* the library timed them */
     for (int k = 0; k < nf && st == VDNN_OK; k++) {
         a3[PASS_FWD] = by_workspace(l, PASS_FWD, k);
-        if (layer_workspace_bytes(l, PASS_FWD, a3[PASS_FWD]) > b.ws_bytes) continue;
+        if (!runnable(l, PASS_FWD, a3[PASS_FWD], b.ws_bytes)) continue;
         st = time_call(l, d, &b, items, a3, RUN_FWD, 0, best_of(lc->fwd_s, nf), &lc->fwd_s[a3[PASS_FWD]]);
+        drop_failed(l, PASS_FWD, a3[PASS_FWD], &lc->fwd_s[a3[PASS_FWD]]);
     }
     a3[PASS_FWD] = 0;
     if (!l->ops->algo_count) {
@@ -292,9 +296,10 @@ static vdnn_status measure_layer(layer *l, device *d, int items, layer_role role
     } else {
         for (int k = 0; k < nb && st == VDNN_OK; k++) {
             a3[PASS_BWD_FILTER] = by_workspace(l, PASS_BWD_FILTER, k);
-            if (layer_workspace_bytes(l, PASS_BWD_FILTER, a3[PASS_BWD_FILTER]) > b.ws_bytes) continue;
+            if (!runnable(l, PASS_BWD_FILTER, a3[PASS_BWD_FILTER], b.ws_bytes)) continue;
             st = time_call(l, d, &b, items, a3, RUN_BWD_FILTER, 0, best_of(lc->bwd_filter_s, nb),
                            &lc->bwd_filter_s[a3[PASS_BWD_FILTER]]);
+            drop_failed(l, PASS_BWD_FILTER, a3[PASS_BWD_FILTER], &lc->bwd_filter_s[a3[PASS_BWD_FILTER]]);
         }
         int bf = argmin_of(lc->bwd_filter_s, nb);
         a3[PASS_BWD_FILTER] = bf;
@@ -305,9 +310,10 @@ static vdnn_status measure_layer(layer *l, device *d, int items, layer_role role
                 *t = 0;
                 continue;
             }
-            if (layer_workspace_bytes(l, PASS_BWD_DATA, a3[PASS_BWD_DATA]) > b.ws_bytes) continue;
+            if (!runnable(l, PASS_BWD_DATA, a3[PASS_BWD_DATA], b.ws_bytes)) continue;
             st = time_call(l, d, &b, items, a3, RUN_BWD, 1, best_of(lc->bwd_data_s, nd) + lc->bwd_filter_s[bf], t);
             *t = *t > lc->bwd_filter_s[bf] ? *t - lc->bwd_filter_s[bf] : 0;
+            drop_failed(l, PASS_BWD_DATA, a3[PASS_BWD_DATA], t);
         }
     }
     lc->update_s = lc->accum_s = 0;
@@ -347,17 +353,17 @@ static int same_cost(const net *n, int i, int j)
 }
 
 /* Seconds per copy of `bytes` in `kind` (both directions alternating when kind < 0),
- * on the memory stream, over `count` copies. */
-static double time_copies(device *d, void *dev, void *host, size_t bytes, int kind, int count)
+ * on the memory stream, over `count` copies; *st gets the first failure. */
+static double time_copies(device *d, void *dev, void *host, size_t bytes, int kind, int count, vdnn_status *st)
 {
-    device_stream_sync(d, STREAM_MEMORY);
+    if (*st == VDNN_OK) *st = device_stream_sync(d, STREAM_MEMORY);
     double t0 = vdnn_now_s();
-    for (int i = 0; i < count; i++) {
+    for (int i = 0; i < count && *st == VDNN_OK; i++) {
         int k = kind >= 0 ? kind : (i % 2 ? COPY_D2H : COPY_H2D);
-        if (k == COPY_H2D) device_copy(d, STREAM_MEMORY, dev, host, bytes, COPY_H2D);
-        else device_copy(d, STREAM_MEMORY, host, dev, bytes, COPY_D2H);
+        if (k == COPY_H2D) *st = device_copy(d, STREAM_MEMORY, dev, host, bytes, COPY_H2D);
+        else *st = device_copy(d, STREAM_MEMORY, host, dev, bytes, COPY_D2H);
     }
-    device_stream_sync(d, STREAM_MEMORY);
+    if (*st == VDNN_OK) *st = device_stream_sync(d, STREAM_MEMORY);
     return (vdnn_now_s() - t0) / count;
 }
 
@@ -374,11 +380,11 @@ static vdnn_status measure_link(device *d, size_t bytes, profile *p)
     memset(host, 0, bytes);
     st = device_zero(d, dev, bytes);
     int count = 6;
-    double lat = time_copies(d, dev, host, POOL_ALIGN, COPY_H2D, 32);
-    time_copies(d, dev, host, bytes, COPY_H2D, 1);
-    double h2d = time_copies(d, dev, host, bytes, COPY_H2D, count);
-    double d2h = time_copies(d, dev, host, bytes, COPY_D2H, count);
-    double both = time_copies(d, dev, host, bytes, -1, count);
+    double lat = time_copies(d, dev, host, POOL_ALIGN, COPY_H2D, 32, &st);
+    time_copies(d, dev, host, bytes, COPY_H2D, 1, &st);
+    double h2d = time_copies(d, dev, host, bytes, COPY_H2D, count, &st);
+    double d2h = time_copies(d, dev, host, bytes, COPY_D2H, count, &st);
+    double both = time_copies(d, dev, host, bytes, -1, count, &st);
     p->copy_latency_s = lat;
     p->h2d_bytes_per_s = (double)bytes / (h2d > lat ? h2d - lat : h2d);
     p->d2h_bytes_per_s = (double)bytes / (d2h > lat ? d2h - lat : d2h);

@@ -6,7 +6,7 @@
 #include "vdnn/cuda_util.h"
 #include "nets/solver.h"
 
-__global__ static void sgd_kernel(float *w, const float *g, float *v, size_t count, float lr, float mom, float wd)
+__global__ static void vdnn_sgd_kernel(float *w, const float *g, float *v, size_t count, float lr, float mom, float wd)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count; i += (size_t)gridDim.x * blockDim.x) {
         float gi = __fadd_rn(g[i], __fmul_rn(wd, w[i]));
@@ -20,7 +20,7 @@ extern "C" vdnn_status solver_update_cuda(device *d, param *p, float lr, float m
     cuda_ctx *c = device_cuda_ctx(d);
     size_t count = shape_count(p->shape);
     if (!count) return VDNN_OK;
-    sgd_kernel<<<cuda_blocks(count), CUDA_THREADS, 0, c->compute>>>(p->value, p->grad, p->momentum, count, lr,
+    vdnn_sgd_kernel<<<cuda_blocks(count), CUDA_THREADS, 0, c->compute>>>(p->value, p->grad, p->momentum, count, lr,
                                                                     momentum, weight_decay);
     CUDA_LAUNCH_CHECK();
     return VDNN_OK;

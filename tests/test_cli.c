@@ -331,7 +331,8 @@ START_TEST(test_train_quiet_log)
     run_free(&r);
     char *text = tn_read(log, NULL);
     ck_assert_msg(text != NULL, "no log at %s", log);
-    ck_assert_int_eq(count_lines_with(text, "{", NULL), 5);
+    ck_assert_int_eq(count_lines_with(text, "{", NULL), 6);
+    ck_assert_int_eq(count_lines_with(text, "{\"plan_s\": ", NULL), 1);
     ck_assert_int_eq(count_lines_with(text, "\"step\": ", "\"loss\": "), 5);
     ck_assert_int_eq(count_lines_with(text, "\"epoch\": ", "\"lr\": "), 5);
     ck_assert_int_eq(count_lines_with(text, "\"step\": 1,", NULL), 1);

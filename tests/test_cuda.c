@@ -1336,6 +1336,144 @@ START_TEST(test_profile)
 }
 END_TEST
 
+/* Item by item, what a GPU session must confirm of the first-run fixes (issue 11). */
+
+/* The profiler's fills run on the GPU: the numbers rng_normal_at gives on the host, and
+ * a billion of them in well under the minutes a host fill and copy would take. */
+START_TEST(test_fill_normal)
+{
+    if (skip_without_gpu("test_fill_normal")) return;
+    const size_t count = (size_t)1 << 28;   /* 1 GiB */
+    device *d = make_gpu(count * sizeof(float) + ((size_t)1 << 20), 0, 0);
+    float *x = dev_alloc(d, count * sizeof(float), "x");
+    double t0 = vdnn_now_s();
+    ck_assert_int_eq(device_fill_normal(d, x, count, 9), VDNN_OK);
+    ck_assert_int_eq(device_sync(d), VDNN_OK);
+    double secs = vdnn_now_s() - t0;
+    ck_assert_msg(secs < 2, "filling %zu floats took %.2f s on the GPU", count, secs);
+    float *head = get(d, x, 1 << 16);
+    for (size_t k = 0; k < 1 << 16; k++)
+        ck_assert_msg(fabsf(head[k] - rng_normal_at(9, k)) <= 1e-5f * (1 + fabsf(head[k])),
+                      "element %zu: %.9g on the GPU, %.9g on the host", k, head[k], rng_normal_at(9, k));
+    free(head);
+    ck_assert_int_eq(device_free(d, x), VDNN_OK);
+    device_destroy(d);
+}
+END_TEST
+
+/* The compute stream's wait for a copy is measured with events: the host returns at
+ * once, the wait counts what the stream stood still. */
+START_TEST(test_timed_wait)
+{
+    if (skip_without_gpu("test_timed_wait")) return;
+    const size_t bytes = (size_t)512 << 20;   /* tens of ms over PCIe or C2C */
+    device *d = make_gpu(bytes + ((size_t)1 << 20), 0, 0);
+    void *x = dev_alloc(d, bytes, "x"), *h = device_host_alloc(d, bytes);
+    ck_assert_ptr_nonnull(h);
+    memset(h, 1, bytes);
+    ck_assert_int_eq(device_sync(d), VDNN_OK);
+    device_take_wait_s(d);
+    ck_assert_int_eq(device_copy(d, STREAM_MEMORY, x, h, bytes, COPY_H2D), VDNN_OK);
+    dev_event *ev = device_event_record(d, STREAM_MEMORY);
+    double t0 = vdnn_now_s();
+    ck_assert_int_eq(device_stream_wait_timed(d, STREAM_COMPUTE, ev), VDNN_OK);
+    double host_s = vdnn_now_s() - t0;
+    ck_assert_int_eq(device_sync(d), VDNN_OK);
+    double waited = device_take_wait_s(d);
+    ck_assert_msg(waited > 2e-3 && waited > 5 * host_s, "the compute stream waited %.3f ms (the host %.3f ms) for a "
+                  "%zu MiB copy", 1e3 * waited, 1e3 * host_s, bytes >> 20);
+    device_event_release(d, ev);
+    device_host_free(d, h);
+    ck_assert_int_eq(device_free(d, x), VDNN_OK);
+    device_destroy(d);
+}
+END_TEST
+
+/* Batch norm at an N*H*W large enough for a reduction to be split (half a million
+ * values per channel): on a deterministic device (the project's fixed-order kernels)
+ * three runs give the same bits, and agree with the CPU; cuDNN's (nondeterministic
+ * devices) agrees with the CPU, and whether its bits repeat is reported. */
+START_TEST(test_batchnorm_determinism)
+{
+    if (skip_without_gpu("test_batchnorm_determinism")) return;
+    static const lcase big = {"batchnorm, train, 32x8x128x128", "[batchnorm]\n", {32, 8, 128, 128}, 1, 0, TOL_STATS, 2};
+    device *cpu = make_cpu((size_t)1 << 30);
+    for (int nondet = 0; nondet < 2; nondet++) {
+        device *gpu = make_gpu(LAYER_GPU_BUDGET, 0, nondet);
+        rig r;
+        rig_init(&r, &big, cpu, gpu);
+        reference ref = run_cpu(&r, big.in.n);
+        float *first[3] = {NULL, NULL, NULL};
+        int repeats = 1;
+        for (int run = 0; run < 3; run++) {
+            rig_reset(&r);
+            double loss = 0;
+            int correct = 0;
+            exec_ctx c = ctx_for(&r.gpu, &big, big.in.n, &loss, &correct);
+            ck_assert_msg(layer_forward(r.gpu.l, &c, r.gpu.x, r.gpu.y) == VDNN_OK, "%s", vdnn_errmsg());
+            ck_assert_msg(layer_backward(r.gpu.l, &c, r.gpu.x, r.gpu.y, r.gpu.dy, r.gpu.dx) == VDNN_OK, "%s",
+                          vdnn_errmsg());
+            float *now[3] = {get(gpu, r.gpu.y, r.ycount), get(gpu, r.gpu.dx, r.xcount),
+                             get(gpu, r.gpu.l->params[0].grad, (size_t)big.in.c)};
+            size_t counts[3] = {r.ycount, r.xcount, (size_t)big.in.c};
+            if (run == 0) {
+                expect_close("batch norm y", now[0], ref.y, r.ycount, TOL_STATS);
+                expect_close("batch norm dx", now[1], ref.dx, r.xcount, TOL_STATS);
+                for (int t = 0; t < 3; t++) first[t] = now[t];
+                continue;
+            }
+            for (int t = 0; t < 3; t++) {
+                int same = !memcmp(first[t], now[t], counts[t] * sizeof(float));
+                repeats &= same;
+                if (!nondet)
+                    ck_assert_msg(same, "deterministic batch norm: run %d's %s differs from run 1's", run + 1,
+                                  t == 0 ? "y" : t == 1 ? "dx" : "dgamma");
+                free(now[t]);
+            }
+        }
+        if (nondet)
+            printf("note: test_batchnorm_determinism: cuDNN's batch norm at N*H*W = %d %s bit for bit over 3 runs\n",
+                   big.in.n * big.in.h * big.in.w, repeats ? "repeated" : "did NOT repeat");
+        for (int t = 0; t < 3; t++) free(first[t]);
+        reference_free(&ref);
+        rig_free(&r);
+        device_destroy(gpu);
+    }
+    device_destroy(cpu);
+}
+END_TEST
+
+/* A convolution algorithm that fails (injected with VDNN_FAULTS) is dropped on the GPU
+ * too: training goes on with another, and the plan no longer takes it. */
+START_TEST(test_algo_fallback)
+{
+    if (skip_without_gpu("test_algo_fallback")) return;
+    device *d = make_gpu(NET_GPU_BUDGET, 0, 0);
+    net *n = tn_parse(GPU_NET, NULL);
+    ck_assert_msg(net_attach(n, d) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_int_eq(net_plan_static(n, POLICY_NONE, ALGO_PERF), VDNN_OK);
+    char spec[200];
+    int failed = n->layers[0]->algo[PASS_FWD];
+    snprintf(spec, sizeof spec, "conv1:forward:%s", layer_algo_name(n->layers[0], PASS_FWD, failed));
+    net_free(n);
+    device_destroy(d);
+    setenv("VDNN_FAULTS", spec, 1);
+    d = make_gpu(NET_GPU_BUDGET, 0, 0);
+    unsetenv("VDNN_FAULTS");
+    n = tn_parse(GPU_NET, NULL);
+    ck_assert_msg(net_attach(n, d) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_int_eq(net_plan_static(n, POLICY_NONE, ALGO_PERF), VDNN_OK);
+    vdnn_status st = train_steps(n, 2, NULL);
+    ck_assert_msg(st == VDNN_OK || layer_algo_count(n->layers[0], PASS_FWD) == 1, "with %s: %s", spec, vdnn_errmsg());
+    if (st == VDNN_OK) {
+        ck_assert(!layer_algo_usable(n->layers[0], PASS_FWD, failed));
+        ck_assert_int_ne(n->layers[0]->algo[PASS_FWD], failed);
+    }
+    net_free(n);
+    device_destroy(d);
+}
+END_TEST
+
 static Suite *cuda_suite(void)
 {
     Suite *s = suite_create("cuda");
@@ -1367,7 +1505,15 @@ static Suite *cuda_suite(void)
     tcase_add_test(nets, test_loss_falls);
     tcase_add_test(nets, test_cpu_gpu_agree);
     tcase_add_test(nets, test_profile);
+    tcase_add_test(nets, test_algo_fallback);
     suite_add_tcase(s, nets);
+
+    TCase *first = tcase_create("first run");
+    tcase_set_timeout(first, 180);
+    tcase_add_test(first, test_fill_normal);
+    tcase_add_test(first, test_timed_wait);
+    tcase_add_test(first, test_batchnorm_determinism);
+    suite_add_tcase(s, first);
     return s;
 }
 

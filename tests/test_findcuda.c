@@ -1,8 +1,9 @@
 /* tools/find_cuda.sh, the Makefile's search for nvcc, cuDNN and cuBLAS, on fake
  * installations built in a temporary folder: the toolkit layout (everything under
  * CUDA_HOME), the Python-wheel layout of the lent GPU machines (cuDNN and cuBLAS only in
- * site-packages/nvidia/NAME, versioned library names only), CUDNN_HOME first, CUDA=0,
- * and the one-line reason when a part is missing. */
+ * site-packages/nvidia/NAME, versioned library names only), CUDA 13's wheels (the
+ * runtime and cuBLAS together in nvidia/cu13, NCCL in nvidia/nccl), CUDNN_HOME first,
+ * CUDA=0, and the one-line reason when a part is missing. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,6 +135,53 @@ START_TEST(test_wheel_layout)
 }
 END_TEST
 
+/* CUDA 13's wheels, as the RECORD files of nvidia-cuda-runtime, nvidia-cublas,
+ * nvidia-cudnn-cu13 and nvidia-nccl-cu13 lay them out: the runtime and cuBLAS share
+ * nvidia/cu13/{include,lib}; cuDNN and NCCL have folders of their own. The toolkit
+ * gives nvcc alone. NCCL is optional: found, it is reported by the `nccl` query only. */
+START_TEST(test_cu13_wheel_layout)
+{
+    if (system("PATH=/usr/bin:/bin command -v python3 >/dev/null 2>&1") != 0) {
+        printf("SKIPPED: test_cu13_wheel_layout: no python3 in /usr/bin or /bin to find the wheels with\n");
+        return;
+    }
+    put_exe("cuda/bin/nvcc");
+    put("site/nvidia/cu13/include/cuda_runtime.h", "");
+    put("site/nvidia/cu13/include/cublas_v2.h", "");
+    put("site/nvidia/cu13/lib/libcudart.so.13", "");
+    put("site/nvidia/cu13/lib/libcublas.so.13", "");
+    cudnn_at("site/nvidia/cudnn/include", "site/nvidia/cudnn/lib", "libcudnn.so.9");
+    char env[700];
+    snprintf(env, sizeof env, "CUDA_HOME='%s/cuda'", root);
+    char *nvcc = find(env, "nvcc", NULL), *inc = find(env, "inc", NULL), *libs = find(env, "libs", NULL);
+    has(nvcc, "cuda/bin/nvcc", "nvcc");
+    has(inc, "site/nvidia/cu13/include", "inc");
+    has(inc, "site/nvidia/cudnn/include", "inc");
+    has(libs, "site/nvidia/cu13/lib/libcudart.so.13", "libs");
+    has(libs, "site/nvidia/cu13/lib/libcublas.so.13", "libs");
+    has(libs, "site/nvidia/cudnn/lib/libcudnn.so.9", "libs");
+    has_rpath(libs, "site/nvidia/cu13/lib");
+    has_rpath(libs, "site/nvidia/cudnn/lib");
+    ck_assert_msg(!strstr(libs, "nccl"), "NCCL is not linked into vdnn, yet libs names it:\n%s", libs);
+    free(nvcc);
+    free(inc);
+    free(libs);
+
+    /* without NCCL the query prints nothing (unless the machine has its own) */
+    char *nccl = find(env, "nccl", NULL);
+    if (access("/usr/include/nccl.h", F_OK) != 0 && access("/usr/include/x86_64-linux-gnu/nccl.h", F_OK) != 0)
+        ck_assert_msg(!strcmp(nccl, "") || !strcmp(nccl, "\n"), "NCCL found where there is none: %s", nccl);
+    free(nccl);
+    put("site/nvidia/nccl/include/nccl.h", "");
+    put("site/nvidia/nccl/lib/libnccl.so.2", "");
+    nccl = find(env, "nccl", NULL);
+    has(nccl, "site/nvidia/nccl/include", "nccl");
+    has(nccl, "site/nvidia/nccl/lib/libnccl.so.2", "nccl");
+    has_rpath(nccl, "site/nvidia/nccl/lib");
+    free(nccl);
+}
+END_TEST
+
 START_TEST(test_cudnn_home_first)
 {
     toolkit("cuda");
@@ -181,6 +229,7 @@ static Suite *findcuda_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_toolkit_layout);
     tcase_add_test(tc, test_wheel_layout);
+    tcase_add_test(tc, test_cu13_wheel_layout);
     tcase_add_test(tc, test_cudnn_home_first);
     tcase_add_test(tc, test_off_and_missing);
     suite_add_tcase(s, tc);

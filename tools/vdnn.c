@@ -156,6 +156,8 @@ typedef struct run_flags {
     double search_seconds;
     long long epochs, steps, batch, seed, threads;
     double lr, link_gbps;
+    double plan_s;            /* wall time of planning: measuring the profile, searching */
+    double predicted_s;       /* the simulator's step time for the plan run; < 0: none */
     size_t budget;
     int quiet, sync_layers;
 } run_flags;
@@ -178,6 +180,28 @@ static vdnn_status apply_memory_flags(net *n, const run_flags *f)
     if (f->budget) n->budget_bytes = f->budget;
     if (f->sync_layers) n->sync_layers = 1;
     return VDNN_OK;
+}
+
+/* The simulator's iteration time for the plan the net runs, from the profile that
+ * --algo perf measured (read back from the cache), so that a run's log holds the
+ * prediction beside the measured steps; -1 in mem mode (nothing measured) or on failure. */
+static double predicted_step_s(net *n)
+{
+    if (n->algo != ALGO_PERF || n->dyn) return -1;
+    const device_options *o = device_get_options(n->dev);
+    profile pr;
+    plan p = {0};
+    simulator *sim = NULL;
+    int cached = 0;
+    double t = -1;
+    size_t peak = 0;
+    if (profile_get(n, n->dev, o->link_gbps, o->threads, NULL, &pr, &cached) != VDNN_OK) return -1;
+    if (plan_from_net(n, &p) == VDNN_OK && sim_create(n, &pr, &sim) == VDNN_OK && sim_run(sim, &p, &t, &peak) != VDNN_OK)
+        t = -1;
+    sim_destroy(sim);
+    plan_free(&p);
+    profile_free(&pr);
+    return t;
 }
 
 static vdnn_status open_all(const char *cfg, run_flags *f, int need_train, net **n, device **d,
@@ -203,6 +227,7 @@ static vdnn_status open_all(const char *cfg, run_flags *f, int need_train, net *
         }
         if (st == VDNN_EBUDGET) st = budget_error(*n, (*n)->budget_bytes, 0);
     }
+    double t_plan = vdnn_now_s();
     if (st == VDNN_OK && f->plan) st = cli_load_plan(*n, f->plan, (*n)->budget_bytes);
     else if (st == VDNN_OK && (*n)->dyn) {
         pool_stats ps;
@@ -215,7 +240,9 @@ static vdnn_status open_all(const char *cfg, run_flags *f, int need_train, net *
     } else if (st == VDNN_OK) {
         st = cli_plan(*n, (*n)->budget_bytes);
     }
+    f->plan_s = vdnn_now_s() - t_plan;
     if (st != VDNN_OK) return st;
+    f->predicted_s = f->plan ? -1 : predicted_step_s(*n);
     const data_cfg *dc = &(*n)->data;
     shape4 in = (*n)->input;
     if (need_train) st = dataset_load(dc, SPLIT_TRAIN, in.c, in.h, in.w, train);
@@ -282,6 +309,12 @@ int cmd_train(int argc, char **argv)
     trace *tr = NULL;
     vdnn_status st = open_all(cfg, &f, 1, &n, &d, &train, &test);
     if (st == VDNN_OK && f.log && !(log = open_log(f.log))) st = VDNN_EIO;
+    /* planning (a profile measured or read from the cache, a search) before any step */
+    if (st == VDNN_OK && log) {
+        fprintf(log, "{\"plan_s\": %.6g", f.plan_s);
+        if (f.predicted_s >= 0) fprintf(log, ", \"predicted_step_ms\": %.6g", 1e3 * f.predicted_s);
+        fprintf(log, "}\n");
+    }
     if (st == VDNN_OK && f.save) st = check_writable(f.save);
     if (st == VDNN_OK && f.trace) st = trace_open(f.trace, &tr);
     if (st == VDNN_OK && tr) {

@@ -65,6 +65,10 @@ vdnn_status cuda_fail_blas(int err, const char *call, const char *file, int line
 /* After a kernel launch: a bad launch configuration shows here, not later. */
 #define CUDA_LAUNCH_CHECK() CUDA_TRY(cudaGetLastError())
 
+/* `count` standard normal floats into dst (device memory), rng_normal_at(seed, k) for
+ * element k, by a kernel on `stream` (vdnn/fill.cu). */
+vdnn_status cuda_fill_normal(cudaStream_t stream, float *dst, size_t count, uint64_t seed);
+
 /* Threads per block of the project's elementwise kernels, and a grid for `count`
  * elements (grid-stride loops cover the rest). */
 #define CUDA_THREADS 256

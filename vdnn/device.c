@@ -1,6 +1,8 @@
 /* The device interface: the parts common to every implementation (pool-backed
  * allocation, event reference counts) and the dispatch to the implementation. */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "vdnn/device_impl.h"
@@ -39,8 +41,15 @@ vdnn_status device_create(const device_options *opt, device **out)
     vdnn_status st = opt->kind == DEVICE_CUDA  ? device_create_cuda(opt, out)
                      : opt->kind == DEVICE_SIM ? device_create_sim(opt, out)
                                                : device_create_cpu(opt, out);
-    if (st == VDNN_OK) (*out)->opt = *opt;
-    return st;
+    if (st != VDNN_OK) return st;
+    (*out)->opt = *opt;
+    const char *faults = getenv("VDNN_FAULTS");
+    if (faults && *faults && !((*out)->faults = strdup(faults))) {
+        device_destroy(*out);
+        *out = NULL;
+        return vdnn_fail(VDNN_ENOMEM, "out of host memory creating a device");
+    }
+    return VDNN_OK;
 }
 
 const device_options *device_get_options(const device *d) { return &d->opt; }
@@ -58,14 +67,20 @@ void device_throttle(device *d, double started_s)
     nanosleep(&ts, NULL);
 }
 
-void device_destroy(device *d)
+vdnn_status device_destroy(device *d)
 {
-    if (!d) return;
+    if (!d) return VDNN_OK;
+    /* a new failure sets the message; one the device had already leaves the caller's,
+     * which says where it was found */
     device_stream_sync(d, STREAM_MEMORY);
     device_stream_sync(d, STREAM_COMPUTE);
+    if (d->failed == VDNN_OK && d->impl->poll) device_note_failure(d, d->impl->poll(d));
+    vdnn_status st = d->failed;
     pool_destroy(d->pool);
     d->pool = NULL;
+    free(d->faults);
     d->impl->destroy(d);
+    return st;
 }
 
 device_kind device_get_kind(const device *d) { return d->kind; }
@@ -148,6 +163,11 @@ vdnn_status device_zero(device *d, void *dst_dev, size_t bytes)
     return bytes ? d->impl->zero(d, dst_dev, bytes) : VDNN_OK;
 }
 
+vdnn_status device_fill_normal(device *d, float *dst_dev, size_t count, uint64_t seed)
+{
+    return count ? d->impl->fill_normal(d, dst_dev, count, seed) : VDNN_OK;
+}
+
 dev_event *device_event_record(device *d, stream_id s)
 {
     dev_event *ev = calloc(1, sizeof *ev);
@@ -175,9 +195,98 @@ void device_event_release(device *d, dev_event *ev)
 }
 
 int device_event_done(device *d, dev_event *ev) { return !ev || d->impl->done(d, ev); }
-void device_event_wait(device *d, dev_event *ev) { if (ev) d->impl->wait(d, ev); }
-void device_stream_wait(device *d, stream_id s, dev_event *ev) { if (ev) d->impl->stream_wait(d, s, ev); }
-void device_stream_sync(device *d, stream_id s) { d->impl->stream_sync(d, s); }
+
+vdnn_status device_note_failure(device *d, vdnn_status st)
+{
+    if (st != VDNN_OK && d->failed == VDNN_OK) {
+        d->failed = st;
+        snprintf(d->failed_msg, sizeof d->failed_msg, "%s", vdnn_errmsg());
+    }
+    return st;
+}
+
+vdnn_status device_event_wait(device *d, dev_event *ev)
+{
+    return ev ? device_note_failure(d, d->impl->wait(d, ev)) : VDNN_OK;
+}
+
+vdnn_status device_stream_wait(device *d, stream_id s, dev_event *ev)
+{
+    return ev ? device_note_failure(d, d->impl->stream_wait(d, s, ev)) : VDNN_OK;
+}
+
+vdnn_status device_stream_sync(device *d, stream_id s) { return device_note_failure(d, d->impl->stream_sync(d, s)); }
+
+vdnn_status device_stream_wait_timed(device *d, stream_id s, dev_event *ev)
+{
+    if (!ev) return VDNN_OK;
+    if (d->impl->stream_wait_timed) return device_note_failure(d, d->impl->stream_wait_timed(d, s, ev));
+    double t0 = vdnn_now_s();
+    vdnn_status st = device_stream_wait(d, s, ev);
+    d->waited_s += vdnn_now_s() - t0;
+    return st;
+}
+
+double device_take_wait_s(device *d)
+{
+    if (d->impl->settle_waits) d->waited_s += d->impl->settle_waits(d);
+    double s = d->waited_s;
+    d->waited_s = 0;
+    return s;
+}
+
+vdnn_status device_poll(device *d)
+{
+    if (d->failed == VDNN_OK && d->impl->poll) device_note_failure(d, d->impl->poll(d));
+    return d->failed == VDNN_OK ? VDNN_OK : vdnn_fail(d->failed, "%s", d->failed_msg);
+}
+
+vdnn_status device_sync(device *d)
+{
+    device_stream_sync(d, STREAM_MEMORY);
+    device_stream_sync(d, STREAM_COMPUTE);
+    return device_poll(d);
+}
+
+/* ---- failure injection (tests) ---- */
+
+/* The VDNN_FAULTS entry LAYER:PASS:WHAT, with `*` for any layer. */
+static int fault_matches(const device *d, const char *layer, const char *pass, const char *what)
+{
+    if (!d->faults) return 0;
+    char want[3][64];
+    snprintf(want[0], sizeof want[0], "%s", layer);
+    snprintf(want[1], sizeof want[1], "%s", pass);
+    snprintf(want[2], sizeof want[2], "%s", what);
+    for (const char *e = d->faults; *e;) {
+        size_t len = strcspn(e, ",");
+        char entry[200];
+        snprintf(entry, sizeof entry, "%.*s", (int)(len < sizeof entry ? len : sizeof entry - 1), e);
+        char *parts[3] = {entry, NULL, NULL};
+        for (int k = 1; k < 3 && parts[k - 1]; k++) {
+            char *colon = strchr(parts[k - 1], ':');
+            if (colon) *colon = 0, parts[k] = colon + 1;
+        }
+        if (parts[2] && (!strcmp(parts[0], "*") || !strcmp(parts[0], want[0])) && !strcmp(parts[1], want[1]) &&
+            !strcmp(parts[2], want[2]))
+            return 1;
+        e += len;
+        if (*e == ',') e++;
+    }
+    return 0;
+}
+
+int device_fault_algo(const device *d, const char *layer, const char *pass, const char *algo)
+{
+    return fault_matches(d, layer, pass, algo);
+}
+
+void device_fault_after(device *d, const char *layer, const char *pass)
+{
+    if (fault_matches(d, layer, pass, "async"))
+        device_note_failure(d, vdnn_fail(VDNN_EDEVICE, "the device failed running %s's %s pass (injected by "
+                                         "VDNN_FAULTS, a test-only setting)", layer, pass));
+}
 
 double vdnn_now_s(void)
 {

@@ -48,7 +48,9 @@ typedef struct device_options {
 /* Creates a device; on failure returns a status and a message ("no CUDA device", "budget
  * of X could not be reserved", ...). Free with device_destroy(). */
 vdnn_status device_create(const device_options *opt, device **out);
-void device_destroy(device *d);
+/* Waits for both streams and frees the device; returns the first failure it has seen
+ * (device_poll), VDNN_OK if none. The message is set only for a failure found here. */
+vdnn_status device_destroy(device *d);
 
 device_kind device_get_kind(const device *d);
 /* The options the device was created with. */
@@ -93,16 +95,51 @@ void device_throttle(device *d, double started_s);
 vdnn_status device_upload(device *d, void *dst_dev, const void *src_host, size_t bytes);
 vdnn_status device_download(device *d, void *dst_host, const void *src_dev, size_t bytes);
 vdnn_status device_zero(device *d, void *dst_dev, size_t bytes);
+/* Fills `count` floats of device memory with standard normal numbers (rng_normal_at of
+ * `seed`), on the device itself: on a GPU a kernel on the compute stream, no host
+ * buffer and no copy (the profiler fills every layer's x and dy, gigabytes of them). */
+vdnn_status device_fill_normal(device *d, float *dst_dev, size_t count, uint64_t seed);
 
 /* Records an event after all work enqueued so far on `stream`; returns a new reference
  * (never NULL unless out of host memory). Release with device_event_release(). */
 dev_event *device_event_record(device *d, stream_id stream);
 dev_event *device_event_retain(dev_event *ev);
 void device_event_release(device *d, dev_event *ev);
+/* An event whose work failed counts as done; the failure is kept (device_poll). */
 int device_event_done(device *d, dev_event *ev);
-void device_event_wait(device *d, dev_event *ev);          /* blocks the calling thread */
-void device_stream_wait(device *d, stream_id stream, dev_event *ev);  /* stream waits, host does not (CUDA) */
-void device_stream_sync(device *d, stream_id stream);
+/* The calls below return a failure of the work they waited for (a GPU kernel or copy
+ * that failed after it was issued), which the device also keeps (device_poll). */
+vdnn_status device_event_wait(device *d, dev_event *ev);         /* blocks the calling thread */
+vdnn_status device_stream_wait(device *d, stream_id stream, dev_event *ev);  /* stream waits, host does not (CUDA) */
+vdnn_status device_stream_sync(device *d, stream_id stream);
+/* As device_stream_wait, and the time the stream stands waiting is counted: on the CPU
+ * device the host's wait; on a GPU, where cudaStreamWaitEvent returns at once, the time
+ * between events recorded on the stream just before and just after the wait, counted
+ * once both have completed. device_take_wait_s returns the seconds counted since its
+ * last call (after device_sync, every timed wait issued before it). */
+vdnn_status device_stream_wait_timed(device *d, stream_id stream, dev_event *ev);
+double device_take_wait_s(device *d);
+
+/* Asynchronous failures. Work on a GPU fails after the host issued it, and shows at
+ * the next wait, sync or query; the device keeps the first such failure (a CUDA context
+ * is unusable after a kernel fault) and every later device_poll returns it, with its
+ * message. device_poll does not block (on a GPU it queries both streams);
+ * device_sync waits for both streams first. */
+vdnn_status device_poll(device *d);
+vdnn_status device_sync(device *d);
+
+/* Test-only failure injection, so that the paths only a GPU's failures would take run on
+ * any device: the environment variable VDNN_FAULTS, read when a device is created, holds
+ * comma-separated LAYER:PASS:WHAT entries (LAYER may be `*`):
+ *   conv2:forward:im2col          that algorithm of that pass reports it cannot run, as
+ *                                 cuDNN's NOT_SUPPORTED (PASS: forward, backward-data,
+ *                                 backward-filter)
+ *   relu3:backward:async          that layer's pass fails after it was issued, as a GPU
+ *                                 kernel fault (PASS: forward, backward)
+ * device_fault_algo says whether an algorithm is to fail; device_fault_after records the
+ * asynchronous failure of a pass that has just been issued, when one is asked for. */
+int device_fault_algo(const device *d, const char *layer, const char *pass, const char *algo);
+void device_fault_after(device *d, const char *layer, const char *pass);
 
 /* The simulated device's clocks, for the planner's simulator. Each stream has a clock;
  * a layer pass advances the compute clock by its modelled cost, a memory-stream copy

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "vdnn/device_impl.h"
+#include "vdnn/rng.h"
 #include "vdnn/trace.h"
 
 typedef struct copy_req {
@@ -125,6 +126,14 @@ static vdnn_status cpu_zero(device *d, void *dst, size_t bytes)
     return VDNN_OK;
 }
 
+static vdnn_status cpu_fill_normal(device *d, float *dst, size_t count, uint64_t seed)
+{
+    (void)d;
+#pragma omp parallel for schedule(static)
+    for (size_t k = 0; k < count; k++) dst[k] = rng_normal_at(seed, k);
+    return VDNN_OK;
+}
+
 static vdnn_status cpu_record(device *d, stream_id sid, dev_event *ev)
 {
     cpu_state *s = state(d);
@@ -148,29 +157,31 @@ static int cpu_done(device *d, dev_event *ev)
     return done;
 }
 
-static void cpu_wait(device *d, dev_event *ev)
+static vdnn_status cpu_wait(device *d, dev_event *ev)
 {
     cpu_state *s = state(d);
-    if (ev->stream == STREAM_COMPUTE) return;
+    if (ev->stream == STREAM_COMPUTE) return VDNN_OK;
     pthread_mutex_lock(&s->mu);
     while (s->completed < ev->ticket) pthread_cond_wait(&s->cv_done, &s->mu);
     pthread_mutex_unlock(&s->mu);
+    return VDNN_OK;
 }
 
 /* Compute work is synchronous, so the compute stream waiting on an event means the
  * host waiting; the memory stream is FIFO and compute events are complete at record. */
-static void cpu_stream_wait(device *d, stream_id sid, dev_event *ev)
+static vdnn_status cpu_stream_wait(device *d, stream_id sid, dev_event *ev)
 {
-    if (sid == STREAM_COMPUTE) cpu_wait(d, ev);
+    return sid == STREAM_COMPUTE ? cpu_wait(d, ev) : VDNN_OK;
 }
 
-static void cpu_stream_sync(device *d, stream_id sid)
+static vdnn_status cpu_stream_sync(device *d, stream_id sid)
 {
     cpu_state *s = state(d);
-    if (sid == STREAM_COMPUTE) return;
+    if (sid == STREAM_COMPUTE) return VDNN_OK;
     pthread_mutex_lock(&s->mu);
     while (s->completed < s->submitted) pthread_cond_wait(&s->cv_done, &s->mu);
     pthread_mutex_unlock(&s->mu);
+    return VDNN_OK;
 }
 
 static void *cpu_host_alloc(device *d, size_t bytes)
@@ -221,6 +232,7 @@ static const device_impl cpu_impl = {
     .host_free = cpu_host_free,
     .copy = cpu_copy,
     .zero = cpu_zero,
+    .fill_normal = cpu_fill_normal,
     .record = cpu_record,
     .done = cpu_done,
     .wait = cpu_wait,

@@ -62,6 +62,12 @@ typedef struct host_block {
     struct host_block *next;
 } host_block;
 
+/* A timed stream wait whose events have not been read yet. */
+typedef struct timed_wait {
+    cudaEvent_t before, after;
+    struct timed_wait *next;
+} timed_wait;
+
 /* A timed copy waiting for its events, to be written to the trace. */
 typedef struct traced_copy {
     cudaEvent_t start, end;
@@ -82,6 +88,9 @@ typedef struct cuda_state {
     double trace_ref_s;
     traced_copy *traced;         /* oldest first */
     cudaEvent_t order_ev;        /* the compute stream's position, for copies into device memory */
+    timed_wait *waits;           /* timed stream waits not yet read, oldest first */
+    cudaEvent_t *timers;         /* free list of timing events */
+    int ntimers, cap_timers;
     char name[128];
 } cuda_state;
 
@@ -322,6 +331,11 @@ static vdnn_status cuda_zero(device *d, void *dst, size_t bytes)
     return VDNN_OK;
 }
 
+static vdnn_status cuda_fill_normal_on(device *d, float *dst, size_t count, uint64_t seed)
+{
+    return cuda_fill_normal(state(d)->ctx.compute, dst, count, seed);
+}
+
 static vdnn_status cuda_record(device *d, stream_id sid, dev_event *ev)
 {
     cuda_state *s = state(d);
@@ -339,32 +353,138 @@ static vdnn_status cuda_record(device *d, stream_id sid, dev_event *ev)
     return VDNN_OK;
 }
 
+/* An event whose work failed is done: nobody waits for it forever, and the failure
+ * is kept for the next check (device_poll). */
 static int cuda_done(device *d, dev_event *ev)
 {
-    (void)d;
     cudaError_t e = cudaEventQuery((cudaEvent_t)ev->handle);
     if (e == cudaErrorNotReady) {
         cudaGetLastError();
         return 0;
     }
+    if (e != cudaSuccess) device_note_failure(d, cuda_fail_rt((int)e, "cudaEventQuery", __FILE__, __LINE__));
     return 1;
 }
 
-static void cuda_wait(device *d, dev_event *ev)
+static vdnn_status cuda_wait(device *d, dev_event *ev)
 {
     (void)d;
-    cudaEventSynchronize((cudaEvent_t)ev->handle);
+    CUDA_TRY(cudaEventSynchronize((cudaEvent_t)ev->handle));
+    return VDNN_OK;
 }
 
-static void cuda_stream_wait(device *d, stream_id sid, dev_event *ev)
+static vdnn_status cuda_stream_wait(device *d, stream_id sid, dev_event *ev)
 {
-    cudaStreamWaitEvent(stream_of(d, sid), (cudaEvent_t)ev->handle, 0);
+    CUDA_TRY(cudaStreamWaitEvent(stream_of(d, sid), (cudaEvent_t)ev->handle, 0));
+    return VDNN_OK;
 }
 
-static void cuda_stream_sync(device *d, stream_id sid)
+static vdnn_status cuda_stream_sync(device *d, stream_id sid)
 {
-    cudaStreamSynchronize(stream_of(d, sid));
+    CUDA_TRY(cudaStreamSynchronize(stream_of(d, sid)));
     if (sid == STREAM_MEMORY) flush_traced(state(d), 0);
+    return VDNN_OK;
+}
+
+/* A failure of either stream's work, without waiting: cudaStreamQuery says "not ready"
+ * for work in flight and returns a kernel's fault once it has happened. */
+static vdnn_status cuda_poll(device *d)
+{
+    cuda_state *s = state(d);
+    cudaStream_t streams[2] = {s->ctx.compute, s->ctx.memory};
+    for (int i = 0; i < 2; i++) {
+        cudaError_t e = cudaStreamQuery(streams[i]);
+        if (e == cudaErrorNotReady) cudaGetLastError();
+        else if (e != cudaSuccess) return cuda_fail_rt((int)e, "cudaStreamQuery", __FILE__, __LINE__);
+    }
+    return VDNN_OK;
+}
+
+/* ---- timed stream waits ---- */
+
+/* cudaStreamWaitEvent returns at once: what a stream stood waiting is the time between
+ * an event recorded just before the wait and one just after it, read once the second
+ * has completed (settle_waits), oldest first. */
+static cudaEvent_t timer_get(cuda_state *s)
+{
+    cudaEvent_t e = NULL;
+    if (s->ntimers) return s->timers[--s->ntimers];
+    if (cudaEventCreate(&e) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    return e;
+}
+
+static void timer_put(cuda_state *s, cudaEvent_t e)
+{
+    if (!e) return;
+    if (s->ntimers == s->cap_timers) {
+        int cap = s->cap_timers ? 2 * s->cap_timers : 32;
+        cudaEvent_t *grown = realloc(s->timers, (size_t)cap * sizeof *grown);
+        if (grown) s->timers = grown, s->cap_timers = cap;
+    }
+    if (s->ntimers < s->cap_timers) s->timers[s->ntimers++] = e;
+    else cudaEventDestroy(e);
+}
+
+/* Gives a timed wait's events back (NULL ones skipped) and frees it. */
+static void drop_wait(cuda_state *s, timed_wait *w)
+{
+    if (!w) return;
+    timer_put(s, w->before);
+    timer_put(s, w->after);
+    free(w);
+}
+
+static vdnn_status cuda_stream_wait_timed(device *d, stream_id sid, dev_event *ev)
+{
+    cuda_state *s = state(d);
+    cudaStream_t st = stream_of(d, sid);
+    timed_wait *w = calloc(1, sizeof *w);
+    if (w) {
+        w->before = timer_get(s);
+        w->after = timer_get(s);
+    }
+    /* without its events the wait still happens, untimed */
+    if (w && (!w->before || !w->after || cudaEventRecord(w->before, st) != cudaSuccess)) {
+        cudaGetLastError();
+        drop_wait(s, w);
+        w = NULL;
+    }
+    vdnn_status rc = cuda_stream_wait(d, sid, ev);
+    if (w && (rc != VDNN_OK || cudaEventRecord(w->after, st) != cudaSuccess)) {
+        cudaGetLastError();
+        drop_wait(s, w);
+        w = NULL;
+    }
+    if (w) {
+        timed_wait **tail = &s->waits;
+        while (*tail) tail = &(*tail)->next;
+        *tail = w;
+    }
+    return rc;
+}
+
+static double cuda_settle_waits(device *d)
+{
+    cuda_state *s = state(d);
+    double secs = 0;
+    while (s->waits) {
+        timed_wait *w = s->waits;
+        cudaError_t e = cudaEventQuery(w->after);
+        if (e == cudaErrorNotReady) {
+            cudaGetLastError();
+            break;
+        }
+        float ms = 0;
+        if (e != cudaSuccess) device_note_failure(d, cuda_fail_rt((int)e, "cudaEventQuery", __FILE__, __LINE__));
+        else if (cudaEventElapsedTime(&ms, w->before, w->after) == cudaSuccess) secs += ms * 1e-3;
+        cudaGetLastError();
+        s->waits = w->next;
+        drop_wait(s, w);
+    }
+    return secs;
 }
 
 static void cuda_event_free(device *d, dev_event *ev)
@@ -398,6 +518,13 @@ static void cuda_destroy(device *d)
         flush_traced(s, 1);
         if (s->trace_ref) cudaEventDestroy(s->trace_ref);
         if (s->order_ev) cudaEventDestroy(s->order_ev);
+        cuda_settle_waits(d);
+        for (timed_wait *w = s->waits, *next = NULL; w; w = next) {   /* left by a failure */
+            next = w->next;
+            drop_wait(s, w);
+        }
+        for (int i = 0; i < s->ntimers; i++) cudaEventDestroy(s->timers[i]);
+        free(s->timers);
         for (int i = 0; i < s->nevents; i++) cudaEventDestroy(s->events[i]);
         free(s->events);
         if (s->ctx.cudnn) cudnnDestroy(s->ctx.cudnn);
@@ -422,6 +549,7 @@ static const device_impl cuda_impl = {
     .copy = cuda_copy,
     .set_trace = cuda_set_trace,
     .zero = cuda_zero,
+    .fill_normal = cuda_fill_normal_on,
     .record = cuda_record,
     .done = cuda_done,
     .wait = cuda_wait,
@@ -429,6 +557,9 @@ static const device_impl cuda_impl = {
     .stream_sync = cuda_stream_sync,
     .event_free = cuda_event_free,
     .bind_thread = cuda_bind_thread,
+    .poll = cuda_poll,
+    .stream_wait_timed = cuda_stream_wait_timed,
+    .settle_waits = cuda_settle_waits,
 };
 
 /* Streams, handles, scratch and the slab; the device is destroyed by the caller on

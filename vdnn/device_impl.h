@@ -23,13 +23,21 @@ typedef struct device_impl {
                         const char *tag);
     void (*set_trace)(device *d, trace *t);
     vdnn_status (*zero)(device *d, void *dst, size_t bytes);
+    vdnn_status (*fill_normal)(device *d, float *dst, size_t count, uint64_t seed);
     vdnn_status (*record)(device *d, stream_id s, dev_event *ev);
     int (*done)(device *d, dev_event *ev);
-    void (*wait)(device *d, dev_event *ev);
-    void (*stream_wait)(device *d, stream_id s, dev_event *ev);
-    void (*stream_sync)(device *d, stream_id s);
+    vdnn_status (*wait)(device *d, dev_event *ev);
+    vdnn_status (*stream_wait)(device *d, stream_id s, dev_event *ev);
+    vdnn_status (*stream_sync)(device *d, stream_id s);
     void (*event_free)(device *d, dev_event *ev);
     void (*bind_thread)(device *d);   /* optional */
+    /* Optional: a non-blocking query of both streams for a failure. */
+    vdnn_status (*poll)(device *d);
+    /* Optional: a timed stream wait measured on the device, and the seconds of those
+     * whose measurements have completed since the last call. Without them the host's
+     * time around stream_wait is counted. */
+    vdnn_status (*stream_wait_timed)(device *d, stream_id s, dev_event *ev);
+    double (*settle_waits)(device *d);
 } device_impl;
 
 struct device {
@@ -42,7 +50,15 @@ struct device {
     char model[160];       /* device_model(); empty: desc */
     device_options opt;    /* as created */
     void *priv;            /* the implementation's state */
+    vdnn_status failed;    /* the first asynchronous failure (device_poll), or VDNN_OK */
+    char failed_msg[600];
+    char *faults;          /* VDNN_FAULTS (device_fault_algo), or NULL; owned */
+    double waited_s;       /* timed waits counted since device_take_wait_s */
 };
+
+/* Keeps `st` (with the calling thread's message) as the device's first asynchronous
+ * failure unless it has one already; returns st. */
+vdnn_status device_note_failure(device *d, vdnn_status st);
 
 /* Sets up the pool over d->slab / d->budget_bytes (called by implementations). */
 vdnn_status device_init_pool(device *d);

@@ -57,6 +57,12 @@ static vdnn_status sim_zero(device *d, void *dst, size_t bytes)
     return VDNN_OK;
 }
 
+static vdnn_status sim_fill_normal(device *d, float *dst, size_t count, uint64_t seed)
+{
+    (void)d, (void)dst, (void)count, (void)seed;
+    return VDNN_OK;
+}
+
 static vdnn_status sim_record(device *d, stream_id s, dev_event *ev)
 {
     ev->at_s = state(d)->t[s];
@@ -66,22 +72,25 @@ static vdnn_status sim_record(device *d, stream_id s, dev_event *ev)
 static int sim_done(device *d, dev_event *ev) { (void)d, (void)ev; return 1; }
 
 /* The host waits: it issues the next compute work no earlier than the event. */
-static void sim_wait(device *d, dev_event *ev)
+static vdnn_status sim_wait(device *d, dev_event *ev)
 {
     sim_state *st = state(d);
     st->t[STREAM_COMPUTE] = later(st->t[STREAM_COMPUTE], ev->at_s);
+    return VDNN_OK;
 }
 
-static void sim_stream_wait(device *d, stream_id s, dev_event *ev)
+static vdnn_status sim_stream_wait(device *d, stream_id s, dev_event *ev)
 {
     sim_state *st = state(d);
     st->t[s] = later(st->t[s], ev->at_s);
+    return VDNN_OK;
 }
 
-static void sim_stream_sync(device *d, stream_id s)
+static vdnn_status sim_stream_sync(device *d, stream_id s)
 {
     sim_state *st = state(d);
     st->t[STREAM_COMPUTE] = later(st->t[STREAM_COMPUTE], st->t[s]);
+    return VDNN_OK;
 }
 
 static const device_impl sim_impl = {
@@ -90,6 +99,7 @@ static const device_impl sim_impl = {
     .host_free = sim_host_free,
     .copy = sim_copy,
     .zero = sim_zero,
+    .fill_normal = sim_fill_normal,
     .record = sim_record,
     .done = sim_done,
     .wait = sim_wait,

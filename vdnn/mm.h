@@ -41,7 +41,8 @@ typedef struct fmap {
 typedef struct mm_stats {
     uint64_t offload_bytes;
     uint64_t prefetch_bytes;
-    double wait_s;       /* time compute waited for copies */
+    double wait_s;       /* time compute waited for copies (on a GPU measured with events and
+                          * counted once read: a training step's are all in by its end) */
 } mm_stats;
 
 /* Starts copying m's device copy (bytes long) to its host buffer on the memory stream,

@@ -70,4 +70,13 @@ static inline VDNN_HD uint64_t rng_hash(uint64_t seed, uint64_t a, uint64_t b)
     return rng_splitmix(&z);
 }
 
+/* Standard normal number k of the stream `seed`, with no state: the same value on the
+ * host and in a kernel (Box-Muller on two hashes), so any thread can fill any element. */
+static inline VDNN_HD float rng_normal_at(uint64_t seed, uint64_t k)
+{
+    double u1 = ((rng_hash(seed, k, 0) >> 11) + 1.0) * (1.0 / 9007199254740994.0);
+    double u2 = (rng_hash(seed, k, 1) >> 11) * (1.0 / 9007199254740992.0);
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
 #endif

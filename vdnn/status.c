@@ -40,6 +40,30 @@ const char *vdnn_errmsg(void)
     return err_buf[0] ? err_buf : "unknown error";
 }
 
+static FILE *notice_stream;
+static int notice_set;
+
+void vdnn_notice(const char *fmt, ...)
+{
+    FILE *f = notice_set ? notice_stream : stderr;
+    if (!f) return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("vdnn: notice: ", f);
+    vfprintf(f, fmt, ap);
+    fputc('\n', f);
+    fflush(f);
+    va_end(ap);
+}
+
+FILE *vdnn_set_notice_stream(FILE *f)
+{
+    FILE *old = notice_set ? notice_stream : stderr;
+    notice_stream = f;
+    notice_set = 1;
+    return old;
+}
+
 const char *vdnn_status_name(vdnn_status s)
 {
     switch (s) {

@@ -31,6 +31,13 @@ vdnn_status vdnn_wrap(vdnn_status s, const char *fmt, ...)
 /* The calling thread's last message; never NULL. Owned by the library. */
 const char *vdnn_errmsg(void);
 
+/* A one-line notice from library code about something it worked around and went on
+ * (a convolution algorithm that could not run, replaced by another): written, with a
+ * newline, to the notice stream, stderr unless vdnn_set_notice_stream says otherwise. */
+void vdnn_notice(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Where notices go (NULL: nowhere); the stream is not owned. Returns the previous one. */
+FILE *vdnn_set_notice_stream(FILE *f);
+
 /* A short name for a status code ("budget", "io", ...). */
 const char *vdnn_status_name(vdnn_status s);
 
