@@ -317,7 +317,7 @@ vdnn_status layer_forward_n(layer *l, const exec_ctx *c, const float *const *x, 
     int multi = o->max_inputs > 1;
     vdnn_status st = VDNN_EDEVICE;
     if (k == DEVICE_CPU) {
-        double t0 = vdnn_now_s();
+        double t0 = vdnn_thread_cpu_s();
         st = multi ? o->forward_multi_cpu(l, c, x, y) : o->forward_cpu(l, c, x[0], y);
         device_throttle(c->dev, t0);
     } else if (k == DEVICE_CUDA && multi && o->forward_multi_cuda) {
@@ -345,7 +345,7 @@ vdnn_status layer_backward_n(layer *l, const exec_ctx *c, const float *const *x,
     int multi = o->max_inputs > 1;
     vdnn_status st = VDNN_EDEVICE;
     if (k == DEVICE_CPU) {
-        double t0 = vdnn_now_s();
+        double t0 = vdnn_thread_cpu_s();
         st = multi ? o->backward_multi_cpu(l, c, x, y, dy, dx) : o->backward_cpu(l, c, x[0], y, dy, dx[0]);
         device_throttle(c->dev, t0);
     } else if (k == DEVICE_CUDA && multi && o->backward_multi_cuda) {

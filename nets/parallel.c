@@ -6,6 +6,8 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,8 +16,9 @@
 
 #define DEFAULT_BUCKET_BYTES ((size_t)4 << 20)
 #define DEFAULT_SHARE_EVERY 10
-/* Shares move only when the slowest device's predicted time falls by this fraction. */
-#define SHARE_HYSTERESIS 0.05
+/* Shares move only when the slowest device's predicted time falls by this fraction:
+ * more than the noise of timing a step on a shared machine. */
+#define SHARE_HYSTERESIS 0.1
 
 enum { CMD_IDLE = 0, CMD_BACKPROP, CMD_UPDATE, CMD_QUIT };
 
@@ -33,6 +36,7 @@ typedef struct worker {
     char err[1024];
     step_result r;
     double busy_s;            /* its last backprop */
+    double end_s;             /* when it ended */
     unsigned char *ready;     /* (nlayers) the layer's gradients are announced this step */
     dev_event **ev;           /* (nlayers) with this event */
 } worker;
@@ -62,7 +66,9 @@ struct dp_group {
     int *cap;                 /* (njob) the largest share each device's plan fits */
     int *shares;              /* (njob) this step's */
     int automatic, every, since;
-    double *busy, *seen;      /* (njob) seconds and items since the last rebalancing */
+    int votes;                /* consecutive windows that asked for new shares */
+    double *rates;            /* (njob x every) items per second of each step since the last
+                               * rebalancing, 0 where the device had none */
     double *speed;            /* (njob) items per second, as last measured; 0: unknown */
     entry *entries;
     int nentries, nbuckets;
@@ -70,6 +76,7 @@ struct dp_group {
     size_t max_floats;        /* the largest bucket, or parameter set, in floats */
     float *acc, *tmp;
     job cur;                  /* under mu */
+    double exposed_s;         /* the last step's reduction after the last backward ended */
     pthread_mutex_t mu;
     pthread_cond_t cv;
 };
@@ -156,6 +163,10 @@ static vdnn_status state_io(net *n, float *buf, int to_host)
  * (NULL: as initialised). */
 static vdnn_status build(dp_group *g, worker *w, int items, const float *state)
 {
+    /* what the replica carries over: its trace and its counters */
+    trace *tr = w->n ? w->n->trace : NULL;
+    mm_stats stats = w->n ? w->n->stats : (mm_stats){0};
+    size_t peak = w->n ? w->n->peak_iter_bytes : 0;
     if (w->n) {
         net_free(w->n);
         w->n = NULL;
@@ -167,6 +178,9 @@ static vdnn_status build(dp_group *g, worker *w, int items, const float *state)
     if (st == VDNN_OK && state) st = state_io(n, (float *)state, 0);
     if (st == VDNN_OK) {
         n->step = g->model->step;
+        n->trace = tr;
+        n->stats = stats;
+        n->peak_iter_bytes = peak;
         n->grads_ctx = w;
         unsigned char *ready = realloc(w->ready, (size_t)n->nlayers);
         dev_event **ev = realloc(w->ev, (size_t)n->nlayers * sizeof *ev);
@@ -227,9 +241,10 @@ static vdnn_status run(worker *w, int cmd, const float *x, const int32_t *y, int
     if (!w->items) return VDNN_OK;
     size_t per_item = shape_per_item(n->input);
     n->grads_ready = announce;
-    double t0 = vdnn_now_s();
+    double t0 = device_busy_clock(w->dev);
     vdnn_status st = net_backprop(n, x + (size_t)w->base * per_item, y + w->base, w->items, w->base, total, &w->r);
-    w->busy_s = vdnn_now_s() - t0;
+    w->end_s = vdnn_now_s();
+    w->busy_s = device_busy_clock(w->dev) - t0;
     n->grads_ready = NULL;
     return st;
 }
@@ -473,23 +488,39 @@ static vdnn_status average_stats(dp_group *g)
 
 /* ---- shares ---- */
 
-/* Every K steps: each device's speed over the window, and shares in proportion when
- * that makes the slowest device faster by more than the hysteresis. Every rank sees
- * the same numbers and so makes the same choice. */
+/* Every K steps: each device's speed over the window (the median of its steps), and
+ * shares in proportion when that makes the slowest device faster by more than the
+ * hysteresis, two windows in a row. Every rank sees the same numbers and so makes the
+ * same choice. */
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of the window's rates of device k (0 when it had no items): a step that a
+ * busy machine stretched does not move shares. */
+static double median_rate(dp_group *g, int k)
+{
+    double *r = &g->rates[(size_t)k * (size_t)g->every], v[256];
+    int n = 0;
+    for (int i = 0; i < g->every && n < 256; i++)
+        if (r[i] > 0) v[n++] = r[i];
+    if (!n) return 0;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 static vdnn_status rebalance(dp_group *g)
 {
-    double *win = calloc(2 * (size_t)g->njob, sizeof *win);
+    double *win = calloc((size_t)g->njob, sizeof *win);
     int *want = malloc((size_t)g->njob * sizeof *want);
     vdnn_status st = win && want ? VDNN_OK : vdnn_fail(VDNN_ENOMEM, "out of host memory");
-    for (int k = 0; k < g->nlocal && st == VDNN_OK; k++) {
-        win[2 * g->w[k].global] = g->busy[g->w[k].global];
-        win[2 * g->w[k].global + 1] = g->seen[g->w[k].global];
-    }
-    if (st == VDNN_OK) st = comm_sum_doubles(g->comm, win, 2 * (size_t)g->njob);
-    for (int k = 0; k < g->njob && st == VDNN_OK; k++) {
-        if (win[2 * k] > 0 && win[2 * k + 1] > 0) g->speed[k] = win[2 * k + 1] / win[2 * k];
-        g->busy[k] = g->seen[k] = 0;
-    }
+    for (int k = 0; k < g->nlocal && st == VDNN_OK; k++) win[g->w[k].global] = median_rate(g, g->w[k].global);
+    if (st == VDNN_OK) st = comm_sum_doubles(g->comm, win, (size_t)g->njob);
+    for (int k = 0; k < g->njob && st == VDNN_OK; k++)
+        if (win[k] > 0) g->speed[k] = win[k];
+    memset(g->rates, 0, (size_t)g->njob * (size_t)g->every * sizeof *g->rates);
     int known = 1;
     for (int k = 0; k < g->njob; k++) known &= g->speed[k] > 0 || g->cap[k] == 0;
     if (st == VDNN_OK && known) {
@@ -502,8 +533,12 @@ static vdnn_status rebalance(dp_group *g)
             if (full[k] / g->speed[k] > now) now = full[k] / g->speed[k];
             if (want[k] / g->speed[k] > then) then = want[k] / g->speed[k];
         }
-        if (then < (1 - SHARE_HYSTERESIS) * now)
+        /* two windows in a row must ask for it: one a busy machine stretched does not */
+        g->votes = then < (1 - SHARE_HYSTERESIS) * now ? g->votes + 1 : 0;
+        if (g->votes >= 2) {
             for (int k = 0; k < g->njob; k++) g->weights[k] = g->speed[k];
+            g->votes = 0;
+        }
     }
     free(win);
     free(want);
@@ -664,10 +699,9 @@ vdnn_status dp_create(net *model, comm *c, const dp_opts *o, dp_group **out)
         g->weights = calloc((size_t)n, sizeof *g->weights);
         g->cap = calloc((size_t)n, sizeof *g->cap);
         g->shares = calloc((size_t)n, sizeof *g->shares);
-        g->busy = calloc((size_t)n, sizeof *g->busy);
-        g->seen = calloc((size_t)n, sizeof *g->seen);
+        g->rates = calloc((size_t)n * (size_t)g->every, sizeof *g->rates);
         g->speed = calloc((size_t)n, sizeof *g->speed);
-        if (!g->weights || !g->cap || !g->shares || !g->busy || !g->seen || !g->speed)
+        if (!g->weights || !g->cap || !g->shares || !g->rates || !g->speed)
             st = vdnn_fail(VDNN_ENOMEM, "out of host memory");
     }
     if (st == VDNN_OK && n > g->batch)
@@ -699,10 +733,10 @@ vdnn_status dp_create(net *model, comm *c, const dp_opts *o, dp_group **out)
     int *full = st == VDNN_OK ? malloc((size_t)n * sizeof *full) : NULL;
     if (st == VDNN_OK && !full) st = vdnn_fail(VDNN_ENOMEM, "out of host memory");
     if (st == VDNN_OK) dp_split(g->batch, g->weights, g->cap, n, full);
+    for (int k = 0; k < n && st == VDNN_OK; k++) g->shares[k] = full[k];
     for (int k = 0; k < g->nlocal && st == VDNN_OK; k++) {
         worker *w = &g->w[k];
         st = build(g, w, full[w->global] ? full[w->global] : 1, NULL);
-        if (st == VDNN_OK) g->shares[w->global] = full[w->global];
     }
     free(full);
     if (st == VDNN_OK) st = make_buckets(g);
@@ -750,8 +784,7 @@ void dp_free(dp_group *g)
     free(g->weights);
     free(g->cap);
     free(g->shares);
-    free(g->busy);
-    free(g->seen);
+    free(g->rates);
     free(g->speed);
     free(g->entries);
     free(g->bucket);
@@ -761,6 +794,7 @@ void dp_free(dp_group *g)
 }
 
 net *dp_primary(dp_group *g) { return g->w[0].n; }
+double dp_exposed_s(const dp_group *g) { return g->exposed_s; }
 int dp_batch(const dp_group *g) { return g->batch; }
 int dp_devices(const dp_group *g) { return g->njob; }
 const int *dp_shares(const dp_group *g) { return g->shares; }
@@ -783,6 +817,23 @@ vdnn_status dp_sync(dp_group *g, uint64_t *step)
     if (step) *step = s;
     free(state);
     return st;
+}
+
+/* The test knob VDNN_TEST_RANK_FAULT=RANK:STEP:die|hang (docs/parallel.md): rank RANK
+ * is killed, or stops answering, as step STEP begins; the others must stop with an error
+ * within --rank-timeout, and the last checkpoint must load. */
+static void fault_knob(dp_group *g)
+{
+    const char *v = getenv("VDNN_TEST_RANK_FAULT");
+    int rank = -1;
+    long long step = -1;
+    char what[8] = "";
+    if (!v || sscanf(v, "%d:%lld:%7s", &rank, &step, what) != 3 || rank != comm_rank(g->comm) ||
+        (long long)g->w[0].n->step + 1 != step)
+        return;
+    if (!strcmp(what, "die")) raise(SIGKILL);
+    if (!strcmp(what, "hang"))
+        for (;;) pause();
 }
 
 vdnn_status dp_train_step(dp_group *g, const float *x, const int32_t *y, int items, double lr, step_result *r)
@@ -810,9 +861,15 @@ vdnn_status dp_train_step(dp_group *g, const float *x, const int32_t *y, int ite
         }
         base += g->shares[k];
     }
+    fault_knob(g);
     dispatch(g, CMD_BACKPROP, (job){x, y, items, lr});
     vdnn_status st = reduce(g);
+    double reduced = vdnn_now_s();
     vdnn_status ws = wait_workers(g);
+    double last = 0;
+    for (int k = 0; k < g->nlocal; k++)
+        if (g->w[k].items && g->w[k].end_s > last) last = g->w[k].end_s;
+    g->exposed_s = last > 0 && reduced > last ? reduced - last : 0;
     if (st == VDNN_OK) st = ws;
     if (st == VDNN_OK) st = average_stats(g);
     if (st == VDNN_OK) {
@@ -824,8 +881,8 @@ vdnn_status dp_train_step(dp_group *g, const float *x, const int32_t *y, int ite
     for (int k = 0; k < g->nlocal; k++) {
         sums[0] += g->w[k].r.loss_sum;
         sums[1] += g->w[k].r.correct;
-        g->busy[g->w[k].global] += g->w[k].items ? g->w[k].busy_s : 0;
-        g->seen[g->w[k].global] += g->w[k].items;
+        if (g->w[k].items && g->w[k].busy_s > 0)
+            g->rates[(size_t)g->w[k].global * (size_t)g->every + (size_t)g->since] = g->w[k].items / g->w[k].busy_s;
     }
     if (st == VDNN_OK) st = comm_sum_doubles(g->comm, sums, 2);
     r->loss_sum = sums[0];

@@ -56,6 +56,9 @@ vdnn_status dp_train_step(dp_group *g, const float *x, const int32_t *y, int ite
  * replica holds the same parameters). */
 net *dp_primary(dp_group *g);
 int dp_batch(const dp_group *g);
+/* Seconds of the last step's gradient reduction that backward did not hide: from the
+ * end of the last device's backward to the end of the reduction. */
+double dp_exposed_s(const dp_group *g);
 int dp_devices(const dp_group *g);    /* of the whole job */
 /* The shares of the last step (or of the next, before the first), one per device of
  * the job; owned by the group. */

@@ -29,10 +29,10 @@ typedef struct batch_io {
     int32_t *host_y;    /* (N) */
 } batch_io;
 
-static vdnn_status io_open(net *n, batch_io *b)
+static vdnn_status io_open(net *n, int batch, batch_io *b)
 {
-    b->host_x = device_host_alloc(n->dev, (size_t)n->minibatch * shape_per_item(n->input) * sizeof(float));
-    b->host_y = device_host_alloc(n->dev, (size_t)n->minibatch * sizeof(int32_t));
+    b->host_x = device_host_alloc(n->dev, (size_t)batch * shape_per_item(n->input) * sizeof(float));
+    b->host_y = device_host_alloc(n->dev, (size_t)batch * sizeof(int32_t));
     if (!b->host_x || !b->host_y) return vdnn_fail(VDNN_ENOMEM, "out of host memory for the input batch");
     return VDNN_OK;
 }
@@ -50,7 +50,7 @@ vdnn_status evaluate(net *n, const dataset *d, double *acc, double *loss)
     batch_io b = {0};
     step_result r = {0};
     vdnn_status st = check_classes(n, d);
-    if (st == VDNN_OK) st = io_open(n, &b);
+    if (st == VDNN_OK) st = io_open(n, n->input.n, &b);
     if (st == VDNN_OK) st = loader_create(d, &lo, &ld);
     for (int items = 1; st == VDNN_OK;) {
         st = loader_next(ld, b.host_x, b.host_y, &items);
@@ -107,8 +107,14 @@ static void draw_bar(progress *p, int force)
 static void log_step(const train_opts *o, const net *n, int epoch, double loss, double lr, double secs)
 {
     if (!o->log) return;
-    fprintf(o->log, "{\"step\": %llu, \"epoch\": %d, \"loss\": %.6g, \"lr\": %.6g, \"step_time_ms\": %.4f}\n",
+    fprintf(o->log, "{\"step\": %llu, \"epoch\": %d, \"loss\": %.6g, \"lr\": %.6g, \"step_time_ms\": %.4f",
             (unsigned long long)n->step, epoch + 1, loss, lr, 1e3 * secs);
+    if (o->group) {   /* the items each device of the job took, and the reduction not hidden */
+        fprintf(o->log, ", \"shares\": [");
+        for (int k = 0; k < dp_devices(o->group); k++) fprintf(o->log, "%s%d", k ? ", " : "", dp_shares(o->group)[k]);
+        fprintf(o->log, "], \"reduce_exposed_ms\": %.4f", 1e3 * dp_exposed_s(o->group));
+    }
+    fprintf(o->log, "}\n");
 }
 
 static void report_epoch(progress *p, double test_acc, double test_loss, double lr)
@@ -173,8 +179,11 @@ static vdnn_status resume(net *n, const train_opts *o, int *epoch, int *index)
     *epoch = 0;
     *index = 0;
     if (!o->resume_path) return VDNN_OK;
-    ckpt_state s;
-    vdnn_status st = checkpoint_load(n, o->resume_path, &s, 0);
+    ckpt_state s = {0};
+    /* data-parallel: rank 0 reads it, and every replica of every rank takes its state */
+    vdnn_status st = comm_rank(o->comm) == 0 ? checkpoint_load(n, o->resume_path, &s, 0) : VDNN_OK;
+    if (st == VDNN_OK && o->group) st = comm_bcast(o->comm, &s, sizeof s, 0);
+    if (st == VDNN_OK && o->group) st = dp_sync(o->group, &s.step);
     if (st != VDNN_OK) return st;
     if (s.seed != n->train.seed)
         return vdnn_fail(VDNN_EINVAL, "%s: saved with seed %llu but the run uses seed %llu (resume with --seed %llu)",
@@ -186,9 +195,11 @@ static vdnn_status resume(net *n, const train_opts *o, int *epoch, int *index)
     return VDNN_OK;
 }
 
-/* Runs the rest of one epoch; *stop is set when max_steps is reached. */
-static vdnn_status run_epoch(net *n, loader *ld, batch_io *b, progress *p, double lr, long long *steps, int *stop)
+/* Runs the rest of one epoch; *stop is set when max_steps is reached. A data-parallel
+ * group may rebuild its primary replica for a new share: *np follows it. */
+static vdnn_status run_epoch(net **np, loader *ld, batch_io *b, progress *p, double lr, long long *steps, int *stop)
 {
+    net *n = *np;
     const train_opts *o = p->o;
     for (;;) {
         int items = 0;
@@ -196,7 +207,12 @@ static vdnn_status run_epoch(net *n, loader *ld, batch_io *b, progress *p, doubl
         if (st != VDNN_OK || items == 0) return st;
         double t0 = vdnn_now_s();
         step_result r;
-        st = net_train_step(n, b->host_x, b->host_y, items, lr, &r);
+        st = o->group ? dp_train_step(o->group, b->host_x, b->host_y, items, lr, &r)
+                      : net_train_step(n, b->host_x, b->host_y, items, lr, &r);
+        if (o->group) {
+            *np = n = dp_primary(o->group);
+            p->n = n;
+        }
         if (st != VDNN_OK) return st;
         double secs = vdnn_now_s() - t0;
         p->train_time += secs;
@@ -223,10 +239,11 @@ vdnn_status train_run(net *n, const dataset *train, const dataset *test, const t
     int epoch = 0, index = 0;
     if (st == VDNN_OK) st = resume(n, o, &epoch, &index);
     if (st != VDNN_OK) return st;
-    loader_opts lo = {n->minibatch, 1, 1, n->train.seed, &n->data};
+    int batch = o->group ? dp_batch(o->group) : n->minibatch;
+    loader_opts lo = {batch, 1, 1, n->train.seed, &n->data};
     loader *ld = NULL;
     batch_io b = {0};
-    st = io_open(n, &b);
+    st = io_open(n, batch, &b);
     if (st == VDNN_OK) st = loader_create(train, &lo, &ld);
     if (st == VDNN_OK) loader_seek(ld, epoch, index);
     progress p = {.o = o, .n = n, .epochs = n->train.epochs};
@@ -243,7 +260,7 @@ vdnn_status train_run(net *n, const dataset *train, const dataset *test, const t
         p.correct = p.seen = 0;
         p.stats0 = n->stats;
         index = 0;
-        st = run_epoch(n, ld, &b, &p, lr, &s->steps, &stop);
+        st = run_epoch(&n, ld, &b, &p, lr, &s->steps, &stop);
         train_time += p.train_time;
         seen += p.seen;
         s->train_loss = p.seen ? p.loss_sum / p.seen : 0;

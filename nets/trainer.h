@@ -8,6 +8,7 @@
 
 #include "data/data.h"
 #include "nets/net.h"
+#include "nets/parallel.h"
 
 typedef struct train_opts {
     long long max_steps;      /* stop after this many steps in this run; <= 0: no limit */
@@ -17,6 +18,12 @@ typedef struct train_opts {
     int quiet;                /* nothing on stdout/stderr but errors */
     FILE *out;                /* progress and epoch lines (stderr when a terminal bar is drawn) */
     int tty;                  /* draw a live progress bar */
+    /* Data-parallel training (nets/parallel.h): the net passed is the group's primary
+     * replica, batches are the group's, and steps are the group's. Only the job's rank 0
+     * (`rank`) prints, logs, reads and writes checkpoints; the others get the state it
+     * read. NULL: one device. */
+    dp_group *group;
+    comm *comm;
 } train_opts;
 
 typedef struct train_summary {

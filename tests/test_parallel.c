@@ -21,8 +21,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nets/checkpoint.h"
 #include "nets/parallel.h"
 #include "tests/testnet.h"
+#include "tests/tsan.h"
 
 /* Batch norm, dropout and a graph: what a split treats with care. */
 #define PAR_NET                                                                                         \
@@ -144,7 +146,7 @@ static params devices_steps(const char *text, const char *list, const char *shar
     comm *c = NULL;
     ck_assert_int_eq(comm_open(30, &c), VDNN_OK);
     plan_with pw = {pol, micro};
-    dp_opts o = {.devices = list, .shares = shares, .share_every = 4, .bucket_bytes = 1024, .plan = plan_replica,
+    dp_opts o = {.devices = list, .shares = shares, .share_every = 5, .bucket_bytes = 1024, .plan = plan_replica,
                  .plan_ctx = &pw};
     o.dev.threads = 1;
     o.dev.budget_bytes = 4 * net_train_bytes_bound(model) + (1 << 20);
@@ -263,6 +265,260 @@ START_TEST(test_two_devices)
 }
 END_TEST
 
+/* For the adaptive shares: maps large enough that a step's time grows with its items
+ * (on tiny maps a layer pass's fixed cost dominates, and the fastest split gives the
+ * slow device nothing). */
+#define WIDE_NET                                                                                        \
+    "[net]\nbatch = 16\nchannels = 3\nheight = 24\nwidth = 24\n"                                        \
+    "[train]\nepochs = 1\nlearning_rate = 0.02\nmomentum = 0.9\nseed = 7\n"                             \
+    "[data]\nset = synthetic\ntrain_size = 256\ntest_size = 32\nclasses = 4\n"                          \
+    "[convolutional]\nfilters = 16\nsize = 3\npad = 1\nalgo = im2col\n[relu]\n"                          \
+    "[convolutional]\nfilters = 16\nsize = 3\npad = 1\nalgo = im2col\n[relu]\n[maxpool]\nsize = 4\n"     \
+    "[connected]\noutput = 4\n[softmax]\n"
+
+/* Adaptive shares: with one device slowed 2.5x (the VDNN_SLOWDOWN knob) items move to
+ * the other until their step times even out (about 11.4:4.6, a little more to the fast
+ * one for what does not slow down); with equal devices they stay where they are. */
+START_TEST(test_adaptive_shares)
+{
+    if (UNDER_TSAN) {
+        printf("SKIPPED: adaptive shares follow timings; ThreadSanitizer slows threads unevenly\n");
+        return;
+    }
+    int shares[2];
+    setenv("VDNN_SLOWDOWN", "1,2.5", 1);
+    params p = devices_steps(WIDE_NET, "cpu,cpu", "auto", POLICY_NONE, 0, shares, 30);
+    free(p.v);
+    unsetenv("VDNN_SLOWDOWN");
+    printf("adaptive shares, device 1 slowed 2.5x: %d:%d after 30 steps\n", shares[0], shares[1]);
+    fflush(stdout);
+    double ratio = shares[1] ? (double)shares[0] / shares[1] : 1e9;
+    ck_assert_msg(shares[0] + shares[1] == 16 && ratio >= 1.9 && ratio <= 4, "shares %d:%d for a device 2.5x slower",
+                  shares[0], shares[1]);
+    p = devices_steps(WIDE_NET, "cpu,cpu", "auto", POLICY_NONE, 0, shares, 30);
+    free(p.v);
+    ck_assert_msg(shares[0] == 8 && shares[1] == 8, "equal devices moved to %d:%d", shares[0], shares[1]);
+}
+END_TEST
+
+START_TEST(test_launch_without_mpi)
+{
+    ck_assert_int_eq(comm_check_launch(1, 0), VDNN_OK);
+    ck_assert_int_eq(comm_check_launch(4, 1), VDNN_OK);
+    ck_assert_int_eq(comm_check_launch(2, 0), VDNN_EINVAL);
+    tn_msg_has("launched as 2 ranks", "built without MPI");
+}
+END_TEST
+
+/* ---- the command line ---- */
+
+static char tmp_dir[256];
+static void tmp_setup(void) { tn_tmpdir(tmp_dir, sizeof tmp_dir, "test_parallel"); }
+static void tmp_teardown(void) { tn_rmtree(tmp_dir); }
+
+static const char *tmp_path(char *buf, size_t len, const char *name) { return tn_join(buf, len, tmp_dir, name); }
+
+/* `vdnn ARGS` (with `env`), which must exit 0. */
+static void vdnn_ok(const char *env, const char *args)
+{
+    tn_run r = tn_vdnn(tmp_dir, env, args);
+    tn_run_ok(&r, args);
+    tn_run_free(&r);
+}
+
+/* `vdnn ARGS`, which must fail with a message holding a and b. */
+static void vdnn_fails(const char *env, const char *args, const char *a, const char *b)
+{
+    tn_run r = tn_vdnn(tmp_dir, env, args);
+    ck_assert_msg(r.status != 0, "`%s` exited 0", args);
+    ck_assert_msg(strstr(r.err, a) && (!b || strstr(r.err, b)), "`%s`: stderr lacks '%s'%s%s:\n%s", args, a,
+                  b ? " or " : "", b ? b : "", r.err);
+    tn_run_free(&r);
+}
+
+static const char *par_cfg(void)
+{
+    static char path[512];
+    tmp_path(path, sizeof path, "par.cfg");
+    if (!tn_exists(path)) tn_write_text(path, PAR_NET);
+    return path;
+}
+
+START_TEST(test_cli_devices)
+{
+    char args[2048], a[512], b[512], c[512], d[512];
+    const char *cfg = par_cfg();
+    tmp_path(a, sizeof a, "a.ckpt");
+    tmp_path(b, sizeof b, "b.ckpt");
+    tmp_path(c, sizeof c, "c.ckpt");
+    tmp_path(d, sizeof d, "d.ckpt");
+    /* the same job twice: the same bytes; 10 steps, or 6 and 4 resumed, too */
+    snprintf(args, sizeof args, "train %s --devices cpu,cpu --shares 3,1 --threads 1 --steps 10 --save %s --quiet",
+             cfg, a);
+    vdnn_ok("", args);
+    snprintf(args, sizeof args, "train %s --devices cpu,cpu --shares 3,1 --threads 1 --steps 10 --save %s --quiet",
+             cfg, b);
+    vdnn_ok("", args);
+    ck_assert(tn_same_file(a, b));
+    snprintf(args, sizeof args, "train %s --devices cpu,cpu --shares 3,1 --threads 1 --steps 6 --save %s --quiet",
+             cfg, c);
+    vdnn_ok("", args);
+    snprintf(args, sizeof args, "train %s --devices cpu,cpu --shares 3,1 --threads 1 --steps 4 --resume %s --save %s "
+             "--quiet", cfg, c, d);
+    vdnn_ok("", args);
+    ck_assert_msg(tn_same_file(a, d), "two devices, resumed: not the bytes of the run in one go");
+    /* one device's checkpoint resumes on two, and two's on one */
+    snprintf(args, sizeof args, "train %s --threads 1 --steps 6 --save %s --quiet --algo mem", cfg, c);
+    vdnn_ok("", args);
+    snprintf(args, sizeof args, "train %s --devices cpu,cpu --threads 1 --steps 4 --resume %s --save %s --quiet "
+             "--algo mem", cfg, c, d);
+    vdnn_ok("", args);
+    net *n = tn_parse(PAR_NET, NULL);
+    device *dev = tn_device_for(n);
+    ck_assert_int_eq(net_attach(n, dev), VDNN_OK);
+    ckpt_state st;
+    ck_assert_msg(checkpoint_load(n, d, &st, 0) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_uint_eq(st.step, 10);
+    snprintf(args, sizeof args, "train %s --devices cpu,cpu --threads 1 --steps 6 --save %s --quiet", cfg, c);
+    vdnn_ok("", args);
+    snprintf(args, sizeof args, "train %s --threads 1 --steps 4 --resume %s --save %s --quiet", cfg, c, d);
+    vdnn_ok("", args);
+    ck_assert_int_eq(checkpoint_load(n, d, &st, 0), VDNN_OK);
+    ck_assert_uint_eq(st.step, 10);
+    tn_free(n, dev);
+    /* the log has each step's shares */
+    char log[512];
+    tmp_path(log, sizeof log, "log.json");
+    snprintf(args, sizeof args, "train %s --devices cpu,cpu --shares 3,1 --threads 1 --steps 2 --log %s --quiet", cfg,
+             log);
+    vdnn_ok("", args);
+    char *text = tn_read(log, NULL);
+    ck_assert_msg(text && strstr(text, "\"shares\": [12, 4]") && strstr(text, "\"reduce_exposed_ms\""), "%s",
+                  text ? text : "(no log)");
+    free(text);
+}
+END_TEST
+
+START_TEST(test_cli_device_errors)
+{
+    char args[1024];
+    const char *cfg = par_cfg();
+    snprintf(args, sizeof args, "train %s --devices cpu,cpu --shares 1 --steps 1", cfg);
+    vdnn_fails("", args, "--shares 1", "1 shares for the job's 2 devices");
+    snprintf(args, sizeof args, "train %s --devices cpu,cpu --shares 1,2,3 --steps 1", cfg);
+    vdnn_fails("", args, "more shares than the job's 2 devices", NULL);
+    snprintf(args, sizeof args, "train %s --devices cpu,cpu --shares 0,0 --steps 1", cfg);
+    vdnn_fails("", args, "every share is 0", NULL);
+    snprintf(args, sizeof args, "train %s --devices cpu,cpu --shares x,1 --steps 1", cfg);
+    vdnn_fails("", args, "'x,1' is not a share", NULL);
+    snprintf(args, sizeof args, "train %s --devices cpu,tpu --steps 1", cfg);
+    vdnn_fails("", args, "--devices: 'tpu'", NULL);
+    snprintf(args, sizeof args, "train %s --shares 1,1 --steps 1", cfg);
+    vdnn_fails("", args, "--shares", "several devices");
+    snprintf(args, sizeof args, "train %s --devices cpu,cpu --batch 1 --steps 1", cfg);
+    vdnn_fails("", args, "2 devices for a batch of 1", NULL);
+    snprintf(args, sizeof args, "train %s --devices cpu,cpu --budget 64K --steps 1", cfg);
+    vdnn_fails("", args, "fit", "--budget");
+    snprintf(args, sizeof args, "train %s --devices cpu,cpu --plan x.plan --steps 1", cfg);
+    vdnn_fails("", args, "--plan", "each plans its own share");
+}
+END_TEST
+
+/* ---- several processes (mpirun) ---- */
+
+#define MPI_ENV "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=\"$ASAN_OPTIONS:detect_leaks=0\""
+
+/* Whether mpirun can be used here; prints the SKIPPED line when not. */
+static int have_mpirun(const char *check)
+{
+    const char *why = NULL;
+    if (UNDER_TSAN) why = "ThreadSanitizer reports Open MPI's own threads";
+    else if (!comm_built()) why = "this build has no MPI (libopenmpi-dev)";
+    else if (system("command -v mpirun > /dev/null 2>&1") != 0) why = "mpirun is not installed (openmpi-bin)";
+    if (why) printf("SKIPPED: %s: %s\n", check, why);
+    return why == NULL;
+}
+
+static const char *vdnn_bin(void)
+{
+    const char *bin = getenv("VDNN_BIN");
+    return bin && *bin ? bin : "build/vdnn";
+}
+
+/* `mpirun -np N vdnn ARGS` (with `env`), its status. */
+static tn_run mpirun(int ranks, const char *env, const char *args)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s %s mpirun --oversubscribe -np %d %s %s", MPI_ENV, env, ranks, vdnn_bin(), args);
+    return tn_shell(tmp_dir, cmd);
+}
+
+START_TEST(test_mpi_same_as_devices)
+{
+    if (!have_mpirun("test_mpi_same_as_devices")) return;
+    const char *cfg = par_cfg();
+    static const char *const shares[] = {"equal", "3,1"};
+    for (int k = 0; k < 2; k++) {
+        char args[2048], a[512], b[512];
+        tmp_path(a, sizeof a, "in-process.ckpt");
+        tmp_path(b, sizeof b, "ranks.ckpt");
+        snprintf(args, sizeof args, "train %s --devices cpu,cpu --shares %s --threads 1 --steps 8 --save %s --quiet",
+                 cfg, shares[k], a);
+        vdnn_ok("", args);
+        snprintf(args, sizeof args, "train %s --devices cpu --shares %s --threads 1 --steps 8 --save %s --quiet", cfg,
+                 shares[k], b);
+        tn_run r = mpirun(2, "", args);
+        ck_assert_msg(r.status == 0, "mpirun: exit %d\n%s", r.status, r.err);
+        tn_run_free(&r);
+        ck_assert_msg(tn_same_file(a, b), "shares %s: two ranks differ from two devices in one process", shares[k]);
+    }
+}
+END_TEST
+
+START_TEST(test_mpi_faults)
+{
+    if (!have_mpirun("test_mpi_faults")) return;
+    const char *cfg = par_cfg();
+    char args[2048], ck[512];
+    tmp_path(ck, sizeof ck, "k.ckpt");
+    /* killed after its first epoch's checkpoint (16 steps an epoch): the job stops, the
+     * checkpoint loads */
+    snprintf(args, sizeof args, "train %s --devices cpu --threads 1 --epochs 3 --save %s --quiet --rank-timeout 20",
+             cfg, ck);
+    double t0 = vdnn_now_s();
+    tn_run r = mpirun(2, "VDNN_TEST_RANK_FAULT=1:20:die", args);
+    ck_assert_msg(r.status != 0, "a rank was killed, and mpirun exited 0");
+    ck_assert_msg(vdnn_now_s() - t0 < 60, "the job took %.0f s to stop", vdnn_now_s() - t0);
+    tn_run_free(&r);
+    net *n = tn_parse(PAR_NET, NULL);
+    device *d = tn_device_for(n);
+    ck_assert_int_eq(net_attach(n, d), VDNN_OK);
+    ckpt_state st;
+    ck_assert_msg(checkpoint_load(n, ck, &st, 0) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_uint_eq(st.step, 16);
+    /* a rank that hangs: the other gives up after --rank-timeout, naming it */
+    snprintf(args, sizeof args, "train %s --devices cpu --threads 1 --epochs 3 --save %s --quiet --rank-timeout 3",
+             cfg, ck);
+    t0 = vdnn_now_s();
+    r = mpirun(2, "VDNN_TEST_RANK_FAULT=1:20:hang", args);
+    ck_assert_msg(r.status != 0, "a rank hung, and mpirun exited 0");
+    ck_assert_msg(strstr(r.err, "rank 1") && strstr(r.err, "died or hangs"), "%s", r.err);
+    ck_assert_msg(vdnn_now_s() - t0 < 60, "the job took %.0f s to stop", vdnn_now_s() - t0);
+    tn_run_free(&r);
+    ck_assert_msg(checkpoint_load(n, ck, &st, 0) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_uint_eq(st.step, 16);
+    tn_free(n, d);
+    /* ranks that disagree: refused before any step */
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s mpirun --oversubscribe -np 1 %s train %s --devices cpu --steps 2 --lr 0.1 : "
+             "-np 1 %s train %s --devices cpu --steps 2 --lr 0.2", MPI_ENV, vdnn_bin(), cfg, vdnn_bin(), cfg);
+    r = tn_shell(tmp_dir, cmd);
+    ck_assert_msg(r.status != 0, "ranks with other learning rates trained");
+    ck_assert_msg(strstr(r.err, "learning_rate = 0.2") && strstr(r.err, "learning_rate = 0.1"), "%s", r.err);
+    tn_run_free(&r);
+}
+END_TEST
+
 static Suite *parallel_suite(void)
 {
     Suite *s = suite_create("parallel");
@@ -270,10 +526,20 @@ static Suite *parallel_suite(void)
     tcase_add_test(unit, test_split);
     tcase_add_test(unit, test_backprop_update);
     suite_add_tcase(s, unit);
+    tcase_add_test(unit, test_launch_without_mpi);
     TCase *inproc = tcase_create("devices");
     tcase_set_timeout(inproc, 300);
     tcase_add_test(inproc, test_two_devices);
+    tcase_add_test(inproc, test_adaptive_shares);
     suite_add_tcase(s, inproc);
+    TCase *cli = tcase_create("cli");
+    tcase_set_timeout(cli, 300);
+    tcase_add_checked_fixture(cli, tmp_setup, tmp_teardown);
+    tcase_add_test(cli, test_cli_devices);
+    tcase_add_test(cli, test_cli_device_errors);
+    tcase_add_test(cli, test_mpi_same_as_devices);
+    tcase_add_test(cli, test_mpi_faults);
+    suite_add_tcase(s, cli);
     return s;
 }
 

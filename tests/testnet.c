@@ -199,6 +199,20 @@ void tn_batch_free(tn_batch *b)
     free(b->y);
 }
 
+tn_run tn_shell(const char *dir, const char *cmd)
+{
+    char outf[512], errf[512], line[8192];
+    tn_join(outf, sizeof outf, dir, "stdout.txt");
+    tn_join(errf, sizeof errf, dir, "stderr.txt");
+    snprintf(line, sizeof line, "%s >%s 2>%s", cmd, outf, errf);
+    int w = system(line);
+    tn_run r = {0, tn_read(outf, NULL), tn_read(errf, NULL)};
+    if (!r.out) r.out = strdup("");
+    if (!r.err) r.err = strdup("");
+    r.status = WIFEXITED(w) ? WEXITSTATUS(w) : 255;
+    return r;
+}
+
 tn_run tn_vdnn(const char *dir, const char *env, const char *args)
 {
     char outf[512], errf[512], cmd[4096];

@@ -80,6 +80,9 @@ typedef struct tn_run {
  * `dir`. The check fails if the program crashed. Free with tn_run_free(). */
 tn_run tn_vdnn(const char *dir, const char *env, const char *args);
 void tn_run_free(tn_run *r);
+/* Any shell command (a launcher such as mpirun), its output captured as tn_vdnn's; its
+ * status as the shell gives it (128 + signal for one killed), with no check. */
+tn_run tn_shell(const char *dir, const char *cmd);
 /* The run exited 0 (else the check fails, showing its stderr). */
 void tn_run_ok(const tn_run *r, const char *args);
 

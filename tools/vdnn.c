@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include "nets/checkpoint.h"
+#include "nets/parallel.h"
 #include "nets/planner.h"
 #include "nets/trainer.h"
+#include "vdnn/comm.h"
 #include "tools/commands.h"
 
 static const char usage[] =
@@ -160,6 +162,14 @@ typedef struct run_flags {
     double predicted_s;       /* the simulator's step time for the plan run; < 0: none */
     size_t budget;
     int quiet, sync_layers;
+    /* data-parallel training (docs/parallel.md) */
+    const char *devices, *shares;
+    long long share_every;
+    size_t bucket;
+    double rank_timeout;
+    comm *comm;               /* the job's ranks (one without mpirun) */
+    dp_group *group;          /* NULL: one device */
+    net *model;               /* the loaded config the group's replicas are built from */
 } run_flags;
 
 static vdnn_status apply_memory_flags(net *n, const run_flags *f)
@@ -258,6 +268,93 @@ static void close_all(net *n, device *d, dataset *train, dataset *test)
     device_destroy(d);
 }
 
+/* ---- data-parallel training (nets/parallel.h) ---- */
+
+/* dp_plan_fn: a replica planned as one device would be: by the planner for dyn (quietly),
+ * else its policy and algorithms in its budget. */
+static vdnn_status plan_replica(void *ctx, net **np)
+{
+    const run_flags *f = ctx;
+    net *n = *np;
+    size_t budget = device_get_options(n->dev)->budget_bytes;
+    if (!n->dyn) return cli_plan(n, budget);
+    planner_flags pf = {.budget = budget, .search = f->search, .cache = f->cache, .node_limit = f->node_limit,
+                        .search_seconds = f->search_seconds, .fixed_split = f->micro > 0, .verify = 3,
+                        .link_gbps = f->link_gbps, .threads = f->threads};
+    return cli_dyn_plan(np, &pf, NULL, NULL);
+}
+
+/* What every rank must agree on, as "key=value" lines (comm_check_same). */
+static void settings_text(const net *n, const run_flags *f, char *buf, size_t len)
+{
+    snprintf(buf, len,
+             "net=%016llx\nbatch=%d\nmicro_batch=%d\nepochs=%d\nlearning_rate=%.15g\nmomentum=%.15g\n"
+             "weight_decay=%.15g\nlr_schedule=%d\nseed=%llu\ndata=%s\npolicy=%s\nalgo=%s\nbudget=%zu\n"
+             "shares=%s\nshare_every=%lld\nbucket=%zu\nsteps=%lld\nlink_gbps=%.15g\nresume=%s\n",
+             (unsigned long long)net_fingerprint(n), n->minibatch, n->micro, n->train.epochs, n->train.learning_rate,
+             n->train.momentum, n->train.weight_decay, (int)n->train.schedule, (unsigned long long)n->train.seed,
+             n->data.set, n->dyn ? "dyn" : policy_name(n->policy), algo_mode_name(n->algo), f->budget,
+             f->shares ? f->shares : "equal", f->share_every, f->bucket, f->steps, f->link_gbps,
+             f->resume ? "yes" : "no");
+}
+
+static vdnn_status open_parallel(const char *cfg, run_flags *f, net **n, device **d, dataset **train,
+                                 dataset **test)
+{
+    if (f->plan)
+        return vdnn_fail(VDNN_EINVAL, "--plan is one device's plan; with several devices each plans its own share "
+                         "(use --policy, or dyn)");
+    if (f->trace && comm_size(f->comm) > 1)
+        return vdnn_fail(VDNN_EINVAL, "--trace traces one process; under mpirun give it to a run of one rank");
+    net_overrides ov = net_no_overrides();
+    ov.batch = (int)f->batch;
+    ov.epochs = (int)f->epochs;
+    ov.lr = f->lr;
+    ov.seed = f->seed;
+    ov.data_path = f->data;
+    vdnn_status st = net_load(cfg, &ov, &f->model);
+    if (st == VDNN_OK) st = apply_memory_flags(f->model, f);
+    char text[4096];
+    if (st == VDNN_OK) {
+        f->model->micro = (int)f->micro;
+        settings_text(f->model, f, text, sizeof text);
+        f->model->micro = 0;
+        st = comm_check_same(f->comm, text);
+    }
+    dp_opts o = {.devices = f->devices, .shares = f->shares, .share_every = (int)f->share_every,
+                 .bucket_bytes = f->bucket, .plan = plan_replica, .plan_ctx = f};
+    o.dev.threads = (int)f->threads;
+    o.dev.link_gbps = f->link_gbps;
+    o.dev.tf32 = !strcmp(cli_math, "tf32");
+    o.dev.nondeterministic = cli_nondeterministic;
+    o.dev.budget_bytes = f->budget;
+    if (st == VDNN_OK && !o.dev.budget_bytes)
+        o.dev.budget_bytes = f->devices && !strncmp(f->devices, "cuda", 4) ? cuda_default_budget(0)
+                                                                          : default_budget(f->model);
+    double t_plan = vdnn_now_s();
+    if (st == VDNN_OK) st = dp_create(f->model, f->comm, &o, &f->group);
+    f->plan_s = vdnn_now_s() - t_plan;
+    f->predicted_s = -1;
+    if (st != VDNN_OK) return st;
+    *n = dp_primary(f->group);
+    *d = (*n)->dev;
+    const data_cfg *dc = &(*n)->data;
+    shape4 in = (*n)->input;
+    st = dataset_load(dc, SPLIT_TRAIN, in.c, in.h, in.w, train);
+    if (st == VDNN_OK) st = dataset_load(dc, SPLIT_TEST, in.c, in.h, in.w, test);
+    return st;
+}
+
+static void close_parallel(run_flags *f, dataset *train, dataset *test)
+{
+    dataset_free(train);
+    dataset_free(test);
+    dp_free(f->group);
+    net_free(f->model);
+    f->group = NULL;
+    f->model = NULL;
+}
+
 /* Fails now, not after hours of training, when the checkpoint cannot be written. */
 static vdnn_status check_writable(const char *path)
 {
@@ -281,7 +378,7 @@ static FILE *open_log(const char *path)
 int cmd_train(int argc, char **argv)
 {
     run_flags f = {.device = "auto", .epochs = -1, .steps = -1, .batch = -1, .seed = -1,
-                   .node_limit = PLAN_NODE_LIMIT, .search_seconds = PLAN_SEARCH_SECONDS};
+                   .node_limit = PLAN_NODE_LIMIT, .search_seconds = PLAN_SEARCH_SECONDS, .rank_timeout = 300};
     const char *cfg = NULL;
     arg_spec specs[] = {
         {"--device", ARG_STRING, &f.device, 0, 0, "", 0},
@@ -298,7 +395,10 @@ int cmd_train(int argc, char **argv)
         {"--plan", ARG_STRING, &f.plan, 0, 0, "", 0}, {"--search", ARG_STRING, &f.search, 0, 0, "", 0},
         {"--profile-cache", ARG_STRING, &f.cache, 0, 0, "", 0}, {"--node-limit", ARG_INT, &f.node_limit, 0, 1e12, "", 0},
         {"--micro-batch", ARG_INT, &f.micro, 1, 65536, "", 0},
-        {"--search-seconds", ARG_FLOAT, &f.search_seconds, 0, 1e9, "", 0}, {NULL, 0, NULL, 0, 0, NULL, 0},
+        {"--search-seconds", ARG_FLOAT, &f.search_seconds, 0, 1e9, "", 0},
+        {"--devices", ARG_STRING, &f.devices, 0, 0, "", 0}, {"--shares", ARG_STRING, &f.shares, 0, 0, "", 0},
+        {"--share-every", ARG_INT, &f.share_every, 1, 1e9, "", 0}, {"--bucket", ARG_BYTES, &f.bucket, 0, 0, "", 0},
+        {"--rank-timeout", ARG_FLOAT, &f.rank_timeout, 1, 1e9, "", 0}, {NULL, 0, NULL, 0, 0, NULL, 0},
     };
     if (args_parse(argc, argv, 2, specs, &cfg, 1, "vdnn train CFG [flags] (see vdnn --help)") != VDNN_OK)
         return cli_error();
@@ -307,7 +407,19 @@ int cmd_train(int argc, char **argv)
     dataset *train = NULL, *test = NULL;
     FILE *log = NULL;
     trace *tr = NULL;
-    vdnn_status st = open_all(cfg, &f, 1, &n, &d, &train, &test);
+    vdnn_status st = comm_open(f.rank_timeout, &f.comm);
+    if (st != VDNN_OK) return cli_error();
+    int parallel = f.devices || comm_size(f.comm) > 1;
+    int rank = comm_rank(f.comm);
+    if (rank > 0) {   /* rank 0 speaks, logs and saves for the job */
+        f.quiet = 1;
+        f.log = f.save = NULL;
+    }
+    if (!parallel && (f.shares || f.share_every || f.bucket))
+        st = vdnn_fail(VDNN_EINVAL, "--shares, --share-every and --bucket are for several devices (--devices, or "
+                       "mpirun)");
+    if (st == VDNN_OK)
+        st = parallel ? open_parallel(cfg, &f, &n, &d, &train, &test) : open_all(cfg, &f, 1, &n, &d, &train, &test);
     if (st == VDNN_OK && f.log && !(log = open_log(f.log))) st = VDNN_EIO;
     /* planning (a profile measured or read from the cache, a search) before any step */
     if (st == VDNN_OK && log) {
@@ -321,12 +433,19 @@ int cmd_train(int argc, char **argv)
         n->trace = tr;
         device_set_trace(d, tr);
     }
-    train_opts o = {f.steps, f.save, f.resume, log, f.quiet, stdout, 0};
+    train_opts o = {f.steps, f.save, f.resume, log, f.quiet, stdout, 0, f.group, f.comm};
     if (st == VDNN_OK && isatty(fileno(stderr)) && !f.quiet) {
         o.tty = 1;
         o.out = stderr;
     }
-    if (st == VDNN_OK && !f.quiet)
+    if (st == VDNN_OK && !f.quiet && f.group) {
+        fprintf(o.out, "vdnn: training %s on %d devices (%d rank%s; this rank's first: %s): %d train / %d test images, "
+                "batch %d, shares", cfg, dp_devices(f.group), comm_size(f.comm), comm_size(f.comm) == 1 ? "" : "s",
+                device_describe(d), train->count, test->count, dp_batch(f.group));
+        for (int k = 0; k < dp_devices(f.group); k++) fprintf(o.out, "%s%d", k ? ":" : " ", dp_shares(f.group)[k]);
+        fprintf(o.out, "%s, %d epochs, policy %s, %s algorithms\n", f.shares && !strcmp(f.shares, "auto") ? " (auto)" : "",
+                n->train.epochs, n->dyn ? "dyn" : policy_name(n->policy), algo_mode_name(n->algo));
+    } else if (st == VDNN_OK && !f.quiet)
         fprintf(o.out, "vdnn: training %s on %s: %d train / %d test images, batch %d%s%.0d, %d epochs, policy %s, "
                 "%s algorithms\n", cfg, device_describe(d), train->count, test->count, n->minibatch,
                 n->micro ? " in micro-batches of " : "", n->micro, n->train.epochs,
@@ -350,9 +469,18 @@ int cmd_train(int argc, char **argv)
         vdnn_status tst = trace_close(tr);
         if (st == VDNN_OK) st = tst;
     }
-    int rc = st == VDNN_OK ? 0 : cli_error();
+    int rc = 0;
+    if (st != VDNN_OK && comm_size(f.comm) > 1) {
+        /* the other ranks would wait for this one: end the job */
+        fprintf(stderr, "vdnn: rank %d: %s\n", rank, vdnn_errmsg());
+        fflush(stderr);
+        comm_abort(f.comm, 1);
+    }
+    if (st != VDNN_OK) rc = cli_error();
     if (log) fclose(log);
-    close_all(n, d, train, test);
+    if (parallel) close_parallel(&f, train, test);
+    else close_all(n, d, train, test);
+    comm_close(f.comm);
     return rc;
 }
 

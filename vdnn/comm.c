@@ -43,13 +43,20 @@ int comm_launched_size(void)
     return 1;
 }
 
+vdnn_status comm_check_launch(int launched, int built)
+{
+    if (!built && launched > 1)
+        return vdnn_fail(VDNN_EINVAL, "launched as %d ranks, but this vdnn was built without MPI: each rank would "
+                         "train alone (install libopenmpi-dev and openmpi-bin, then rebuild with make)", launched);
+    return VDNN_OK;
+}
+
 vdnn_status comm_open(double timeout_s, comm **out)
 {
     *out = NULL;
     int launched = comm_launched_size();
-    if (!comm_built() && launched > 1)
-        return vdnn_fail(VDNN_EINVAL, "launched as %d ranks, but this vdnn was built without MPI: each rank would "
-                         "train alone (install libopenmpi-dev and openmpi-bin, then rebuild with make)", launched);
+    vdnn_status launch = comm_check_launch(launched, comm_built());
+    if (launch != VDNN_OK) return launch;
     comm *c = calloc(1, sizeof *c);
     if (!c) return vdnn_fail(VDNN_ENOMEM, "out of host memory");
     c->size = 1;
@@ -112,9 +119,12 @@ static vdnn_status timed_wait(comm *c, MPI_Request *req, const char *what, int p
         if (MPI_Test(req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
             return vdnn_fail(VDNN_EDEVICE, "rank %d: MPI failed while %s rank %d", c->rank, what, peer);
         if (done) return VDNN_OK;
-        if (vdnn_now_s() > deadline)
-            return vdnn_fail(VDNN_EDEVICE, "rank %d: nothing from rank %d for %.0f s while %s (it died or hangs; "
-                             "--rank-timeout sets how long to wait)", c->rank, peer, c->timeout_s, what);
+        if (vdnn_now_s() > deadline) {
+            char who[32] = "the other ranks";
+            if (peer >= 0) snprintf(who, sizeof who, "rank %d", peer);
+            return vdnn_fail(VDNN_EDEVICE, "no answer for %.0f s while %s %s: it died or hangs (--rank-timeout sets "
+                             "how long to wait)", c->timeout_s, what, who);
+        }
         pause_s(nap);
         if (nap < 1e-3) nap *= 2;
     }

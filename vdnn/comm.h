@@ -33,6 +33,8 @@ int comm_built(void);
 /* How many ranks mpirun (or a compatible launcher) started, from its environment; 1
  * when not launched by one. */
 int comm_launched_size(void);
+/* comm_open's refusal of a launch of `launched` ranks by a build with(out) MPI. */
+vdnn_status comm_check_launch(int launched, int built);
 
 /* Every rank gives `text` (its settings as "key=value" lines); rank 0 compares them and
  * every rank fails, naming the first key whose value differs and both values, unless

@@ -59,12 +59,19 @@ void device_bind_thread(device *d)
     if (d->impl->bind_thread) d->impl->bind_thread(d);
 }
 
-void device_throttle(device *d, double started_s)
+void device_throttle(device *d, double started_cpu_s)
 {
     if (d->kind != DEVICE_CPU || !(d->opt.slowdown > 1)) return;
-    double s = (d->opt.slowdown - 1) * (vdnn_now_s() - started_s);
+    double s = (d->opt.slowdown - 1) * (vdnn_thread_cpu_s() - started_cpu_s);
+    if (!(s > 0)) return;
     struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
     nanosleep(&ts, NULL);
+    d->slept_s += s;
+}
+
+double device_busy_clock(device *d)
+{
+    return d->kind == DEVICE_CPU ? vdnn_thread_cpu_s() + d->slept_s : vdnn_now_s();
 }
 
 vdnn_status device_destroy(device *d)
@@ -286,6 +293,13 @@ void device_fault_after(device *d, const char *layer, const char *pass)
     if (fault_matches(d, layer, pass, "async"))
         device_note_failure(d, vdnn_fail(VDNN_EDEVICE, "the device failed running %s's %s pass (injected by "
                                          "VDNN_FAULTS, a test-only setting)", layer, pass));
+}
+
+double vdnn_thread_cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 double vdnn_now_s(void)

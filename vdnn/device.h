@@ -88,8 +88,14 @@ void device_set_trace(device *d, struct trace *t);
 void device_bind_thread(device *d);
 
 /* The CPU device's slow-down (device_options.slowdown): sleeps (slowdown - 1) times the
- * seconds since `started_s`, when a layer pass that began then is done. */
-void device_throttle(device *d, double started_s);
+ * calling thread's CPU seconds since `started_cpu_s` (vdnn_thread_cpu_s), when a layer
+ * pass that began then is done. */
+void device_throttle(device *d, double started_cpu_s);
+
+/* A clock of the device's own work, to compare devices' speeds by: on the CPU device the
+ * calling thread's CPU time plus its slow-down sleeps, so that other processes on the
+ * machine do not stretch it; elsewhere wall time (a GPU's work is its own). */
+double device_busy_clock(device *d);
 
 /* Synchronous helpers, for set-up, checkpoints and tests. */
 vdnn_status device_upload(device *d, void *dst_dev, const void *src_host, size_t bytes);
@@ -181,5 +187,7 @@ size_t device_vendor_bytes(device *d);
 
 /* Monotonic time in seconds, for progress, logs and traces. */
 double vdnn_now_s(void);
+/* CPU seconds the calling thread has used. */
+double vdnn_thread_cpu_s(void);
 
 #endif

@@ -49,6 +49,7 @@ struct device {
     char desc[160];
     char model[160];       /* device_model(); empty: desc */
     device_options opt;    /* as created */
+    double slept_s;        /* CPU device: slow-down sleeps so far (by its computing thread) */
     void *priv;            /* the implementation's state */
     vdnn_status failed;    /* the first asynchronous failure (device_poll), or VDNN_OK */
     char failed_msg[600];
