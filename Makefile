@@ -50,6 +50,12 @@ LDFLAGS := -fopenmp $(SAN) $(SYS_LDFLAGS)
 # MPI (Open MPI from Debian: libopenmpi-dev): found with mpicc; without it vdnn runs one
 # process and refuses to be launched by mpirun as several. MPI=0 builds without it.
 MPI        ?= auto
+# a sysroot build is for a machine that cannot install packages: MPI only if asked for
+ifneq ($(SYSROOT),)
+ifeq ($(MPI),auto)
+override MPI := 0
+endif
+endif
 ifneq ($(MPI),0)
 MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
 MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
