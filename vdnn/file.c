@@ -1,0 +1,120 @@
+/* The shared file opener and reader (see file.h). */
+#include "vdnn/file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* What a non-regular path is, for "PATH is a folder, not a config file". */
+static const char *kind_of(mode_t m)
+{
+    if (S_ISDIR(m)) return "a folder";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    if (S_ISFIFO(m)) return "a pipe";
+    return "not a regular file";
+}
+
+static vdnn_status too_large(const char *path, const char *what, unsigned long long bytes, int at_least,
+                             size_t max_bytes)
+{
+    char have[32], limit[32];
+    vdnn_fmt_bytes((size_t)bytes, have, sizeof have);
+    vdnn_fmt_bytes(max_bytes, limit, sizeof limit);
+    return vdnn_fail(VDNN_EFORMAT, "%s: %s%s (%llu bytes) is over the %s (%zu bytes) limit for a %s", path,
+                     at_least ? "at least " : "", have, bytes, limit, max_bytes, what);
+}
+
+vdnn_status vdnn_file_open(const char *path, const char *what, size_t max_bytes, int flags, FILE **out,
+                           long long *size)
+{
+    *out = NULL;
+    *size = -1;
+    /* O_NONBLOCK: opening a FIFO that no one writes to returns at once */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return vdnn_fail(VDNN_EIO, "%s: cannot open the %s: %s", path, what, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int err = errno;
+        close(fd);
+        return vdnn_fail(VDNN_EIO, "%s: cannot open the %s: %s", path, what, strerror(err));
+    }
+    int pipe_ok = S_ISFIFO(st.st_mode) && (flags & VDNN_FILE_PIPE);
+    if (!S_ISREG(st.st_mode) && !pipe_ok) {
+        close(fd);
+        return vdnn_fail(VDNN_EIO, "%s: is %s, not a %s (a regular file%s is needed)", path, kind_of(st.st_mode),
+                         what, flags & VDNN_FILE_PIPE ? " or a pipe" : "");
+    }
+    if (S_ISREG(st.st_mode) && max_bytes && (unsigned long long)st.st_size > max_bytes) {
+        close(fd);
+        return too_large(path, what, (unsigned long long)st.st_size, 0, max_bytes);
+    }
+    int fl = fcntl(fd, F_GETFL);
+    FILE *f = fl >= 0 && fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) == 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        int err = errno;
+        close(fd);
+        return vdnn_fail(VDNN_EIO, "%s: cannot open the %s: %s", path, what, strerror(err));
+    }
+    *out = f;
+    *size = S_ISREG(st.st_mode) ? (long long)st.st_size : -1;
+    return VDNN_OK;
+}
+
+/* The line of the first NUL byte in buf[0..len), for the message. */
+static long nul_line(const char *buf, size_t len)
+{
+    long line = 1;
+    for (size_t i = 0; i < len && buf[i]; i++) line += buf[i] == '\n';
+    return line;
+}
+
+vdnn_status vdnn_file_read(const char *path, const char *what, size_t max_bytes, int flags, char **data,
+                           size_t *len)
+{
+    *data = NULL;
+    *len = 0;
+    FILE *f = NULL;
+    long long size = -1;
+    vdnn_status st = vdnn_file_open(path, what, max_bytes, flags, &f, &size);
+    if (st != VDNN_OK) return st;
+    /* a regular file is read whole at once (one byte more to see it has not grown);
+     * a pipe in chunks that double, up to one byte past the limit */
+    size_t limit = max_bytes ? max_bytes : (size_t)-2;
+    size_t cap = size >= 0 ? (size_t)size + 1 : 4096, n = 0;
+    char *buf = NULL;
+    for (;;) {
+        if (n == cap) cap = cap > limit / 2 ? limit + 1 : cap * 2;
+        char *bigger = realloc(buf, cap + 1);
+        if (!bigger) {
+            st = vdnn_fail(VDNN_ENOMEM, "%s: out of host memory reading the %s", path, what);
+            break;
+        }
+        buf = bigger;
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (n > limit) {
+            st = too_large(path, what, n, 1, max_bytes);
+            break;
+        }
+        if (got == 0 || (n < cap && (feof(f) || ferror(f)))) break;
+    }
+    if (st == VDNN_OK && ferror(f)) st = vdnn_fail(VDNN_EIO, "%s: cannot read the %s: %s", path, what, strerror(errno));
+    fclose(f);
+    if (st == VDNN_OK && (flags & VDNN_FILE_TEXT)) {
+        buf[n] = '\0';
+        if (strlen(buf) != n)
+            st = vdnn_fail(VDNN_EFORMAT, "%s:%ld: a NUL byte (not a text %s?)", path, nul_line(buf, n), what);
+    }
+    if (st != VDNN_OK) {
+        free(buf);
+        return st;
+    }
+    *data = buf;
+    *len = n;
+    return VDNN_OK;
+}
