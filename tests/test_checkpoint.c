@@ -567,6 +567,24 @@ START_TEST(test_missing_file)
 }
 END_TEST
 
+/* Where a checkpoint is expected, a folder (`--resume DIR` said only "read error"), a
+ * device (/dev/zero would be read forever) and a file far larger than any checkpoint of
+ * the net are refused before anything is read, each saying what the path is. */
+START_TEST(test_not_a_checkpoint_file)
+{
+    load_fails(tmp_dir, VDNN_EIO, "is a folder, not a checkpoint");
+    load_fails("/dev/zero", VDNN_EIO, "is a character device, not a checkpoint");
+    char big[512];
+    tmp_path(big, sizeof big, "huge.ckpt");
+    FILE *f = fopen(big, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(ftruncate(fileno(f), (off_t)1 << 40), 0);   /* sparse: no disk used */
+    fclose(f);
+    load_fails(big, VDNN_EFORMAT, "(1099511627776 bytes) is over the");
+    tn_msg_has("limit for a checkpoint of this net", NULL);
+}
+END_TEST
+
 START_TEST(test_save_into_missing_folder)
 {
     char good[512], bad[512], tmp[600];
@@ -654,6 +672,7 @@ static Suite *checkpoint_suite(void)
     tcase_add_test(bad, test_other_net_late_mismatch);
     tcase_add_test(bad, test_other_net_missing_tensor);
     tcase_add_test(bad, test_missing_file);
+    tcase_add_test(bad, test_not_a_checkpoint_file);
     suite_add_tcase(s, bad);
 
     TCase *save = tcase_create("save");

@@ -19,14 +19,20 @@ static const char *kind_of(mode_t m)
     return "not a regular file";
 }
 
+/* "a" or "an" before a kind of file ("an IDX file", "a plan"). */
+static const char *article(const char *what)
+{
+    return what[0] && strchr("aeiouAEIOU", what[0]) ? "an" : "a";
+}
+
 static vdnn_status too_large(const char *path, const char *what, unsigned long long bytes, int at_least,
                              size_t max_bytes)
 {
     char have[32], limit[32];
     vdnn_fmt_bytes((size_t)bytes, have, sizeof have);
     vdnn_fmt_bytes(max_bytes, limit, sizeof limit);
-    return vdnn_fail(VDNN_EFORMAT, "%s: %s%s (%llu bytes) is over the %s (%zu bytes) limit for a %s", path,
-                     at_least ? "at least " : "", have, bytes, limit, max_bytes, what);
+    return vdnn_fail(VDNN_EFORMAT, "%s: %s%s (%llu bytes) is over the %s (%zu bytes) limit for %s %s", path,
+                     at_least ? "at least " : "", have, bytes, limit, max_bytes, article(what), what);
 }
 
 vdnn_status vdnn_file_open(const char *path, const char *what, size_t max_bytes, int flags, FILE **out,
@@ -46,8 +52,8 @@ vdnn_status vdnn_file_open(const char *path, const char *what, size_t max_bytes,
     int pipe_ok = S_ISFIFO(st.st_mode) && (flags & VDNN_FILE_PIPE);
     if (!S_ISREG(st.st_mode) && !pipe_ok) {
         close(fd);
-        return vdnn_fail(VDNN_EIO, "%s: is %s, not a %s (a regular file%s is needed)", path, kind_of(st.st_mode),
-                         what, flags & VDNN_FILE_PIPE ? " or a pipe" : "");
+        return vdnn_fail(VDNN_EIO, "%s: is %s, not %s %s (a regular file%s is needed)", path, kind_of(st.st_mode),
+                         article(what), what, flags & VDNN_FILE_PIPE ? " or a pipe" : "");
     }
     if (S_ISREG(st.st_mode) && max_bytes && (unsigned long long)st.st_size > max_bytes) {
         close(fd);
