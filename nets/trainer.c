@@ -22,6 +22,13 @@ vdnn_status check_classes(const net *n, const dataset *d)
                      d->classes, last->ops->type, d->classes);
 }
 
+vdnn_status check_train_settings(const net *n)
+{
+    if (n->train.given) return VDNN_OK;
+    return vdnn_fail(VDNN_EINVAL, "%s: no [train] section: training needs one (epochs, learning_rate; "
+                     "docs/config.md); info, profile, sweep and test do not", n->cfg->path);
+}
+
 /* Host staging buffers (pinned on CUDA) for one batch; the iteration copies them into
  * x[0] and the labels, which come from the pool. */
 typedef struct batch_io {
@@ -218,7 +225,8 @@ vdnn_status train_run(net *n, const dataset *train, const dataset *test, const t
 {
     memset(s, 0, sizeof *s);
     s->test_acc = -1;
-    vdnn_status st = check_classes(n, train);
+    vdnn_status st = check_train_settings(n);
+    if (st == VDNN_OK) st = check_classes(n, train);
     if (st == VDNN_OK && test) st = check_classes(n, test);
     int epoch = 0, index = 0;
     if (st == VDNN_OK) st = resume(n, o, &epoch, &index);

@@ -37,4 +37,8 @@ vdnn_status evaluate(net *n, const dataset *d, double *acc, double *loss);
 /* Errors unless the data set has the classes the net's last layer outputs. */
 vdnn_status check_classes(const net *n, const dataset *d);
 
+/* Errors unless the net's config has a [train] section: training needs its settings,
+ * describing and planning a net (info, profile, sweep) and testing it do not. */
+vdnn_status check_train_settings(const net *n);
+
 #endif

@@ -189,6 +189,7 @@ static vdnn_status open_all(const char *cfg, run_flags *f, int need_train, net *
     ov.seed = f->seed;
     ov.data_path = f->data;
     vdnn_status st = net_load(cfg, &ov, n);
+    if (st == VDNN_OK && need_train) st = check_train_settings(*n);
     if (st == VDNN_OK) st = apply_memory_flags(*n, f);
     if (st == VDNN_OK) st = cli_device(f->device, (*n)->budget_bytes, f->threads, f->link_gbps, *n, d);
     if (st == VDNN_OK) {
