@@ -1,11 +1,9 @@
 /* Checkpoint writing and reading (see checkpoint.h and docs/checkpoint.md). */
 #include "nets/checkpoint.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include "vdnn/file.h"
@@ -136,30 +134,6 @@ static void put_algos(const net *n, buf *b)
         for (int p = 0; p < PASS_COUNT; p++) put_u32(b, (uint32_t)n->layers[i]->algo[p]);
 }
 
-static vdnn_status write_file(const char *path, const buf *b)
-{
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return vdnn_fail(VDNN_EIO, "%s: cannot write checkpoint: %s", tmp, strerror(errno));
-    int ok = fwrite(b->p, 1, b->len, f) == b->len;
-    ok = fflush(f) == 0 && ok;
-    ok = fsync(fileno(f)) == 0 && ok;
-    int err = errno;
-    ok = fclose(f) == 0 && ok;
-    if (!ok) {
-        remove(tmp);
-        return vdnn_fail(VDNN_EIO, "%s: writing the checkpoint failed: %s (the previous %s is untouched)", tmp,
-                         strerror(err), path);
-    }
-    if (rename(tmp, path) != 0) {
-        err = errno;
-        remove(tmp);
-        return vdnn_fail(VDNN_EIO, "%s: cannot rename the checkpoint into place: %s", path, strerror(err));
-    }
-    return VDNN_OK;
-}
-
 vdnn_status checkpoint_save(net *n, const char *path, const ckpt_state *s)
 {
     tensor_ref *t = NULL;
@@ -185,7 +159,7 @@ vdnn_status checkpoint_save(net *n, const char *path, const ckpt_state *s)
     put_algos(n, &b);
     if (st == VDNN_OK) put_u32(&b, (uint32_t)crc32_z(0L, b.p, b.len));
     if (st == VDNN_OK && b.oom) st = vdnn_fail(VDNN_ENOMEM, "out of host memory saving %s", path);
-    if (st == VDNN_OK) st = write_file(path, &b);
+    if (st == VDNN_OK) st = vdnn_file_replace(path, "checkpoint", b.p, b.len);
     free(b.p);
     free(host);
     free(t);

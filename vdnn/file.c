@@ -124,3 +124,68 @@ vdnn_status vdnn_file_read(const char *path, const char *what, size_t max_bytes,
     *len = n;
     return VDNN_OK;
 }
+
+/* Writes all of data to fd and syncs it; 0 or an errno. */
+static int write_all(int fd, const void *data, size_t len)
+{
+    const char *p = data;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return w < 0 ? errno : EIO;
+        p += w;
+        len -= (size_t)w;
+    }
+    return fsync(fd) == 0 ? 0 : errno;
+}
+
+/* Gives the unnamed file fd the name tmp (replacing a stale one); 0 or an errno. */
+static int name_file(int fd, const char *tmp)
+{
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    if (unlink(tmp) != 0 && errno != ENOENT) return errno;
+    if (linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) == 0) return 0;
+    return linkat(fd, "", AT_FDCWD, tmp, AT_EMPTY_PATH) == 0 ? 0 : errno;
+}
+
+static void sync_folder(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return;
+    fsync(fd);
+    close(fd);
+}
+
+vdnn_status vdnn_file_replace(const char *path, const char *what, const void *data, size_t len)
+{
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 5), *dir = malloc(plen + 2);
+    if (!tmp || !dir) {
+        free(tmp);
+        free(dir);
+        return vdnn_fail(VDNN_ENOMEM, "%s: out of host memory writing the %s", path, what);
+    }
+    snprintf(tmp, plen + 5, "%s.tmp", path);
+    const char *slash = strrchr(path, '/');
+    snprintf(dir, plen + 2, "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
+    int had_previous = access(path, F_OK) == 0;
+    int fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666), named = fd < 0, err = 0;
+    if (named) fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) err = errno;
+    if (!err) err = write_all(fd, data, len);
+    if (!err && !named) err = name_file(fd, tmp);
+    if (fd >= 0 && close(fd) != 0 && !err) err = errno;
+    if (!err && rename(tmp, path) != 0) err = errno;
+    vdnn_status st = VDNN_OK;
+    if (err) {
+        if (named || access(tmp, F_OK) == 0) unlink(tmp);
+        st = vdnn_fail(VDNN_EIO, "%s: writing the %s failed: %s (%s)", path, what, strerror(err),
+                       had_previous ? "the previous one is untouched" : "none was written");
+    } else {
+        sync_folder(dir);
+    }
+    free(tmp);
+    free(dir);
+    return st;
+}

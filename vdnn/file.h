@@ -34,4 +34,13 @@ vdnn_status vdnn_file_open(const char *path, const char *what, size_t max_bytes,
 vdnn_status vdnn_file_read(const char *path, const char *what, size_t max_bytes, int flags, char **data,
                            size_t *len);
 
+/* Replaces `path` with `len` bytes, atomically: they go to an unnamed file in path's
+ * folder (O_TMPFILE) that is named PATH.tmp only once it is whole and synced, and is
+ * then renamed over PATH (the folder synced after). A crash or a kill at any moment
+ * leaves the previous file whole, and, but for the instant between naming and
+ * renaming, no PATH.tmp; a PATH.tmp left by an earlier save is replaced. Where the
+ * file system has no O_TMPFILE, PATH.tmp is written directly. A failure (a full disk)
+ * says whether a previous file was kept. */
+vdnn_status vdnn_file_replace(const char *path, const char *what, const void *data, size_t len);
+
 #endif
