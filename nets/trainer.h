@@ -13,10 +13,12 @@ typedef struct train_opts {
     long long max_steps;      /* stop after this many steps in this run; <= 0: no limit */
     const char *save_path;    /* checkpoint to write, or NULL */
     const char *resume_path;  /* checkpoint to start from, or NULL */
-    FILE *log;                /* JSON lines, or NULL */
+    FILE *log;                /* JSON lines, or NULL: one per step, one per epoch, and a
+                               * final one however training stops (docs/cli.md) */
     int quiet;                /* nothing on stdout/stderr but errors */
     FILE *out;                /* progress and epoch lines (stderr when a terminal bar is drawn) */
     int tty;                  /* draw a live progress bar */
+    const char *log_path;     /* the log's name in messages (NULL: "the log") */
 } train_opts;
 
 typedef struct train_summary {
@@ -28,7 +30,8 @@ typedef struct train_summary {
     size_t pool_peak_bytes;
 } train_summary;
 
-/* Trains an attached net. Checks that the data sets match the net's classes. */
+/* Trains an attached net. Checks that the data sets match the net's classes. A log that
+ * cannot be written (a full disk) is an error, reported after the checkpoint is saved. */
 vdnn_status train_run(net *n, const dataset *train, const dataset *test, const train_opts *o, train_summary *s);
 
 /* Accuracy and mean loss of an attached net on a whole data set. */

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "tests/testnet.h"
 
@@ -116,6 +117,164 @@ START_TEST(endless_and_odd_files_refused_at_once)
 }
 END_TEST
 
+/* ---- item 4 and 7: the log ---- */
+
+/* The last line of a file (without its newline), malloc'd. */
+static char *last_line(const char *path)
+{
+    char *text = tn_read(path, NULL);
+    ck_assert_msg(text != NULL, "cannot read %s", path);
+    size_t len = strlen(text);
+    while (len > 0 && text[len - 1] == '\n') text[--len] = '\0';
+    char *nl = strrchr(text, '\n');
+    char *line = strdup(nl ? nl + 1 : text);
+    free(text);
+    return line;
+}
+
+/* The unsigned integer after "key": in a JSON line; the check fails if it is absent or
+ * is not a whole number (exact bytes, not a rounded figure). */
+static unsigned long long json_uint(const char *line, const char *key)
+{
+    char k[64];
+    snprintf(k, sizeof k, "\"%s\": ", key);
+    const char *at = strstr(line, k);
+    ck_assert_msg(at != NULL, "no %s in: %s", key, line);
+    char *end;
+    unsigned long long v = strtoull(at + strlen(k), &end, 10);
+    ck_assert_msg(end > at + strlen(k) && (*end == ',' || *end == '}'), "%s is not a whole number in: %s", key, line);
+    return v;
+}
+
+/* A run that stops mid-epoch (--steps), one that ends its epochs and one that fails
+ * each end the log with a final record: the pool peak, offload bytes and copy waits
+ * in exact figures, and why it stopped. */
+START_TEST(final_log_record)
+{
+    char cfg[512], log[512], ck[512];
+    write_cfg(cfg, sizeof cfg, "net.cfg", H_NET);
+    tmp_path(log, sizeof log, "log.jsonl");
+    tmp_path(ck, sizeof ck, "net.ckpt");
+    tn_run r = run("train %s --steps 3 --policy all --threads 1 --quiet --log %s --save %s", cfg, log, ck);
+    ok(&r);
+    tn_run_free(&r);
+    char *line = last_line(log);
+    ck_assert_msg(strstr(line, "\"final\": true") && strstr(line, "\"stopped\": \"steps\""), "%s", line);
+    ck_assert_uint_eq(json_uint(line, "steps"), 3);
+    ck_assert_uint_gt(json_uint(line, "pool_peak_bytes"), 0);
+    ck_assert_uint_gt(json_uint(line, "offload_bytes"), 0);
+    ck_assert_uint_eq(json_uint(line, "offload_bytes"), json_uint(line, "prefetch_bytes"));
+    ck_assert_msg(strstr(line, "\"copy_wait_s\": "), "%s", line);
+    free(line);
+    r = run("train %s --epochs 1 --threads 1 --quiet --log %s", cfg, log);
+    ok(&r);
+    tn_run_free(&r);
+    line = last_line(log);
+    ck_assert_msg(strstr(line, "\"stopped\": \"epochs\"") && strstr(line, "\"steps\": 4"), "%s", line);
+    free(line);
+    /* resumed with another seed: refused, and the log says why */
+    r = run("train %s --steps 1 --seed 9 --threads 1 --quiet --log %s --resume %s", cfg, log, ck);
+    refused(&r, "seed", NULL);
+    tn_run_free(&r);
+    line = last_line(log);
+    ck_assert_msg(strstr(line, "\"stopped\": \"error\"") && strstr(line, "\"error\": \"") &&
+                  strstr(line, "seed"), "%s", line);
+    free(line);
+}
+END_TEST
+
+/* `--log` on a full disk (/dev/full) exited 0 with an empty log; now it fails, after the
+ * checkpoint is saved. */
+START_TEST(log_on_full_disk)
+{
+    char cfg[512], ck[512];
+    write_cfg(cfg, sizeof cfg, "net.cfg", H_NET);
+    tmp_path(ck, sizeof ck, "net.ckpt");
+    tn_run r = run("train %s --steps 2 --threads 1 --quiet --log /dev/full --save %s", cfg, ck);
+    refused(&r, "/dev/full: writing the log failed", "No space left on device");
+    tn_run_free(&r);
+    ck_assert(tn_exists(ck));
+    r = run("test %s --weights %s --log /dev/full", cfg, ck);
+    ck_assert_int_ne(r.status, 0);
+    ck_assert_msg(strstr(r.err, "/dev/full: writing the log failed"), "%s", r.err);
+    tn_run_free(&r);
+}
+END_TEST
+
+/* ---- item 5: resuming brings back algorithms only where they fit ---- */
+
+/* A checkpoint saved by a run with a large-workspace algorithm, resumed with --algo mem
+ * at the least budget that fits mem: the run was accepted, then failed at its first step
+ * ("device budget exceeded: conv1 workspace"); now it keeps its own algorithms and says
+ * so. Where the checkpoint's algorithms fit, they are kept (bit-exact resume, test_cli). */
+START_TEST(resume_checks_algorithms_against_budget)
+{
+    char pinned[512], cfg[512], ck[512];
+    write_cfg(pinned, sizeof pinned, "pinned.cfg",
+              TN_NET H_TRAIN H_DATA "[convolutional]\nfilters = 4\nsize = 3\npad = 1\nalgo = im2col-batch\n"
+                                    "[relu]\n[maxpool]\nsize = 2\n[connected]\noutput = 4\n[softmax]\n");
+    write_cfg(cfg, sizeof cfg, "net.cfg", H_NET);
+    tmp_path(ck, sizeof ck, "net.ckpt");
+    tn_run r = run("train %s --steps 2 --threads 1 --quiet --save %s", pinned, ck);
+    ok(&r);
+    tn_run_free(&r);
+    r = run("info %s --json", cfg);
+    ok(&r);
+    const char *at = strstr(r.out, "\"none\": {\"perf\": ");
+    ck_assert_ptr_nonnull(at);
+    at = strstr(at, "\"mem\": ");
+    unsigned long long mem = strtoull(at + 7, NULL, 10);
+    tn_run_free(&r);
+    r = run("train %s --steps 2 --threads 1 --algo mem --budget %llu --resume %s", cfg, mem, ck);
+    ok(&r);
+    ck_assert_msg(strstr(r.out, "its convolution algorithms need") && strstr(r.out, "keeping this run's"), "%s",
+                  r.out);
+    tn_run_free(&r);
+    /* with room for them, the checkpoint's algorithms run, and nothing is said */
+    r = run("train %s --steps 2 --threads 1 --algo mem --resume %s", cfg, ck);
+    ok(&r);
+    ck_assert_msg(!strstr(r.out, "keeping this run's"), "%s", r.out);
+    tn_run_free(&r);
+}
+END_TEST
+
+/* ---- item 7: a checkpoint's position ---- */
+
+static void set_u64_and_crc(unsigned char *p, size_t len, size_t off, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[off + i] = (unsigned char)(v >> (8 * i));
+    uint32_t crc = (uint32_t)crc32(0L, p, (uInt)(len - 4));
+    for (int i = 0; i < 4; i++) p[len - 4 + i] = (unsigned char)(crc >> (8 * i));
+}
+
+/* Epoch 2^40 resumed at epoch 0 (cast to int unchecked); an index beyond the data set
+ * reached the loader. Both are refused, naming the checkpoint. */
+START_TEST(resume_position_checked)
+{
+    char cfg[512], ck[512], bad[512];
+    write_cfg(cfg, sizeof cfg, "net.cfg", H_NET);
+    tmp_path(ck, sizeof ck, "net.ckpt");
+    tmp_path(bad, sizeof bad, "bad.ckpt");
+    tn_run r = run("train %s --steps 1 --threads 1 --quiet --save %s", cfg, ck);
+    ok(&r);
+    tn_run_free(&r);
+    size_t len = 0;
+    unsigned char *data = (unsigned char *)tn_read(ck, &len);
+    set_u64_and_crc(data, len, 24, (uint64_t)1 << 40);   /* epoch */
+    tn_write(bad, data, len);
+    r = run("train %s --steps 1 --threads 1 --quiet --resume %s", cfg, bad);
+    refused(&r, "bad.ckpt: the checkpoint resumes at epoch 1099511627777", NULL);
+    tn_run_free(&r);
+    set_u64_and_crc(data, len, 24, 0);
+    set_u64_and_crc(data, len, 32, ((uint64_t)1 << 32) + 16);   /* index: 16 as an int */
+    tn_write(bad, data, len);
+    r = run("train %s --steps 1 --threads 1 --quiet --resume %s", cfg, bad);
+    refused(&r, "bad.ckpt: the checkpoint resumes at item 4294967312", "has 64 items");
+    tn_run_free(&r);
+    free(data);
+}
+END_TEST
+
 static Suite *hostile_suite(void)
 {
     Suite *s = suite_create("hostile");
@@ -124,6 +283,10 @@ static Suite *hostile_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, info_profile_sweep_without_train);
     tcase_add_test(tc, endless_and_odd_files_refused_at_once);
+    tcase_add_test(tc, final_log_record);
+    tcase_add_test(tc, log_on_full_disk);
+    tcase_add_test(tc, resume_checks_algorithms_against_budget);
+    tcase_add_test(tc, resume_position_checked);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -249,6 +249,17 @@ static FILE *open_log(const char *path)
     return f;
 }
 
+/* Closes the log; a write that failed (a full disk) turns a success into an error. */
+static vdnn_status close_log(FILE *log, const char *path, vdnn_status st)
+{
+    if (!log) return st;
+    int bad = ferror(log);
+    bad = fclose(log) != 0 || bad;
+    if (bad && st == VDNN_OK)
+        return vdnn_fail(VDNN_EIO, "%s: writing the log failed: %s", path, strerror(errno ? errno : EIO));
+    return st;
+}
+
 int cmd_train(int argc, char **argv)
 {
     run_flags f = {.device = "auto", .epochs = -1, .steps = -1, .batch = -1, .seed = -1,
@@ -285,7 +296,7 @@ int cmd_train(int argc, char **argv)
         n->trace = tr;
         device_set_trace(d, tr);
     }
-    train_opts o = {f.steps, f.save, f.resume, log, f.quiet, stdout, 0};
+    train_opts o = {f.steps, f.save, f.resume, log, f.quiet, stdout, 0, f.log};
     if (st == VDNN_OK && isatty(fileno(stderr)) && !f.quiet) {
         o.tty = 1;
         o.out = stderr;
@@ -314,8 +325,8 @@ int cmd_train(int argc, char **argv)
         vdnn_status tst = trace_close(tr);
         if (st == VDNN_OK) st = tst;
     }
+    st = close_log(log, f.log, st);
     int rc = st == VDNN_OK ? 0 : cli_error();
-    if (log) fclose(log);
     close_all(n, d, train, test);
     return rc;
 }
@@ -350,8 +361,8 @@ int cmd_test(int argc, char **argv)
         printf("test accuracy %.2f%% (%d images), loss %.4f\n", 100 * acc, test->count, loss);
         if (log) fprintf(log, "{\"test_acc\": %.6g, \"test_loss\": %.6g, \"images\": %d}\n", acc, loss, test->count);
     }
+    st = close_log(log, f.log, st);
     int rc = st == VDNN_OK ? 0 : cli_error();
-    if (log) fclose(log);
     close_all(n, d, NULL, test);
     return rc;
 }
