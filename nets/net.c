@@ -433,6 +433,7 @@ vdnn_status net_remake(net *n, int micro, net **out)
     if (st != VDNN_OK) return st;
     n->cfg_borrowed = 1;   /* the new net owns the config now (if n did) */
     net *m = *out;
+    m->data = n->data;   /* --data is not among the overrides kept */
     m->policy = n->policy;
     m->dyn = n->dyn;
     m->algo = n->algo;

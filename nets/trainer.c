@@ -236,11 +236,11 @@ static vdnn_status fit_resumed_algos(net *n, const train_opts *o, int (*saved)[P
     if (st != VDNN_OK || peak <= ps.capacity_bytes) return st;
     for (int i = 0; i < n->nlayers; i++) memcpy(n->layers[i]->algo, saved[i], sizeof saved[i]);
     if (!o->quiet) {
-        char need[32], have[32];
-        fprintf(o->out, "vdnn: %s: its convolution algorithms need %s (%zu bytes) with this plan, more than the "
-                "budget of %s (%zu bytes): keeping this run's; training continues from the checkpoint, but not bit "
-                "for bit as the run that saved it\n", o->resume_path, vdnn_fmt_bytes(peak, need, sizeof need), peak,
-                vdnn_fmt_bytes(ps.capacity_bytes, have, sizeof have), ps.capacity_bytes);
+        char need[48], have[48];
+        fprintf(o->out, "vdnn: %s: its convolution algorithms need %s with this plan, more than the budget of %s: "
+                "keeping this run's; training continues from the checkpoint, but not bit for bit as the run that "
+                "saved it\n", o->resume_path, vdnn_fmt_bytes_exact(peak, need, sizeof need),
+                vdnn_fmt_bytes_exact(ps.capacity_bytes, have, sizeof have));
         fflush(o->out);
     }
     return VDNN_OK;

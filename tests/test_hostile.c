@@ -275,6 +275,172 @@ START_TEST(resume_position_checked)
 }
 END_TEST
 
+/* configs/lenet.cfg with synthetic data in place of Fashion-MNIST; its path to buf. */
+static const char *write_lenet(char *buf, size_t len)
+{
+    char *shipped = tn_read("configs/lenet.cfg", NULL);
+    ck_assert_msg(shipped != NULL, "configs/lenet.cfg not found (run from the repository root)");
+    char *data = strstr(shipped, "[data]"), *conv = strstr(shipped, "[convolutional]");
+    ck_assert(data && conv && data < conv);
+    char text[4096];
+    snprintf(text, sizeof text, "%.*s[data]\nset = synthetic\ntrain_size = 128\ntest_size = 32\nclasses = 10\n%s",
+             (int)(data - shipped), shipped, conv);
+    free(shipped);
+    return write_cfg(buf, len, "lenet.cfg", text);
+}
+
+/* ---- item 7: refusals ---- */
+
+/* The flags a budget refusal suggests ("the fastest that fits: FLAGS" or "as does
+ * FLAGS (need)"), into buf; 0 when it suggests none. */
+static int suggestion(const char *err, char *buf, size_t len)
+{
+    const char *at = strstr(err, "the fastest that fits: ");
+    if (at) at += strlen("the fastest that fits: ");
+    else if ((at = strstr(err, "as does ")) != NULL) at += strlen("as does ");
+    if (!at) return 0;
+    snprintf(buf, len, "%.*s", (int)strcspn(at, "(\n"), at);
+    return 1;
+}
+
+/* Refusals give both figures in exact bytes ("13.56 MiB is below the 13.56 MiB
+ * needed"), list swap and recompute too, and suggest only what the same command then
+ * accepts (with --policy swap --algo mem at 9M lenet was told to use conv/mem, which
+ * needs more: the table was made with the swapped parameters). */
+START_TEST(refusals_exact_and_suggestions_accepted)
+{
+    char cfg[512], flags[256];
+    write_lenet(cfg, sizeof cfg);
+    static const char *const starts[] = {"", "--algo mem", "--policy swap --algo mem", "--policy all",
+                                         "--micro-batch 16"};
+    static const char *const budgets[] = {"9M", "10M", "14220000", "3M", "2M"};
+    int suggested = 0;
+    for (int i = 0; i < 5; i++)
+        for (int k = 0; k < 5; k++) {
+            tn_run r = run("train %s --steps 1 --threads 1 --quiet --budget %s %s", cfg, budgets[k], starts[i]);
+            if (r.status == 0) {
+                tn_run_free(&r);
+                continue;
+            }
+            refused(&r, " bytes) is below the ", "swap/mem");
+            ck_assert_msg(strstr(r.err, "recompute/perf"), "%s", r.err);
+            if (suggestion(r.err, flags, sizeof flags)) {
+                tn_run s = run("train %s --steps 1 --threads 1 --quiet --budget %s %s", cfg, budgets[k], flags);
+                ck_assert_msg(s.status == 0, "at %s with [%s], the suggested [%s] is refused:\n%s", budgets[k],
+                              starts[i], flags, s.err);
+                tn_run_free(&s);
+                suggested++;
+            } else {
+                ck_assert_msg(strstr(r.err, "raise --budget to at least") && strstr(r.err, " bytes)"), "%s", r.err);
+            }
+            tn_run_free(&r);
+        }
+    ck_assert_int_gt(suggested, 5);
+    tn_run r = run("train %s --steps 1 --threads 1 --quiet --budget 9M --policy swap --algo mem", cfg);
+    refused(&r, "budget 9.00 MiB (9437184 bytes) is below the 9.84 MiB (10322176 bytes) needed", NULL);
+    tn_run_free(&r);
+}
+END_TEST
+
+/* ---- item 6: dyn is never worse than a fixed policy, and never fails mid-run ---- */
+
+/* A net whose parameters (36 MiB with gradients and momenta) dominate: below them only
+ * swapping trains, and below that only micro-batches. */
+#define H_WIDE                                                                                     \
+    "[net]\nbatch = 32\nchannels = 1\nheight = 16\nwidth = 16\n" H_TRAIN                        \
+    "[data]\nset = synthetic\ntrain_size = 128\ntest_size = 32\nclasses = 10\n"                  \
+    "[convolutional]\nfilters = 8\nsize = 3\npad = 1\n[relu]\n[connected]\noutput = 1024\n[relu]\n" \
+    "[connected]\noutput = 1024\n[relu]\n[connected]\noutput = 10\n[softmax]\n"
+
+/* The number after `key` in text (the first occurrence after `from`, if given). */
+static double number_after(const char *text, const char *from, const char *key)
+{
+    const char *at = from ? strstr(text, from) : text;
+    ck_assert_msg(at != NULL, "no %s in:\n%s", from, text);
+    at = strstr(at, key);
+    ck_assert_msg(at != NULL, "no %s in:\n%s", key, text);
+    return strtod(at + strlen(key), NULL);
+}
+
+/* The least predicted time (ms) of the fixed policies that fit `budget` in a sweep's
+ * CSV, or -1 when none fits. */
+static double best_fixed_ms(const char *csv)
+{
+    double best = -1;
+    char *text = tn_read(csv, NULL);
+    ck_assert_ptr_nonnull(text);
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        char policy[32];
+        int fits = 0;
+        double ms = 0;
+        if (sscanf(line, "%*[^,],%31[^,],%d,%lf", policy, &fits, &ms) == 3 && fits && (best < 0 || ms < best))
+            best = ms;
+    }
+    free(text);
+    return best;
+}
+
+/* At a budget where the parameters do not fit unswapped (lenet at 4M: "device budget
+ * exceeded: fc7" when dyn split the batch), where only swapping fits, and where all
+ * fits: dyn trains wherever a fixed policy does (and where only micro-batches fit), and
+ * its plan is predicted no slower than the fastest fixed policy that fits. */
+START_TEST(dyn_never_worse_than_fixed)
+{
+    char cfg[512], lenet[512], csv[600], out[512];
+    write_cfg(cfg, sizeof cfg, "wide.cfg", H_WIDE);
+    write_lenet(lenet, sizeof lenet);
+    tn_run r = run("train %s --steps 2 --threads 1 --policy dyn --budget 4M", lenet);
+    ok(&r);
+    ck_assert_msg(strstr(r.out, "micro-batches of") && strstr(r.out, "done: 2 steps"), "%s", r.out);
+    tn_run_free(&r);
+
+    r = run("info %s --json", cfg);
+    ok(&r);
+    size_t swap = (size_t)number_after(r.out, "\"swap\": {", "\"perf\": ");
+    size_t none = (size_t)number_after(r.out, "\"none\": {", "\"perf\": ");
+    size_t micro = (size_t)number_after(r.out, "\"micro_batch_min_budget_bytes\": {", "\"8\": ");
+    tn_run_free(&r);
+    ck_assert(micro < swap && swap < none);
+    size_t budgets[3] = {pool_round(micro + (swap - micro) / 2), pool_round(swap + 65536), none};
+    for (int k = 0; k < 3; k++) {
+        tmp_path(out, sizeof out, "sweep");
+        r = run("sweep %s --budgets %zu --policies none,conv,all,swap,recompute,none-mem,conv-mem,all-mem,swap-mem,"
+                "recompute-mem --simulate --threads 1 --out %s", cfg, budgets[k], out);
+        ok(&r);
+        tn_run_free(&r);
+        double fixed = best_fixed_ms(tn_join(csv, sizeof csv, out, "sweep.csv"));
+        ck_assert_msg((k == 0) == (fixed < 0), "budget %zu: fixed policies fit: %g ms", budgets[k], fixed);
+        r = run("profile %s --budget %zu --threads 1 --json", cfg, budgets[k]);
+        ok(&r);
+        double dyn = number_after(r.out, NULL, "\"predicted_ms\":");
+        tn_run_free(&r);
+        ck_assert_msg(fixed < 0 || dyn <= fixed * (1 + 1e-9), "budget %zu: dyn predicted %g ms, a fixed policy %g ms",
+                      budgets[k], dyn, fixed);
+        r = run("train %s --steps 2 --threads 1 --policy dyn --budget %zu", cfg, budgets[k]);
+        ok(&r);
+        ck_assert_msg(strstr(r.out, "done: 2 steps"), "%s", r.out);
+        tn_run_free(&r);
+    }
+}
+END_TEST
+
+/* When dyn rebuilt the net for micro-batches, --data was lost and the config's path read. */
+START_TEST(dyn_micro_batches_keep_data_flag)
+{
+    char cfg[512];
+    write_cfg(cfg, sizeof cfg, "wide.cfg", TN_NET H_TRAIN "[data]\nset = mnist\npath = /nonexistent-in-config\n" TN_LAYERS);
+    tn_run r = run("info %s --json", cfg);
+    ok(&r);
+    size_t micro = (size_t)number_after(r.out, "\"micro_batch_min_budget_bytes\": {", "\"4\": ");
+    tn_run_free(&r);
+    r = run("train %s --steps 1 --threads 1 --policy dyn --budget %zu --data /nonexistent-from-flag", cfg,
+            pool_round(micro + 4096));
+    refused(&r, "/nonexistent-from-flag", NULL);
+    ck_assert_msg(strstr(r.out, "micro-batches of"), "dyn did not split the batch:\n%s", r.out);
+    tn_run_free(&r);
+}
+END_TEST
+
 static Suite *hostile_suite(void)
 {
     Suite *s = suite_create("hostile");
@@ -287,6 +453,9 @@ static Suite *hostile_suite(void)
     tcase_add_test(tc, log_on_full_disk);
     tcase_add_test(tc, resume_checks_algorithms_against_budget);
     tcase_add_test(tc, resume_position_checked);
+    tcase_add_test(tc, refusals_exact_and_suggestions_accepted);
+    tcase_add_test(tc, dyn_never_worse_than_fixed);
+    tcase_add_test(tc, dyn_micro_batches_keep_data_flag);
     suite_add_tcase(s, tc);
     return s;
 }
