@@ -3,9 +3,10 @@
  *
  * Saving writes an unnamed file, fsyncs it, names it PATH.tmp and renames it over PATH
  * (vdnn_file_replace), so a crash at any moment leaves the previous checkpoint intact
- * and no PATH.tmp behind. Loading reads the whole file,
- * checks the magic, version, every length against the file's real size, the CRC and
- * that every tensor matches the net by name and shape, before it changes anything. */
+ * and no PATH.tmp behind. Loading reads the whole file (a regular file, of a size the
+ * net's checkpoint can have), checks the magic, version, every length against the
+ * file's real size, the CRC and that every tensor matches the net by name and shape,
+ * before it changes anything. */
 #ifndef VDNN_CHECKPOINT_H
 #define VDNN_CHECKPOINT_H
 

@@ -128,13 +128,12 @@ static int first_fit(size_t t[POLICY_COUNT][ALGO_MODE_COUNT], size_t budget, siz
     return fit;
 }
 
-/* When no policy fits the whole batch: the largest micro-batch (batch/2, /4, ... 1)
- * in which one fits, with that policy (*micro 0: none), and the least budget any split
- * needs, with its micro-batch and policy. */
+/* When no policy fits the whole batch: the largest split (batch/2, /4, ... 1) in which
+ * one fits, and the least budget any split needs. */
 typedef struct micro_fit {
-    int micro, fit;            /* micro-batch and by_speed index that fit; micro 0: none */
+    int micro, fit;            /* the micro-batch and by_speed index that fit; micro 0: none */
     size_t need;               /* what that fit needs */
-    int least_micro, least_at; /* the split and policy of the least budget */
+    int least_micro, least_at; /* the split and by_speed index of the least budget */
     size_t least;
 } micro_fit;
 
@@ -154,7 +153,11 @@ static vdnn_status find_micro_fit(const net *n, size_t budget, micro_fit *mf)
         net_free(c);
         if (st != VDNN_OK) break;
         int fit = first_fit(t, budget, &least, &at);
-        if (!mf->least || least < mf->least) *mf = (micro_fit){mf->micro, mf->fit, mf->need, m, at, least};
+        if (!mf->least || least < mf->least) {
+            mf->least = least;
+            mf->least_micro = m;
+            mf->least_at = at;
+        }
         if (fit >= 0 && !mf->micro) {
             mf->micro = m;
             mf->fit = fit;
