@@ -446,7 +446,7 @@ static Suite *hostile_suite(void)
     Suite *s = suite_create("hostile");
     TCase *tc = tcase_create("cli");
     tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
-    tcase_set_timeout(tc, 120);
+    tcase_set_timeout(tc, 600);   /* the sanitizer builds run the program many times slower */
     tcase_add_test(tc, info_profile_sweep_without_train);
     tcase_add_test(tc, endless_and_odd_files_refused_at_once);
     tcase_add_test(tc, final_log_record);
