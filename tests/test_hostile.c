@@ -110,6 +110,9 @@ START_TEST(endless_and_odd_files_refused_at_once)
     r = run("info /dev/zero");
     refused(&r, "/dev/zero: is a character device, not a config file", NULL);
     tn_run_free(&r);
+    r = run("train %s --steps 1 --save %s", cfg, tmp_dir);
+    refused(&r, "--save: ", "is not a regular file");
+    tn_run_free(&r);
     r = run("test %s --weights /dev/urandom", cfg);
     refused(&r, "/dev/urandom: is a character device, not a checkpoint", NULL);
     tn_run_free(&r);

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "nets/checkpoint.h"
@@ -314,6 +315,9 @@ static void close_all(net *n, device *d, dataset *train, dataset *test)
 /* Fails now, not after hours of training, when the checkpoint cannot be written. */
 static vdnn_status check_writable(const char *path)
 {
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return vdnn_fail(VDNN_EIO, "--save: %s is not a regular file (a checkpoint replaces a file)", path);
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");
