@@ -155,8 +155,8 @@ static void report_epoch(progress *p, double test_acc, double test_loss, double 
 }
 
 /* The record written however training stops: an epoch record's memory and copy fields,
- * over the whole run, exact bytes; `stopped` says why ("epochs", "steps" or "error",
- * with the message). It has no "train_loss", so that readers that take the lines with
+ * over the whole run, exact bytes; `stopped` says why ("epochs", "steps", "interrupted"
+ * or "error", with the message). It has no "train_loss", so that readers that take the lines with
  * one for epoch records (bench/accuracy.sh) still do. */
 static void log_final(const train_opts *o, const net *n, const mm_stats *stats0, const train_summary *s,
                       int epoch, const char *stopped, const char *error)
@@ -281,7 +281,8 @@ static vdnn_status resume(net *n, const train_opts *o, int count, int *epoch, in
     return st;
 }
 
-/* Runs the rest of one epoch; *stop is set when max_steps is reached. */
+/* Runs the rest of one epoch; *stop is set when max_steps is reached (1) or the run is
+ * interrupted (2). */
 static vdnn_status run_epoch(net *n, loader *ld, batch_io *b, progress *p, double lr, long long *steps, int *stop)
 {
     const train_opts *o = p->o;
@@ -302,8 +303,9 @@ static vdnn_status run_epoch(net *n, loader *ld, batch_io *b, progress *p, doubl
         (*steps)++;
         log_step(o, n, p->epoch, r.loss_sum / items, lr, secs);
         draw_bar(p, 0);
-        if (o->max_steps > 0 && *steps >= o->max_steps) {
-            *stop = 1;
+        int done = o->max_steps > 0 && *steps >= o->max_steps;
+        if (done || (o->interrupt && *o->interrupt)) {
+            *stop = done ? 1 : 2;
             return VDNN_OK;
         }
     }
@@ -357,6 +359,7 @@ vdnn_status train_run(net *n, const dataset *train, const dataset *test, const t
         /* the checkpoint first: a log that cannot be written stops training after it */
         if (st == VDNN_OK) st = log_status(o);
         if (stop) break;
+        if (o->interrupt && *o->interrupt) stop = 2;   /* during the evaluation */
     }
     if (st == VDNN_OK && stop && !epoch_done(ld, train->count)) {
         if (o->tty && !o->quiet) fprintf(o->out, "\r\033[K");
@@ -366,7 +369,9 @@ vdnn_status train_run(net *n, const dataset *train, const dataset *test, const t
     s->pool_peak_bytes = pool_peak_bytes(device_pool(n->dev));
     char error[1024];
     snprintf(error, sizeof error, "%s", st == VDNN_OK ? "" : vdnn_errmsg());
-    log_final(o, n, &stats0, s, p.epoch, st != VDNN_OK ? "error" : stop ? "steps" : "epochs",
+    s->interrupted = stop == 2;
+    log_final(o, n, &stats0, s, p.epoch,
+              st != VDNN_OK ? "error" : stop == 2 ? "interrupted" : stop ? "steps" : "epochs",
               st != VDNN_OK ? error : NULL);
     vdnn_status lst = log_status(o);
     if (st == VDNN_OK) st = lst;

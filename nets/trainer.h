@@ -4,6 +4,7 @@
 #ifndef VDNN_TRAINER_H
 #define VDNN_TRAINER_H
 
+#include <signal.h>
 #include <stdio.h>
 
 #include "data/data.h"
@@ -19,6 +20,9 @@ typedef struct train_opts {
     FILE *out;                /* progress and epoch lines (stderr when a terminal bar is drawn) */
     int tty;                  /* draw a live progress bar */
     const char *log_path;     /* the log's name in messages (NULL: "the log") */
+    volatile sig_atomic_t *interrupt;   /* set (by a signal handler) to stop after the current
+                                         * step, as at --steps: checkpoint saved, log ended;
+                                         * NULL: none */
 } train_opts;
 
 typedef struct train_summary {
@@ -28,6 +32,7 @@ typedef struct train_summary {
     double test_loss;
     double images_per_s;
     size_t pool_peak_bytes;
+    int interrupted;          /* stopped by o->interrupt */
 } train_summary;
 
 /* Trains an attached net. Checks that the data sets match the net's classes. A log that

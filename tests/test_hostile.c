@@ -3,10 +3,13 @@
  * Readers' own limits are tested in their suites (test_config, test_data,
  * test_checkpoint, test_planfile); fuzzing's crash inputs are replayed by test_fuzz. */
 #include <check.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -201,6 +204,62 @@ START_TEST(log_on_full_disk)
     ck_assert_int_ne(r.status, 0);
     ck_assert_msg(strstr(r.err, "/dev/full: writing the log failed"), "%s", r.err);
     tn_run_free(&r);
+}
+END_TEST
+
+/* Ctrl-C (or SIGTERM) during training ended the process with no checkpoint of the steps
+ * since the last epoch and no final log record; now the run stops after the current
+ * step, saves, ends the log, and exits 128 + the signal. */
+START_TEST(interrupt_saves_and_ends_log)
+{
+    char cfg[512], log[512], ck[512], out[512];
+    write_cfg(cfg, sizeof cfg, "net.cfg",
+              TN_NET "[train]\nepochs = 100000\nlearning_rate = 0.05\nseed = 3\n" H_DATA TN_LAYERS);
+    tmp_path(log, sizeof log, "log.jsonl");
+    tmp_path(ck, sizeof ck, "net.ckpt");
+    tmp_path(out, sizeof out, "out.txt");
+    const char *bin = getenv("VDNN_BIN");
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execl(bin && *bin ? bin : "build/vdnn", "vdnn", "train", cfg, "--threads", "1", "--quiet", "--log", log,
+              "--save", ck, (char *)NULL);
+        _exit(127);
+    }
+    /* once it has taken a few steps */
+    for (int tries = 0; tries < 3000; tries++) {
+        char *text = tn_read(log, NULL);
+        int lines = 0;
+        for (const char *c = text; c && *c; c++) lines += *c == '\n';
+        free(text);
+        if (lines >= 10) break;
+        usleep(10000);
+    }
+    kill(pid, SIGINT);
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    char *text = tn_read(out, NULL);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGINT, "status %d: %s", status, text);
+    ck_assert_msg(text && strstr(text, "vdnn: interrupted (SIGINT) after ") && strstr(text, "checkpoint saved"), "%s",
+                  text);
+    free(text);
+    char *line = last_line(log);
+    ck_assert_msg(strstr(line, "\"stopped\": \"interrupted\""), "%s", line);
+    unsigned long long steps = json_uint(line, "step");
+    free(line);
+    tn_run r = run("test %s --weights %s --threads 1", cfg, ck);
+    ok(&r);
+    tn_run_free(&r);
+    /* the checkpoint holds the last step: resuming continues from it */
+    r = run("train %s --threads 1 --steps 1 --quiet --resume %s --log %s", cfg, ck, log);
+    ok(&r);
+    tn_run_free(&r);
+    line = last_line(log);
+    ck_assert_uint_eq(json_uint(line, "step"), steps + 1);
+    free(line);
 }
 END_TEST
 
@@ -454,6 +513,7 @@ static Suite *hostile_suite(void)
     tcase_add_test(tc, endless_and_odd_files_refused_at_once);
     tcase_add_test(tc, final_log_record);
     tcase_add_test(tc, log_on_full_disk);
+    tcase_add_test(tc, interrupt_saves_and_ends_log);
     tcase_add_test(tc, resume_checks_algorithms_against_budget);
     tcase_add_test(tc, resume_position_checked);
     tcase_add_test(tc, refusals_exact_and_suggestions_accepted);

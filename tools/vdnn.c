@@ -1,5 +1,6 @@
 /* The vdnn command-line program: parse, build, run. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -346,6 +347,16 @@ static vdnn_status close_log(FILE *log, const char *path, vdnn_status st)
     return st;
 }
 
+/* SIGINT or SIGTERM during training: stop after the current step, save, end the log
+ * (train_opts.interrupt); a second one ends the process at once. */
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int sig)
+{
+    interrupted = sig;
+    signal(sig, SIG_DFL);
+}
+
 int cmd_train(int argc, char **argv)
 {
     run_flags f = {.device = "auto", .epochs = -1, .steps = -1, .batch = -1, .seed = -1,
@@ -382,7 +393,7 @@ int cmd_train(int argc, char **argv)
         n->trace = tr;
         device_set_trace(d, tr);
     }
-    train_opts o = {f.steps, f.save, f.resume, log, f.quiet, stdout, 0, f.log};
+    train_opts o = {f.steps, f.save, f.resume, log, f.quiet, stdout, 0, f.log, &interrupted};
     if (st == VDNN_OK && isatty(fileno(stderr)) && !f.quiet) {
         o.tty = 1;
         o.out = stderr;
@@ -394,7 +405,13 @@ int cmd_train(int argc, char **argv)
                 n->dyn ? "dyn" : f.plan ? f.plan : policy_name(n->policy), algo_mode_name(n->algo));
     if (st == VDNN_OK && !f.quiet) fflush(o.out);
     train_summary s;
+    struct sigaction sa = {.sa_handler = on_interrupt}, old_int, old_term;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
     if (st == VDNN_OK) st = train_run(n, train, test, &o, &s);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
     if (st == VDNN_OK && !f.quiet) {
         char peak[32];
         fprintf(o.out, "done: %lld steps, %.0f img/s, pool peak %s", s.steps, s.images_per_s,
@@ -413,6 +430,11 @@ int cmd_train(int argc, char **argv)
     }
     st = close_log(log, f.log, st);
     int rc = st == VDNN_OK ? 0 : cli_error();
+    if (st == VDNN_OK && s.interrupted) {
+        fprintf(stderr, "vdnn: interrupted (%s) after %lld steps%s%s\n", interrupted == SIGTERM ? "SIGTERM" : "SIGINT",
+                s.steps, f.save ? "; checkpoint saved to " : "", f.save ? f.save : "");
+        rc = 128 + interrupted;
+    }
     close_all(n, d, train, test);
     return rc;
 }
