@@ -5,11 +5,15 @@
 #   make test       build and run every Check suite
 #   make sanitize   the same suites under AddressSanitizer + UndefinedBehaviorSanitizer
 #   make tsan       the same suites under ThreadSanitizer
+#   make fuzz       every fuzz target (tests/fuzz/) under libFuzzer, ASan and UBSan for
+#                   FUZZ_SECONDS each (clang: sh tools/setup.sh); docs/readers.md
 #   make clean
 #
 # Variables: OPT (optimisation flags), BUILD (output folder), SAN (sanitizer flags), WERROR,
 # CUDA (auto, 0: CPU only, 1: fail without CUDA), CUDA_HOME, CUDNN_HOME, CUDA_ARCH,
-# SYSROOT (libraries unpacked by tools/sysroot.sh), MPI (auto, 0: without, 1: fail without).
+# SYSROOT (libraries unpacked by tools/sysroot.sh), MPI (auto, 0: without, 1: fail without),
+# FUZZ_CC (clang for `make fuzz`), FUZZ_SECONDS (how long `make fuzz` runs each target,
+# default 60).
 
 CC      ?= cc
 comma   := ,
@@ -99,7 +103,7 @@ UTIL_OBJ  := $(TEST_UTIL:%.c=$(BUILD)/obj/%.o)
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 LIB       := $(BUILD)/libvdnn.a
 
-.PHONY: all test sanitize tsan clean tests
+.PHONY: all test sanitize tsan clean tests fuzz fuzz-targets fuzz-seeds
 all: $(BUILD)/vdnn
 
 $(BUILD)/obj/%.o: %.c
@@ -121,6 +125,20 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(UTIL_OBJ) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(UTIL_OBJ) $(LIB) $(CHECK_LIBS) $(LDLIBS)
 
+# The fuzz targets, built with the normal compiler for tests/test_fuzz.c, which replays
+# their corpora (FUZZ_REPLAY names each entry point after its target).
+FUZZ_SRC        := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_NAMES      := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=%)
+FUZZ_REPLAY_OBJ := $(patsubst tests/fuzz/%.c,$(BUILD)/obj/tests/fuzz/replay/%.o,$(FUZZ_SRC) tests/fuzz/common.c)
+
+$(BUILD)/obj/tests/fuzz/replay/%.o: tests/fuzz/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DFUZZ_REPLAY -c $< -o $@
+
+$(BUILD)/tests/test_fuzz: $(BUILD)/obj/tests/test_fuzz.o $(FUZZ_REPLAY_OBJ) $(UTIL_OBJ) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(FUZZ_REPLAY_OBJ) $(UTIL_OBJ) $(LIB) $(CHECK_LIBS) $(LDLIBS)
+
 tests: $(TEST_BIN) $(BUILD)/vdnn
 
 test: tests
@@ -141,7 +159,37 @@ sanitize:
 tsan:
 	OMP_NUM_THREADS=1 $(MAKE) BUILD=build-tsan OPT="-O1" CUDA_ARCH="$(SAN_CUDA_ARCH)" SAN="-fsanitize=thread" test
 
-clean:
-	rm -rf build build-asan build-tsan
+# libFuzzer: the library and every target built by clang with coverage, ASan and UBSan
+# into build-fuzz/ (no CUDA), then each target run for FUZZ_SECONDS from its seeds
+# (tests/fuzz/seeds/), its past crashes (tests/fuzz/crashes/) and its dictionary.
+# A crash fails the run and leaves the input in build-fuzz/crashes/ (tests/fuzz/run.sh).
+FUZZ_CC      ?= $(firstword $(shell command -v clang-14 clang 2>/dev/null))
+FUZZ_SECONDS ?= 60
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
--include $(patsubst %.o,%.d,$(LIB_OBJ)) $(TOOL_OBJ:.o=.d) $(UTIL_OBJ:.o=.d) $(TEST_SRC:tests/%.c=$(BUILD)/obj/tests/%.d)
+fuzz:
+	@test -n "$(FUZZ_CC)" || { echo "make fuzz needs clang with libFuzzer (Debian: clang-14 libclang-rt-14-dev libomp-14-dev; sh tools/setup.sh)"; exit 1; }
+	$(MAKE) BUILD=build-fuzz CC=$(FUZZ_CC) CUDA=0 OPT="-O1 -gline-tables-only" SAN="$(FUZZ_SAN)" \
+	    EXTRA_CFLAGS="-fsanitize=fuzzer-no-link -Wno-unknown-warning-option" fuzz-targets
+	FUZZ_SECONDS=$(FUZZ_SECONDS) sh tests/fuzz/run.sh build-fuzz $(FUZZ_NAMES)
+
+fuzz-targets: $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
+
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(BUILD)/obj/tests/fuzz/common.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/obj/tests/fuzz/common.o $(LIB) $(LDFLAGS) $(LDLIBS)
+
+# Regenerates the generated seeds (tests/fuzz/make_seeds.c) and copies configs/ in.
+fuzz-seeds: $(BUILD)/fuzz/make_seeds
+	$(BUILD)/fuzz/make_seeds tests/fuzz/seeds
+	cp configs/*.cfg tests/fuzz/seeds/config/
+
+$(BUILD)/fuzz/make_seeds: $(BUILD)/obj/tests/fuzz/make_seeds.o $(BUILD)/obj/tests/fuzz/common.o $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+clean:
+	rm -rf build build-asan build-tsan build-fuzz
+
+-include $(patsubst %.o,%.d,$(LIB_OBJ)) $(TOOL_OBJ:.o=.d) $(UTIL_OBJ:.o=.d) $(TEST_SRC:tests/%.c=$(BUILD)/obj/tests/%.d) \
+         $(FUZZ_REPLAY_OBJ:.o=.d) $(wildcard $(BUILD)/fuzz/*.d)

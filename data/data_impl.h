@@ -11,6 +11,11 @@
  * labels, and records `source` for messages. Guards the byte count against overflow.
  * Free with dataset_free(). */
 vdnn_status dataset_alloc(int count, int c, int h, int w, int classes, const char *source, dataset **out);
+/* As dataset_alloc, around pixels the caller already holds: `images` (malloc'd, count *
+ * c * h * w bytes, or NULL for a caller that fills d->images itself) is taken over,
+ * also on failure. Readers use it to allocate no more than the data they have seen. */
+vdnn_status dataset_wrap(int count, int c, int h, int w, int classes, const char *source, uint8_t *images,
+                         dataset **out);
 
 /* Checks cfg's normalisation for a C-channel set: 0, 1 or C values each, every mean
  * finite and every std finite and > 0. */

@@ -16,27 +16,51 @@
 #define SYNTH_TRAIN_NOISE_SEED 0x7A1Aull
 #define SYNTH_TEST_NOISE_SEED 0x7E57ull
 
-vdnn_status dataset_alloc(int count, int c, int h, int w, int classes, const char *source, dataset **out)
+/* Whether count items of c x h x w make a shape whose bytes (and labels) fit size_t. */
+static vdnn_status check_size(int count, int c, int h, int w, const char *source, size_t *item)
 {
-    *out = NULL;
     if (count <= 0 || c <= 0 || h <= 0 || w <= 0)
         return vdnn_fail(VDNN_EINVAL, "%s: bad data set shape %d x %dx%dx%d", source, count, c, h, w);
-    size_t item = (size_t)c * (size_t)h * (size_t)w;
-    if (item > SIZE_MAX / (size_t)count || (size_t)count > SIZE_MAX / sizeof(int32_t))
+    *item = (size_t)c * (size_t)h * (size_t)w;
+    if (*item > SIZE_MAX / (size_t)count || (size_t)count > SIZE_MAX / sizeof(int32_t))
         return vdnn_fail(VDNN_EINVAL, "%s: data set of %d x %dx%dx%d is too large", source, count, c, h, w);
-    dataset *d = calloc(1, sizeof *d);
-    if (!d) return vdnn_fail(VDNN_ENOMEM, "%s: out of host memory for the data set", source);
-    d->images = malloc(item * (size_t)count);
+    return VDNN_OK;
+}
+
+vdnn_status dataset_wrap(int count, int c, int h, int w, int classes, const char *source, uint8_t *images,
+                         dataset **out)
+{
+    *out = NULL;
+    size_t item = 0;
+    vdnn_status s = check_size(count, c, h, w, source, &item);
+    dataset *d = s ? NULL : calloc(1, sizeof *d);
+    if (!s && !d) s = vdnn_fail(VDNN_ENOMEM, "%s: out of host memory for the data set", source);
+    if (s) {
+        free(images);
+        return s;
+    }
+    d->images = images;
     d->labels = malloc(sizeof(int32_t) * (size_t)count);
-    if (!d->images || !d->labels) {
+    if (!d->labels) {
         dataset_free(d);
-        return vdnn_fail(VDNN_ENOMEM, "%s: out of host memory for %d images of %dx%dx%d",
-                         source, count, c, h, w);
+        return vdnn_fail(VDNN_ENOMEM, "%s: out of host memory for %d labels", source, count);
     }
     d->count = count; d->c = c; d->h = h; d->w = w; d->classes = classes;
     snprintf(d->source, sizeof d->source, "%s", source);
     *out = d;
     return VDNN_OK;
+}
+
+vdnn_status dataset_alloc(int count, int c, int h, int w, int classes, const char *source, dataset **out)
+{
+    *out = NULL;
+    size_t item = 0;
+    vdnn_status s = check_size(count, c, h, w, source, &item);
+    if (s) return s;
+    uint8_t *images = malloc(item * (size_t)count);
+    if (!images)
+        return vdnn_fail(VDNN_ENOMEM, "%s: out of host memory for %d images of %dx%dx%d", source, count, c, h, w);
+    return dataset_wrap(count, c, h, w, classes, source, images, out);
 }
 
 void dataset_free(dataset *d)

@@ -23,6 +23,8 @@
 #include <strings.h>
 #include <sys/stat.h>
 
+#include "vdnn/file.h"
+
 #define PNG_PATH_MAX 4096
 
 typedef struct png_reader {
@@ -32,11 +34,14 @@ typedef struct png_reader {
     png_bytep *rows;
 } png_reader;
 
-/* The destination of one decode: the expected size and where the bytes go. */
+/* The destination of one decode: the expected size and where the bytes go: image
+ * `index` of d, whose images buffer holds *cap images so far. */
 typedef struct png_target {
     const char *path;
     int c, h, w;
-    uint8_t *dst;       /* (C, H, W) */
+    dataset *d;
+    int index;
+    int *cap;
 } png_target;
 
 static void png_on_error(png_structp png, png_const_charp msg)
@@ -132,10 +137,31 @@ static void set_transforms(png_structp png)
     png_set_interlace_handling(png);
 }
 
+/* Makes room in d->images for image `index`, once a file has shown it is a PNG of the
+ * expected size: the buffer starts at 16 MiB (or one image) and doubles, so a folder of
+ * files that are not PNGs fails at the first without allocating room for all of them. */
+static vdnn_status reserve(const png_target *t)
+{
+    dataset *d = t->d;
+    if (t->index < *t->cap) return VDNN_OK;
+    size_t item = (size_t)d->c * d->h * d->w;
+    size_t want = *t->cap ? 2 * (size_t)*t->cap : ((size_t)16 << 20) / item;
+    if (want < (size_t)t->index + 1) want = (size_t)t->index + 1;
+    if (want > (size_t)d->count) want = (size_t)d->count;
+    uint8_t *p = realloc(d->images, want * item);
+    if (!p)
+        return vdnn_fail(VDNN_ENOMEM, "%s: out of host memory for %zu images of %dx%dx%d", t->path, want, d->c,
+                         d->h, d->w);
+    d->images = p;
+    *t->cap = (int)want;
+    return VDNN_OK;
+}
+
 /* Converts decoded rows of `ch` 8-bit samples (gray or RGB first, alpha ignored). */
 static void convert_rows(const png_reader *r, int ch, const png_target *t)
 {
     size_t plane = (size_t)t->h * t->w;
+    uint8_t *dst = t->d->images + (size_t)t->index * t->c * plane;   /* (C, H, W) */
     for (int y = 0; y < t->h; y++) {
         const png_byte *row = r->rows[y];
         for (int x = 0; x < t->w; x++) {
@@ -143,9 +169,9 @@ static void convert_rows(const png_reader *r, int ch, const png_target *t)
             size_t o = (size_t)y * t->w + x;
             int gray = ch < 3;
             if (t->c == 1) {
-                t->dst[o] = gray ? p[0] : (uint8_t)((299 * p[0] + 587 * p[1] + 114 * p[2] + 500) / 1000);
+                dst[o] = gray ? p[0] : (uint8_t)((299 * p[0] + 587 * p[1] + 114 * p[2] + 500) / 1000);
             } else {
-                for (int k = 0; k < 3; k++) t->dst[k * plane + o] = gray ? p[0] : p[k];
+                for (int k = 0; k < 3; k++) dst[k * plane + o] = gray ? p[0] : p[k];
             }
         }
     }
@@ -161,6 +187,8 @@ static vdnn_status decode(png_structp png, png_infop info, FILE *f, png_reader *
     if (pw != (png_uint_32)t->w || ph != (png_uint_32)t->h)
         return vdnn_fail(VDNN_EFORMAT, "%s: image is %ux%u (HxW) but the net expects %dx%d",
                          t->path, (unsigned)ph, (unsigned)pw, t->h, t->w);
+    vdnn_status s = reserve(t);
+    if (s) return s;
     set_transforms(png);
     png_read_update_info(png, info);
     int ch = png_get_channels(png, info);
@@ -187,8 +215,10 @@ static vdnn_status decode_guarded(png_structp png, png_infop info, FILE *f, png_
 
 static vdnn_status read_png(const png_target *t)
 {
-    FILE *f = fopen(t->path, "rb");
-    if (!f) return vdnn_fail(VDNN_EIO, "%s: cannot open (%s)", t->path, strerror(errno));
+    FILE *f = NULL;
+    long long size = 0;
+    vdnn_status opened = vdnn_file_open(t->path, "PNG file", 0, 0, &f, &size);
+    if (opened) return opened;
     png_byte sig[8];
     if (fread(sig, 1, sizeof sig, f) != sizeof sig || png_sig_cmp(sig, 0, sizeof sig) != 0) {
         fclose(f);
@@ -228,15 +258,14 @@ static vdnn_status list_all(const char *dir, char **classes, int nclasses, char 
 
 static vdnn_status read_all(const char *dir, char **classes, int nclasses, char ***files, const int *counts, dataset *d)
 {
-    size_t item = (size_t)d->c * d->h * d->w;
-    int i = 0;
+    int i = 0, cap = 0;
     for (int k = 0; k < nclasses; k++) {
         for (int j = 0; j < counts[k]; j++, i++) {
             char path[PNG_PATH_MAX];
             int n = snprintf(path, sizeof path, "%s/%s/%s", dir, classes[k], files[k][j]);
             if (n < 0 || (size_t)n >= sizeof path)
                 return vdnn_fail(VDNN_EINVAL, "%s/%s/%s: path is too long", dir, classes[k], files[k][j]);
-            png_target t = { path, d->c, d->h, d->w, d->images + (size_t)i * item };
+            png_target t = { path, d->c, d->h, d->w, d, i, &cap };
             vdnn_status s = read_png(&t);
             if (s) return s;
             d->labels[i] = k;
@@ -252,7 +281,7 @@ static vdnn_status load_classes(const char *dir, char **classes, int nclasses, i
     int total = 0;
     vdnn_status s = files && counts ? list_all(dir, classes, nclasses, files, counts, &total)
                                     : vdnn_fail(VDNN_ENOMEM, "%s: out of host memory listing classes", dir);
-    if (!s) s = dataset_alloc(total, c, h, w, nclasses, dir, out);
+    if (!s) s = dataset_wrap(total, c, h, w, nclasses, dir, NULL, out);
     if (!s) s = read_all(dir, classes, nclasses, files, counts, *out);
     if (s) {
         dataset_free(*out);

@@ -1,12 +1,12 @@
 /* Checkpoint writing and reading (see checkpoint.h and docs/checkpoint.md). */
 #include "nets/checkpoint.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 #include <zlib.h>
+
+#include "vdnn/file.h"
 
 #define CKPT_HEADER_BYTES 40u   /* step, epoch, index, seed (u64), batch, ntensors (u32) */
 #define CKPT_DTYPE_F32 0u
@@ -134,30 +134,6 @@ static void put_algos(const net *n, buf *b)
         for (int p = 0; p < PASS_COUNT; p++) put_u32(b, (uint32_t)n->layers[i]->algo[p]);
 }
 
-static vdnn_status write_file(const char *path, const buf *b)
-{
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return vdnn_fail(VDNN_EIO, "%s: cannot write checkpoint: %s", tmp, strerror(errno));
-    int ok = fwrite(b->p, 1, b->len, f) == b->len;
-    ok = fflush(f) == 0 && ok;
-    ok = fsync(fileno(f)) == 0 && ok;
-    int err = errno;
-    ok = fclose(f) == 0 && ok;
-    if (!ok) {
-        remove(tmp);
-        return vdnn_fail(VDNN_EIO, "%s: writing the checkpoint failed: %s (the previous %s is untouched)", tmp,
-                         strerror(err), path);
-    }
-    if (rename(tmp, path) != 0) {
-        err = errno;
-        remove(tmp);
-        return vdnn_fail(VDNN_EIO, "%s: cannot rename the checkpoint into place: %s", path, strerror(err));
-    }
-    return VDNN_OK;
-}
-
 vdnn_status checkpoint_save(net *n, const char *path, const ckpt_state *s)
 {
     tensor_ref *t = NULL;
@@ -183,7 +159,7 @@ vdnn_status checkpoint_save(net *n, const char *path, const ckpt_state *s)
     put_algos(n, &b);
     if (st == VDNN_OK) put_u32(&b, (uint32_t)crc32_z(0L, b.p, b.len));
     if (st == VDNN_OK && b.oom) st = vdnn_fail(VDNN_ENOMEM, "out of host memory saving %s", path);
-    if (st == VDNN_OK) st = write_file(path, &b);
+    if (st == VDNN_OK) st = vdnn_file_replace(path, "checkpoint", b.p, b.len);
     free(b.p);
     free(host);
     free(t);
@@ -219,30 +195,17 @@ static uint64_t get_u64(reader *r)
     return lo | (uint64_t)get_u32(r) << 32;
 }
 
-static vdnn_status read_all(const char *path, unsigned char **data, size_t *len)
+/* The most bytes a file is read: twice what a checkpoint of this net can hold (the
+ * header, every tensor record, an algorithm table of each kind of device and the CRC),
+ * and 1 MiB more, so that the checkpoint of a somewhat larger net is still read and
+ * the message names the tensor that differs. A larger file is refused unread. */
+static size_t max_file_bytes(const net *n, const tensor_ref *t, int count)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return vdnn_fail(VDNN_EIO, "%s: cannot open checkpoint: %s", path, strerror(errno));
-    size_t cap = 1 << 20, n = 0;
-    unsigned char *p = malloc(cap);
-    while (p) {
-        n += fread(p + n, 1, cap - n, f);
-        if (n < cap) break;
-        unsigned char *q = realloc(p, cap * 2);
-        if (!q) { free(p); p = NULL; break; }
-        p = q;
-        cap *= 2;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (!p) return vdnn_fail(VDNN_ENOMEM, "%s: out of host memory reading the checkpoint", path);
-    if (err) {
-        free(p);
-        return vdnn_fail(VDNN_EIO, "%s: read error", path);
-    }
-    *data = p;
-    *len = n;
-    return VDNN_OK;
+    size_t bytes = 16 + CKPT_HEADER_BYTES + 4;
+    for (int i = 0; i < count; i++)
+        bytes += 4 + strlen(t[i].name) + 4 + 4 + 4 * 4 + 8 + shape_count(t[i].p->shape) * sizeof(float);
+    size_t table = 4 + sizeof CKPT_ALGOS ".cuda" + 4 + 4 + 2 * 4 + 8 + (size_t)n->nlayers * PASS_COUNT * 4;
+    return 2 * (bytes + 2 * table) + ((size_t)1 << 20);
 }
 
 static vdnn_status read_header(reader *r, const net *n, ckpt_state *s, uint32_t *ntensors)
@@ -347,14 +310,18 @@ vdnn_status checkpoint_load(net *n, const char *path, ckpt_state *s, int weights
 {
     unsigned char *data = NULL;
     size_t len = 0;
-    vdnn_status st = read_all(path, &data, &len);
-    if (st != VDNN_OK) return st;
     tensor_ref *t = NULL;
     int count = 0;
+    vdnn_status st = list_all(n, &t, &count);
+    if (st == VDNN_OK) st = vdnn_file_read(path, "checkpoint", max_file_bytes(n, t, count), 0, (char **)&data, &len);
+    if (st == VDNN_EFORMAT) {   /* over the size limit */
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", vdnn_errmsg());
+        st = vdnn_fail(st, "%s of this net (a checkpoint of a larger net?)", msg);
+    }
     reader r = {data, len, 0, path};
     ckpt_state state;
     uint32_t ntensors = 0;
-    st = list_all(n, &t, &count);
     if (st == VDNN_OK) st = read_header(&r, n, &state, &ntensors);
     const unsigned char **found = NULL, *algos = NULL;
     if (st == VDNN_OK && !(found = calloc((size_t)count + 1, sizeof *found)))

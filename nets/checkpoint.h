@@ -1,10 +1,12 @@
 /* Checkpoints: every parameter and optimizer tensor by name, with the training
  * position, in one little-endian file (format in docs/checkpoint.md).
  *
- * Saving writes PATH.tmp, flushes and fsyncs it, then renames it over PATH, so a crash
- * at any moment leaves the previous checkpoint intact. Loading reads the whole file,
- * checks the magic, version, every length against the file's real size, the CRC and
- * that every tensor matches the net by name and shape, before it changes anything. */
+ * Saving writes an unnamed file, fsyncs it, names it PATH.tmp and renames it over PATH
+ * (vdnn_file_replace), so a crash at any moment leaves the previous checkpoint intact
+ * and no PATH.tmp behind. Loading reads the whole file (a regular file, of a size the
+ * net's checkpoint can have), checks the magic, version, every length against the
+ * file's real size, the CRC and that every tensor matches the net by name and shape,
+ * before it changes anything. */
 #ifndef VDNN_CHECKPOINT_H
 #define VDNN_CHECKPOINT_H
 

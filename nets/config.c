@@ -9,8 +9,9 @@
  *  - A value runs from after the first '=' to the comment or line end, trimmed; it may
  *    contain further '=' and inner spaces ("steps = 100, 200").
  *  - Spaces inside the brackets of a header are ignored ("[ net ]" is "[net]").
- *  - A line (before stripping comments) may hold at most CFG_VALUE_MAX - 1 characters,
- *    so that any value fits its buffer; longer lines are errors, never truncated.
+ *  - Lines may be of any length (a long comment, long padding); a value may hold at
+ *    most CFG_VALUE_MAX - 1 characters, and a longer one is an error naming its key,
+ *    never truncated. A file over CFG_FILE_MAX_BYTES is refused before it is read.
  *  - CFG_BOOL is exactly "0" or "1": cfg_int() reads booleans, and one spelling keeps
  *    configs greppable; "true" or "yes" is an error ("'true' is not 0 or 1"). */
 #include "nets/config.h"
@@ -25,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LINE_MAX_CHARS (CFG_VALUE_MAX - 1)
+#include "vdnn/file.h"
 
 /* ---- messages ---- */
 
@@ -179,12 +180,15 @@ static vdnn_status parse_kv(cfg_file *f, char *s, char *eq, int line)
         return syntax_error(f, line, NULL,
                             "key '%s' comes before any [section] (add a header above it)", key);
     if (!*value) return located_fail(f, line, sec, key, "empty value");
+    if (strlen(value) >= CFG_VALUE_MAX)
+        return located_fail(f, line, sec, key, "the value is %zu characters long; the limit is %d", strlen(value),
+                            CFG_VALUE_MAX - 1);
     cfg_section *cur = &f->sec[f->nsec - 1];
     if (grow((void **)&cur->kv, cur->nkv, sizeof *cur->kv) != 0)
         return vdnn_fail(VDNN_ENOMEM, "%s:%d: out of host memory", f->path, line);
     cfg_kv *kv = &cur->kv[cur->nkv++];
     strcpy(kv->key, key);
-    strcpy(kv->value, value); /* fits: the whole line was shorter than CFG_VALUE_MAX */
+    strcpy(kv->value, value); /* fits: checked above */
     kv->line = line;
     return VDNN_OK;
 }
@@ -202,29 +206,38 @@ static vdnn_status parse_line(cfg_file *f, char *buf, int line)
                         "'%s' is neither '[section]' nor 'key = value' (missing '=')", s);
 }
 
-/* Splits text into lines (LF or CRLF) and parses each. */
+/* Splits text into lines (LF or CRLF) and parses each, in a buffer as long as the
+ * longest line. */
 static vdnn_status parse_text(cfg_file *f, const char *text)
 {
     const char *p = text;
-    for (int line = 1; *p; line++) {
+    char *buf = NULL;
+    size_t cap = 0;
+    vdnn_status st = VDNN_OK;
+    for (int line = 1; *p && st == VDNN_OK; line++) {
         size_t len = strcspn(p, "\n");
         const char *next = p[len] ? p + len + 1 : p + len;
         if (len > 0 && p[len - 1] == '\r') len--;
-        if (len > LINE_MAX_CHARS)
-            return syntax_error(f, line, current_name(f), "line is longer than %d characters",
-                                LINE_MAX_CHARS);
-        char buf[CFG_VALUE_MAX];
+        if (len >= cap) {
+            char *bigger = realloc(buf, len + 1);
+            if (!bigger) {
+                st = vdnn_fail(VDNN_ENOMEM, "%s:%d: out of host memory for a line of %zu characters", f->path,
+                               line, len);
+                break;
+            }
+            buf = bigger;
+            cap = len + 1;
+        }
         memcpy(buf, p, len);
         buf[len] = '\0';
-        vdnn_status st = parse_line(f, buf, line);
-        if (st != VDNN_OK) return st;
-        if (line == INT_MAX && *next)
-            return syntax_error(f, line, NULL, "too many lines");
+        st = parse_line(f, buf, line);
+        if (st == VDNN_OK && line == INT_MAX && *next) st = syntax_error(f, line, NULL, "too many lines");
         p = next;
     }
-    if (f->nsec == 0)
+    free(buf);
+    if (st == VDNN_OK && f->nsec == 0)
         return syntax_error(f, 1, NULL, "no [section] in the file (empty config?)");
-    return VDNN_OK;
+    return st;
 }
 
 vdnn_status cfg_parse(const char *text, const char *name, cfg_file **out)
@@ -244,48 +257,15 @@ vdnn_status cfg_parse(const char *text, const char *name, cfg_file **out)
     return VDNN_OK;
 }
 
-/* Reads a whole file into a NUL-terminated buffer; a NUL inside the file is an error
- * (it would silently cut the text short). Reads in chunks so pipes work too. */
-static vdnn_status read_all(const char *path, char **out)
-{
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return vdnn_fail(VDNN_EIO, "%s: cannot open: %s", path, strerror(errno));
-    size_t len = 0, cap = 4096;
-    char *buf = malloc(cap);
-    while (buf) {
-        len += fread(buf + len, 1, cap - 1 - len, fp);
-        if (len < cap - 1) break;
-        char *bigger = realloc(buf, cap * 2);
-        if (!bigger) free(buf);
-        buf = bigger;
-        cap *= 2;
-    }
-    int read_err = ferror(fp), err = errno;
-    fclose(fp);
-    if (!buf) return vdnn_fail(VDNN_ENOMEM, "%s: out of host memory reading the file", path);
-    if (read_err) {
-        free(buf);
-        return vdnn_fail(VDNN_EIO, "%s: cannot read: %s", path, strerror(err));
-    }
-    buf[len] = '\0';
-    size_t text_len = strlen(buf);
-    if (text_len != len) {
-        int line = 1;
-        for (size_t i = 0; i < text_len; i++) line += buf[i] == '\n';
-        free(buf);
-        return vdnn_fail(VDNN_EFORMAT, "%s:%d: a NUL byte (not a text config file?)", path, line);
-    }
-    *out = buf;
-    return VDNN_OK;
-}
-
 vdnn_status cfg_load(const char *path, cfg_file **out)
 {
     if (!out) return vdnn_fail(VDNN_EINVAL, "cfg_load: out is NULL");
     *out = NULL;
     if (!path) return vdnn_fail(VDNN_EINVAL, "cfg_load: path is NULL");
     char *text = NULL;
-    vdnn_status st = read_all(path, &text);
+    size_t len = 0;
+    vdnn_status st = vdnn_file_read(path, "config file", CFG_FILE_MAX_BYTES, VDNN_FILE_PIPE | VDNN_FILE_TEXT,
+                                    &text, &len);
     if (st != VDNN_OK) return st;
     st = cfg_parse(text, path, out);
     free(text);

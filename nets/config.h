@@ -17,6 +17,8 @@
 
 #define CFG_NAME_MAX 48
 #define CFG_VALUE_MAX 512
+/* The largest config file read (a pipe is read up to it): far above any net's. */
+#define CFG_FILE_MAX_BYTES ((size_t)16 << 20)
 
 typedef struct cfg_kv {
     char key[CFG_NAME_MAX];
@@ -53,8 +55,9 @@ typedef struct cfg_key {
     const char *help;         /* one line, for docs and messages */
 } cfg_key;
 
-/* Reads and parses a file. Syntax errors (missing '=', a key before any section, an
- * unterminated '[', an empty key, a line too long) name FILE:LINE.
+/* Reads and parses a file (a regular file or a pipe, at most CFG_FILE_MAX_BYTES; lines
+ * of any length). Syntax errors (missing '=', a key before any section, an unterminated
+ * '[', an empty key, a name or a value too long, a NUL byte) name FILE:LINE.
  * Free with cfg_free(). */
 vdnn_status cfg_load(const char *path, cfg_file **out);
 /* The same from a string; `name` stands for the path in messages. */

@@ -81,7 +81,8 @@ static const cfg_section *find_section(const cfg_file *f, const char *name)
     return NULL;
 }
 
-/* Each of [net], [train], [data] exactly once; no unknown section. */
+/* Each of [net] and [data] exactly once, [train] and [memory] at most once (describing
+ * and planning a net need no training settings); no unknown section. */
 static vdnn_status check_sections(const cfg_file *f)
 {
     if (f->nsec == 0 || strcmp(f->sec[0].name, "net") != 0)
@@ -95,7 +96,7 @@ static vdnn_status check_sections(const cfg_file *f)
             if (first) return cfg_error(f, &f->sec[i], NULL, "section given twice (first at line %d)", first->line);
             first = &f->sec[i];
         }
-        if (!first && m < 3) return vdnn_fail(VDNN_EINVAL, "%s: missing section [%s]", f->path, meta[m]);
+        if (!first && (m == 0 || m == 2)) return vdnn_fail(VDNN_EINVAL, "%s: missing section [%s]", f->path, meta[m]);
     }
     for (int i = 0; i < f->nsec; i++) {
         const cfg_section *s = &f->sec[i];
@@ -116,7 +117,8 @@ static vdnn_status check_sections(const cfg_file *f)
 static vdnn_status read_train(const cfg_file *f, train_cfg *t)
 {
     const cfg_section *s = find_section(f, "train");
-    vdnn_status st = cfg_check(f, s, train_keys);
+    t->given = s != NULL;
+    vdnn_status st = s ? cfg_check(f, s, train_keys) : VDNN_OK;
     if (st != VDNN_OK) return st;
     t->epochs = cfg_int(s, "epochs", 1);
     t->learning_rate = cfg_float(s, "learning_rate", 0.01);
@@ -713,6 +715,7 @@ vdnn_status net_remake(net *n, int micro, net **out)
     if (st != VDNN_OK) return st;
     n->cfg_borrowed = 1;   /* the new net owns the config now (if n did) */
     net *m = *out;
+    m->data = n->data;   /* --data is not among the overrides kept */
     m->policy = n->policy;
     m->dyn = n->dyn;
     m->algo = n->algo;

@@ -66,6 +66,8 @@ typedef struct train_cfg {
     double gamma;
     double min_lr;            /* LR_COSINE: the floor reached at the last epoch */
     uint64_t seed;
+    int given;                /* the config has a [train] section; without one the values
+                               * above are defaults, enough to describe and plan the net */
 } train_cfg;
 
 typedef struct net_overrides {

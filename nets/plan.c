@@ -121,8 +121,14 @@ vdnn_status net_min_budget(net *n, size_t *bytes)
 vdnn_status net_budget_table(net *n, size_t table[POLICY_COUNT][ALGO_MODE_COUNT])
 {
     int (*saved_algo)[PASS_COUNT] = malloc((size_t)n->nlayers * sizeof *saved_algo);
-    if (!saved_algo) return vdnn_fail(VDNN_ENOMEM, "out of host memory");
+    unsigned char *saved_swap = malloc((size_t)n->nlayers);
+    if (!saved_algo || !saved_swap) {
+        free(saved_algo);
+        free(saved_swap);
+        return vdnn_fail(VDNN_ENOMEM, "out of host memory");
+    }
     for (int i = 0; i < n->nlayers; i++) memcpy(saved_algo[i], n->layers[i]->algo, sizeof saved_algo[i]);
+    for (int i = 0; i < n->nlayers; i++) saved_swap[i] = (unsigned char)n->layers[i]->swap;
     mem_policy saved_policy = n->policy;
     algo_mode saved_mode = n->algo;
     int saved_far = n->prefetch_ahead, saved_lag = n->release_lag;
@@ -134,11 +140,17 @@ vdnn_status net_budget_table(net *n, size_t table[POLICY_COUNT][ALGO_MODE_COUNT]
         for (int p = 0; p < POLICY_COUNT && st == VDNN_OK; p++) {
             n->policy = (mem_policy)p;
             for (int j = 0; n->maps && j <= n->nlayers; j++) set_map(&n->maps[j], net_policy_map(n, j, (mem_policy)p));
+            /* each policy with its own placement of the parameters, whatever the net's is
+             * (the replay reads only the flags: nothing on the device moves) */
+            for (int i = 0; i < n->nlayers; i++)
+                n->layers[i]->swap = net_policy_swaps(n, i, (mem_policy)p) ? SWAP_HOST : SWAP_NONE;
             st = net_least_budget(n, &table[p][a]);
         }
     }
     for (int i = 0; i < n->nlayers; i++) memcpy(n->layers[i]->algo, saved_algo[i], sizeof saved_algo[i]);
+    for (int i = 0; i < n->nlayers; i++) n->layers[i]->swap = saved_swap[i];
     free(saved_algo);
+    free(saved_swap);
     n->policy = saved_policy;
     n->algo = saved_mode;
     n->prefetch_ahead = saved_far;

@@ -30,11 +30,15 @@
 #include <unistd.h>
 
 #include "nets/planner.h"
+#include "vdnn/file.h"
 
 #define PLAN_MAGIC "vdnn-plan"
 #define PLAN_VERSION 2
 /* Far beyond any useful lag: a bound so that a corrupt file cannot ask for nonsense. */
 #define PLAN_MAX_LAG 1000
+/* The largest plan file read (a pipe is read up to it): a line per layer, and a net has
+ * at most a million layers (read_shape). */
+#define PLAN_FILE_MAX_BYTES ((size_t)64 << 20)
 
 static const char *const pass_names[PASS_COUNT] = {"forward", "backward-data", "backward-filter"};
 
@@ -600,12 +604,17 @@ vdnn_status plan_load(const net *n, const char *path, plan *out)
     vdnn_status st = plan_init(out, n);
     if (st != VDNN_OK) return st;
     reader r = {.path = path};
-    r.f = fopen(path, "r");
-    if (!r.f) st = vdnn_fail(VDNN_EIO, "%s: cannot open the plan: %s", path, strerror(errno));
+    char *text = NULL;
+    size_t len = 0;
+    /* read whole, within a limit, then parsed from memory: no line can be endless */
+    st = vdnn_file_read(path, "plan", PLAN_FILE_MAX_BYTES, VDNN_FILE_PIPE | VDNN_FILE_TEXT, &text, &len);
+    if (st == VDNN_OK && !(r.f = fmemopen(text, len, "r")))
+        st = vdnn_fail(VDNN_ENOMEM, "%s: out of host memory reading the plan", path);
     if (st == VDNN_OK) st = read_plan(&r, n, out);
     if (st == VDNN_OK) st = plan_check(out, n, path);
     if (r.f) fclose(r.f);
     free(r.buf);
+    free(text);
     if (st != VDNN_OK) plan_free(out);
     return st;
 }

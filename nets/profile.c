@@ -7,6 +7,8 @@
 
 #include "nets/planner.h"
 #include "nets/solver.h"
+#include "vdnn/file.h"
+#include "vdnn/rng.h"
 
 /* The cache file's format: 2 added each layer's gradient-sum time. */
 #define PROFILE_VERSION 2
@@ -512,11 +514,18 @@ static int read_row(FILE *f, double *row)
     return 1;
 }
 
+/* The largest profile file read: a few lines per layer. */
+#define PROFILE_MAX_BYTES ((size_t)64 << 20)
+/* The least bytes a layer takes in the file ("layer 0 0" and three empty rows). */
+#define PROFILE_LAYER_MIN_BYTES 16
+
 vdnn_status profile_load(const char *path, profile *out)
 {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "r");
-    if (!f) return vdnn_fail(VDNN_EIO, "cannot read profile %s: %s", path, strerror(errno));
+    FILE *f = NULL;
+    long long size = 0;
+    vdnn_status opened = vdnn_file_open(path, "profile", PROFILE_MAX_BYTES, 0, &f, &size);
+    if (opened != VDNN_OK) return opened;
     unsigned long long key = 0;
     int version = 0;
     vdnn_status st = VDNN_OK;
@@ -525,7 +534,8 @@ vdnn_status profile_load(const char *path, profile *out)
     else if (fscanf(f, "device %159[^\n]\n", out->device) != 1) st = bad_line(path, 2, "device");
     else if (fscanf(f, "net %llx\n", &key) != 1) st = bad_line(path, 3, "net");
     else if (fscanf(f, "batch %d\n", &out->batch) != 1 || out->batch < 1) st = bad_line(path, 4, "batch");
-    else if (fscanf(f, "layers %d\n", &out->nlayers) != 1 || out->nlayers < 1 || out->nlayers > 100000)
+    else if (fscanf(f, "layers %d\n", &out->nlayers) != 1 || out->nlayers < 1 || out->nlayers > 100000 ||
+             out->nlayers > size / PROFILE_LAYER_MIN_BYTES)
         st = bad_line(path, 5, "layers");
     else if (fscanf(f, "link %lf %lf %lf %lf\n", &out->h2d_bytes_per_s, &out->d2h_bytes_per_s,
                     &out->duplex_bytes_per_s, &out->copy_latency_s) != 4 || !(out->h2d_bytes_per_s > 0) ||

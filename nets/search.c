@@ -428,9 +428,9 @@ vdnn_status plan_search(const net *n, const profile *pr, size_t budget, search_k
     plan_free(&s.work);
     free(s.dec);
     if (st == VDNN_OK && s.best.predicted_s < 0) {
-        char b[32], l[32];
+        char b[48], l[48];
         st = vdnn_fail(VDNN_EBUDGET, "no plan fits the budget of %s: the least any plan tried needs is %s",
-                       vdnn_fmt_bytes(budget, b, sizeof b), vdnn_fmt_bytes(s.least, l, sizeof l));
+                       vdnn_fmt_bytes_exact(budget, b, sizeof b), vdnn_fmt_bytes_exact(s.least, l, sizeof l));
     }
     if (st != VDNN_OK) {
         plan_free(&s.best);

@@ -1,11 +1,14 @@
 /* The training loop (see trainer.h). */
 #include "nets/trainer.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nets/checkpoint.h"
+#include "nets/planner.h"
 
 vdnn_status check_classes(const net *n, const dataset *d)
 {
@@ -20,6 +23,13 @@ vdnn_status check_classes(const net *n, const dataset *d)
     return vdnn_fail(VDNN_EINVAL, "%s:%d: the net classifies into %d outputs but %s has %d classes "
                      "(set this [%s] layer's output = %d)", n->cfg->path, line, n->classes, d->source,
                      d->classes, last->ops->type, d->classes);
+}
+
+vdnn_status check_train_settings(const net *n)
+{
+    if (n->train.given) return VDNN_OK;
+    return vdnn_fail(VDNN_EINVAL, "%s: no [train] section: training needs one (epochs, learning_rate; "
+                     "docs/config.md); info, profile, sweep and test do not", n->cfg->path);
 }
 
 /* Host staging buffers (pinned on CUDA) for one batch; the iteration copies them into
@@ -150,6 +160,40 @@ static void report_epoch(progress *p, double test_acc, double test_loss, double 
     }
 }
 
+/* The record written however training stops: an epoch record's memory and copy fields,
+ * over the whole run, exact bytes; `stopped` says why ("epochs", "steps", "interrupted"
+ * or "error", with the message). It has no "train_loss", so that readers that take the lines with
+ * one for epoch records (bench/accuracy.sh) still do. */
+static void log_final(const train_opts *o, const net *n, const mm_stats *stats0, const train_summary *s,
+                      int epoch, const char *stopped, const char *error)
+{
+    if (!o->log) return;
+    mm_stats m = n->stats;
+    fprintf(o->log, "{\"final\": true, \"stopped\": \"%s\", \"epoch\": %d, \"step\": %llu, \"steps\": %lld, "
+            "\"images_per_s\": %.6g, \"pool_peak_bytes\": %zu, \"offload_bytes\": %llu, "
+            "\"prefetch_bytes\": %llu, \"copy_wait_s\": %.6g, \"vendor_bytes\": %zu",
+            stopped, epoch + 1, (unsigned long long)n->step, s->steps, s->images_per_s,
+            n->peak_iter_bytes, (unsigned long long)(m.offload_bytes - stats0->offload_bytes),
+            (unsigned long long)(m.prefetch_bytes - stats0->prefetch_bytes), m.wait_s - stats0->wait_s,
+            n->dev ? device_vendor_bytes(n->dev) : 0);
+    if (error) {
+        fprintf(o->log, ", \"error\": ");
+        vdnn_json_str(o->log, error);
+    }
+    fprintf(o->log, "}\n");
+}
+
+/* Whether everything logged so far reached the file: a full disk is an error, not an
+ * empty log. */
+static vdnn_status log_status(const train_opts *o)
+{
+    if (!o->log) return VDNN_OK;
+    int bad = fflush(o->log) != 0 || ferror(o->log);
+    if (!bad) return VDNN_OK;
+    return vdnn_fail(VDNN_EIO, "%s: writing the log failed: %s", o->log_path ? o->log_path : "the log",
+                     strerror(errno ? errno : EIO));
+}
+
 /* ---- the loop ---- */
 
 /* Saves the position the loader will read next; at the end of an epoch that is the
@@ -174,29 +218,81 @@ static int epoch_done(loader *ld, int count)
     return index >= count;
 }
 
-static vdnn_status resume(net *n, const train_opts *o, int *epoch, int *index)
+/* The checkpoint's convolution algorithms (checkpoint_load applied them) run only when
+ * the net's plan with them fits the device's budget: a plan fitted to other algorithms
+ * (--algo mem, a smaller --budget) would fail at its first step. Else the run keeps its
+ * own algorithms, `saved`, and says so: training continues from the checkpoint, but not
+ * bit for bit as the run that saved it. */
+static vdnn_status fit_resumed_algos(net *n, const train_opts *o, int (*saved)[PASS_COUNT])
+{
+    int same = 1;
+    for (int i = 0; i < n->nlayers; i++) same &= !memcmp(saved[i], n->layers[i]->algo, sizeof saved[i]);
+    if (same) return VDNN_OK;
+    plan p = {0};
+    simulator *sim = NULL;
+    double t = 0;
+    size_t peak = 0;
+    pool_stats ps;
+    pool_get_stats(device_pool(n->dev), &ps);
+    vdnn_status st = plan_from_net(n, &p);
+    if (st == VDNN_OK) st = sim_create(n, NULL, &sim);
+    if (st == VDNN_OK) st = sim_run(sim, &p, &t, &peak);
+    sim_destroy(sim);
+    plan_free(&p);
+    if (st != VDNN_OK || peak <= ps.capacity_bytes) return st;
+    for (int i = 0; i < n->nlayers; i++) memcpy(n->layers[i]->algo, saved[i], sizeof saved[i]);
+    if (!o->quiet) {
+        char need[48], have[48];
+        fprintf(o->out, "vdnn: %s: its convolution algorithms need %s with this plan, more than the budget of %s: "
+                "keeping this run's; training continues from the checkpoint, but not bit for bit as the run that "
+                "saved it\n", o->resume_path, vdnn_fmt_bytes_exact(peak, need, sizeof need),
+                vdnn_fmt_bytes_exact(ps.capacity_bytes, have, sizeof have));
+        fflush(o->out);
+    }
+    return VDNN_OK;
+}
+
+/* Loads the checkpoint and checks where it resumes: the seed, and a position inside the
+ * training set of `count` items. */
+static vdnn_status resume(net *n, const train_opts *o, int count, int *epoch, int *index)
 {
     *epoch = 0;
     *index = 0;
     if (!o->resume_path) return VDNN_OK;
+    int (*saved)[PASS_COUNT] = malloc((size_t)n->nlayers * sizeof *saved);
+    if (!saved) return vdnn_fail(VDNN_ENOMEM, "out of host memory");
+    for (int i = 0; i < n->nlayers; i++) memcpy(saved[i], n->layers[i]->algo, sizeof saved[i]);
     ckpt_state s = {0};
     /* data-parallel: rank 0 reads it, and every replica of every rank takes its state */
     vdnn_status st = comm_rank(o->comm) == 0 ? checkpoint_load(n, o->resume_path, &s, 0) : VDNN_OK;
     if (st == VDNN_OK && o->group) st = comm_bcast(o->comm, &s, sizeof s, 0);
     if (st == VDNN_OK && o->group) st = dp_sync(o->group, &s.step);
-    if (st != VDNN_OK) return st;
-    if (s.seed != n->train.seed)
-        return vdnn_fail(VDNN_EINVAL, "%s: saved with seed %llu but the run uses seed %llu (resume with --seed %llu)",
-                         o->resume_path, (unsigned long long)s.seed, (unsigned long long)n->train.seed,
-                         (unsigned long long)s.seed);
-    n->step = s.step;
-    *epoch = (int)s.epoch;
-    *index = (int)s.index;
-    return VDNN_OK;
+    if (st == VDNN_OK && s.seed != n->train.seed)
+        st = vdnn_fail(VDNN_EINVAL, "%s: saved with seed %llu but the run uses seed %llu (resume with --seed %llu)",
+                       o->resume_path, (unsigned long long)s.seed, (unsigned long long)n->train.seed,
+                       (unsigned long long)s.seed);
+    if (st == VDNN_OK && s.epoch > INT_MAX)
+        st = vdnn_fail(VDNN_EFORMAT, "%s: the checkpoint resumes at epoch %llu, beyond any run (at most %d)",
+                       o->resume_path, (unsigned long long)s.epoch + 1, INT_MAX);
+    if (st == VDNN_OK && s.index > (uint64_t)count)
+        st = vdnn_fail(VDNN_EFORMAT, "%s: the checkpoint resumes at item %llu of an epoch, but the training set "
+                       "has %d items (a checkpoint of another data set?)", o->resume_path,
+                       (unsigned long long)s.index, count);
+    if (st == VDNN_OK) st = fit_resumed_algos(n, o, saved);
+    if (st != VDNN_OK) {
+        for (int i = 0; i < n->nlayers; i++) memcpy(n->layers[i]->algo, saved[i], sizeof saved[i]);
+    } else {
+        n->step = s.step;
+        *epoch = (int)s.epoch;
+        *index = (int)s.index;
+    }
+    free(saved);
+    return st;
 }
 
-/* Runs the rest of one epoch; *stop is set when max_steps is reached. A data-parallel
- * group may rebuild its primary replica for a new share: *np follows it. */
+/* Runs the rest of one epoch; *stop is set when max_steps is reached (1) or the run is
+ * interrupted (2). A data-parallel group may rebuild its primary replica for a new
+ * share: *np follows it. */
 static vdnn_status run_epoch(net **np, loader *ld, batch_io *b, progress *p, double lr, long long *steps, int *stop)
 {
     net *n = *np;
@@ -223,8 +319,9 @@ static vdnn_status run_epoch(net **np, loader *ld, batch_io *b, progress *p, dou
         (*steps)++;
         log_step(o, n, p->epoch, r.loss_sum / items, lr, secs);
         draw_bar(p, 0);
-        if (o->max_steps > 0 && *steps >= o->max_steps) {
-            *stop = 1;
+        int done = o->max_steps > 0 && *steps >= o->max_steps;
+        if (done || (o->interrupt && *o->interrupt)) {
+            *stop = done ? 1 : 2;
             return VDNN_OK;
         }
     }
@@ -234,11 +331,19 @@ vdnn_status train_run(net *n, const dataset *train, const dataset *test, const t
 {
     memset(s, 0, sizeof *s);
     s->test_acc = -1;
-    vdnn_status st = check_classes(n, train);
+    vdnn_status st = check_train_settings(n);
+    if (st == VDNN_OK) st = check_classes(n, train);
     if (st == VDNN_OK && test) st = check_classes(n, test);
     int epoch = 0, index = 0;
-    if (st == VDNN_OK) st = resume(n, o, &epoch, &index);
-    if (st != VDNN_OK) return st;
+    mm_stats stats0 = n->stats;
+    if (st == VDNN_OK) st = resume(n, o, train->count, &epoch, &index);
+    if (st != VDNN_OK) {
+        char error[1024];
+        snprintf(error, sizeof error, "%s", vdnn_errmsg());
+        log_final(o, n, &stats0, s, epoch, "error", error);
+        log_status(o);
+        return vdnn_fail(st, "%s", error);
+    }
     int batch = o->group ? dp_batch(o->group) : n->minibatch;
     loader_opts lo = {batch, 1, 1, n->train.seed, &n->data};
     loader *ld = NULL;
@@ -268,7 +373,10 @@ vdnn_status train_run(net *n, const dataset *train, const dataset *test, const t
         if (test) st = evaluate(n, test, &s->test_acc, &s->test_loss);
         if (st == VDNN_OK) report_epoch(&p, s->test_acc, s->test_loss, lr);
         if (st == VDNN_OK) st = save(n, o, ld, train->count);
+        /* the checkpoint first: a log that cannot be written stops training after it */
+        if (st == VDNN_OK) st = log_status(o);
         if (stop) break;
+        if (o->interrupt && *o->interrupt) stop = 2;   /* during the evaluation */
     }
     if (st == VDNN_OK && stop && !epoch_done(ld, train->count)) {
         if (o->tty && !o->quiet) fprintf(o->out, "\r\033[K");
@@ -276,6 +384,15 @@ vdnn_status train_run(net *n, const dataset *train, const dataset *test, const t
     }
     s->images_per_s = train_time > 0 ? seen / train_time : 0;
     s->pool_peak_bytes = pool_peak_bytes(device_pool(n->dev));
+    char error[1024];
+    snprintf(error, sizeof error, "%s", st == VDNN_OK ? "" : vdnn_errmsg());
+    s->interrupted = stop == 2;
+    log_final(o, n, &stats0, s, p.epoch,
+              st != VDNN_OK ? "error" : stop == 2 ? "interrupted" : stop ? "steps" : "epochs",
+              st != VDNN_OK ? error : NULL);
+    vdnn_status lst = log_status(o);
+    if (st == VDNN_OK) st = lst;
+    else vdnn_fail(st, "%s", error);   /* the training error, not the log's, is the one to report */
     loader_destroy(ld);
     io_close(n, &b);
     return st;

@@ -4,6 +4,7 @@
 #ifndef VDNN_TRAINER_H
 #define VDNN_TRAINER_H
 
+#include <signal.h>
 #include <stdio.h>
 
 #include "data/data.h"
@@ -14,7 +15,8 @@ typedef struct train_opts {
     long long max_steps;      /* stop after this many steps in this run; <= 0: no limit */
     const char *save_path;    /* checkpoint to write, or NULL */
     const char *resume_path;  /* checkpoint to start from, or NULL */
-    FILE *log;                /* JSON lines, or NULL */
+    FILE *log;                /* JSON lines, or NULL: one per step, one per epoch, and a
+                               * final one however training stops (docs/cli.md) */
     int quiet;                /* nothing on stdout/stderr but errors */
     FILE *out;                /* progress and epoch lines (stderr when a terminal bar is drawn) */
     int tty;                  /* draw a live progress bar */
@@ -24,6 +26,10 @@ typedef struct train_opts {
      * read. NULL: one device. */
     dp_group *group;
     comm *comm;
+    const char *log_path;     /* the log's name in messages (NULL: "the log") */
+    volatile sig_atomic_t *interrupt;   /* set (by a signal handler) to stop after the current
+                                         * step, as at --steps: checkpoint saved, log ended;
+                                         * NULL: none */
 } train_opts;
 
 typedef struct train_summary {
@@ -33,9 +39,11 @@ typedef struct train_summary {
     double test_loss;
     double images_per_s;
     size_t pool_peak_bytes;
+    int interrupted;          /* stopped by o->interrupt */
 } train_summary;
 
-/* Trains an attached net. Checks that the data sets match the net's classes. */
+/* Trains an attached net. Checks that the data sets match the net's classes. A log that
+ * cannot be written (a full disk) is an error, reported after the checkpoint is saved. */
 vdnn_status train_run(net *n, const dataset *train, const dataset *test, const train_opts *o, train_summary *s);
 
 /* Accuracy and mean loss of an attached net on a whole data set. */
@@ -43,5 +51,9 @@ vdnn_status evaluate(net *n, const dataset *d, double *acc, double *loss);
 
 /* Errors unless the data set has the classes the net's last layer outputs. */
 vdnn_status check_classes(const net *n, const dataset *d);
+
+/* Errors unless the net's config has a [train] section: training needs its settings,
+ * describing and planning a net (info, profile, sweep) and testing it do not. */
+vdnn_status check_train_settings(const net *n);
 
 #endif

@@ -4,11 +4,14 @@
  * another net's, missing) is an error that names the file, and a failed load changes
  * nothing; a failed save never harms the previous checkpoint and leaves no PATH.tmp. */
 #include <check.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -567,6 +570,24 @@ START_TEST(test_missing_file)
 }
 END_TEST
 
+/* Where a checkpoint is expected, a folder (`--resume DIR` said only "read error"), a
+ * device (/dev/zero would be read forever) and a file far larger than any checkpoint of
+ * the net are refused before anything is read, each saying what the path is. */
+START_TEST(test_not_a_checkpoint_file)
+{
+    load_fails(tmp_dir, VDNN_EIO, "is a folder, not a checkpoint");
+    load_fails("/dev/zero", VDNN_EIO, "is a character device, not a checkpoint");
+    char big[512];
+    tmp_path(big, sizeof big, "huge.ckpt");
+    FILE *f = fopen(big, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(ftruncate(fileno(f), (off_t)1 << 40), 0);   /* sparse: no disk used */
+    fclose(f);
+    load_fails(big, VDNN_EFORMAT, "(1099511627776 bytes) is over the");
+    tn_msg_has("limit for a checkpoint of this net", NULL);
+}
+END_TEST
+
 START_TEST(test_save_into_missing_folder)
 {
     char good[512], bad[512], tmp[600];
@@ -630,6 +651,72 @@ START_TEST(test_failed_save_keeps_previous)
 }
 END_TEST
 
+/* A first save that fails says that no checkpoint was written, not that "the previous
+ * one is untouched" (issue 16). */
+START_TEST(test_failed_first_save)
+{
+    char path[512], tmp[600];
+    tmp_path(path, sizeof path, "first.ckpt");
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    ck_assert_int_eq(mkdir(tmp, 0700), 0);   /* in the way of naming the new file */
+    device *d;
+    net *n = attached(CK_NET, 3, &d);
+    ckpt_state s = {1, 0, 0, 3};
+    ck_assert_int_eq(checkpoint_save(n, path, &s), VDNN_EIO);
+    tn_msg_has(path, "(none was written)");
+    ck_assert(!tn_exists(path));
+    tn_free(n, d);
+}
+END_TEST
+
+/* The first `bytes` of a saved checkpoint at `path`, with writes limited to `limit`
+ * bytes in a child process: with SIGXFSZ ignored a write fails as on a full disk,
+ * else the process is killed in the middle of the save. Returns the child's status. */
+static int save_limited(const char *path, rlim_t limit, int killed)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        device *d;
+        net *n = attached(CK_NET, 42, &d);
+        signal(SIGXFSZ, killed ? SIG_DFL : SIG_IGN);
+        struct rlimit r = {limit, limit};
+        setrlimit(RLIMIT_FSIZE, &r);
+        ckpt_state s = {2, 0, 0, 42};
+        vdnn_status st = checkpoint_save(n, path, &s);
+        int ok = st == VDNN_EIO && strstr(vdnn_errmsg(), "(the previous one is untouched)");
+        if (!ok) fprintf(stderr, "checkpoint_save: %d %s\n", (int)st, vdnn_errmsg());
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    return status;
+}
+
+/* A full disk during a save (writes limited to half the file) and a process killed in
+ * the middle of writing both leave the previous checkpoint whole and no PATH.tmp. */
+START_TEST(test_full_disk_and_kill_keep_previous)
+{
+    char path[512], tmp[600];
+    tmp_path(path, sizeof path, "keep.ckpt");
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    saved_net(path);
+    size_t len = 0, len2 = 0;
+    char *before = tn_read(path, &len);
+    for (int killed = 0; killed < 2; killed++) {
+        int status = save_limited(path, len / 2, killed);
+        if (killed) ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGXFSZ, "status %d", status);
+        else ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %d", status);
+        char *after = tn_read(path, &len2);
+        ck_assert_uint_eq(len, len2);
+        ck_assert_int_eq(memcmp(before, after, len), 0);
+        free(after);
+        ck_assert_msg(!tn_exists(tmp), "%s left behind (killed %d)", tmp, killed);
+    }
+    free(before);
+}
+END_TEST
+
 static Suite *checkpoint_suite(void)
 {
     Suite *s = suite_create("checkpoint");
@@ -654,12 +741,15 @@ static Suite *checkpoint_suite(void)
     tcase_add_test(bad, test_other_net_late_mismatch);
     tcase_add_test(bad, test_other_net_missing_tensor);
     tcase_add_test(bad, test_missing_file);
+    tcase_add_test(bad, test_not_a_checkpoint_file);
     suite_add_tcase(s, bad);
 
     TCase *save = tcase_create("save");
     tcase_add_checked_fixture(save, tmp_setup, tmp_teardown);
     tcase_add_test(save, test_save_into_missing_folder);
     tcase_add_test(save, test_failed_save_keeps_previous);
+    tcase_add_test(save, test_failed_first_save);
+    tcase_add_test(save, test_full_disk_and_kill_keep_previous);
     suite_add_tcase(s, save);
     return s;
 }

@@ -331,12 +331,13 @@ START_TEST(test_train_quiet_log)
     run_free(&r);
     char *text = tn_read(log, NULL);
     ck_assert_msg(text != NULL, "no log at %s", log);
-    ck_assert_int_eq(count_lines_with(text, "{", NULL), 6);
+    ck_assert_int_eq(count_lines_with(text, "{", NULL), 7);   /* planning, 5 steps and the final record */
     ck_assert_int_eq(count_lines_with(text, "{\"plan_s\": ", NULL), 1);
+    ck_assert_int_eq(count_lines_with(text, "{\"final\": true, \"stopped\": \"steps\"", NULL), 1);
     ck_assert_int_eq(count_lines_with(text, "\"step\": ", "\"loss\": "), 5);
     ck_assert_int_eq(count_lines_with(text, "\"epoch\": ", "\"lr\": "), 5);
     ck_assert_int_eq(count_lines_with(text, "\"step\": 1,", NULL), 1);
-    ck_assert_int_eq(count_lines_with(text, "\"step\": 5,", NULL), 1);
+    ck_assert_int_eq(count_lines_with(text, "{\"step\": 5,", NULL), 1);
     ck_assert(json_balanced(text));
     free(text);
     size_t len = 0;
@@ -366,7 +367,7 @@ START_TEST(test_train_epoch_line)
     ck_assert_int_eq(count_lines_with(text, "{\"step\": ", "\"loss\": "), 4);
     static const char *keys[] = {"\"train_loss\": ", "\"test_acc\": ", "\"images_per_s\": ", "\"pool_peak_bytes\": "};
     for (int k = 0; k < 4; k++)
-        ck_assert_msg(count_lines_with(text, keys[k], "\"epoch\": 1") == 1, "no epoch line with %s:\n%s", keys[k],
+        ck_assert_msg(count_lines_with(text, keys[k], "{\"epoch\": 1") == 1, "no epoch line with %s:\n%s", keys[k],
                       text);
     free(text);
     /* --epochs overrides the config: two epoch lines. */

@@ -8,9 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "nets/config.h"
+#include "tests/testnet.h"
 #include "vdnn/status.h"
 
 #define NAME "t.cfg"
@@ -171,27 +174,84 @@ START_TEST(test_name_too_long)
 }
 END_TEST
 
-/* Lines up to CFG_VALUE_MAX - 1 characters fit; one more is an error, never a
- * silent truncation, and it counts comment text too. */
-START_TEST(test_line_too_long)
+/* Lines of any length are read (issue 16: a long comment line was refused): only a
+ * value has a limit, CFG_VALUE_MAX - 1 characters; one more is an error naming the
+ * line and the key, never a silent truncation. */
+START_TEST(test_long_lines)
 {
-    static char text[4 * CFG_VALUE_MAX];
-    const char *head = "[net]\n# two\nlabel = ";
-    size_t vlen = CFG_VALUE_MAX - 1 - strlen("label = ");
-    strcpy(text, head);
-    memset(text + strlen(head), 'x', vlen);
-    strcpy(text + strlen(head) + vlen, "\r\n[next]\n");
+    static char text[64 * 1024];
+    char *o = text;
+    o += sprintf(o, "[net]\n#");
+    memset(o, '-', 20000);
+    o += 20000;
+    o += sprintf(o, "\n%*sbatch = 4%*s # %*s\r\n", 3000, "", 3000, "", 9000, "tail");
+    size_t vlen = CFG_VALUE_MAX - 1;
+    o += sprintf(o, "label = ");
+    memset(o, 'x', vlen);
+    o += vlen;
+    strcpy(o, "\n[next]\n");
     cfg_file *f = parse_ok(text);
-    ck_assert_uint_eq(strlen(cfg_str(&f->sec[0], "label", "")), vlen);
     ck_assert_int_eq(f->nsec, 2);
+    ck_assert_str_eq(cfg_str(&f->sec[0], "batch", ""), "4");
+    ck_assert_int_eq(cfg_find(&f->sec[0], "batch")->line, 3);
+    ck_assert_uint_eq(strlen(cfg_str(&f->sec[0], "label", "")), vlen);
     cfg_free(f);
 
-    strcpy(text + strlen(head) + vlen, "y\n[next]\n");
-    parse_fails(text, NAME ":3: [net] ", "longer than 511");
+    strcpy(o, "y\n[next]\n");
+    parse_fails(text, NAME ":4: [net] label: ", "512 characters long; the limit is 511");
+}
+END_TEST
 
-    memset(text, '#', 2 * CFG_VALUE_MAX);
-    strcpy(text + 2 * CFG_VALUE_MAX, "\n[net]\n");
-    parse_fails(text, NAME ":1:", "longer than");
+/* A file over CFG_FILE_MAX_BYTES is refused before it is read, with both sizes. */
+START_TEST(test_file_size_limit)
+{
+    char dir[512], path[600];
+    tn_tmpdir(dir, sizeof dir, "cfg-size");
+    tn_join(path, sizeof path, dir, "big.cfg");
+    FILE *fp = fopen(path, "w");
+    ck_assert_ptr_nonnull(fp);
+    ck_assert_int_eq(fputs("[net]\n", fp) >= 0, 1);
+    ck_assert_int_eq(ftruncate(fileno(fp), (off_t)CFG_FILE_MAX_BYTES + 1), 0);
+    fclose(fp);
+    cfg_file *f = (cfg_file *)&f;
+    ck_assert_int_eq(cfg_load(path, &f), VDNN_EFORMAT);
+    ck_assert_ptr_null(f);
+    assert_msg_has(path, "(16777217 bytes) is over the 16.00 MiB (16777216 bytes) limit for a config file");
+    tn_rmtree(dir);
+}
+END_TEST
+
+/* Devices and folders are refused at once (never read: /dev/zero would not end);
+ * a pipe is read. */
+START_TEST(test_not_a_file)
+{
+    cfg_file *f = (cfg_file *)&f;
+    ck_assert_int_eq(cfg_load("/dev/zero", &f), VDNN_EIO);
+    ck_assert_ptr_null(f);
+    assert_msg_has("/dev/zero: is a character device, not a config file", NULL);
+    char dir[512], path[600];
+    tn_tmpdir(dir, sizeof dir, "cfg-fifo");
+    tn_join(path, sizeof path, dir, "fifo.cfg");
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        FILE *w = fopen(path, "w");
+        fputs("[net]\nbatch = 2\n", w);
+        fclose(w);
+        _exit(0);
+    }
+    /* the writer may not have opened it yet: then the pipe reads as empty */
+    for (int tries = 0; tries < 100; tries++) {
+        vdnn_status st = cfg_load(path, &f);
+        if (st == VDNN_OK) break;
+        assert_msg_has("no [section]", NULL);
+        usleep(10000);
+    }
+    ck_assert_ptr_nonnull(f);
+    ck_assert_str_eq(cfg_str(&f->sec[0], "batch", ""), "2");
+    cfg_free(f);
+    waitpid(pid, NULL, 0);
+    tn_rmtree(dir);
 }
 END_TEST
 
@@ -629,7 +689,7 @@ static Suite *config_suite(void)
     tcase_add_test(syntax, test_empty_section_name);
     tcase_add_test(syntax, test_bad_names);
     tcase_add_test(syntax, test_name_too_long);
-    tcase_add_test(syntax, test_line_too_long);
+    tcase_add_test(syntax, test_long_lines);
     tcase_add_test(syntax, test_empty_file);
     tcase_add_test(syntax, test_missing_file);
     tcase_add_test(syntax, test_directory_is_not_a_file);
@@ -669,6 +729,8 @@ static Suite *config_suite(void)
     tcase_add_test(files, test_load_file_syntax_error);
     tcase_add_test(files, test_load_file_with_nul);
     tcase_add_test(files, test_load_large_file);
+    tcase_add_test(files, test_file_size_limit);
+    tcase_add_test(files, test_not_a_file);
     suite_add_tcase(s, files);
     return s;
 }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -649,6 +650,97 @@ START_TEST(png_empty_class_and_no_classes)
 }
 END_TEST
 
+/* ---- sizes claimed but not there (issue 16) ---- */
+
+/* Caps this (forked) check's address space at what it uses now plus `extra` bytes, so
+ * that a reader allocating what a header merely claims fails with ENOMEM whatever the
+ * machine's memory and overcommit. Not under the sanitizers, which map huge shadow
+ * regions of their own. */
+static void limit_address_space(size_t extra)
+{
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+    unsigned long pages = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fscanf(f, "%lu", &pages), 1);
+    fclose(f);
+    struct rlimit r = {(rlim_t)pages * (rlim_t)sysconf(_SC_PAGESIZE) + extra, RLIM_INFINITY};
+    ck_assert_int_eq(setrlimit(RLIMIT_AS, &r), 0);
+#else
+    (void)extra;
+#endif
+}
+
+/* An images file of a 16-byte header declaring count x h x w and 10 bytes of data
+ * (gzip-compressed with `gz`), and a labels file of `count` labels: idx_load must
+ * refuse it as truncated, with `want` in the message, before anything the size of the
+ * claim is allocated (the address space is capped well below it). */
+static void expect_claim_refused(int gz, uint32_t count, uint32_t h, uint32_t w, const char *want)
+{
+    limit_address_space((size_t)256 << 20);
+    uint8_t ib[26] = {0}, lb[16];
+    put_be32(ib, 0x803); put_be32(ib + 4, count); put_be32(ib + 8, h); put_be32(ib + 12, w);
+    const char *img = tpath(gz ? "g/img.gz" : "h/img"), *lab = tpath(gz ? "g/lab.gz" : "h/lab");
+    size_t ll = idx_labels(lb, 1, good_labels);
+    put_be32(lb + 4, count);
+    if (gz) { write_gz(img, ib, sizeof ib); write_gz(lab, lb, ll); }
+    else { write_file(img, ib, sizeof ib); write_file(lab, lb, ll); }
+    dataset *d = NULL;
+    ck_assert_int_eq(idx_load(img, lab, &d), VDNN_EFORMAT);
+    ck_assert_ptr_null(d);
+    ck_assert_msg_names(img);
+    ck_assert_msg_names(want);
+}
+
+/* A 26-byte file whose header declares 65535^3 pixels: refused by the file's length. */
+START_TEST(idx_header_claims_huge_plain)
+{
+    expect_claim_refused(0, 65535, 65535, 65535, "truncated: expected 281462092005391 bytes, found 26");
+}
+END_TEST
+
+/* The same in a gzip file (1 x 30000 x 30000, 900 MB): its length is only known by
+ * decompressing, so the buffer grows with the data instead. */
+START_TEST(idx_header_claims_huge_gzip)
+{
+    expect_claim_refused(1, 1, 30000, 30000, "truncated: expected 900000016 bytes, found 26");
+}
+END_TEST
+
+/* Devices and folders are refused at once, never read (/dev/zero would not end). */
+START_TEST(data_files_must_be_regular)
+{
+    uint8_t lb[16];
+    const char *lab = tpath("r/lab");
+    write_file(lab, lb, idx_labels(lb, 3, good_labels));
+    dataset *d = NULL;
+    ck_assert_int_eq(idx_load("/dev/zero", lab, &d), VDNN_EIO);
+    ck_assert_msg_names("/dev/zero: is a character device, not an IDX file");
+    ck_assert_int_eq(idx_load(tpath("r"), lab, &d), VDNN_EIO);
+    ck_assert_msg_names("is a folder, not an IDX file");
+    const char *paths[1] = {"/dev/zero"};
+    ck_assert_int_eq(cifar10_load(paths, 1, &d), VDNN_EIO);
+    ck_assert_msg_names("/dev/zero: is a character device, not a CIFAR-10 batch file");
+}
+END_TEST
+
+/* A folder of files that are not PNGs, for a net of 3x16384x16384 images (768 MiB
+ * each): the first file fails, and room for the 40 images is never allocated. */
+START_TEST(png_folder_allocates_as_it_decodes)
+{
+    char p[64];
+    for (int i = 0; i < 40; i++) {
+        snprintf(p, sizeof p, "pz/k/%02d.png", i);
+        write_file(tpath(p), "not a png, just a name", 22);
+    }
+    limit_address_space((size_t)256 << 20);
+    dataset *d = NULL;
+    ck_assert_int_eq(png_folder_load(tpath("pz"), 3, 16384, 16384, &d), VDNN_EFORMAT);
+    ck_assert_ptr_null(d);
+    ck_assert_msg_names("00.png: not a PNG file");
+}
+END_TEST
+
 /* ---- synthetic, normalisation, dispatch ---- */
 
 START_TEST(synthetic_deterministic)
@@ -783,6 +875,9 @@ static Suite *data_suite(void)
     tcase_add_test(idx, idx_label_out_of_range);
     tcase_add_test(idx, idx_missing_file);
     tcase_add_test(idx, idx_dataset_load);
+    tcase_add_test(idx, idx_header_claims_huge_plain);
+    tcase_add_test(idx, idx_header_claims_huge_gzip);
+    tcase_add_test(idx, data_files_must_be_regular);
     suite_add_tcase(s, idx);
     TCase *cifar = tcase("cifar");
     tcase_add_test(cifar, cifar_good);
@@ -801,6 +896,7 @@ static Suite *data_suite(void)
     tcase_add_test(png, png_wrong_size);
     tcase_add_test(png, png_corrupt);
     tcase_add_test(png, png_empty_class_and_no_classes);
+    tcase_add_test(png, png_folder_allocates_as_it_decodes);
     suite_add_tcase(s, png);
     TCase *other = tcase("other");
     tcase_add_test(other, synthetic_deterministic);

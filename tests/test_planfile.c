@@ -34,7 +34,11 @@
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "nets/planner.h"
 #include "tests/testnet.h"
@@ -1026,6 +1030,68 @@ START_TEST(test_load_bad_header)
 }
 END_TEST
 
+/* `--plan /dev/zero` hung: devices and folders are refused at once; a pipe is read up
+ * to the size limit; a file over it is refused unread (issue 16). */
+START_TEST(test_load_not_a_file)
+{
+    net *n = tn_parse(PF_NET, NULL);
+    plan p;
+    ck_assert_int_eq(plan_load(n, "/dev/zero", &p), VDNN_EIO);
+    tn_msg_has("/dev/zero: is a character device, not a plan", NULL);
+    ck_assert_int_eq(plan_load(n, "/tmp", &p), VDNN_EIO);
+    tn_msg_has("/tmp: is a folder, not a plan", NULL);
+    planfile f = saved_plan(n);
+    FILE *w = fopen(f.path, "w");
+    ck_assert_ptr_nonnull(w);
+    ck_assert_int_eq(ftruncate(fileno(w), (off_t)1 << 30), 0);   /* sparse, 1 GiB of NULs */
+    fclose(w);
+    ck_assert_int_eq(plan_load(n, f.path, &p), VDNN_EFORMAT);
+    tn_msg_has("(1073741824 bytes) is over the 64.00 MiB (67108864 bytes) limit for a plan", NULL);
+    /* an endless pipe stops at the limit */
+    char fifo[600];
+    tn_join(fifo, sizeof fifo, f.dir, "endless");
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        FILE *o = fopen(fifo, "w");
+        static char line[4096];
+        memset(line, '#', sizeof line - 1);
+        line[sizeof line - 2] = '\n';
+        while (o && fputs(line, o) >= 0) {}
+        _exit(0);
+    }
+    /* before the writer opens it, the pipe reads as an empty file */
+    for (int tries = 0; tries < 500; tries++) {
+        ck_assert_int_eq(plan_load(n, fifo, &p), VDNN_EFORMAT);
+        if (strstr(vdnn_errmsg(), "limit for a plan")) break;
+        usleep(10000);
+    }
+    tn_msg_has("at least 64.00 MiB", "limit for a plan");
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    planfile_free(&f);
+    net_free(n);
+}
+END_TEST
+
+/* The profile cache file: devices are refused, and a layer count the file is too short
+ * to hold is refused before room for it is allocated. */
+START_TEST(test_profile_load_limits)
+{
+    profile pr;
+    ck_assert_int_eq(profile_load("/dev/zero", &pr), VDNN_EIO);
+    tn_msg_has("/dev/zero: is a character device, not a profile", NULL);
+    char dir[256], path[300];
+    tn_tmpdir(dir, sizeof dir, "profile");
+    tn_join(path, sizeof path, dir, "p.txt");
+    tn_write_text(path, "vdnn-profile 1\ndevice cpu\nnet 0123456789abcdef\nbatch 4\nlayers 100000\n"
+                        "link 1e9 1e9 2e9 1e-5\nmeasure_s 0.5\nlayer 0 0\n0\n0\n0\n");
+    ck_assert_int_eq(profile_load(path, &pr), VDNN_EFORMAT);
+    tn_msg_has(path, ":5: malformed profile (layers)");
+    tn_rmtree(dir);
+}
+END_TEST
+
 /* Every prefix of a good file is rejected, or is the whole plan (the last newline
  * dropped). Never a crash, never a half-read plan. */
 START_TEST(test_load_truncated)
@@ -1278,6 +1344,8 @@ static Suite *planfile_suite(void)
     tcase_add_test(file, test_load_wrong_batch);
     tcase_add_test(file, test_load_version1);
     tcase_add_test(file, test_load_bad_header);
+    tcase_add_test(file, test_load_not_a_file);
+    tcase_add_test(file, test_profile_load_limits);
     tcase_add_test(file, test_load_truncated);
     tcase_add_test(file, test_load_fuzz);
     suite_add_tcase(s, file);

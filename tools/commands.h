@@ -26,6 +26,11 @@ extern int cli_nondeterministic;
 vdnn_status cli_device(const char *name, size_t budget, long long threads, double link_gbps, const net *n,
                        device **out);
 
+/* Attaches n to d (net_attach); with `--policy dyn`, when the parameters do not fit,
+ * with every swappable layer's parameters in host memory: the planner then decides
+ * which to bring back. */
+vdnn_status cli_attach(net *n, device *d);
+
 /* Plans the attached net (policy, algorithms) and checks that the budget (0: none
  * given) holds its iteration; if not, the error lists every policy's minimum. */
 vdnn_status cli_plan(net *n, size_t budget);

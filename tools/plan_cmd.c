@@ -73,7 +73,9 @@ static vdnn_status pick_micro(const net *n, const planner_flags *f, search_kind 
     return VDNN_OK;
 }
 
-/* The net rebuilt for micro-batches of `micro` items, attached where n was. */
+/* The net rebuilt for micro-batches of `micro` items, attached where n was, with its
+ * parameters placed as the whole-batch net could place them (swapped where they do not
+ * fit: the plan for the micro-batches decides again). */
 static vdnn_status remake(net **np, int micro)
 {
     net *n = *np, *m = NULL;
@@ -83,7 +85,7 @@ static vdnn_status remake(net **np, int micro)
     if (st != VDNN_OK) return st;
     net_free(n);
     *np = m;
-    return net_attach(m, d);
+    return cli_attach(m, d);
 }
 
 vdnn_status cli_dyn_plan(net **np, const planner_flags *f, FILE *out, plan *chosen)
@@ -145,10 +147,10 @@ vdnn_status cli_load_plan(net *n, const char *path, size_t budget)
     st = sim_create(n, NULL, &s);
     if (st == VDNN_OK) st = sim_run(s, &p, &t, &p.peak_bytes);
     sim_destroy(s);
-    char b[32], need[32];
+    char b[48], need[48];
     if (st == VDNN_OK && budget && p.peak_bytes > budget)
         st = vdnn_fail(VDNN_EBUDGET, "--plan %s needs %s of device memory, more than the budget of %s", path,
-                       vdnn_fmt_bytes(p.peak_bytes, need, sizeof need), vdnn_fmt_bytes(budget, b, sizeof b));
+                       vdnn_fmt_bytes_exact(p.peak_bytes, need, sizeof need), vdnn_fmt_bytes_exact(budget, b, sizeof b));
     if (st == VDNN_OK) st = plan_apply(n, &p);
     plan_free(&p);
     return st;

@@ -1,8 +1,10 @@
 /* The vdnn command-line program: parse, build, run. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "nets/checkpoint.h"
@@ -107,40 +109,128 @@ vdnn_status cli_device(const char *name, size_t budget, long long threads, doubl
     return device_create(&o, out);
 }
 
+/* Every fixed policy and algorithm mode, in the usual order of speed: suggestions take
+ * the first that fits. */
 static const struct { mem_policy p; algo_mode a; } by_speed[] = {
-    {POLICY_NONE, ALGO_PERF}, {POLICY_CONV, ALGO_PERF}, {POLICY_ALL, ALGO_PERF},
-    {POLICY_NONE, ALGO_MEM}, {POLICY_CONV, ALGO_MEM}, {POLICY_ALL, ALGO_MEM},
+    {POLICY_NONE, ALGO_PERF}, {POLICY_CONV, ALGO_PERF}, {POLICY_ALL, ALGO_PERF}, {POLICY_RECOMPUTE, ALGO_PERF},
+    {POLICY_NONE, ALGO_MEM},  {POLICY_CONV, ALGO_MEM},  {POLICY_ALL, ALGO_MEM},  {POLICY_RECOMPUTE, ALGO_MEM},
+    {POLICY_SWAP, ALGO_PERF}, {POLICY_SWAP, ALGO_MEM},
 };
+#define NBY_SPEED ((int)(sizeof by_speed / sizeof *by_speed))
 
-/* The error for a budget below what the plan needs: every policy's minimum, and the
- * fastest one that fits. */
+/* The first of by_speed whose minimum in `t` fits `budget`, or -1; *least is the least
+ * minimum of them all, *at its index. */
+static int first_fit(size_t t[POLICY_COUNT][ALGO_MODE_COUNT], size_t budget, size_t *least, int *at)
+{
+    int fit = -1;
+    *at = 0;
+    for (int i = 0; i < NBY_SPEED; i++) {
+        size_t need = t[by_speed[i].p][by_speed[i].a];
+        if (fit < 0 && need <= budget) fit = i;
+        if (need < t[by_speed[*at].p][by_speed[*at].a]) *at = i;
+    }
+    *least = t[by_speed[*at].p][by_speed[*at].a];
+    return fit;
+}
+
+/* When no policy fits the whole batch: the largest split (batch/2, /4, ... 1) in which
+ * one fits, and the least budget any split needs. */
+typedef struct micro_fit {
+    int micro, fit;            /* the micro-batch and by_speed index that fit; micro 0: none */
+    size_t need;               /* what that fit needs */
+    int least_micro, least_at; /* the split and by_speed index of the least budget */
+    size_t least;
+} micro_fit;
+
+static vdnn_status find_micro_fit(const net *n, size_t budget, micro_fit *mf)
+{
+    memset(mf, 0, sizeof *mf);
+    vdnn_status st = VDNN_OK;
+    for (int m = n->minibatch / 2; m >= 1 && st == VDNN_OK; m /= 2) {
+        net *c = NULL;
+        size_t t[POLICY_COUNT][ALGO_MODE_COUNT], least;
+        int at;
+        st = net_clone_micro(n, m, &c);
+        /* a run with --micro-batch measures its own perf algorithms: the table bounds
+         * them by the largest workspaces, as for a net not yet measured */
+        if (st == VDNN_OK) c->algo = ALGO_MEM;
+        if (st == VDNN_OK) st = net_budget_table(c, t);
+        net_free(c);
+        if (st != VDNN_OK) break;
+        int fit = first_fit(t, budget, &least, &at);
+        if (!mf->least || least < mf->least) {
+            mf->least = least;
+            mf->least_micro = m;
+            mf->least_at = at;
+        }
+        if (fit >= 0 && !mf->micro) {
+            mf->micro = m;
+            mf->fit = fit;
+            mf->need = t[by_speed[fit].p][by_speed[fit].a];
+        }
+    }
+    return st;
+}
+
+/* The error for a budget below what the plan needs (need 0: below the parameters):
+ * every policy's minimum, and the fastest one that fits, or how to split the batch so
+ * that one does, or the least budget that works. A suggestion is always one the same
+ * command accepts at this budget. */
 static vdnn_status budget_error(net *n, size_t budget, size_t need)
 {
-    size_t t[POLICY_COUNT][ALGO_MODE_COUNT];
+    size_t t[POLICY_COUNT][ALGO_MODE_COUNT], least;
+    /* below the parameters, the net was never planned: no perf algorithm was measured,
+     * so the table bounds them by the largest workspaces */
+    algo_mode mode = n->algo;
+    if (!need) n->algo = ALGO_MEM;
     vdnn_status st = net_budget_table(n, t);
+    n->algo = mode;
     if (st != VDNN_OK) return st;
-    char msg[1024], b[32];
-    int len = snprintf(msg, sizeof msg, "budget %s is below the %s", vdnn_fmt_bytes(budget, b, sizeof b),
+    char msg[1536], b[48], c[48], micro[48] = "";
+    if (n->micro) snprintf(micro, sizeof micro, " --micro-batch %d", n->micro);
+    int len = snprintf(msg, sizeof msg, "budget %s is below the %s", vdnn_fmt_bytes_exact(budget, b, sizeof b),
                        need ? "" : "parameters; ");
     if (need) len += snprintf(msg + len, sizeof msg - len, "%s needed by policy %s with %s algorithms; ",
-                              vdnn_fmt_bytes(need, b, sizeof b), policy_name(n->policy), algo_mode_name(n->algo));
+                              vdnn_fmt_bytes_exact(need, b, sizeof b), policy_name(n->policy), algo_mode_name(n->algo));
     len += snprintf(msg + len, sizeof msg - len, "minimum budgets:");
-    for (size_t i = 0; i < sizeof by_speed / sizeof *by_speed; i++)
+    for (int i = 0; i < NBY_SPEED; i++)
         len += snprintf(msg + len, sizeof msg - len, " %s/%s %s%s", policy_name(by_speed[i].p),
                         algo_mode_name(by_speed[i].a), vdnn_fmt_bytes(t[by_speed[i].p][by_speed[i].a], b, sizeof b),
-                        i + 1 < sizeof by_speed / sizeof *by_speed ? "," : "");
-    for (size_t i = 0; i < sizeof by_speed / sizeof *by_speed; i++)
-        if (t[by_speed[i].p][by_speed[i].a] <= budget) {
-            snprintf(msg + len, sizeof msg - len, "; the fastest that fits: --policy %s --algo %s",
-                     policy_name(by_speed[i].p), algo_mode_name(by_speed[i].a));
-            return vdnn_fail(VDNN_EBUDGET, "%s", msg);
-        }
-    size_t least = t[0][0];
-    for (int p = 0; p < POLICY_COUNT; p++)
-        for (int a = 0; a < ALGO_MODE_COUNT; a++)
-            if (t[p][a] < least) least = t[p][a];
-    snprintf(msg + len, sizeof msg - len, "; none fits: raise --budget to at least %s", vdnn_fmt_bytes(least, b, sizeof b));
+                        i + 1 < NBY_SPEED ? "," : "");
+    int at, fit = first_fit(t, budget, &least, &at);
+    if (fit >= 0) {
+        snprintf(msg + len, sizeof msg - len, "; the fastest that fits: --policy %s --algo %s%s",
+                 policy_name(by_speed[fit].p), algo_mode_name(by_speed[fit].a), micro);
+        return vdnn_fail(VDNN_EBUDGET, "%s", msg);
+    }
+    micro_fit mf = {0};
+    if (!n->micro && (st = find_micro_fit(n, budget, &mf)) != VDNN_OK) return st;
+    if (mf.micro)
+        snprintf(msg + len, sizeof msg - len, "; none fits the whole batch: --policy dyn splits it, as does "
+                 "--micro-batch %d --policy %s --algo %s (%s)", mf.micro, policy_name(by_speed[mf.fit].p),
+                 algo_mode_name(by_speed[mf.fit].a), vdnn_fmt_bytes_exact(mf.need, b, sizeof b));
+    else if (mf.least && mf.least < least)
+        snprintf(msg + len, sizeof msg - len, "; none fits, not even in micro-batches: raise --budget to at least "
+                 "%s with --micro-batch %d --policy %s --algo %s (the whole batch needs %s)",
+                 vdnn_fmt_bytes_exact(mf.least, b, sizeof b), mf.least_micro, policy_name(by_speed[mf.least_at].p),
+                 algo_mode_name(by_speed[mf.least_at].a), vdnn_fmt_bytes_exact(least, c, sizeof c));
+    else
+        snprintf(msg + len, sizeof msg - len, "; none fits: raise --budget to at least %s (--policy %s --algo %s%s)",
+                 vdnn_fmt_bytes_exact(least, b, sizeof b), policy_name(by_speed[at].p), algo_mode_name(by_speed[at].a),
+                 micro);
     return vdnn_fail(VDNN_EBUDGET, "%s", msg);
+}
+
+vdnn_status cli_attach(net *n, device *d)
+{
+    vdnn_status st = net_attach(n, d);
+    /* the planner may swap parameters that do not fit: it places them as it plans */
+    if (st == VDNN_EBUDGET && n->dyn) {
+        net_detach(n);
+        for (int i = 0; i < n->nlayers; i++) n->layers[i]->swap = layer_swappable(n->layers[i]);
+        st = net_attach(n, d);
+    }
+    return st;
 }
 
 vdnn_status cli_plan(net *n, size_t budget)
@@ -225,16 +315,11 @@ static vdnn_status open_all(const char *cfg, run_flags *f, int need_train, net *
     ov.seed = f->seed;
     ov.data_path = f->data;
     vdnn_status st = net_load(cfg, &ov, n);
+    if (st == VDNN_OK && need_train) st = check_train_settings(*n);
     if (st == VDNN_OK) st = apply_memory_flags(*n, f);
     if (st == VDNN_OK) st = cli_device(f->device, (*n)->budget_bytes, f->threads, f->link_gbps, *n, d);
     if (st == VDNN_OK) {
-        st = net_attach(*n, *d);
-        /* the planner may swap parameters that do not fit: it places them as it plans */
-        if (st == VDNN_EBUDGET && (*n)->dyn) {
-            net_detach(*n);
-            for (int i = 0; i < (*n)->nlayers; i++) (*n)->layers[i]->swap = layer_swappable((*n)->layers[i]);
-            st = net_attach(*n, *d);
-        }
+        st = cli_attach(*n, *d);
         if (st == VDNN_EBUDGET) st = budget_error(*n, (*n)->budget_bytes, 0);
     }
     double t_plan = vdnn_now_s();
@@ -358,6 +443,9 @@ static void close_parallel(run_flags *f, dataset *train, dataset *test)
 /* Fails now, not after hours of training, when the checkpoint cannot be written. */
 static vdnn_status check_writable(const char *path)
 {
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return vdnn_fail(VDNN_EIO, "--save: %s is not a regular file (a checkpoint replaces a file)", path);
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "wb");
@@ -373,6 +461,27 @@ static FILE *open_log(const char *path)
     FILE *f = fopen(path, "w");
     if (!f) vdnn_fail(VDNN_EIO, "--log: cannot write %s: %s", path, strerror(errno));
     return f;
+}
+
+/* Closes the log; a write that failed (a full disk) turns a success into an error. */
+static vdnn_status close_log(FILE *log, const char *path, vdnn_status st)
+{
+    if (!log) return st;
+    int bad = ferror(log);
+    bad = fclose(log) != 0 || bad;
+    if (bad && st == VDNN_OK)
+        return vdnn_fail(VDNN_EIO, "%s: writing the log failed: %s", path, strerror(errno ? errno : EIO));
+    return st;
+}
+
+/* SIGINT or SIGTERM during training: stop after the current step, save, end the log
+ * (train_opts.interrupt); a second one ends the process at once. */
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int sig)
+{
+    interrupted = sig;
+    signal(sig, SIG_DFL);
 }
 
 int cmd_train(int argc, char **argv)
@@ -433,7 +542,7 @@ int cmd_train(int argc, char **argv)
         n->trace = tr;
         device_set_trace(d, tr);
     }
-    train_opts o = {f.steps, f.save, f.resume, log, f.quiet, stdout, 0, f.group, f.comm};
+    train_opts o = {f.steps, f.save, f.resume, log, f.quiet, stdout, 0, f.group, f.comm, f.log, &interrupted};
     if (st == VDNN_OK && isatty(fileno(stderr)) && !f.quiet) {
         o.tty = 1;
         o.out = stderr;
@@ -452,7 +561,13 @@ int cmd_train(int argc, char **argv)
                 n->dyn ? "dyn" : f.plan ? f.plan : policy_name(n->policy), algo_mode_name(n->algo));
     if (st == VDNN_OK && !f.quiet) fflush(o.out);
     train_summary s;
+    struct sigaction sa = {.sa_handler = on_interrupt}, old_int, old_term;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
     if (st == VDNN_OK) st = train_run(n, train, test, &o, &s);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
     if (st == VDNN_OK && !f.quiet) {
         char peak[32];
         fprintf(o.out, "done: %lld steps, %.0f img/s, pool peak %s", s.steps, s.images_per_s,
@@ -469,15 +584,19 @@ int cmd_train(int argc, char **argv)
         vdnn_status tst = trace_close(tr);
         if (st == VDNN_OK) st = tst;
     }
-    int rc = 0;
+    st = close_log(log, f.log, st);
     if (st != VDNN_OK && comm_size(f.comm) > 1) {
         /* the other ranks would wait for this one: end the job */
         fprintf(stderr, "vdnn: rank %d: %s\n", rank, vdnn_errmsg());
         fflush(stderr);
         comm_abort(f.comm, 1);
     }
-    if (st != VDNN_OK) rc = cli_error();
-    if (log) fclose(log);
+    int rc = st == VDNN_OK ? 0 : cli_error();
+    if (st == VDNN_OK && s.interrupted) {
+        fprintf(stderr, "vdnn: interrupted (%s) after %lld steps%s%s\n", interrupted == SIGTERM ? "SIGTERM" : "SIGINT",
+                s.steps, f.save ? "; checkpoint saved to " : "", f.save ? f.save : "");
+        rc = 128 + interrupted;
+    }
     if (parallel) close_parallel(&f, train, test);
     else close_all(n, d, train, test);
     comm_close(f.comm);
@@ -514,8 +633,8 @@ int cmd_test(int argc, char **argv)
         printf("test accuracy %.2f%% (%d images), loss %.4f\n", 100 * acc, test->count, loss);
         if (log) fprintf(log, "{\"test_acc\": %.6g, \"test_loss\": %.6g, \"images\": %d}\n", acc, loss, test->count);
     }
+    st = close_log(log, f.log, st);
     int rc = st == VDNN_OK ? 0 : cli_error();
-    if (log) fclose(log);
     close_all(n, d, NULL, test);
     return rc;
 }

@@ -121,6 +121,15 @@ char *vdnn_fmt_bytes(size_t bytes, char *buf, size_t buflen)
     return buf;
 }
 
+char *vdnn_fmt_bytes_exact(size_t bytes, char *buf, size_t buflen)
+{
+    char rounded[32];
+    vdnn_fmt_bytes(bytes, rounded, sizeof rounded);
+    if (bytes < 1024) snprintf(buf, buflen, "%s", rounded);
+    else snprintf(buf, buflen, "%s (%zu bytes)", rounded, bytes);
+    return buf;
+}
+
 void vdnn_json_str(FILE *f, const char *s)
 {
     fputc('"', f);

@@ -51,5 +51,8 @@ void vdnn_json_str(FILE *f, const char *s);
 
 /* Formats bytes as "1.50 MiB" into buf; returns buf. */
 char *vdnn_fmt_bytes(size_t bytes, char *buf, size_t buflen);
+/* As vdnn_fmt_bytes with the exact count too, "1.50 MiB (1572864 bytes)", for refusals:
+ * two rounded figures can read "13.56 MiB is below the 13.56 MiB needed". */
+char *vdnn_fmt_bytes_exact(size_t bytes, char *buf, size_t buflen);
 
 #endif
