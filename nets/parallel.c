@@ -819,9 +819,10 @@ vdnn_status dp_sync(dp_group *g, uint64_t *step)
     return st;
 }
 
-/* The test knob VDNN_TEST_RANK_FAULT=RANK:STEP:die|hang (docs/parallel.md): rank RANK
- * is killed, or stops answering, as step STEP begins; the others must stop with an error
- * within --rank-timeout, and the last checkpoint must load. */
+/* The test knob VDNN_TEST_RANK_FAULT=RANK:STEP:die|hang|term (docs/parallel.md): rank
+ * RANK is killed, stops answering, or alone gets SIGTERM, as step STEP begins. The others
+ * must stop with an error within --rank-timeout, and the last checkpoint must load; or,
+ * for SIGTERM, every rank stops after that step, with the checkpoint saved. */
 static void fault_knob(dp_group *g)
 {
     const char *v = getenv("VDNN_TEST_RANK_FAULT");
@@ -832,6 +833,7 @@ static void fault_knob(dp_group *g)
         (long long)g->w[0].n->step + 1 != step)
         return;
     if (!strcmp(what, "die")) raise(SIGKILL);
+    if (!strcmp(what, "term")) raise(SIGTERM);
     if (!strcmp(what, "hang"))
         for (;;) pause();
 }

@@ -290,6 +290,17 @@ static vdnn_status resume(net *n, const train_opts *o, int count, int *epoch, in
     return st;
 }
 
+/* Whether a signal asked the run to stop. The ranks of a job stop together: a signal
+ * that reached some of them only (mpirun forwards it to all, at slightly different
+ * moments) stops every rank before the same step, or one would wait for the others. */
+static int interrupted(const train_opts *o)
+{
+    int mine = o->interrupt && *o->interrupt;
+    if (!o->group || comm_size(o->comm) <= 1) return mine;
+    double any = mine;
+    return comm_sum_doubles(o->comm, &any, 1) == VDNN_OK ? any > 0 : mine;
+}
+
 /* Runs the rest of one epoch; *stop is set when max_steps is reached (1) or the run is
  * interrupted (2). A data-parallel group may rebuild its primary replica for a new
  * share: *np follows it. */
@@ -320,7 +331,7 @@ static vdnn_status run_epoch(net **np, loader *ld, batch_io *b, progress *p, dou
         log_step(o, n, p->epoch, r.loss_sum / items, lr, secs);
         draw_bar(p, 0);
         int done = o->max_steps > 0 && *steps >= o->max_steps;
-        if (done || (o->interrupt && *o->interrupt)) {
+        if (interrupted(o) || done) {
             *stop = done ? 1 : 2;
             return VDNN_OK;
         }
@@ -376,7 +387,7 @@ vdnn_status train_run(net *n, const dataset *train, const dataset *test, const t
         /* the checkpoint first: a log that cannot be written stops training after it */
         if (st == VDNN_OK) st = log_status(o);
         if (stop) break;
-        if (o->interrupt && *o->interrupt) stop = 2;   /* during the evaluation */
+        if (interrupted(o)) stop = 2;   /* during the evaluation */
     }
     if (st == VDNN_OK && stop && !epoch_done(ld, train->count)) {
         if (o->tty && !o->quiet) fprintf(o->out, "\r\033[K");

@@ -507,6 +507,14 @@ START_TEST(test_mpi_faults)
     tn_run_free(&r);
     ck_assert_msg(checkpoint_load(n, ck, &st, 0) == VDNN_OK, "%s", vdnn_errmsg());
     ck_assert_uint_eq(st.step, 16);
+    /* SIGTERM to rank 1 alone: both ranks stop after the same step, the checkpoint saved */
+    snprintf(args, sizeof args, "train %s --devices cpu --threads 1 --epochs 3 --save %s --rank-timeout 20", cfg, ck);
+    r = mpirun(2, "VDNN_TEST_RANK_FAULT=1:20:term", args);
+    ck_assert_msg(r.status != 0, "a rank was interrupted, and mpirun exited 0");
+    ck_assert_msg(strstr(r.err, "interrupted") && !strstr(r.err, "died or hangs"), "%s", r.err);
+    tn_run_free(&r);
+    ck_assert_msg(checkpoint_load(n, ck, &st, 0) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_uint_eq(st.step, 20);
     tn_free(n, d);
     /* ranks that disagree: refused before any step */
     char cmd[2048];

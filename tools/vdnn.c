@@ -593,9 +593,11 @@ int cmd_train(int argc, char **argv)
     }
     int rc = st == VDNN_OK ? 0 : cli_error();
     if (st == VDNN_OK && s.interrupted) {
-        fprintf(stderr, "vdnn: interrupted (%s) after %lld steps%s%s\n", interrupted == SIGTERM ? "SIGTERM" : "SIGINT",
-                s.steps, f.save ? "; checkpoint saved to " : "", f.save ? f.save : "");
-        rc = 128 + interrupted;
+        /* a rank stopped by another rank's signal exits as that one does */
+        fprintf(stderr, "vdnn: interrupted (%s) after %lld steps%s%s\n",
+                !interrupted ? "a signal to another rank" : interrupted == SIGTERM ? "SIGTERM" : "SIGINT", s.steps,
+                f.save ? "; checkpoint saved to " : "", f.save ? f.save : "");
+        rc = 128 + (interrupted ? interrupted : SIGTERM);
     }
     if (parallel) close_parallel(&f, train, test);
     else close_all(n, d, train, test);
