@@ -52,6 +52,13 @@ typedef struct planner_flags {
 int cmd_profile(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);
 
+/* gnuplot (tools/plot.c): text as the body of a double-quoted gnuplot string; whether a
+ * program is on PATH; `gnuplot SCRIPT` run in folder DIR, failing with a message that
+ * ends "`data` in DIR" (where the numbers are). */
+void cli_gp_quote(const char *text, char *buf, size_t len);
+int cli_on_path(const char *prog);
+vdnn_status cli_gnuplot(const char *dir, const char *script, const char *data);
+
 struct plan;
 /* Profiles the attached net (cached), searches for the fastest plan under f->budget
  * (when none fits the batch, in micro-batches: *np is then replaced by the net rebuilt

@@ -431,17 +431,6 @@ static vdnn_status run_row(sweep *s, size_t budget, int k)
 
 /* ---- the plot ----------------------------------------------------------------------- */
 
-/* The config's file name, as the body of a gnuplot double-quoted string. */
-static void gp_quote(const char *text, char *buf, size_t len)
-{
-    size_t k = 0;
-    for (; *text && k + 3 < len; text++) {
-        if (*text == '"' || *text == '\\') buf[k++] = '\\';
-        buf[k++] = *text;
-    }
-    buf[k] = 0;
-}
-
 /* One panel's plot command: per policy, column `ym` where it has a value (measured)
  * else `y` (predicted); `extra` adds more curves (NULL: none). Policies often coincide
  * (dyn is none when none fits): each is drawn a little thinner than the one before, so
@@ -493,7 +482,7 @@ static void gp_title(FILE *f, const sweep *s)
 {
     const char *base = strrchr(s->o.cfg, '/') ? strrchr(s->o.cfg, '/') + 1 : s->o.cfg;
     char name[512];
-    gp_quote(base, name, sizeof name);
+    cli_gp_quote(base, name, sizeof name);
     fprintf(f, "set multiplot layout 2,1 title \"%s, batch %d: %s time per iteration and pool peak against the "
                "budget", name, s->n->minibatch, s->o.simulate ? "predicted" : "measured (dashed: predicted)");
     int n = 0;
@@ -525,43 +514,6 @@ static vdnn_status write_script(const sweep *s, const char *path)
     return VDNN_OK;
 }
 
-static int on_path(const char *prog)
-{
-    const char *path = getenv("PATH");
-    char buf[4096];
-    while (path && *path) {
-        const char *colon = strchr(path, ':');
-        size_t n = colon ? (size_t)(colon - path) : strlen(path);
-        snprintf(buf, sizeof buf, "%.*s/%s", (int)n, n ? path : ".", prog);
-        if (access(buf, X_OK) == 0) return 1;
-        path = colon ? colon + 1 : NULL;
-    }
-    return 0;
-}
-
-/* gnuplot runs in the output folder, so the script names its files without a folder
- * and still works when the user reruns it there. */
-static vdnn_status run_gnuplot(const sweep *s)
-{
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) return vdnn_fail(VDNN_EIO, "cannot start gnuplot: %s", strerror(errno));
-    if (pid == 0) {
-        if (chdir(s->dir) != 0) _exit(126);
-        execlp("gnuplot", "gnuplot", "sweep.gp", (char *)NULL);
-        _exit(127);
-    }
-    int w = 0;
-    while (waitpid(pid, &w, 0) < 0)
-        if (errno != EINTR) return vdnn_fail(VDNN_EIO, "waiting for gnuplot: %s", strerror(errno));
-    if (WIFEXITED(w) && WEXITSTATUS(w) == 0) return VDNN_OK;
-    if (WIFEXITED(w))
-        return vdnn_fail(VDNN_EIO, "gnuplot %s/sweep.gp failed with exit status %d; the CSV is in %s/sweep.csv",
-                         s->dir, WEXITSTATUS(w), s->dir);
-    return vdnn_fail(VDNN_EIO, "gnuplot %s/sweep.gp was killed by signal %d; the CSV is in %s/sweep.csv", s->dir,
-                     WIFSIGNALED(w) ? WTERMSIG(w) : 0, s->dir);
-}
-
 /* The script is written even without gnuplot, so that the plot can be drawn later. */
 static vdnn_status plot(const sweep *s)
 {
@@ -579,12 +531,12 @@ static vdnn_status plot(const sweep *s)
     }
     vdnn_status st = write_script(s, gp);
     if (st != VDNN_OK) return st;
-    if (!on_path("gnuplot")) {
+    if (!cli_on_path("gnuplot")) {
         printf("plot skipped: gnuplot is not on PATH (install it, e.g. apt-get install gnuplot-nox, then run "
                "`gnuplot sweep.gp` in %s)\n", s->dir);
         return VDNN_OK;
     }
-    st = run_gnuplot(s);
+    st = cli_gnuplot(s->dir, "sweep.gp", "the CSV is in sweep.csv");
     if (st == VDNN_OK) printf("wrote %s (script %s)\n", png, gp);
     return st;
 }
