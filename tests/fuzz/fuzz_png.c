@@ -1,9 +1,9 @@
 /* Fuzz target: the PNG folder reader (data/png_folder.c and libpng behind it), one
  * image in one class folder. The net's shape is the image's own when its header
- * declares at most 64x64 (so decoding goes past the size check), else 8x8; 1 or 3
- * channels by the input's length, so both conversions run. An input whose length is a
- * multiple of 4 gets every chunk's CRC recomputed first, so that mutations reach the
- * decoder instead of stopping at libpng's checksum. */
+ * declares at most 64x64 (so decoding goes past the size check), else 8x8; 3 channels
+ * when the input's length is a multiple of 3, else 1, so both conversions run. An
+ * input whose length is a multiple of 4 gets every chunk's CRC recomputed first, so
+ * that mutations reach the decoder instead of stopping at libpng's checksum. */
 #include "tests/fuzz/fuzz.h"
 
 #include <stdlib.h>
@@ -48,6 +48,6 @@ FUZZ_ENTRY(png)
     fuzz_write(file, "png/class/0.png", fixed ? fixed : data, size);
     free(fixed);
     dataset *d = NULL;
-    if (png_folder_load(fuzz_path(dir, "png"), size % 2 ? 3 : 1, (int)h, (int)w, &d) == VDNN_OK) dataset_free(d);
+    if (png_folder_load(fuzz_path(dir, "png"), size % 3 ? 1 : 3, (int)h, (int)w, &d) == VDNN_OK) dataset_free(d);
     return 0;
 }
