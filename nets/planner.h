@@ -68,6 +68,9 @@ uint64_t net_fingerprint(const net *n);
 vdnn_status profile_measure(const net *n, device *d, double link_gbps, int threads, profile *out);
 void profile_free(profile *p);
 
+/* The profile cache file's format: 2 added each layer's gradient-sum time. */
+#define PROFILE_VERSION 2
+
 /* The profile cache: a folder of text files, one per (device, net, batch). `dir` NULL
  * means $VDNN_CACHE, else $XDG_CACHE_HOME/vdnn, else ~/.cache/vdnn. profile_get()
  * reads the cached one when it matches, else measures and writes it (an unwritable

@@ -10,9 +10,6 @@
 #include "vdnn/file.h"
 #include "vdnn/rng.h"
 
-/* The cache file's format: 2 added each layer's gradient-sum time. */
-#define PROFILE_VERSION 2
-
 /* Timed runs per measurement, after a probe and a warm-up; the median is kept. */
 #define TIMED_RUNS 3
 

@@ -1084,8 +1084,12 @@ START_TEST(test_profile_load_limits)
     char dir[256], path[300];
     tn_tmpdir(dir, sizeof dir, "profile");
     tn_join(path, sizeof path, dir, "p.txt");
-    tn_write_text(path, "vdnn-profile 1\ndevice cpu\nnet 0123456789abcdef\nbatch 4\nlayers 100000\n"
-                        "link 1e9 1e9 2e9 1e-5\nmeasure_s 0.5\nlayer 0 0\n0\n0\n0\n");
+    char text[300];
+    snprintf(text, sizeof text,
+             "vdnn-profile %d\ndevice cpu\nnet 0123456789abcdef\nbatch 4\nlayers 100000\n"
+             "link 1e9 1e9 2e9 1e-5\nmeasure_s 0.5\nlayer 0 0\n0\n0\n0\n",
+             PROFILE_VERSION);
+    tn_write_text(path, text);
     ck_assert_int_eq(profile_load(path, &pr), VDNN_EFORMAT);
     tn_msg_has(path, ":5: malformed profile (layers)");
     tn_rmtree(dir);
