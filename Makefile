@@ -92,7 +92,7 @@ else ifeq ($(CUDA),1)
 $(error CUDA=1 but nvcc, cuDNN or cuBLAS was not found: see the "cuda:" line above, or set CUDA_HOME / CUDNN_HOME)
 endif
 
-LIB_SRC   := $(sort $(wildcard vdnn/*.c layers/*.c nets/*.c data/*.c))
+LIB_SRC   := $(sort $(wildcard vdnn/*.c layers/*.c nets/*.c data/*.c manager/*.c))
 TOOL_SRC  := $(sort $(wildcard tools/*.c))
 TEST_UTIL := $(sort $(filter-out tests/test_%.c,$(wildcard tests/*.c)))
 TEST_SRC  := $(sort $(wildcard tests/test_*.c))

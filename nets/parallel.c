@@ -35,7 +35,8 @@ typedef struct worker {
     vdnn_status st;           /* of its last command */
     char err[1024];
     step_result r;
-    double busy_s;            /* its last backprop */
+    double busy_s;            /* its last backprop, on the device's own clock */
+    double update_s;          /* its last update, likewise */
     double end_s;             /* when it ended */
     unsigned char *ready;     /* (nlayers) the layer's gradients are announced this step */
     dev_event **ev;           /* (nlayers) with this event */
@@ -163,10 +164,14 @@ static vdnn_status state_io(net *n, float *buf, int to_host)
  * (NULL: as initialised). */
 static vdnn_status build(dp_group *g, worker *w, int items, const float *state)
 {
-    /* what the replica carries over: its trace and its counters */
+    /* what the replica carries over: its trace, its counters and its algorithms */
     trace *tr = w->n ? w->n->trace : NULL;
     mm_stats stats = w->n ? w->n->stats : (mm_stats){0};
     size_t peak = w->n ? w->n->peak_iter_bytes : 0;
+    int (*algos)[PASS_COUNT] = NULL;
+    /* (not those of a stand-in built for one item while the device had no share) */
+    if (w->n && w->built > 1 && !w->n->micro && (algos = malloc((size_t)w->n->nlayers * sizeof *algos)) != NULL)
+        for (int i = 0; i < w->n->nlayers; i++) memcpy(algos[i], w->n->layers[i]->algo, sizeof algos[i]);
     if (w->n) {
         net_free(w->n);
         w->n = NULL;
@@ -174,7 +179,9 @@ static vdnn_status build(dp_group *g, worker *w, int items, const float *state)
     net *n = NULL;
     vdnn_status st = net_clone_batch(g->model, items, 0, &n);
     if (st == VDNN_OK) st = net_attach(n, w->dev);
-    if (st == VDNN_OK) st = g->o.plan ? g->o.plan(g->o.plan_ctx, &n) : net_plan(n, n->policy, n->algo);
+    if (st == VDNN_OK) st = g->o.plan ? g->o.plan(g->o.plan_ctx, &n, (const int(*)[PASS_COUNT])algos)
+                                      : net_plan(n, n->policy, n->algo);
+    free(algos);
     if (st == VDNN_OK && state) st = state_io(n, (float *)state, 0);
     if (st == VDNN_OK) {
         n->step = g->model->step;
@@ -236,7 +243,12 @@ static vdnn_status announce(void *ctx, int layer, dev_event *ev)
 static vdnn_status run(worker *w, int cmd, const float *x, const int32_t *y, int total, double lr)
 {
     net *n = w->n;
-    if (cmd == CMD_UPDATE) return net_update(n, lr);
+    if (cmd == CMD_UPDATE) {
+        double t0 = device_busy_clock(w->dev);
+        vdnn_status st = net_update(n, lr);
+        w->update_s = device_busy_clock(w->dev) - t0;
+        return st;
+    }
     memset(&w->r, 0, sizeof w->r);
     if (!w->items) return VDNN_OK;
     size_t per_item = shape_per_item(n->input);
@@ -253,6 +265,7 @@ static void *worker_main(void *arg)
 {
     worker *w = arg;
     dp_group *g = w->g;
+    device_pin_thread(w->dev);   /* an emulated device's cores, shared with other jobs on it */
     pthread_mutex_lock(&g->mu);
     for (;;) {
         while (w->cmd == CMD_IDLE) pthread_cond_wait(&g->cv, &g->mu);
@@ -596,11 +609,22 @@ static vdnn_status parse_weights(const char *text, int count, double *out)
     return VDNN_OK;
 }
 
-/* One device of a --devices list: "cpu", "cuda" or "cuda:N". */
+/* One device of a --devices list: "cpu", "cpu:N" (an emulated device of its own
+ * cores), "cuda" or "cuda:N". */
 static vdnn_status parse_device(const char *tok, device_options *o)
 {
     if (!strcmp(tok, "cpu")) {
         o->kind = DEVICE_CPU;
+        return VDNN_OK;
+    }
+    if (!strncmp(tok, "cpu:", 4)) {
+        char *end;
+        long v = strtol(tok + 4, &end, 10);
+        if (*end || end == tok + 4 || v < 0 || v > 4096)
+            return vdnn_fail(VDNN_EINVAL, "--devices: '%s' is not cpu:N", tok);
+        o->kind = DEVICE_CPU;
+        o->emulated = 1;
+        o->cpu_index = (int)v;
         return VDNN_OK;
     }
     if (!strncmp(tok, "cuda", 4)) {
@@ -613,11 +637,11 @@ static vdnn_status parse_device(const char *tok, device_options *o)
                 return vdnn_fail(VDNN_EINVAL, "--devices: '%s' is not cuda:N", tok);
             o->cuda_index = (int)v;
         } else if (tok[4]) {
-            return vdnn_fail(VDNN_EINVAL, "--devices: '%s' is not cpu, cuda or cuda:N", tok);
+            return vdnn_fail(VDNN_EINVAL, "--devices: '%s' is not cpu, cpu:N, cuda or cuda:N", tok);
         }
         return VDNN_OK;
     }
-    return vdnn_fail(VDNN_EINVAL, "--devices: '%s' is not cpu, cuda or cuda:N", tok);
+    return vdnn_fail(VDNN_EINVAL, "--devices: '%s' is not cpu, cpu:N, cuda or cuda:N", tok);
 }
 
 /* The test knob VDNN_SLOWDOWN: a slow-down factor per device of the job, comma-separated. */
@@ -794,6 +818,31 @@ void dp_free(dp_group *g)
 }
 
 net *dp_primary(dp_group *g) { return g->w[0].n; }
+const double *dp_weights(const dp_group *g) { return g->weights; }
+int dp_local_devices(const dp_group *g) { return g->nlocal; }
+device *dp_device(const dp_group *g, int k) { return g->w[k].dev; }
+
+void dp_busy(const dp_group *g, double *backprop_s, double *update_s)
+{
+    for (int k = 0; k < g->nlocal; k++) {
+        backprop_s[k] = g->w[k].items ? g->w[k].busy_s : 0;
+        update_s[k] = g->w[k].update_s;
+    }
+}
+
+vdnn_status dp_set_weights(dp_group *g, const double *weights)
+{
+    double total = 0;
+    for (int k = 0; k < g->njob; k++) {
+        if (!(weights[k] >= 0) || !isfinite(weights[k]))
+            return vdnn_fail(VDNN_EINVAL, "share %g of device %d is not a number >= 0", weights[k], k);
+        total += weights[k];
+    }
+    if (!(total > 0)) return vdnn_fail(VDNN_EINVAL, "every device's share is 0");
+    memcpy(g->weights, weights, (size_t)g->njob * sizeof *weights);
+    g->votes = 0;
+    return resize(g);
+}
 double dp_exposed_s(const dp_group *g) { return g->exposed_s; }
 int dp_batch(const dp_group *g) { return g->batch; }
 int dp_devices(const dp_group *g) { return g->njob; }

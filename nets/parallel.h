@@ -29,11 +29,14 @@ typedef struct dp_group dp_group;
 
 /* Makes the replica of a device ready to train: plans it (policy, algorithms, copy
  * timing, maybe a micro-batch split) for its budget. It may replace *np by the net
- * rebuilt for micro-batches (attached to the same device). */
-typedef vdnn_status (*dp_plan_fn)(void *ctx, net **np);
+ * rebuilt for micro-batches (attached to the same device). `algos` (one row per layer)
+ * are the algorithms of the replica it replaces when a share changed (NULL for the
+ * first): measured at the old share, they spare measuring again at the new one. */
+typedef vdnn_status (*dp_plan_fn)(void *ctx, net **np, const int (*algos)[PASS_COUNT]);
 
 typedef struct dp_opts {
-    const char *devices;      /* this rank's devices, e.g. "cpu,cpu" or "cuda:0,cuda:1" */
+    const char *devices;      /* this rank's devices, e.g. "cpu,cpu", "cpu:0,cpu:1" (emulated devices,
+                               * each its own cores) or "cuda:0,cuda:1" */
     const char *shares;       /* "equal" (NULL), "auto", or one weight per device of the job */
     int share_every;          /* auto: steps between rebalancings (<= 0: 10) */
     size_t bucket_bytes;      /* gradients are reduced in buckets of about this size (0: 4 MiB) */
@@ -63,6 +66,22 @@ int dp_devices(const dp_group *g);    /* of the whole job */
 /* The shares of the last step (or of the next, before the first), one per device of
  * the job; owned by the group. */
 const int *dp_shares(const dp_group *g);
+
+/* The weights the shares follow, one per device of the job; owned by the group. */
+const double *dp_weights(const dp_group *g);
+/* Shares in proportion to `weights` (one per device of the job, >= 0, not all 0) from
+ * the next step on: a replica whose share of the batch changes is built and planned
+ * again for it in its budget, keeping the state every replica shares. Every rank calls
+ * it with the same weights before the same step. */
+vdnn_status dp_set_weights(dp_group *g, const double *weights);
+
+/* This rank's devices: how many, and the k-th (in its --devices order). */
+int dp_local_devices(const dp_group *g);
+device *dp_device(const dp_group *g, int k);
+/* Seconds each of this rank's devices worked in the last step, on its own clock
+ * (device_busy_clock): its forward and backward (0 when it had no items), and its
+ * optimizer update. */
+void dp_busy(const dp_group *g, double *backprop_s, double *update_s);
 
 /* Copies the parameters, momenta and statistics of the job's device 0 to every replica
  * of every rank, and `step`: after a checkpoint is loaded into rank 0's primary. */

@@ -86,6 +86,8 @@ typedef struct progress {
     double loss_sum;
     long long correct, seen;
     mm_stats stats0;          /* the net's copy statistics when the epoch began */
+    long long run_steps;      /* steps this run takes in all */
+    double last_step_s;       /* the last step's wall seconds; 0 before the first */
 } progress;
 
 static void fmt_time(double s, char *buf, size_t len)
@@ -312,6 +314,13 @@ static vdnn_status run_epoch(net **np, loader *ld, batch_io *b, progress *p, dou
         int items = 0;
         vdnn_status st = loader_next(ld, b->host_x, b->host_y, &items);
         if (st != VDNN_OK || items == 0) return st;
+        if (o->before_step) {
+            train_tick t = {n->step + 1, *steps, p->run_steps, p->epoch + 1, p->epochs, p->last_step_s, o->log};
+            st = o->before_step(o->hook_ctx, &t);
+            if (o->group) *np = n = dp_primary(o->group);
+            p->n = n;
+            if (st != VDNN_OK) return st;
+        }
         double t0 = vdnn_now_s();
         step_result r;
         st = o->group ? dp_train_step(o->group, b->host_x, b->host_y, items, lr, &r)
@@ -322,6 +331,7 @@ static vdnn_status run_epoch(net **np, loader *ld, batch_io *b, progress *p, dou
         }
         if (st != VDNN_OK) return st;
         double secs = vdnn_now_s() - t0;
+        p->last_step_s = secs;
         p->train_time += secs;
         p->loss_sum += r.loss_sum;
         p->correct += r.correct;
@@ -363,6 +373,11 @@ vdnn_status train_run(net *n, const dataset *train, const dataset *test, const t
     if (st == VDNN_OK) st = loader_create(train, &lo, &ld);
     if (st == VDNN_OK) loader_seek(ld, epoch, index);
     progress p = {.o = o, .n = n, .epochs = n->train.epochs};
+    if (epoch < n->train.epochs && batch > 0) {   /* the steps this run takes */
+        long long per_epoch = (train->count + batch - 1) / batch;
+        p.run_steps = (train->count - index + batch - 1) / batch + (long long)(n->train.epochs - epoch - 1) * per_epoch;
+        if (o->max_steps > 0 && o->max_steps < p.run_steps) p.run_steps = o->max_steps;
+    }
     double train_time = 0;
     long long seen = 0;
     int stop = 0;

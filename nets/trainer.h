@@ -11,6 +11,16 @@
 #include "nets/net.h"
 #include "nets/parallel.h"
 
+/* What the trainer tells a before_step hook. */
+typedef struct train_tick {
+    uint64_t next;            /* the step about to run (the net's step count + 1) */
+    long long done;           /* steps this run has taken */
+    long long total;          /* steps this run takes in all (to its last epoch, or --steps) */
+    int epoch, epochs;        /* the next step's epoch (from 1), of how many */
+    double last_s;            /* wall seconds of the step just taken; 0 before the run's first */
+    FILE *log;                /* the run's JSON-lines log, or NULL */
+} train_tick;
+
 typedef struct train_opts {
     long long max_steps;      /* stop after this many steps in this run; <= 0: no limit */
     const char *save_path;    /* checkpoint to write, or NULL */
@@ -30,6 +40,10 @@ typedef struct train_opts {
     volatile sig_atomic_t *interrupt;   /* set (by a signal handler) to stop after the current
                                          * step, as at --steps: checkpoint saved, log ended;
                                          * NULL: none */
+    /* Called before every step; it may change the group's shares (dp_set_weights).
+     * NULL: none. A failure stops training as a failed step does. */
+    vdnn_status (*before_step)(void *ctx, const train_tick *t);
+    void *hook_ctx;
 } train_opts;
 
 typedef struct train_summary {

@@ -118,8 +118,9 @@ typedef struct plan_with {
 } plan_with;
 
 /* dp_plan_fn: a fixed policy, smallest workspaces, and a split of the device's share. */
-static vdnn_status plan_replica(void *ctx, net **np)
+static vdnn_status plan_replica(void *ctx, net **np, const int (*algos)[PASS_COUNT])
 {
+    (void)algos;   /* smallest workspaces: the same at every share */
     const plan_with *p = ctx;
     net *n = *np;
     if (p->micro && p->micro < n->minibatch) {
@@ -414,7 +415,7 @@ START_TEST(test_cli_device_errors)
     snprintf(args, sizeof args, "train %s --devices cpu,tpu --steps 1", cfg);
     vdnn_fails("", args, "--devices: 'tpu'", NULL);
     snprintf(args, sizeof args, "train %s --shares 1,1 --steps 1", cfg);
-    vdnn_fails("", args, "--shares", "several devices");
+    vdnn_fails("", args, "--shares", "data-parallel training");
     snprintf(args, sizeof args, "train %s --devices cpu,cpu --batch 1 --steps 1", cfg);
     vdnn_fails("", args, "2 devices for a batch of 1", NULL);
     snprintf(args, sizeof args, "train %s --devices cpu,cpu --budget 64K --steps 1", cfg);

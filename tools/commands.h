@@ -51,6 +51,7 @@ typedef struct planner_flags {
 
 int cmd_profile(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);
+int cmd_manager(int argc, char **argv);
 
 /* gnuplot (tools/plot.c): text as the body of a double-quoted gnuplot string; whether a
  * program is on PATH; `gnuplot SCRIPT` run in folder DIR, failing with a message that

@@ -7,8 +7,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "manager/client.h"
+#include "manager/proto.h"
 #include "nets/checkpoint.h"
 #include "nets/parallel.h"
+#include "nets/shares.h"
 #include "nets/planner.h"
 #include "nets/trainer.h"
 #include "vdnn/comm.h"
@@ -23,6 +26,8 @@ static const char usage[] =
     "            [--link-gbps X] [--sync-layers] [--trace FILE] [--data PATH] [--epochs N]\n"
     "            [--steps N] [--batch N] [--lr X] [--seed N] [--threads N] [--save FILE]\n"
     "            [--resume FILE] [--log FILE] [--quiet]\n"
+    "            [--devices LIST] [--shares equal|auto|LIST] [--share-every K] [--bucket SIZE]\n"
+    "            [--rank-timeout S] [--share-schedule FILE] [--managed [--manager PATH]]\n"
     "  test CFG --weights FILE [--data PATH] [--batch N] [--device D] [--threads N] [--log FILE]\n"
     "  info CFG [--batch N] [--json] [--device D]\n"
     "  profile CFG --budget SIZE [--json] [--search bb|vdnn] [--save-plan FILE] [--verify N]\n"
@@ -31,6 +36,9 @@ static const char usage[] =
     "  sweep CFG --budgets LIST --policies LIST [--out DIR] [--simulate] [--iters N]\n"
     "            [--link-gbps X] [--threads N] [--batch N] [--device D] [--profile-cache DIR]\n"
     "            [--node-limit N] [--search-seconds S]\n"
+    "  manager [--log FILE] [--period S] [--sd-gap X] [--util-gap X] [--units N] [--devices LIST]\n"
+    "          [--observe] [--until-idle] [--manager PATH]    share devices fairly among jobs\n"
+    "  manager --status [--json] | --plot LOG [--out DIR]\n"
     "  devices   (or --version) the backends built and the GPUs visible\n"
     "test, info, profile and sweep take --device, --math and --nondeterministic as train does.\n"
     "See docs/cli.md.\n";
@@ -252,8 +260,9 @@ typedef struct run_flags {
     double predicted_s;       /* the simulator's step time for the plan run; < 0: none */
     size_t budget;
     int quiet, sync_layers;
-    /* data-parallel training (docs/parallel.md) */
-    const char *devices, *shares;
+    /* data-parallel training (docs/parallel.md), and the slow-down manager (docs/manager.md) */
+    const char *devices, *shares, *share_schedule, *manager;
+    int managed;
     long long share_every;
     size_t bucket;
     double rank_timeout;
@@ -356,12 +365,22 @@ static void close_all(net *n, device *d, dataset *train, dataset *test)
 /* ---- data-parallel training (nets/parallel.h) ---- */
 
 /* dp_plan_fn: a replica planned as one device would be: by the planner for dyn (quietly),
- * else its policy and algorithms in its budget. */
-static vdnn_status plan_replica(void *ctx, net **np)
+ * else its policy and algorithms in its budget. A replica rebuilt for a new share keeps
+ * the algorithms measured for the old one where they fit, rather than measuring every
+ * algorithm again at a batch size it may hold for a few steps only. */
+static vdnn_status plan_replica(void *ctx, net **np, const int (*algos)[PASS_COUNT])
 {
     const run_flags *f = ctx;
     net *n = *np;
     size_t budget = device_get_options(n->dev)->budget_bytes;
+    if (!n->dyn && algos && n->algo == ALGO_PERF) {
+        vdnn_status st = net_plan_static(n, n->policy, ALGO_PERF);
+        for (int i = 0; i < n->nlayers; i++)
+            for (int p = 0; p < PASS_COUNT; p++)
+                if (layer_algo_usable(n->layers[i], p, algos[i][p])) n->layers[i]->algo[p] = algos[i][p];
+        size_t need = 0;
+        if (st == VDNN_OK && net_fit_budget(n, budget, &need) == VDNN_OK) return VDNN_OK;
+    }
     if (!n->dyn) return cli_plan(n, budget);
     planner_flags pf = {.budget = budget, .search = f->search, .cache = f->cache, .node_limit = f->node_limit,
                         .search_seconds = f->search_seconds, .fixed_split = f->micro > 0, .verify = 3,
@@ -440,6 +459,21 @@ static void close_parallel(run_flags *f, dataset *train, dataset *test)
     f->model = NULL;
 }
 
+/* --managed and --share-schedule: what they go with (docs/manager.md). */
+static vdnn_status check_managed(const run_flags *f)
+{
+    if (f->manager && !f->managed) return vdnn_fail(VDNN_EINVAL, "--manager PATH goes with --managed");
+    if (!f->managed) return VDNN_OK;
+    if (comm_size(f->comm) > 1)
+        return vdnn_fail(VDNN_EINVAL, "--managed: a job of one process (a manager shares one machine's devices); give "
+                         "its devices to --devices instead of starting ranks with mpirun");
+    if (f->shares && !strcmp(f->shares, "auto"))
+        return vdnn_fail(VDNN_EINVAL, "--managed: the manager sets the shares; --shares auto would move them too "
+                         "(give --shares a list to start from, or leave it out)");
+    if (f->share_schedule) return vdnn_fail(VDNN_EINVAL, "--managed and --share-schedule both set the shares: one of them");
+    return VDNN_OK;
+}
+
 /* Fails now, not after hours of training, when the checkpoint cannot be written. */
 static vdnn_status check_writable(const char *path)
 {
@@ -507,7 +541,10 @@ int cmd_train(int argc, char **argv)
         {"--search-seconds", ARG_FLOAT, &f.search_seconds, 0, 1e9, "", 0},
         {"--devices", ARG_STRING, &f.devices, 0, 0, "", 0}, {"--shares", ARG_STRING, &f.shares, 0, 0, "", 0},
         {"--share-every", ARG_INT, &f.share_every, 1, 1e9, "", 0}, {"--bucket", ARG_BYTES, &f.bucket, 0, 0, "", 0},
-        {"--rank-timeout", ARG_FLOAT, &f.rank_timeout, 1, 1e9, "", 0}, {NULL, 0, NULL, 0, 0, NULL, 0},
+        {"--rank-timeout", ARG_FLOAT, &f.rank_timeout, 1, 1e9, "", 0},
+        {"--share-schedule", ARG_STRING, &f.share_schedule, 0, 0, "", 0},
+        {"--managed", ARG_FLAG, &f.managed, 0, 0, "", 0}, {"--manager", ARG_STRING, &f.manager, 0, 0, "", 0},
+        {NULL, 0, NULL, 0, 0, NULL, 0},
     };
     if (args_parse(argc, argv, 2, specs, &cfg, 1, "vdnn train CFG [flags] (see vdnn --help)") != VDNN_OK)
         return cli_error();
@@ -524,9 +561,10 @@ int cmd_train(int argc, char **argv)
         f.quiet = 1;
         f.log = f.save = NULL;
     }
-    if (!parallel && (f.shares || f.share_every || f.bucket))
-        st = vdnn_fail(VDNN_EINVAL, "--shares, --share-every and --bucket are for several devices (--devices, or "
-                       "mpirun)");
+    if (!parallel && (f.shares || f.share_every || f.bucket || f.share_schedule || f.managed))
+        st = vdnn_fail(VDNN_EINVAL, "--shares, --share-every, --share-schedule, --bucket and --managed are for "
+                       "data-parallel training (--devices, or mpirun)");
+    if (st == VDNN_OK) st = check_managed(&f);
     if (st == VDNN_OK)
         st = parallel ? open_parallel(cfg, &f, &n, &d, &train, &test) : open_all(cfg, &f, 1, &n, &d, &train, &test);
     if (st == VDNN_OK && f.log && !(log = open_log(f.log))) st = VDNN_EIO;
@@ -542,7 +580,22 @@ int cmd_train(int argc, char **argv)
         n->trace = tr;
         device_set_trace(d, tr);
     }
-    train_opts o = {f.steps, f.save, f.resume, log, f.quiet, stdout, 0, f.group, f.comm, f.log, &interrupted};
+    train_opts o = {.max_steps = f.steps, .save_path = f.save, .resume_path = f.resume, .log = log, .quiet = f.quiet,
+                    .out = stdout, .group = f.group, .comm = f.comm, .log_path = f.log, .interrupt = &interrupted};
+    /* the shares changed by the manager, or by hand at given steps */
+    mgr_client *client = NULL;
+    shares_schedule *schedule = NULL;
+    if (st == VDNN_OK && f.share_schedule && (st = shares_load(f.share_schedule, f.group, &schedule)) == VDNN_OK) {
+        o.before_step = shares_tick;
+        o.hook_ctx = schedule;
+    }
+    if (st == VDNN_OK && f.managed) {
+        char path[256];
+        st = mgr_socket_path(f.manager, 0, path, sizeof path);
+        if (st == VDNN_OK) st = mgr_client_open(path, cfg, f.group, (int)f.share_every, f.quiet, &client);
+        o.before_step = mgr_client_tick;
+        o.hook_ctx = client;
+    }
     if (st == VDNN_OK && isatty(fileno(stderr)) && !f.quiet) {
         o.tty = 1;
         o.out = stderr;
@@ -584,6 +637,8 @@ int cmd_train(int argc, char **argv)
         vdnn_status tst = trace_close(tr);
         if (st == VDNN_OK) st = tst;
     }
+    mgr_client_close(client, st != VDNN_OK ? "failed" : s.interrupted ? "stopped" : "finished");
+    shares_free(schedule);
     st = close_log(log, f.log, st);
     if (st != VDNN_OK && comm_size(f.comm) > 1) {
         /* the other ranks would wait for this one: end the job */
@@ -652,6 +707,7 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "info")) return cmd_info(argc, argv);
     if (!strcmp(argv[1], "profile")) return cmd_profile(argc, argv);
     if (!strcmp(argv[1], "sweep")) return cmd_sweep(argc, argv);
+    if (!strcmp(argv[1], "manager")) return cmd_manager(argc, argv);
     if (!strcmp(argv[1], "devices") || !strcmp(argv[1], "--version")) {
         if (argc > 2) {
             fprintf(stderr, "vdnn: %s takes no arguments\n", argv[1]);

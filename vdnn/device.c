@@ -59,6 +59,14 @@ void device_bind_thread(device *d)
     if (d->impl->bind_thread) d->impl->bind_thread(d);
 }
 
+void device_pin_thread(device *d)
+{
+    if (d->impl->pin_thread) d->impl->pin_thread(d);
+    else device_bind_thread(d);
+}
+
+const char *device_identity(const device *d) { return d->key; }
+
 void device_throttle(device *d, double started_cpu_s)
 {
     if (d->kind != DEVICE_CPU || !(d->opt.slowdown > 1)) return;

@@ -43,6 +43,11 @@ typedef struct device_options {
                             * deterministic ones only, so runs repeat bit for bit) */
     double slowdown;       /* CPU: every layer pass takes this many times as long (a test knob
                             * that stands in for a slower or shared device; <= 1: none) */
+    int emulated;          /* CPU: an emulated device of its own, cpu:`cpu_index`, whose computing
+                            * thread runs on cores cpu_index*T .. cpu_index*T+T-1 (T: threads,
+                            * 1 when 0) of those the process may use, so that the processes
+                            * that name the same cpu:N share its cores as jobs share a GPU */
+    int cpu_index;
 } device_options;
 
 /* Creates a device; on failure returns a status and a message ("no CUDA device", "budget
@@ -86,6 +91,16 @@ void device_set_trace(device *d, struct trace *t);
 /* Makes the calling thread one that computes on `d` (the CPU device's thread count, a
  * GPU's current device): every thread that runs layers on a device calls it first. */
 void device_bind_thread(device *d);
+
+/* Makes the calling thread the one that computes for `d`, as device_bind_thread does,
+ * and on an emulated CPU device (cpu:N) pins it to the device's cores. Only the thread
+ * that runs the device's layers calls it. */
+void device_pin_thread(device *d);
+
+/* What names the device the same way in every process on the machine: a GPU's PCI bus
+ * id ("00000000:3B:00.0"), an emulated CPU device's "cpu:N"; "" for the CPU device as
+ * a whole. */
+const char *device_identity(const device *d);
 
 /* The CPU device's slow-down (device_options.slowdown): sleeps (slowdown - 1) times the
  * calling thread's CPU seconds since `started_cpu_s` (vdnn_thread_cpu_s), when a layer

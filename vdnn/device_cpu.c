@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <omp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,9 @@ typedef struct cpu_state {
     int stop;
     double bytes_per_s;       /* 0: unthrottled */
     trace *trace;             /* copies are traced here when set; not owned */
+    int threads;              /* compute threads; 0: the libraries' default (all cores) */
+    int pinned;               /* an emulated device (cpu:N): its computing thread runs on `cores` */
+    cpu_set_t cores;
 } cpu_state;
 
 static cpu_state *state(device *d) { return d->priv; }
@@ -223,7 +227,42 @@ static void cpu_set_trace(device *d, trace *t)
 }
 
 static void set_threads(int threads);
-static void cpu_bind_thread(device *d) { set_threads(d->opt.threads); }
+static void cpu_bind_thread(device *d) { set_threads(state(d)->threads); }
+
+static void cpu_pin_thread(device *d)
+{
+    cpu_state *s = state(d);
+    if (s->pinned) pthread_setaffinity_np(pthread_self(), sizeof s->cores, &s->cores);
+    set_threads(s->threads);
+}
+
+/* The cores the process may use, as it started (before any thread was pinned). */
+static cpu_set_t start_cores;
+static pthread_once_t start_once = PTHREAD_ONCE_INIT;
+
+static void take_start_cores(void)
+{
+    CPU_ZERO(&start_cores);
+    if (sched_getaffinity(0, sizeof start_cores, &start_cores) != 0) CPU_SET(0, &start_cores);
+}
+
+/* The cores of emulated device cpu:index with `threads` threads. */
+static vdnn_status emulated_cores(int index, int threads, cpu_set_t *out)
+{
+    pthread_once(&start_once, take_start_cores);
+    int count = CPU_COUNT(&start_cores), first = index * threads;
+    if (index < 0 || first + threads > count)
+        return vdnn_fail(VDNN_EINVAL, "cpu:%d: an emulated device is %d core%s, and this process may use %d: "
+                         "cpu:0 to cpu:%d%s", index, threads, threads == 1 ? "" : "s", count,
+                         count / threads - 1, threads > 1 ? " with this --threads" : "");
+    CPU_ZERO(out);
+    for (int c = 0, seen = 0; c < CPU_SETSIZE && seen < first + threads; c++) {
+        if (!CPU_ISSET(c, &start_cores)) continue;
+        if (seen >= first) CPU_SET(c, out);
+        seen++;
+    }
+    return VDNN_OK;
+}
 
 static const device_impl cpu_impl = {
     .set_trace = cpu_set_trace,
@@ -240,6 +279,7 @@ static const device_impl cpu_impl = {
     .stream_sync = cpu_stream_sync,
     .event_free = NULL,
     .bind_thread = cpu_bind_thread,
+    .pin_thread = cpu_pin_thread,
 };
 
 static void set_threads(int threads)
@@ -268,6 +308,18 @@ vdnn_status device_create_cpu(const device_options *opt, device **out)
                          vdnn_fmt_bytes(budget, b, sizeof b));
     }
     s->bytes_per_s = opt->link_gbps > 0 ? opt->link_gbps * 1e9 : 0;
+    s->threads = opt->threads > 0 ? opt->threads : opt->emulated ? 1 : 0;
+    if (opt->emulated) {
+        vdnn_status st = emulated_cores(opt->cpu_index, s->threads, &s->cores);
+        if (st != VDNN_OK) {
+            free(d->slab);
+            free(s);
+            free(d);
+            return st;
+        }
+        s->pinned = 1;
+        snprintf(d->key, sizeof d->key, "cpu:%d", opt->cpu_index);
+    }
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv_work, NULL);
     pthread_cond_init(&s->cv_done, NULL);
@@ -277,14 +329,13 @@ vdnn_status device_create_cpu(const device_options *opt, device **out)
         free(d);
         return vdnn_fail(VDNN_EDEVICE, "could not start the CPU device's copy engine thread");
     }
-    set_threads(opt->threads);
-    int nthreads = opt->threads > 0 ? opt->threads : omp_get_max_threads();
-    if (s->bytes_per_s > 0)
-        snprintf(d->desc, sizeof d->desc, "cpu (%d thread%s, link %.3g GB/s, budget %s)", nthreads, nthreads == 1 ? "" : "s",
-                 opt->link_gbps, vdnn_fmt_bytes(budget, b, sizeof b));
-    else
-        snprintf(d->desc, sizeof d->desc, "cpu (%d thread%s, budget %s)", nthreads, nthreads == 1 ? "" : "s",
-                 vdnn_fmt_bytes(budget, b, sizeof b));
+    set_threads(s->threads);
+    int nthreads = s->threads > 0 ? s->threads : omp_get_max_threads();
+    char name[32] = "cpu", link[48] = "";
+    if (opt->emulated) snprintf(name, sizeof name, "cpu:%d", opt->cpu_index);
+    if (s->bytes_per_s > 0) snprintf(link, sizeof link, ", link %.3g GB/s", opt->link_gbps);
+    snprintf(d->desc, sizeof d->desc, "%s (%d thread%s%s, budget %s)", name, nthreads, nthreads == 1 ? "" : "s", link,
+             vdnn_fmt_bytes(budget, b, sizeof b));
     snprintf(d->model, sizeof d->model, "cpu (%d thread%s)", nthreads, nthreads == 1 ? "" : "s");
     vdnn_status st = device_init_pool(d);
     if (st != VDNN_OK) {

@@ -647,6 +647,9 @@ vdnn_status device_create_cuda(const device_options *opt, device **out)
              opt->nondeterministic ? ", nondeterministic algorithms" : "", vdnn_fmt_bytes(d->budget_bytes, b, sizeof b));
     snprintf(d->model, sizeof d->model, "cuda %s sm%d%d cudnn %zu cublas %d %s%s", s->name, prop.major, prop.minor, v,
              (int)cublasGetCudartVersion(), math, opt->nondeterministic ? " nondet" : "");
+    /* as NVML writes it (nvmlDeviceGetHandleByPciBusId_v2 reads it back) */
+    snprintf(d->key, sizeof d->key, "%08X:%02X:%02X.0", (unsigned)prop.pciDomainID, (unsigned)prop.pciBusID,
+             (unsigned)prop.pciDeviceID);
     *out = d;
     return VDNN_OK;
 }

@@ -31,6 +31,7 @@ typedef struct device_impl {
     vdnn_status (*stream_sync)(device *d, stream_id s);
     void (*event_free)(device *d, dev_event *ev);
     void (*bind_thread)(device *d);   /* optional */
+    void (*pin_thread)(device *d);    /* optional; bind_thread where absent */
     /* Optional: a non-blocking query of both streams for a failure. */
     vdnn_status (*poll)(device *d);
     /* Optional: a timed stream wait measured on the device, and the seconds of those
@@ -48,6 +49,7 @@ struct device {
     size_t budget_bytes;
     char desc[160];
     char model[160];       /* device_model(); empty: desc */
+    char key[64];          /* device_identity() */
     device_options opt;    /* as created */
     double slept_s;        /* CPU device: slow-down sleeps so far (by its computing thread) */
     void *priv;            /* the implementation's state */

@@ -1,0 +1,582 @@
+/* Check suite for the slow-down manager (manager/, docs/manager.md):
+ *
+ *  - the rules on worked examples: the utilization rule (DR [5,5,0,0] with 10/20/80%
+ *    of devices 0/1/2 left becomes [1,2,7,0]), the SD rule (r units to the device of
+ *    least average SD, r at least 1), a device of its own for every job when there are
+ *    no more jobs than devices (least busy first, largest SD first; jobs on a device of
+ *    their own stay), nothing below the SD gap, and only devices a job may use;
+ *  - the protocol's fields and lists;
+ *  - jobs on two emulated devices (a core each) with a manager: they register, get
+ *    DRs, apply them at step boundaries, and train exactly as the same DR changes made
+ *    by hand (--share-schedule) do, bit for bit;
+ *  - a job killed mid-run is dropped; a manager killed mid-run leaves its jobs training
+ *    with their DR (a warning), their checkpoints whole;
+ *  - the command line's refusals (no manager, unnamed devices, --shares auto, a device
+ *    the manager does not share, a second manager), a stale socket replaced, --status
+ *    and --plot. */
+#include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "manager/proto.h"
+#include "manager/rules.h"
+#include "nets/checkpoint.h"
+#include "tests/testnet.h"
+
+/* ---- the rules ---- */
+
+static mgr_view job(double sd, const int *dr, int ndev)
+{
+    mgr_view v;
+    memset(&v, 0, sizeof v);
+    v.sd = sd;
+    for (int k = 0; k < ndev; k++) {
+        v.dr[k] = dr[k];
+        v.allowed[k] = 1;
+    }
+    return v;
+}
+
+static const mgr_params PARAMS = {10, 0.2, 0.2};
+
+static void dr_is(const int *got, const int *want, int ndev)
+{
+    for (int k = 0; k < ndev; k++)
+        ck_assert_msg(got[k] == want[k], "device %d: %d units, expected %d (DR %d,%d,%d,%d)", k, got[k], want[k],
+                      got[0], ndev > 1 ? got[1] : 0, ndev > 2 ? got[2] : 0, ndev > 3 ? got[3] : 0);
+}
+
+START_TEST(test_rule_utilization)
+{
+    /* the paper's case: DR [5,5,0,0], devices 0/1/2 have 10/20/80% left (device 3 50%);
+     * more jobs than devices, so no one gets a device of their own */
+    mgr_view jobs[5] = {job(2.0, (int[]){5, 5, 0, 0}, 4), job(1.0, (int[]){10, 0, 0, 0}, 4),
+                        job(1.0, (int[]){0, 10, 0, 0}, 4), job(1.0, (int[]){0, 0, 0, 10}, 4),
+                        job(1.1, (int[]){0, 0, 10, 0}, 4)};
+    double util[4] = {0.9, 0.8, 0.2, 0.5};
+    mgr_decision d;
+    mgr_decide(jobs, 5, util, 4, &PARAMS, &d);
+    ck_assert_str_eq(mgr_rule_name(d.rule), "utilization");
+    ck_assert_int_eq(d.nchanges, 1);
+    ck_assert_int_eq(d.change[0].job, 0);
+    dr_is(d.change[0].dr, (int[]){1, 2, 7, 0}, 4);
+    ck_assert_msg(fabs(d.gap - 1.0) < 1e-12, "gap %g", d.gap);
+    /* the least busy device it may use: device 2 forbidden, device 3 (50%) it is */
+    jobs[0].allowed[2] = 0;
+    mgr_decide(jobs, 5, util, 4, &PARAMS, &d);
+    ck_assert_str_eq(mgr_rule_name(d.rule), "utilization");
+    /* 10:20:50 of 10 units: 1.25, 2.5, 6.25 */
+    dr_is(d.change[0].dr, (int[]){1, 3, 0, 6}, 4);
+    /* busiest used and least busy within the gap: the SD rule instead */
+    double close[4] = {0.6, 0.6, 0.5, 0.5};
+    jobs[0].allowed[2] = 1;
+    mgr_decide(jobs, 5, close, 4, &PARAMS, &d);
+    ck_assert_str_eq(mgr_rule_name(d.rule), "sd");
+}
+END_TEST
+
+START_TEST(test_rule_sd)
+{
+    /* three jobs on two devices, utilizations within the gap: A (SD 3) moves r units
+     * from device 0 to device 1, whose average SD (1.5) is the least; the mean SD is
+     * 7/3, r = round(10 * (3 - 7/3) / 3) = round(2.22) = 2 */
+    mgr_view jobs[3] = {job(3.0, (int[]){10, 0}, 2), job(1.5, (int[]){5, 5}, 2), job(2.5, (int[]){10, 0}, 2)};
+    double util[2] = {0.95, 0.9};
+    mgr_decision d;
+    mgr_decide(jobs, 3, util, 2, &PARAMS, &d);
+    ck_assert_str_eq(mgr_rule_name(d.rule), "sd");
+    ck_assert_int_eq(d.nchanges, 1);
+    ck_assert_int_eq(d.change[0].job, 0);
+    ck_assert_int_eq(d.change[0].from, 0);
+    ck_assert_int_eq(d.change[0].to, 1);
+    ck_assert_int_eq(d.change[0].moved, 2);
+    dr_is(d.change[0].dr, (int[]){8, 2}, 2);
+    /* at least one unit: 2 units, SDs 1.3/1.0/1.0, r = round(2 * 0.2 / 1.3) = 0 -> 1 */
+    mgr_params two = {2, 0.2, 0.2};
+    mgr_view small[3] = {job(1.3, (int[]){2, 0}, 2), job(1.0, (int[]){1, 1}, 2), job(1.0, (int[]){0, 2}, 2)};
+    double even[2] = {0.5, 0.5};
+    mgr_decide(small, 3, even, 2, &two, &d);
+    ck_assert_str_eq(mgr_rule_name(d.rule), "sd");
+    dr_is(d.change[0].dr, (int[]){1, 1}, 2);
+    /* the gap at or below the threshold: nothing moves */
+    mgr_view fair[3] = {job(1.1, (int[]){10, 0}, 2), job(1.0, (int[]){5, 5}, 2), job(1.05, (int[]){0, 10}, 2)};
+    mgr_decide(fair, 3, even, 2, &PARAMS, &d);
+    ck_assert_str_eq(mgr_rule_name(d.rule), "none");
+    ck_assert_int_eq(d.nchanges, 0);
+    /* a job that may use one device only cannot move */
+    jobs[0].allowed[1] = 0;
+    mgr_decide(jobs, 3, util, 2, &PARAMS, &d);
+    ck_assert_int_eq(d.nchanges, 0);
+}
+END_TEST
+
+START_TEST(test_rule_own_device)
+{
+    /* two jobs, two devices: the larger SD takes the least busy device, the other the rest */
+    mgr_view jobs[2] = {job(2.0, (int[]){5, 5}, 2), job(1.0, (int[]){5, 5}, 2)};
+    double util[2] = {0.7, 0.3};
+    mgr_decision d;
+    mgr_decide(jobs, 2, util, 2, &PARAMS, &d);
+    ck_assert_str_eq(mgr_rule_name(d.rule), "own-device");
+    ck_assert_int_eq(d.nchanges, 2);
+    ck_assert_int_eq(d.change[0].job, 0);
+    dr_is(d.change[0].dr, (int[]){0, 10}, 2);
+    ck_assert_int_eq(d.change[1].job, 1);
+    dr_is(d.change[1].dr, (int[]){10, 0}, 2);
+    /* each on a device of its own already: nothing, whatever the SDs */
+    mgr_view apart[2] = {job(3.0, (int[]){10, 0}, 2), job(1.0, (int[]){0, 10}, 2)};
+    mgr_decide(apart, 2, util, 2, &PARAMS, &d);
+    ck_assert_str_eq(mgr_rule_name(d.rule), "none");
+    ck_assert_int_eq(d.nchanges, 0);
+    /* both on device 0: the larger SD (job 1) moves to the least busy, job 0 stays */
+    mgr_view shared[2] = {job(1.2, (int[]){10, 0}, 2), job(1.9, (int[]){10, 0}, 2)};
+    double busy0[2] = {0.9, 0.1};
+    mgr_decide(shared, 2, busy0, 2, &PARAMS, &d);
+    ck_assert_int_eq(d.nchanges, 1);
+    ck_assert_int_eq(d.change[0].job, 1);
+    dr_is(d.change[0].dr, (int[]){0, 10}, 2);
+    /* one job, three devices: the least busy one */
+    mgr_view alone = job(1.0, (int[]){4, 3, 3}, 3);
+    double three[3] = {0.5, 0.6, 0.1};
+    mgr_decide(&alone, 1, three, 3, &PARAMS, &d);
+    dr_is(d.change[0].dr, (int[]){0, 0, 10}, 3);
+    /* a device of its own impossible (both may use device 0 only): the other rules */
+    shared[0].allowed[1] = shared[1].allowed[1] = 0;
+    mgr_decide(shared, 2, busy0, 2, &PARAMS, &d);
+    ck_assert_int_eq(d.nchanges, 0);
+}
+END_TEST
+
+START_TEST(test_proto_fields)
+{
+    char v[64];
+    double x = 0, list[4];
+    const char *msg = "post step=40 sd=1.5 dr=7,3 busy=0.5,0.25 name=a=b";
+    ck_assert(mgr_field(msg, "step", v, sizeof v));
+    ck_assert_str_eq(v, "40");
+    ck_assert(mgr_field_double(msg, "sd", &x));
+    ck_assert(x == 1.5);
+    ck_assert(!mgr_field(msg, "s", v, sizeof v));        /* a key is matched whole */
+    ck_assert(!mgr_field(msg, "missing", v, sizeof v));
+    ck_assert(mgr_field(msg, "dr", v, sizeof v));
+    ck_assert_int_eq(mgr_parse_list(v, list, 4), 2);
+    ck_assert(list[0] == 7 && list[1] == 3);
+    ck_assert_int_eq(mgr_parse_list("1,2,3,4,5", list, 4), -1);
+    ck_assert_int_eq(mgr_parse_list("1,x", list, 4), -1);
+    ck_assert_int_eq(mgr_parse_list("1,", list, 4), -1);
+    ck_assert_int_eq(mgr_parse_list("", list, 4), 0);
+}
+END_TEST
+
+/* ---- jobs and a manager ---- */
+
+#define MGR_NET                                                                                          \
+    "[net]\nbatch = 32\nchannels = 1\nheight = 16\nwidth = 16\n"                                         \
+    "[train]\nepochs = 2\nlearning_rate = 0.05\nmomentum = 0.9\nseed = 11\n"                             \
+    "[data]\nset = synthetic\ntrain_size = 4096\ntest_size = 64\nclasses = 4\n"                          \
+    "[convolutional]\nfilters = 8\nsize = 3\npad = 1\nalgo = im2col\n[batchnorm]\n[relu]\n"               \
+    "[convolutional]\nfilters = 8\nsize = 3\npad = 1\nalgo = im2col\n[relu]\n[maxpool]\nsize = 2\n"       \
+    "[connected]\noutput = 32\n[relu]\n[connected]\noutput = 4\n[softmax]\n"
+
+static char tmp_dir[512];
+static void tmp_setup(void) { tn_tmpdir(tmp_dir, sizeof tmp_dir, "test_manager"); }
+static void tmp_teardown(void) { tn_rmtree(tmp_dir); }
+static const char *tmp_path(char *buf, size_t len, const char *name) { return tn_join(buf, len, tmp_dir, name); }
+
+static const char *vdnn_bin(void)
+{
+    const char *bin = getenv("VDNN_BIN");
+    return bin && *bin ? bin : "build/vdnn";
+}
+
+/* Two emulated devices are two cores: prints the SKIPPED line where there are fewer. */
+static int have_two_cores(const char *check)
+{
+    cpu_set_t s;
+    if (sched_getaffinity(0, sizeof s, &s) == 0 && CPU_COUNT(&s) >= 2) return 1;
+    printf("SKIPPED: %s: emulated devices cpu:0 and cpu:1 are two cores, and this machine lets the test use one\n",
+           check);
+    return 0;
+}
+
+/* `vdnn ARGS` started in the background, its output in tmp_dir/NAME.out and .err. */
+static pid_t spawn(const char *name, const char *args)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "exec %s %s > %s/%s.out 2> %s/%s.err", vdnn_bin(), args, tmp_dir, name, tmp_dir, name);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* Waits up to `seconds` for pid to end; its exit status (128 + signal). Kills it and
+ * fails the check past the limit. */
+static int wait_for(pid_t pid, double seconds, const char *what)
+{
+    for (double t = 0; t < seconds; t += 0.05) {
+        int w = 0;
+        pid_t r = waitpid(pid, &w, WNOHANG);
+        if (r == pid) return WIFEXITED(w) ? WEXITSTATUS(w) : 128 + WTERMSIG(w);
+        usleep(50000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    ck_abort_msg("%s did not end within %.0f s", what, seconds);
+    return -1;
+}
+
+/* Waits up to `seconds` for `text` to appear in the file; 1 when it did. */
+static int wait_text(const char *path, const char *text, double seconds)
+{
+    for (double t = 0; t < seconds; t += 0.05) {
+        char *s = tn_read(path, NULL);
+        int found = s && strstr(s, text);
+        free(s);
+        if (found) return 1;
+        usleep(50000);
+    }
+    return 0;
+}
+
+static char *read_tmp(const char *name)
+{
+    char path[600];
+    char *s = tn_read(tmp_path(path, sizeof path, name), NULL);
+    return s ? s : strdup("");
+}
+
+static const char *mgr_cfg(void)
+{
+    static char path[600];
+    tmp_path(path, sizeof path, "mgr.cfg");
+    if (!tn_exists(path)) tn_write_text(path, MGR_NET);
+    return path;
+}
+
+/* The schedule a managed job's log records ({"manager": "dr"} lines): how many changes. */
+static int schedule_from_log(const char *log_name, const char *sched_name)
+{
+    char *log = read_tmp(log_name), path[600], text[8192] = "";
+    size_t k = 0;
+    int n = 0;
+    for (const char *p = log; (p = strstr(p, "{\"manager\": \"dr\", \"step\": ")) != NULL; p++) {
+        unsigned long long step = 0;
+        int a = -1, b = -1;
+        ck_assert_int_eq(sscanf(p, "{\"manager\": \"dr\", \"step\": %llu, \"dr\": [%d, %d]", &step, &a, &b), 3);
+        k += (size_t)snprintf(text + k, sizeof text - k, "%llu %d,%d\n", step, a, b);
+        n++;
+    }
+    free(log);
+    tn_write_text(tmp_path(path, sizeof path, sched_name), n ? text : "# none\n");
+    return n;
+}
+
+/* Three jobs of different lengths on two emulated devices with a manager that decides
+ * often: each registers, gets DRs and applies them; then each, trained again without the
+ * manager but with the same changes by hand, ends with the same checkpoint, bit for bit. */
+START_TEST(test_managed_jobs_same_as_by_hand)
+{
+    if (!have_two_cores("test_managed_jobs_same_as_by_hand")) return;
+    const char *cfg = mgr_cfg();
+    char sock[600], log[600], args[4096];
+    tmp_path(sock, sizeof sock, "m.sock");
+    tmp_path(log, sizeof log, "manager.jsonl");
+    snprintf(args, sizeof args, "manager --manager %s --log %s --until-idle --period 0.1 --sd-gap 0 --quiet", sock, log);
+    pid_t mgr = spawn("manager", args);
+    static const char *const initial[3] = {"1,0", "1,1", "0,1"};
+    static const int epochs[3] = {2, 3, 1};
+    pid_t jobs[3];
+    for (int j = 0; j < 3; j++) {
+        snprintf(args, sizeof args, "train %s --devices cpu:0,cpu:1 --shares %s --epochs %d --managed --manager %s "
+                 "--share-every 2 --save %s/job%d.ckpt --log %s/job%d.jsonl --quiet", cfg, initial[j], epochs[j], sock,
+                 tmp_dir, j, tmp_dir, j);
+        char name[16];
+        snprintf(name, sizeof name, "job%d", j);
+        /* the manager first: a job refuses to start without one */
+        ck_assert_msg(j || wait_text(log, "\"event\": \"start\"", 20), "the manager did not start");
+        jobs[j] = spawn(name, args);
+    }
+    for (int j = 0; j < 3; j++) {
+        int rc = wait_for(jobs[j], 300, "a managed job");
+        char name[16];
+        snprintf(name, sizeof name, "job%d.err", j);
+        char *err = read_tmp(name);
+        ck_assert_msg(rc == 0, "job %d exited %d:\n%s", j, rc, err);
+        free(err);
+    }
+    ck_assert_int_eq(wait_for(mgr, 30, "the manager (--until-idle)"), 0);
+    char *mlog = read_tmp("manager.jsonl");
+    int registered = 0, left = 0, decisions = 0;
+    for (const char *p = mlog; (p = strstr(p, "\"event\": \"register\"")) != NULL; p++) registered++;
+    for (const char *p = mlog; (p = strstr(p, "\"reason\": \"finished\"")) != NULL; p++) left++;
+    for (const char *p = mlog; (p = strstr(p, "\"event\": \"decision\"")) != NULL; p++) decisions++;
+    ck_assert_msg(registered == 3 && left == 3, "%d registered, %d finished:\n%s", registered, left, mlog);
+    int changes = 0;
+    for (int j = 0; j < 3; j++) {
+        char lname[32], sname[32], ck1[600], ck2[32];
+        snprintf(lname, sizeof lname, "job%d.jsonl", j);
+        snprintf(sname, sizeof sname, "job%d.sched", j);
+        int n = schedule_from_log(lname, sname);
+        changes += n;
+        if (!n) continue;   /* nothing to repeat by hand */
+        snprintf(ck2, sizeof ck2, "byhand%d.ckpt", j);
+        snprintf(args, sizeof args, "train %s --devices cpu:0,cpu:1 --shares %s --epochs %d --share-schedule %s/%s "
+                 "--save %s/%s --quiet", cfg, initial[j], epochs[j], tmp_dir, sname, tmp_dir, ck2);
+        tn_run r = tn_vdnn(tmp_dir, "", args);
+        tn_run_ok(&r, args);
+        tn_run_free(&r);
+        snprintf(lname, sizeof lname, "job%d.ckpt", j);
+        char b[600];
+        ck_assert_msg(tn_same_file(tmp_path(ck1, sizeof ck1, lname), tmp_path(b, sizeof b, ck2)),
+                      "job %d: %d DR changes by the manager and by hand trained differently", j, n);
+    }
+    printf("managed jobs: %d decisions, %d DR changes applied, each repeated by hand bit for bit\n", decisions,
+           changes);
+    ck_assert_msg(changes >= 1 && decisions >= changes, "%d decisions, %d changes applied:\n%s", decisions, changes,
+                  mlog);
+    free(mlog);
+}
+END_TEST
+
+/* A job killed mid-run is dropped; a manager killed mid-run leaves its job training. */
+START_TEST(test_job_or_manager_dies)
+{
+    if (!have_two_cores("test_job_or_manager_dies")) return;
+    const char *cfg = mgr_cfg();
+    char sock[600], log[600], args[4096], ck[600];
+    tmp_path(sock, sizeof sock, "m.sock");
+    tmp_path(log, sizeof log, "manager.jsonl");
+    tmp_path(ck, sizeof ck, "b.ckpt");
+    snprintf(args, sizeof args, "manager --manager %s --log %s --period 0.1", sock, log);
+    pid_t mgr = spawn("manager", args);
+    ck_assert_msg(wait_text(log, "\"event\": \"start\"", 20), "the manager did not start");
+    /* a long job, killed once it has posted */
+    snprintf(args, sizeof args, "train %s --devices cpu:0,cpu:1 --epochs 50 --managed --manager %s --share-every 2 "
+             "--quiet", cfg, sock);
+    pid_t a = spawn("a", args);
+    ck_assert_msg(wait_text(log, "\"event\": \"post\"", 60), "the job never posted");
+    kill(a, SIGKILL);
+    waitpid(a, NULL, 0);
+    ck_assert_msg(wait_text(log, "\"reason\": \"died", 10), "the killed job was not dropped");
+    snprintf(args, sizeof args, "manager --status --manager %s", sock);
+    tn_run r = tn_vdnn(tmp_dir, "", args);
+    tn_run_ok(&r, args);
+    ck_assert_msg(strstr(r.out, "0 jobs"), "%s", r.out);
+    tn_run_free(&r);
+    /* a job whose manager is killed while it trains: it goes on, warns, and saves */
+    snprintf(args, sizeof args, "train %s --devices cpu:0,cpu:1 --epochs 4 --managed --manager %s --share-every 2 "
+             "--save %s", cfg, sock, ck);
+    pid_t b = spawn("b", args);
+    ck_assert_msg(wait_text(log, "\"event\": \"post\", \"job\": 2", 60), "the second job never posted");
+    kill(mgr, SIGKILL);
+    waitpid(mgr, NULL, 0);
+    ck_assert_int_eq(wait_for(b, 300, "the job whose manager died"), 0);
+    char *err = read_tmp("b.err");
+    ck_assert_msg(strstr(err, "warning: the manager at") && strstr(err, "training goes on with DR"), "%s", err);
+    free(err);
+    net *n = tn_parse(MGR_NET, NULL);
+    device *d = tn_device_for(n);
+    ck_assert_int_eq(net_attach(n, d), VDNN_OK);
+    ckpt_state st;
+    ck_assert_msg(checkpoint_load(n, ck, &st, 0) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_uint_eq(st.step, 4 * 128);
+    tn_free(n, d);
+    /* the socket the killed manager left is replaced by the next one */
+    ck_assert(tn_exists(sock));
+    snprintf(args, sizeof args, "manager --manager %s --until-idle --quiet", sock);
+    pid_t again = spawn("again", args);
+    snprintf(args, sizeof args, "train %s --devices cpu:0,cpu:1 --steps 6 --managed --manager %s --quiet", cfg, sock);
+    int ok = 0;
+    for (int tries = 0; tries < 100 && !ok; tries++) {   /* until the new manager listens */
+        r = tn_vdnn(tmp_dir, "", args);
+        ok = r.status == 0;
+        tn_run_free(&r);
+        if (!ok) usleep(100000);
+    }
+    ck_assert_msg(ok, "no job could register with the manager that replaced a stale socket");
+    ck_assert_int_eq(wait_for(again, 30, "the new manager"), 0);
+}
+END_TEST
+
+static void vdnn_fails(const char *args, const char *a, const char *b)
+{
+    tn_run r = tn_vdnn(tmp_dir, "", args);
+    ck_assert_msg(r.status != 0, "`%s` exited 0", args);
+    ck_assert_msg(strstr(r.err, a) && (!b || strstr(r.err, b)), "`%s`: stderr lacks '%s'%s%s:\n%s", args, a,
+                  b ? " or " : "", b ? b : "", r.err);
+    tn_run_free(&r);
+}
+
+START_TEST(test_cli_refusals)
+{
+    if (!have_two_cores("test_cli_refusals")) return;
+    const char *cfg = mgr_cfg();
+    char sock[600], args[4096];
+    tmp_path(sock, sizeof sock, "m.sock");
+    snprintf(args, sizeof args, "train %s --devices cpu:0,cpu:1 --steps 2 --managed --manager %s", cfg, sock);
+    vdnn_fails(args, "no vdnn manager is listening at", sock);
+    snprintf(args, sizeof args, "train %s --steps 2 --managed", cfg);
+    vdnn_fails(args, "--managed are for data-parallel training", NULL);
+    snprintf(args, sizeof args, "train %s --devices cpu:0,cpu:1 --steps 2 --manager %s", cfg, sock);
+    vdnn_fails(args, "--manager PATH goes with --managed", NULL);
+    snprintf(args, sizeof args, "train %s --devices cpu:0,cpu:1 --shares auto --steps 2 --managed", cfg);
+    vdnn_fails(args, "--managed: the manager sets the shares", NULL);
+    snprintf(args, sizeof args, "train %s --devices cpu:0,cpu:99 --steps 2", cfg);
+    vdnn_fails(args, "cpu:99: an emulated device is 1 core", NULL);
+    snprintf(args, sizeof args, "manager --status --manager %s", sock);
+    vdnn_fails(args, "no vdnn manager is listening at", NULL);
+    snprintf(args, sizeof args, "manager --json --manager %s", sock);
+    vdnn_fails(args, "--json goes with --status", NULL);
+    /* a manager that shares cpu:0 only */
+    char log[600];
+    tmp_path(log, sizeof log, "manager.jsonl");
+    snprintf(args, sizeof args, "manager --manager %s --devices cpu:0 --log %s", sock, log);
+    pid_t mgr = spawn("manager", args);
+    ck_assert_msg(wait_text(log, "\"event\": \"start\"", 20), "the manager did not start");
+    snprintf(args, sizeof args, "train %s --devices cpu,cpu --steps 2 --managed --manager %s", cfg, sock);
+    vdnn_fails(args, "has no name the manager can share", "cpu:N");
+    snprintf(args, sizeof args, "train %s --devices cpu:0,cpu:1 --steps 2 --managed --manager %s", cfg, sock);
+    vdnn_fails(args, "refused this job", "cpu:1 is not one of the devices this manager shares");
+    snprintf(args, sizeof args, "manager --manager %s", sock);
+    vdnn_fails(args, "a vdnn manager is already running at", sock);
+    /* --status, as a table and as JSON, with a job on cpu:0 */
+    snprintf(args, sizeof args, "train %s --devices cpu:0 --epochs 50 --managed --manager %s --share-every 1 --quiet",
+             cfg, sock);
+    pid_t job = spawn("job", args);
+    ck_assert_msg(wait_text(log, "\"event\": \"post\"", 60), "the job never posted");
+    snprintf(args, sizeof args, "manager --status --manager %s", sock);
+    tn_run r = tn_vdnn(tmp_dir, "", args);
+    tn_run_ok(&r, args);
+    ck_assert_msg(strstr(r.out, "1 job,") && strstr(r.out, "cpu:0") && strstr(r.out, "mgr.cfg"), "%s", r.out);
+    tn_run_free(&r);
+    snprintf(args, sizeof args, "manager --status --json --manager %s", sock);
+    r = tn_vdnn(tmp_dir, "", args);
+    tn_run_ok(&r, args);
+    ck_assert_msg(strstr(r.out, "\"jobs\": [{\"id\": 1") && strstr(r.out, "\"devices\": [\"cpu:0\"]"), "%s", r.out);
+    tn_run_free(&r);
+    kill(job, SIGTERM);   /* stops after its step, and says goodbye */
+    ck_assert_int_eq(wait_for(job, 60, "the job"), 128 + SIGTERM);
+    ck_assert_msg(wait_text(log, "\"reason\": \"stopped\"", 10), "the stopped job's goodbye was not logged");
+    kill(mgr, SIGTERM);
+    ck_assert_int_eq(wait_for(mgr, 10, "the manager"), 0);
+    ck_assert_msg(!tn_exists(sock), "the manager left its socket");
+    ck_assert_msg(wait_text(log, "\"event\": \"stop\"", 1), "no stop record");
+    /* --plot draws the log: the data and the script (and the picture where gnuplot is) */
+    char out[600];
+    tmp_path(out, sizeof out, "plot");
+    snprintf(args, sizeof args, "manager --plot %s --out %s", log, out);
+    r = tn_vdnn(tmp_dir, "", args);
+    tn_run_ok(&r, args);
+    tn_run_free(&r);
+    char p[700];
+    snprintf(p, sizeof p, "%s/sd.dat", out);
+    char *sd = tn_read(p, NULL);
+    ck_assert_msg(sd && strstr(sd, "# job 1 "), "%s", sd ? sd : "(no sd.dat)");
+    free(sd);
+    snprintf(p, sizeof p, "%s/manager.gp", out);
+    ck_assert(tn_exists(p));
+    if (system("command -v gnuplot > /dev/null 2>&1") == 0) {
+        snprintf(p, sizeof p, "%s/manager.png", out);
+        ck_assert_msg(tn_exists(p), "gnuplot is installed but no manager.png");
+    } else {
+        printf("SKIPPED: the manager plot's picture: gnuplot is not installed (the script and data were checked)\n");
+    }
+    snprintf(args, sizeof args, "manager --plot %s/job.err --out %s", tmp_dir, out);
+    vdnn_fails(args, "no posts of any job in this log", NULL);
+}
+END_TEST
+
+/* --share-schedule on its own: a change at step 5 trains as stopping after step 4 and
+ * resuming with the new shares; a resumed run takes the change in force; bad files are
+ * refused naming the line. */
+START_TEST(test_share_schedule)
+{
+    if (!have_two_cores("test_share_schedule")) return;
+    const char *cfg = mgr_cfg();
+    char args[4096], sched[600], a[600], b[600], b2[600], c[600];
+    tmp_path(sched, sizeof sched, "s.txt");
+    tmp_path(a, sizeof a, "a.ckpt");
+    tmp_path(b, sizeof b, "b.ckpt");
+    tmp_path(b2, sizeof b2, "b2.ckpt");
+    tmp_path(c, sizeof c, "c.ckpt");
+    tn_write_text(sched, "# by hand\n5 1,1   # from step 5 on\n");
+    const char *dev = "--devices cpu:0,cpu:1 --quiet";
+    tn_run r;
+#define RUN(...)                                                                                                       \
+    do {                                                                                                               \
+        snprintf(args, sizeof args, __VA_ARGS__);                                                                      \
+        r = tn_vdnn(tmp_dir, "", args);                                                                                \
+        tn_run_ok(&r, args);                                                                                           \
+        tn_run_free(&r);                                                                                               \
+    } while (0)
+    RUN("train %s %s --shares 3,1 --share-schedule %s --steps 8 --save %s", cfg, dev, sched, a);
+    RUN("train %s %s --shares 3,1 --steps 4 --save %s", cfg, dev, b);
+    RUN("train %s %s --shares 1,1 --resume %s --steps 4 --save %s", cfg, dev, b, b2);
+    RUN("train %s %s --shares 3,1 --share-schedule %s --resume %s --steps 4 --save %s", cfg, dev, sched, b, c);
+    char none[600];
+    tmp_path(none, sizeof none, "none.ckpt");
+    RUN("train %s %s --shares 3,1 --steps 8 --save %s", cfg, dev, none);
+#undef RUN
+    ck_assert_msg(tn_same_file(a, b2), "a change at step 5 differs from stopping at 4 and resuming with it");
+    ck_assert_msg(tn_same_file(c, b2), "a resumed run did not take the change in force");
+    ck_assert_msg(!tn_same_file(a, none), "the schedule changed nothing");
+    static const struct { const char *text, *a, *b; } bad[] = {
+        {"5 1\n", "s.txt:1: 1 weights for the job's 2 devices", NULL},
+        {"5 1,1,1\n", "s.txt:1: more weights than the job's 2 devices", NULL},
+        {"5 1,1\n3 1,2\n", "s.txt:2: step 3 after step 5", NULL},
+        {"0 1,1\n", "s.txt:1:", "a step from 1"},
+        {"5 0,0\n", "s.txt:1: every weight of step 5 is 0", NULL},
+        {"5 1,-1\n", "s.txt:1: weight 2 of step 5", NULL},
+        {"# nothing\n", "an empty share schedule", NULL},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        tn_write_text(sched, bad[k].text);
+        snprintf(args, sizeof args, "train %s %s --share-schedule %s --steps 2", cfg, dev, sched);
+        vdnn_fails(args, bad[k].a, bad[k].b);
+    }
+    snprintf(args, sizeof args, "train %s %s --share-schedule %s/none --steps 2", cfg, dev, tmp_dir);
+    vdnn_fails(args, "--share-schedule", "none");
+    snprintf(args, sizeof args, "train %s --share-schedule %s --steps 2", cfg, sched);
+    vdnn_fails(args, "data-parallel training", NULL);
+}
+END_TEST
+
+static Suite *manager_suite(void)
+{
+    Suite *s = suite_create("manager");
+    TCase *rules = tcase_create("rules");
+    tcase_add_test(rules, test_rule_utilization);
+    tcase_add_test(rules, test_rule_sd);
+    tcase_add_test(rules, test_rule_own_device);
+    tcase_add_test(rules, test_proto_fields);
+    suite_add_tcase(s, rules);
+    TCase *jobs = tcase_create("jobs");
+    tcase_set_timeout(jobs, 900);
+    tcase_add_checked_fixture(jobs, tmp_setup, tmp_teardown);
+    tcase_add_test(jobs, test_managed_jobs_same_as_by_hand);
+    tcase_add_test(jobs, test_job_or_manager_dies);
+    tcase_add_test(jobs, test_cli_refusals);
+    tcase_add_test(jobs, test_share_schedule);
+    suite_add_tcase(s, jobs);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *r = srunner_create(manager_suite());
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

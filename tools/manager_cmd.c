@@ -1,0 +1,230 @@
+/* `vdnn manager`: the slow-down manager (manager/server.h), its status, and the plot of
+ * its log (docs/manager.md). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "manager/proto.h"
+#include "manager/server.h"
+#include "tools/commands.h"
+#include "vdnn/file.h"
+
+#define PLOT_MAX_JOBS 64
+#define LOG_MAX_BYTES ((size_t)1 << 30)
+
+static const char usage[] =
+    "vdnn manager [--manager PATH] [--log FILE] [--period S] [--sd-gap X] [--util-gap X] [--units N]\n"
+    "             [--stale S] [--devices LIST] [--observe] [--until-idle] [--quiet]\n"
+    "       vdnn manager --status [--json] [--manager PATH]\n"
+    "       vdnn manager --plot LOG [--out DIR]";
+
+/* ---- the plot ---- */
+
+typedef struct plot_job {
+    int id;
+    char name[256];
+    FILE *f;                  /* its SD over time, a temporary file */
+} plot_job;
+
+/* A number after "key": in a JSON line; 0 when absent. */
+static int json_num(const char *line, const char *key, double *out)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *p = strstr(line, pat);
+    if (!p) return 0;
+    char *end;
+    *out = strtod(p + strlen(pat), &end);
+    return end != p + strlen(pat);
+}
+
+/* A string after "key": (JSON escapes other than \" and \\ kept as they are). */
+static void json_text(const char *line, const char *key, char *out, size_t len)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": \"", key);
+    const char *p = strstr(line, pat);
+    size_t k = 0;
+    if (p)
+        for (p += strlen(pat); *p && *p != '"' && k + 1 < len; p++) {
+            if (*p == '\\' && p[1]) p++;
+            out[k++] = *p;
+        }
+    out[k] = 0;
+}
+
+static vdnn_status write_plot(const char *log, const char *dir)
+{
+    char *text = NULL;
+    size_t len = 0;
+    vdnn_status st = vdnn_file_read(log, "manager log", LOG_MAX_BYTES, VDNN_FILE_TEXT, &text, &len);
+    if (st != VDNN_OK) return vdnn_wrap(st, "--plot");
+    char path[1200];
+    plot_job jobs[PLOT_MAX_JOBS];
+    int njobs = 0, ndev = 0, posts = 0;
+    snprintf(path, sizeof path, "%s/util.dat", dir);
+    FILE *util = fopen(path, "w");
+    snprintf(path, sizeof path, "%s/decisions.dat", dir);
+    FILE *dec = fopen(path, "w");
+    if (!util || !dec) st = vdnn_fail(VDNN_EIO, "--out: cannot write in %s: %s", dir, strerror(errno));
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line && st == VDNN_OK; line = strtok_r(NULL, "\n", &save)) {
+        double t = 0, id = 0, sd = 0;
+        if (!json_num(line, "t", &t) || !json_num(line, "job", &id)) continue;
+        if (strstr(line, "\"event\": \"decision\"") && json_num(line, "sd", &sd)) {
+            fprintf(dec, "%.4f %.6g\n", t, sd);
+            continue;
+        }
+        if (!strstr(line, "\"event\": \"post\"") || !json_num(line, "sd", &sd)) continue;
+        int j = 0;
+        while (j < njobs && jobs[j].id != (int)id) j++;
+        if (j == njobs) {
+            if (njobs == PLOT_MAX_JOBS) continue;
+            jobs[j].id = (int)id;
+            json_text(line, "name", jobs[j].name, sizeof jobs[j].name);
+            jobs[j].f = tmpfile();
+            if (!jobs[j].f) st = vdnn_fail(VDNN_EIO, "cannot make a temporary file: %s", strerror(errno));
+            njobs++;
+        }
+        if (jobs[j].f) fprintf(jobs[j].f, "%.4f %.6g\n", t, sd);
+        const char *u = strstr(line, "\"util\": [");
+        if (u) {
+            fprintf(util, "%.4f", t);
+            int k = 0;
+            for (char *p = (char *)u + 9, *end; *p && *p != ']'; p = end + (*end == ',')) {
+                double v = strtod(p, &end);
+                if (end == p) break;
+                fprintf(util, " %.4f", 100 * v);
+                k++;
+            }
+            fputc('\n', util);
+            if (k > ndev) ndev = k;
+        }
+        posts++;
+    }
+    free(text);
+    if (st == VDNN_OK && !posts) st = vdnn_fail(VDNN_EINVAL, "--plot %s: no posts of any job in this log", log);
+    /* sd.dat: one block per job (gnuplot's `index`) */
+    snprintf(path, sizeof path, "%s/sd.dat", dir);
+    FILE *sd = st == VDNN_OK ? fopen(path, "w") : NULL;
+    if (st == VDNN_OK && !sd) st = vdnn_fail(VDNN_EIO, "--out: cannot write %s: %s", path, strerror(errno));
+    for (int j = 0; j < njobs && st == VDNN_OK; j++) {
+        fprintf(sd, "# job %d %s\n", jobs[j].id, jobs[j].name);
+        rewind(jobs[j].f);
+        char buf[256];
+        while (fgets(buf, sizeof buf, jobs[j].f)) fputs(buf, sd);
+        fprintf(sd, "\n\n");
+    }
+    for (int j = 0; j < njobs; j++)
+        if (jobs[j].f) fclose(jobs[j].f);
+    if (sd && fclose(sd) != 0 && st == VDNN_OK) st = vdnn_fail(VDNN_EIO, "--out: writing %s failed", path);
+    if (util && fclose(util) != 0 && st == VDNN_OK) st = vdnn_fail(VDNN_EIO, "--out: writing util.dat failed");
+    if (dec && fclose(dec) != 0 && st == VDNN_OK) st = vdnn_fail(VDNN_EIO, "--out: writing decisions.dat failed");
+    if (st != VDNN_OK) return st;
+    snprintf(path, sizeof path, "%s/manager.gp", dir);
+    FILE *gp = fopen(path, "w");
+    if (!gp) return vdnn_fail(VDNN_EIO, "--out: cannot write %s: %s", path, strerror(errno));
+    fprintf(gp, "# Written by `vdnn manager --plot` (docs/manager.md). Edit it and redraw with `gnuplot manager.gp`\n"
+                "# in this folder.\n"
+                "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
+                "    set terminal pngcairo noenhanced size 1000,800 font ',10'\n"
+                "} else {\n"
+                "    set terminal png size 1000,800\n"
+                "}\n"
+                "set output 'manager.png'\n"
+                "set multiplot layout 2,1 title 'slow-down manager: each job''s SD, and each device''s utilization'\n"
+                "set grid\nset key outside right top\nset xlabel 'seconds since the manager started'\n"
+                "set ylabel 'SD (slow-down)'\nset yrange [0:*]\nplot ");
+    for (int j = 0; j < njobs; j++) {
+        char name[600];
+        cli_gp_quote(jobs[j].name, name, sizeof name);
+        fprintf(gp, "'sd.dat' index %d using 1:2 with linespoints pt 7 ps 0.5 title \"job %d: %s\", \\\n     ", j,
+                jobs[j].id, name);
+    }
+    fprintf(gp, "'decisions.dat' using 1:2 with points pt 6 ps 2 lc rgb 'black' title 'its DR changed'\n"
+                "set ylabel 'utilization (%%)'\nset yrange [0:105]\nplot ");
+    for (int k = 0; k < ndev; k++)
+        fprintf(gp, "%s'util.dat' using 1:%d with lines lw 2 title 'device %d'", k ? ", \\\n     " : "", k + 2, k);
+    if (!ndev) fprintf(gp, "NaN notitle");
+    fprintf(gp, "\nunset multiplot\n");
+    if (fclose(gp) != 0) return vdnn_fail(VDNN_EIO, "--out: writing %s failed", path);
+    if (!cli_on_path("gnuplot")) {
+        printf("plot skipped: gnuplot is not on PATH (install it, e.g. apt-get install gnuplot-nox, then run "
+               "`gnuplot manager.gp` in %s)\n", dir);
+        return VDNN_OK;
+    }
+    st = cli_gnuplot(dir, "manager.gp", "the numbers are in sd.dat and util.dat");
+    if (st == VDNN_OK) printf("wrote %s/manager.png (script %s/manager.gp; %d jobs, %d posts)\n", dir, dir, njobs, posts);
+    return st;
+}
+
+/* ---- the command ---- */
+
+int cmd_manager(int argc, char **argv)
+{
+    const char *socket = NULL, *log_path = NULL, *devices = NULL, *plot = NULL, *out_dir = NULL;
+    int observe = 0, until_idle = 0, quiet = 0, status = 0, json = 0;
+    long long units = 10;
+    double period = 2, sd_gap = 0.2, util_gap = 0.2, stale = 60;
+    arg_spec specs[] = {
+        {"--manager", ARG_STRING, &socket, 0, 0, "", 0}, {"--log", ARG_STRING, &log_path, 0, 0, "", 0},
+        {"--period", ARG_FLOAT, &period, 0, 1e6, "", 0}, {"--sd-gap", ARG_FLOAT, &sd_gap, 0, 1e6, "", 0},
+        {"--util-gap", ARG_FLOAT, &util_gap, 0, 1, "", 0}, {"--units", ARG_INT, &units, 2, 1000, "", 0},
+        {"--stale", ARG_FLOAT, &stale, 0.1, 1e9, "", 0}, {"--devices", ARG_STRING, &devices, 0, 0, "", 0},
+        {"--observe", ARG_FLAG, &observe, 0, 0, "", 0}, {"--until-idle", ARG_FLAG, &until_idle, 0, 0, "", 0},
+        {"--quiet", ARG_FLAG, &quiet, 0, 0, "", 0}, {"--status", ARG_FLAG, &status, 0, 0, "", 0},
+        {"--json", ARG_FLAG, &json, 0, 0, "", 0}, {"--plot", ARG_STRING, &plot, 0, 0, "", 0},
+        {"--out", ARG_STRING, &out_dir, 0, 0, "", 0}, {NULL, 0, NULL, 0, 0, NULL, 0},
+    };
+    if (args_parse(argc, argv, 2, specs, NULL, 0, usage) != VDNN_OK) return cli_error();
+    int serving = 0;
+    for (arg_spec *s = specs; s->name; s++)
+        serving |= s->seen && strcmp(s->name, "--manager") && strcmp(s->name, "--status") &&
+                   strcmp(s->name, "--json") && strcmp(s->name, "--plot") && strcmp(s->name, "--out");
+    if (plot) {
+        if (status || serving || socket) {
+            vdnn_fail(VDNN_EINVAL, "--plot LOG draws a log and takes only --out DIR");
+            return cli_error();
+        }
+        char dir[1024];
+        if (out_dir) snprintf(dir, sizeof dir, "%s", out_dir);
+        else {
+            const char *slash = strrchr(plot, '/');
+            snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - plot) : 1, slash ? plot : ".");
+        }
+        if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+            vdnn_fail(VDNN_EIO, "--out: cannot make %s: %s", dir, strerror(errno));
+            return cli_error();
+        }
+        return write_plot(plot, dir) == VDNN_OK ? 0 : cli_error();
+    }
+    if (out_dir || (json && !status)) {
+        vdnn_fail(VDNN_EINVAL, "%s", out_dir ? "--out goes with --plot LOG" : "--json goes with --status");
+        return cli_error();
+    }
+    char path[256];
+    if (mgr_socket_path(socket, !status, path, sizeof path) != VDNN_OK) return cli_error();
+    if (status) {
+        if (serving) {
+            vdnn_fail(VDNN_EINVAL, "--status asks a running manager and takes only --json and --manager PATH");
+            return cli_error();
+        }
+        return mgr_query_status(path, json, stdout) == VDNN_OK ? 0 : cli_error();
+    }
+    FILE *log = NULL;
+    if (log_path && !(log = fopen(log_path, "w"))) {
+        vdnn_fail(VDNN_EIO, "--log: cannot write %s: %s", log_path, strerror(errno));
+        return cli_error();
+    }
+    mgr_opts o = {.socket = path, .log = log, .out = quiet ? NULL : stdout, .period_s = period, .stale_s = stale,
+                  .observe = observe, .until_idle = until_idle, .devices = devices};
+    o.rules.units = (int)units;
+    o.rules.sd_gap = sd_gap;
+    o.rules.util_gap = util_gap;
+    vdnn_status st = mgr_serve(&o);
+    if (log && fclose(log) != 0 && st == VDNN_OK)
+        st = vdnn_fail(VDNN_EIO, "--log: writing %s failed: %s", log_path, strerror(errno));
+    return st == VDNN_OK ? 0 : cli_error();
+}
