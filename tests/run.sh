@@ -1,5 +1,6 @@
 #!/bin/sh
-# Runs each Check suite binary given as an argument and prints one closing line:
+# Runs each Check suite binary given as an argument, prints its output and wall time,
+# and one closing line:
 # "tests: N passed, N failed, N skipped". Exits non-zero if any check failed.
 # A suite prints "SKIPPED: ..." for each check it could not run (no GPU); those are
 # counted as skipped, never as passed.
@@ -14,8 +15,10 @@ export VDNN_CACHE="$cache"
 trap 'rm -rf "$cache"' EXIT
 passed=0; failed=0; skipped=0; bad=""
 for t in "$@"; do
+    t0=$(date +%s.%N)
     out=$("$t" 2>&1); rc=$?
     printf '%s\n' "$out"
+    echo "$t: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b - a}') s"
     line=$(printf '%s\n' "$out" | grep -E '^[0-9]+%: Checks: ' | tail -n 1)
     s=$(printf '%s\n' "$out" | grep -c '^SKIPPED:')
     if [ -z "$line" ]; then
