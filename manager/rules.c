@@ -62,7 +62,7 @@ static int own_devices(const mgr_view *jobs, int njobs, const double *util, int 
             order[b] = order[b - 1];
             order[b - 1] = t;
         }
-    mgr_decision d = {.rule = MGR_RULE_OWN_DEVICE};
+    mgr_decision d = {.rule = MGR_RULE_OWN_DEVICE, .held = -1};
     for (int a = 0; a < n; a++) {
         const mgr_view *j = &jobs[order[a]];
         int best = -1;
@@ -87,16 +87,18 @@ static int by_utilization(const mgr_view *jobs, int ji, const double *util, int 
                           mgr_change *c)
 {
     const mgr_view *j = &jobs[ji];
+    double others[MGR_MAX_DEVICES];   /* the device's utilization without j */
     int busiest = -1, least = -1;
     for (int k = 0; k < ndev; k++) {
-        if (j->dr[k] > 0 && (busiest < 0 || util[k] > util[busiest])) busiest = k;
-        if (j->allowed[k] && (least < 0 || util[k] < util[least])) least = k;
+        others[k] = util[k] - j->own[k] > 0 ? util[k] - j->own[k] : 0;
+        if (j->dr[k] > 0 && (busiest < 0 || others[k] > others[busiest])) busiest = k;
+        if (j->allowed[k] && (least < 0 || others[k] < others[least])) least = k;
     }
-    if (busiest < 0 || least < 0 || !(util[busiest] - util[least] > p->util_gap)) return 0;
+    if (busiest < 0 || least < 0 || !(others[busiest] - others[least] > p->util_gap)) return 0;
     double w[MGR_MAX_DEVICES] = {0}, total = 0;
     for (int k = 0; k < ndev; k++)
         if (j->dr[k] > 0 || k == least) {
-            w[k] = util[k] < 1 ? 1 - util[k] : 0;
+            w[k] = others[k] < 1 ? 1 - others[k] : 0;
             total += w[k];
         }
     if (!(total > 0)) return 0;
@@ -141,10 +143,23 @@ static int by_sd(const mgr_view *jobs, int njobs, int ji, const double *util, in
     return 1;
 }
 
+/* Whether going from j's DR to `to` undoes j's last change. */
+static int undoes_last(const mgr_view *j, const int *to, int ndev)
+{
+    int back = 0, off = 0;
+    for (int k = 0; k < ndev; k++) {
+        int delta = to[k] - j->dr[k];
+        back |= j->last_move[k] < 0 && delta > 0;
+        off |= j->last_move[k] > 0 && delta < 0;
+    }
+    return back && off;
+}
+
 void mgr_decide(const mgr_view *jobs, int njobs, const double *util, int ndev, const mgr_params *p,
                 mgr_decision *out)
 {
     memset(out, 0, sizeof *out);
+    out->held = -1;
     if (njobs <= 0 || ndev <= 0 || ndev > MGR_MAX_DEVICES) return;
     int hi = 0, lo = 0;
     for (int i = 1; i < njobs; i++) {
@@ -157,5 +172,9 @@ void mgr_decide(const mgr_view *jobs, int njobs, const double *util, int ndev, c
     mgr_change *c = &out->change[0];
     if (by_utilization(jobs, hi, util, ndev, p, c)) out->rule = MGR_RULE_UTILIZATION;
     else if (by_sd(jobs, njobs, hi, util, ndev, c)) out->rule = MGR_RULE_SD;
+    if (out->rule != MGR_RULE_NONE && !jobs[hi].last_slower && undoes_last(&jobs[hi], c->dr, ndev)) {
+        out->rule = MGR_RULE_NONE;
+        out->held = hi;
+    }
     out->nchanges = out->rule != MGR_RULE_NONE;
 }

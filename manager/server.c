@@ -44,6 +44,9 @@ typedef struct sjob {
     int pending;                    /* a DR was sent and has not shown in a fresh post */
     int sent[MGR_MAX_DEVICES];
     int posts_since_sent;
+    int last_move[MGR_MAX_DEVICES]; /* its last change (new DR - old), by machine device */
+    double iter_before;             /* its iter_ms when that change was sent */
+    int hold_logged;                /* a hold of that change is in the log */
     char bye[32];                   /* the reason it gave when leaving */
 } sjob;
 
@@ -170,6 +173,15 @@ static void update_util(server *sv)
 
 /* ---- jobs ---- */
 
+/* A job came or went: the situation the last changes answered has changed. */
+static void forget_moves(server *sv)
+{
+    for (int i = 0; i < MAX_CONN; i++) {
+        memset(sv->job[i].last_move, 0, sizeof sv->job[i].last_move);
+        sv->job[i].hold_logged = 0;
+    }
+}
+
 static void drop(server *sv, sjob *j, const char *reason)
 {
     if (j->id) {
@@ -182,9 +194,11 @@ static void drop(server *sv, sjob *j, const char *reason)
             fflush(sv->o->log);
         }
     }
+    int was_job = j->id != 0;
     close(j->fd);
     memset(j, 0, sizeof *j);
     j->fd = -1;
+    if (was_job) forget_moves(sv);
 }
 
 static void refuse(server *sv, sjob *j, const char *why)
@@ -255,6 +269,7 @@ static void on_hello(server *sv, sjob *j, const char *msg)
     }
     dp_split(sv->o->rules.units, w, NULL, n, units);
     for (int d = 0; d < n; d++) j->dr[j->dev[d]] = units[d];
+    forget_moves(sv);
     j->id = ++sv->next_id;
     sv->registered_ever = 1;
     char reply[128];
@@ -331,6 +346,23 @@ static void on_post(server *sv, sjob *j, const char *msg)
 
 /* ---- decisions ---- */
 
+/* The largest-SD job's change was held (it would undo its last): said once per change. */
+static void log_hold(server *sv, sjob *j, const mgr_decision *dec)
+{
+    if (j->hold_logged) return;
+    j->hold_logged = 1;
+    char dr[256];
+    dr_text(j, j->dr, dr, sizeof dr);
+    say(sv, "job %d (SD %.2f, largest gap %.2f) keeps DR %s: the rules would undo its last change", j->id, j->sd,
+        dec->gap, dr);
+    if (!sv->o->log) return;
+    log_head(sv, "hold");
+    log_job(sv, j);
+    fprintf(sv->o->log, ", \"gap\": %.6g, \"sd\": %.6g, \"dr\": ", dec->gap, j->sd);
+    json_ints(sv->o->log, j->dr, sv->ndev);
+    log_end(sv);
+}
+
 static void decide(server *sv)
 {
     double now = now_s(sv);
@@ -338,7 +370,11 @@ static void decide(server *sv)
     int idx[MAX_CONN], n = 0;
     for (int i = 0; i < MAX_CONN; i++) {
         sjob *j = &sv->job[i];
-        if (!live(sv, j, now) || j->posts < 2) continue;   /* the first window holds the start-up */
+        /* a job still starting (its first window holds the start-up) counts in every rule
+         * (rule 1 counts jobs): wait for its second post, unless it has gone quiet */
+        double seen = j->t_post > j->t_conn ? j->t_post : j->t_conn;
+        if (j->fd >= 0 && j->id && j->posts < 2 && now - seen < sv->o->stale_s) return;
+        if (!live(sv, j, now) || j->posts < 2) continue;
         if (j->pending || j->t_post <= sv->last_decision) return;   /* not settled since the last decision */
         idx[n++] = i;
     }
@@ -349,6 +385,9 @@ static void decide(server *sv)
         const sjob *j = &sv->job[idx[a]];
         views[a].sd = j->sd;
         memcpy(views[a].dr, j->dr, sizeof views[a].dr);
+        memcpy(views[a].last_move, j->last_move, sizeof views[a].last_move);
+        views[a].last_slower = j->iter_ms > j->iter_before;   /* iter_ms is the new DR's by now */
+        for (int k = 0; k < sv->ndev; k++) views[a].own[k] = j->rate[k];
         for (int d = 0; d < j->ndev; d++) views[a].allowed[j->dev[d]] = 1;
     }
     double util[MGR_MAX_DEVICES];
@@ -356,6 +395,7 @@ static void decide(server *sv)
     for (int k = 0; k < sv->ndev; k++) util[k] = sv->dev[k].util;
     mgr_decision dec;
     mgr_decide(views, n, util, sv->ndev, &sv->o->rules, &dec);
+    if (dec.held >= 0) log_hold(sv, &sv->job[idx[dec.held]], &dec);
     for (int c = 0; c < dec.nchanges; c++) {
         const mgr_change *ch = &dec.change[c];
         sjob *j = &sv->job[idx[ch->job]];
@@ -367,6 +407,9 @@ static void decide(server *sv)
         j->pending = 1;
         j->posts_since_sent = 0;
         memcpy(j->sent, ch->dr, sizeof j->sent);
+        for (int k = 0; k < MGR_MAX_DEVICES; k++) j->last_move[k] = ch->dr[k] - j->dr[k];
+        j->iter_before = j->iter_ms;
+        j->hold_logged = 0;
         say(sv, "job %d (SD %.2f, largest gap %.2f): DR %s -> %s by the %s rule", j->id, j->sd, dec.gap, from, to,
             mgr_rule_name(dec.rule));
         if (!sv->o->log) continue;

@@ -79,6 +79,17 @@ START_TEST(test_rule_utilization)
     jobs[0].allowed[2] = 1;
     mgr_decide(jobs, 5, close, 4, &PARAMS, &d);
     ck_assert_str_eq(mgr_rule_name(d.rule), "sd");
+    /* a device's utilization without the job's own: A alone on device 0 (99%, a third
+     * of it A's), device 1 at 66%: the others load both alike, so not by utilization */
+    mgr_view three[3] = {job(3.0, (int[]){10, 0}, 2), job(1.5, (int[]){5, 5}, 2), job(1.5, (int[]){5, 5}, 2)};
+    double seen[2] = {0.99, 0.66};
+    three[0].own[0] = 0.33;
+    mgr_decide(three, 3, seen, 2, &PARAMS, &d);
+    ck_assert_str_eq(mgr_rule_name(d.rule), "sd");
+    /* with its own share small, device 0 is busier for it by more than the gap */
+    three[0].own[0] = 0.05;
+    mgr_decide(three, 3, seen, 2, &PARAMS, &d);
+    ck_assert_str_eq(mgr_rule_name(d.rule), "utilization");
 }
 END_TEST
 
@@ -110,7 +121,39 @@ START_TEST(test_rule_sd)
     mgr_decide(fair, 3, even, 2, &PARAMS, &d);
     ck_assert_str_eq(mgr_rule_name(d.rule), "none");
     ck_assert_int_eq(d.nchanges, 0);
+    /* a change that would undo the job's last one is held: A's last change moved 2 units
+     * from device 1 to device 0 */
+    jobs[0].last_move[0] = 2;
+    jobs[0].last_move[1] = -2;
+    mgr_decide(jobs, 3, util, 2, &PARAMS, &d);
+    ck_assert_str_eq(mgr_rule_name(d.rule), "none");
+    ck_assert_int_eq(d.nchanges, 0);
+    ck_assert_int_eq(d.held, 0);
+    /* nor when that change made its steps slower: undoing it is right */
+    jobs[0].last_slower = 1;
+    mgr_decide(jobs, 3, util, 2, &PARAMS, &d);
+    ck_assert_int_eq(d.nchanges, 1);
+    ck_assert_int_eq(d.held, -1);
+    dr_is(d.change[0].dr, (int[]){8, 2}, 2);
+    jobs[0].last_slower = 0;
+    /* a last change in the same direction does not hold it */
+    jobs[0].last_move[0] = -2;
+    jobs[0].last_move[1] = 2;
+    mgr_decide(jobs, 3, util, 2, &PARAMS, &d);
+    ck_assert_int_eq(d.nchanges, 1);
+    ck_assert_int_eq(d.held, -1);
+    dr_is(d.change[0].dr, (int[]){8, 2}, 2);
+    /* the utilization rule's changes are held the same way: [5,5] would become [1,9]
+     * (10% and 60% left), moving units back onto device 1, which the last change left */
+    mgr_view busy[3] = {job(3.0, (int[]){5, 5}, 2), job(1.5, (int[]){5, 5}, 2), job(2.5, (int[]){5, 5}, 2)};
+    double lopsided[2] = {0.9, 0.4};
+    busy[0].last_move[0] = 5;
+    busy[0].last_move[1] = -5;
+    mgr_decide(busy, 3, lopsided, 2, &PARAMS, &d);
+    ck_assert_int_eq(d.nchanges, 0);
+    ck_assert_int_eq(d.held, 0);
     /* a job that may use one device only cannot move */
+    memset(jobs[0].last_move, 0, sizeof jobs[0].last_move);
     jobs[0].allowed[1] = 0;
     mgr_decide(jobs, 3, util, 2, &PARAMS, &d);
     ck_assert_int_eq(d.nchanges, 0);

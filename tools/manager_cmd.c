@@ -63,7 +63,7 @@ static vdnn_status write_plot(const char *log, const char *dir)
     if (st != VDNN_OK) return vdnn_wrap(st, "--plot");
     char path[1200];
     plot_job jobs[PLOT_MAX_JOBS];
-    int njobs = 0, ndev = 0, posts = 0;
+    int njobs = 0, ndev = 0, posts = 0, ndec = 0;
     snprintf(path, sizeof path, "%s/util.dat", dir);
     FILE *util = fopen(path, "w");
     snprintf(path, sizeof path, "%s/decisions.dat", dir);
@@ -75,6 +75,7 @@ static vdnn_status write_plot(const char *log, const char *dir)
         if (!json_num(line, "t", &t) || !json_num(line, "job", &id)) continue;
         if (strstr(line, "\"event\": \"decision\"") && json_num(line, "sd", &sd)) {
             fprintf(dec, "%.4f %.6g\n", t, sd);
+            ndec++;
             continue;
         }
         if (!strstr(line, "\"event\": \"post\"") || !json_num(line, "sd", &sd)) continue;
@@ -140,11 +141,12 @@ static vdnn_status write_plot(const char *log, const char *dir)
     for (int j = 0; j < njobs; j++) {
         char name[600];
         cli_gp_quote(jobs[j].name, name, sizeof name);
-        fprintf(gp, "'sd.dat' index %d using 1:2 with linespoints pt 7 ps 0.5 title \"job %d: %s\", \\\n     ", j,
-                jobs[j].id, name);
+        fprintf(gp, "%s'sd.dat' index %d using 1:2 with linespoints pt 7 ps 0.5 title \"job %d: %s\"",
+                j ? ", \\\n     " : "", j, jobs[j].id, name);
     }
-    fprintf(gp, "'decisions.dat' using 1:2 with points pt 6 ps 2 lc rgb 'black' title 'its DR changed'\n"
-                "set ylabel 'utilization (%%)'\nset yrange [0:105]\nplot ");
+    if (ndec)   /* an observing manager's log has none */
+        fprintf(gp, ", \\\n     'decisions.dat' using 1:2 with points pt 6 ps 2 lc rgb 'black' title 'its DR changed'");
+    fprintf(gp, "\nset ylabel 'utilization (%%)'\nset yrange [0:105]\nplot ");
     for (int k = 0; k < ndev; k++)
         fprintf(gp, "%s'util.dat' using 1:%d with lines lw 2 title 'device %d'", k ? ", \\\n     " : "", k + 2, k);
     if (!ndev) fprintf(gp, "NaN notitle");
