@@ -19,13 +19,13 @@ if [ -n "$rev" ]; then
     src="$work/src"
     mkdir -p "$src"
     git -C "$root" archive "$rev" | tar -x -C "$src"
-    rm -rf "$src/tests/fuzz"
+    mv "$src/tests/fuzz" "$src/tests/fuzz.rev" 2>/dev/null || true
     cp -r "$root/tests/fuzz" "$src/tests/fuzz"
 fi
 san="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
 build="$work/build"
 # the library as `make fuzz` builds it; REV's Makefile need not know about fuzzing
-make -s -C "$src" BUILD="$build" CC="$cc" CUDA=0 OPT="-O1 -gline-tables-only" SAN="$san" \
+make -s -C "$src" BUILD="$build" CC="$cc" CUDA=0 MPI=0 OPT="-O1 -gline-tables-only" SAN="$san" \
     EXTRA_CFLAGS="-fsanitize=fuzzer-no-link -Wno-unknown-warning-option" "$build/libvdnn.a" >&2
 multiarch=$($cc -print-multiarch)
 blas="/usr/lib/$multiarch/openblas-openmp"
@@ -33,10 +33,22 @@ blas="/usr/lib/$multiarch/openblas-openmp"
     -c "$src/tests/fuzz/common.c" -o "$build/common.o"
 echo "fuzz campaign: ${rev:-working tree} ($(git -C "$root" rev-parse --short "${rev:-HEAD}")), $secs s per target, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $cc"
 targets=${FUZZ_TARGETS:-$(cd "$root/tests/fuzz" && ls fuzz_*.c | sed 's/^fuzz_//; s/\.c$//')}
-for t in $targets; do
-    "$cc" -std=c11 -D_GNU_SOURCE -O1 -g $san -fsanitize=fuzzer -fopenmp -I"$src" "$src/tests/fuzz/fuzz_$t.c" \
+link_target() {   # link_target HARNESS_FILE: builds $build/fuzz_$t
+    "$cc" -std=c11 -D_GNU_SOURCE -O1 -g $san -fsanitize=fuzzer -fopenmp -I"$src" "$1" \
         "$build/common.o" "$build/libvdnn.a" -L"$blas" -Wl,-rpath,"$blas" -lopenblas -lpng -lz -lpthread -lm \
         -o "$build/fuzz_$t"
+}
+for t in $targets; do
+    # a harness of this tree that does not build against REV's API: REV's own, if it has one
+    note=""
+    if ! link_target "$src/tests/fuzz/fuzz_$t.c" 2>"$work/$t.build"; then
+        if [ -f "$src/tests/fuzz.rev/fuzz_$t.c" ] && link_target "$src/tests/fuzz.rev/fuzz_$t.c" 2>>"$work/$t.build"; then
+            note=" (with $rev's own harness: this tree's does not build against it)"
+        else
+            cat "$work/$t.build" >&2
+            exit 1
+        fi
+    fi
     mkdir -p "$work/corpus/$t" "$work/crashes/$t"
     set -- -fork=1 -ignore_crashes=1 -ignore_ooms=1 -ignore_timeouts=1 -max_total_time="$secs" -timeout=10 \
         -rss_limit_mb=2048 -artifact_prefix="$work/crashes/$t/" "$work/corpus/$t" "$root/tests/fuzz/seeds/$t"
@@ -57,6 +69,6 @@ for t in $targets; do
                     frame = $0; sub(/.* in /, "", frame); sub(src, "", frame) }
                 END { print (kind == "" ? "no-report" : kind) " in " (frame == "" ? "?" : frame) }'
     done | sort | uniq -c | sort -rn | awk '{n = $1; $1 = ""; printf "%s%dx%s", sep, n, $0; sep = "; "}')
-    echo "target $t: ${runs:-?} executions, oom/timeout/crash ${otc:-?}, $(ls "$work/crashes/$t" | wc -l) inputs kept${kinds:+: $kinds}"
+    echo "target $t$note: ${runs:-?} executions, oom/timeout/crash ${otc:-?}, $(ls "$work/crashes/$t" | wc -l) inputs kept${kinds:+: $kinds}"
 done
 echo "work folder (logs, corpora, crash inputs): $work"
