@@ -193,6 +193,29 @@ vdnn_status comm_bcast(comm *c, void *buf, size_t bytes, int root)
 #endif
 }
 
+#ifdef VDNN_MPI
+/* The rest of a chain sum, once this rank has folded its part into `acc` (status st):
+ * the partial sum goes on to the next rank, and the last rank sends the total (tag + 1)
+ * to every other. */
+static vdnn_status chain_pass(comm *c, void *acc, size_t bytes, int tag, vdnn_status st)
+{
+    if (st != VDNN_OK) return st;
+    MPI_Request *reqs = requests(bytes, c->size);
+    if (!reqs) return vdnn_fail(VDNN_ENOMEM, "out of host memory");
+    int nreq = 0, last = c->size - 1;
+    if (c->rank < last) {
+        st = send_bytes(c, acc, bytes, c->rank + 1, tag, reqs, &nreq);
+        if (st == VDNN_OK) st = wait_all(c, reqs, nreq, "passing the partial sum to", c->rank + 1);
+        if (st == VDNN_OK) st = recv_bytes(c, acc, bytes, last, tag + 1, "waiting for the total from");
+    } else {
+        for (int r = 0; r < last && st == VDNN_OK; r++) st = send_bytes(c, acc, bytes, r, tag + 1, reqs, &nreq);
+        if (st == VDNN_OK) st = wait_all(c, reqs, nreq, "sending the total to", -1);
+    }
+    free(reqs);
+    return st;
+}
+#endif
+
 vdnn_status comm_fold_floats(comm *c, float *acc, size_t count,
                              vdnn_status (*fold)(void *ctx, float *acc, int first), void *ctx)
 {
@@ -204,19 +227,7 @@ vdnn_status comm_fold_floats(comm *c, float *acc, size_t count,
     vdnn_status st = VDNN_OK;
     if (c->rank > 0) st = recv_bytes(c, acc, bytes, c->rank - 1, tag, "waiting for the partial sum of");
     if (st == VDNN_OK) st = fold(ctx, acc, c->rank == 0);
-    MPI_Request *reqs = requests(bytes, c->size);
-    if (!reqs) return vdnn_fail(VDNN_ENOMEM, "out of host memory");
-    int nreq = 0, last = c->size - 1;
-    if (st == VDNN_OK && c->rank < last) {
-        st = send_bytes(c, acc, bytes, c->rank + 1, tag, reqs, &nreq);
-        if (st == VDNN_OK) st = wait_all(c, reqs, nreq, "passing the partial sum to", c->rank + 1);
-        if (st == VDNN_OK) st = recv_bytes(c, acc, bytes, last, tag + 1, "waiting for the total from");
-    } else if (st == VDNN_OK) {
-        for (int r = 0; r < last && st == VDNN_OK; r++) st = send_bytes(c, acc, bytes, r, tag + 1, reqs, &nreq);
-        if (st == VDNN_OK) st = wait_all(c, reqs, nreq, "sending the total to", -1);
-    }
-    free(reqs);
-    return st;
+    return chain_pass(c, acc, bytes, tag, st);
 #else
     (void)count;
     return fold(ctx, acc, 1);
@@ -238,18 +249,7 @@ vdnn_status comm_sum_doubles(comm *c, double *acc, size_t count)
         st = recv_bytes(c, acc, bytes, c->rank - 1, tag, "waiting for the partial sum of");
         for (size_t k = 0; k < count && st == VDNN_OK; k++) acc[k] += mine[k];
     }
-    MPI_Request *reqs = requests(bytes, c->size);
-    int nreq = 0, last = c->size - 1;
-    if (!reqs) st = vdnn_fail(VDNN_ENOMEM, "out of host memory");
-    if (st == VDNN_OK && c->rank < last) {
-        st = send_bytes(c, acc, bytes, c->rank + 1, tag, reqs, &nreq);
-        if (st == VDNN_OK) st = wait_all(c, reqs, nreq, "passing the partial sum to", c->rank + 1);
-        if (st == VDNN_OK) st = recv_bytes(c, acc, bytes, last, tag + 1, "waiting for the total from");
-    } else if (st == VDNN_OK) {
-        for (int r = 0; r < last && st == VDNN_OK; r++) st = send_bytes(c, acc, bytes, r, tag + 1, reqs, &nreq);
-        if (st == VDNN_OK) st = wait_all(c, reqs, nreq, "sending the total to", -1);
-    }
-    free(reqs);
+    st = chain_pass(c, acc, bytes, tag, st);
     free(mine);
     return st;
 #else
