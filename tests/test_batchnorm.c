@@ -12,6 +12,7 @@
 #include "layers/layer.h"
 #include "nets/config.h"
 #include "tests/gradcheck.h"
+#include "tests/testnet.h"
 #include "tests/tsan.h"
 #include <stdio.h>
 
@@ -393,11 +394,4 @@ static Suite *batchnorm_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(batchnorm_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+int main(void) { return tn_run_suite(batchnorm_suite()); }

@@ -393,11 +393,4 @@ static Suite *beyond_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *r = srunner_create(beyond_suite());
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+int main(void) { return tn_run_suite(beyond_suite()); }

@@ -422,17 +422,6 @@ END_TEST
 
 /* ---- the CLI ---- */
 
-static char tmp_dir[256];
-
-static void tmp_setup(void)
-{
-    tn_tmpdir(tmp_dir, sizeof tmp_dir, "test_budget");
-}
-
-static void tmp_teardown(void)
-{
-    tn_rmtree(tmp_dir);
-}
 
 static const char *vdnn_bin(void)
 {
@@ -449,8 +438,8 @@ typedef struct cli_run {
 static cli_run run_cli(const char *args)
 {
     char outf[512], errf[512], cmd[4096];
-    tn_join(outf, sizeof outf, tmp_dir, "stdout.txt");
-    tn_join(errf, sizeof errf, tmp_dir, "stderr.txt");
+    tn_join(outf, sizeof outf, tn_dir, "stdout.txt");
+    tn_join(errf, sizeof errf, tn_dir, "stderr.txt");
     snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s", vdnn_bin(), args, outf, errf);
     int w = system(cmd);
     cli_run r = {WIFEXITED(w) ? WEXITSTATUS(w) : 255, tn_read(outf, NULL), tn_read(errf, NULL)};
@@ -480,7 +469,7 @@ static void budget_table(const char *cfg, size_t t[POLICY_COUNT][ALGO_MODE_COUNT
 START_TEST(test_cli_budget_below_minimum)
 {
     char cfg[512], args[1200];
-    tn_join(cfg, sizeof cfg, tmp_dir, "wide.cfg");
+    tn_join(cfg, sizeof cfg, tn_dir, "wide.cfg");
     tn_write_text(cfg, NET_WIDE);
     size_t t[POLICY_COUNT][ALGO_MODE_COUNT];
     budget_table(cfg, t);
@@ -510,7 +499,7 @@ END_TEST
 START_TEST(test_cli_info_budgets)
 {
     char cfg[512], args[1200];
-    tn_join(cfg, sizeof cfg, tmp_dir, "b.cfg");
+    tn_join(cfg, sizeof cfg, tn_dir, "b.cfg");
     tn_write_text(cfg, NET_B);
     size_t t[POLICY_COUNT][ALGO_MODE_COUNT];
     budget_table(cfg, t);
@@ -540,7 +529,7 @@ START_TEST(test_cli_info_budgets)
     }
     if (system("command -v python3 >/dev/null 2>&1") == 0) {
         char out[600], cmd[800];
-        tn_join(out, sizeof out, tmp_dir, "info.json");
+        tn_join(out, sizeof out, tn_dir, "info.json");
         tn_write_text(out, r.out);
         snprintf(cmd, sizeof cmd, "python3 -c 'import json,sys; json.load(open(sys.argv[1]))[\"min_budget_bytes\"]' '%s'",
                  out);
@@ -840,7 +829,7 @@ static Suite *budget_suite(void)
     suite_add_tcase(s, mono);
 
     TCase *cli = tcase_create("cli");
-    tcase_add_checked_fixture(cli, tmp_setup, tmp_teardown);
+    tcase_add_checked_fixture(cli, tn_dir_setup, tn_dir_teardown);
     tcase_set_timeout(cli, 60);
     tcase_add_test(cli, test_cli_budget_below_minimum);
     tcase_add_test(cli, test_cli_info_budgets);
@@ -853,11 +842,4 @@ static Suite *budget_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(budget_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return tn_run_suite(budget_suite()); }

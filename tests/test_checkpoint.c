@@ -26,22 +26,6 @@
     "[relu]\n[connected]\noutput = 4\n[softmax]\n"
 #define CK_NET TN_HEAD CK_LAYERS(4, 6)
 
-static char tmp_dir[256];
-
-static void tmp_setup(void)
-{
-    tn_tmpdir(tmp_dir, sizeof tmp_dir, "test_checkpoint");
-}
-
-static void tmp_teardown(void)
-{
-    tn_rmtree(tmp_dir);
-}
-
-static const char *tmp_path(char *buf, size_t len, const char *name)
-{
-    return tn_join(buf, len, tmp_dir, name);
-}
 
 /* Every device tensor of a net (values, then momenta where trainable), in a fixed order. */
 typedef struct tensor_list {
@@ -188,7 +172,7 @@ static void load_fails(const char *path, int status, const char *what)
 START_TEST(test_round_trip_bits)
 {
     char path[512];
-    tmp_path(path, sizeof path, "a.ckpt");
+    tn_path(path, sizeof path, "a.ckpt");
     device *da, *db;
     net *a = attached(CK_NET, 3, &da);
     net *b = attached(CK_NET, 99, &db);
@@ -205,7 +189,7 @@ START_TEST(test_round_trip_bits)
     ck_assert_uint_eq(r.seed, 3);
     /* Saving the loaded net again gives the same file. */
     char again[512];
-    tmp_path(again, sizeof again, "b.ckpt");
+    tn_path(again, sizeof again, "b.ckpt");
     save_ok(b, again, &r);
     ck_assert(tn_same_file(path, again));
     tn_free(a, da);
@@ -217,7 +201,7 @@ START_TEST(test_round_trip_after_training)
 {
     /* Real values: momenta and running statistics after a few steps of training. */
     char path[512];
-    tmp_path(path, sizeof path, "t.ckpt");
+    tn_path(path, sizeof path, "t.ckpt");
     device *da, *db;
     net *a = attached(CK_NET, 3, &da);
     dataset *train = NULL;
@@ -257,7 +241,7 @@ END_TEST
 START_TEST(test_file_header)
 {
     char path[512];
-    tmp_path(path, sizeof path, "h.ckpt");
+    tn_path(path, sizeof path, "h.ckpt");
     saved_net(path);
     size_t len = 0;
     unsigned char *p = (unsigned char *)tn_read(path, &len);
@@ -284,7 +268,7 @@ END_TEST
 START_TEST(test_no_tmp_left)
 {
     char path[512], tmp[600];
-    tmp_path(path, sizeof path, "c.ckpt");
+    tn_path(path, sizeof path, "c.ckpt");
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     saved_net(path);
     ck_assert(tn_exists(path));
@@ -300,8 +284,8 @@ END_TEST
 START_TEST(test_corrupt_byte)
 {
     char good[512], bad[512];
-    tmp_path(good, sizeof good, "good.ckpt");
-    tmp_path(bad, sizeof bad, "bad.ckpt");
+    tn_path(good, sizeof good, "good.ckpt");
+    tn_path(bad, sizeof bad, "bad.ckpt");
     saved_net(good);
     size_t len = 0;
     unsigned char *p = (unsigned char *)tn_read(good, &len);
@@ -324,8 +308,8 @@ END_TEST
 START_TEST(test_truncated)
 {
     char good[512], bad[512];
-    tmp_path(good, sizeof good, "good.ckpt");
-    tmp_path(bad, sizeof bad, "trunc.ckpt");
+    tn_path(good, sizeof good, "good.ckpt");
+    tn_path(bad, sizeof bad, "trunc.ckpt");
     saved_net(good);
     size_t len = 0;
     char *p = tn_read(good, &len);
@@ -345,8 +329,8 @@ END_TEST
 START_TEST(test_wrong_magic)
 {
     char good[512], bad[512];
-    tmp_path(good, sizeof good, "good.ckpt");
-    tmp_path(bad, sizeof bad, "magic.ckpt");
+    tn_path(good, sizeof good, "good.ckpt");
+    tn_path(bad, sizeof bad, "magic.ckpt");
     saved_net(good);
     size_t len = 0;
     unsigned char *p = (unsigned char *)tn_read(good, &len);
@@ -364,8 +348,8 @@ END_TEST
 START_TEST(test_wrong_version)
 {
     char good[512], bad[512];
-    tmp_path(good, sizeof good, "good.ckpt");
-    tmp_path(bad, sizeof bad, "version.ckpt");
+    tn_path(good, sizeof good, "good.ckpt");
+    tn_path(bad, sizeof bad, "version.ckpt");
     saved_net(good);
     size_t len = 0;
     unsigned char *p = (unsigned char *)tn_read(good, &len);
@@ -384,8 +368,8 @@ END_TEST
 START_TEST(test_other_device_algorithms)
 {
     char good[512], bad[512];
-    tmp_path(good, sizeof good, "good.ckpt");
-    tmp_path(bad, sizeof bad, "algos.ckpt");
+    tn_path(good, sizeof good, "good.ckpt");
+    tn_path(bad, sizeof bad, "algos.ckpt");
     saved_net(good);
     size_t len = 0;
     unsigned char *p = (unsigned char *)tn_read(good, &len);
@@ -444,8 +428,8 @@ START_TEST(test_python_reader)
         return;
     }
     char path[512], out[512], cmd[1600];
-    tmp_path(path, sizeof path, "py.ckpt");
-    tmp_path(out, sizeof out, "py.txt");
+    tn_path(path, sizeof path, "py.ckpt");
+    tn_path(out, sizeof out, "py.txt");
     saved_net(path);
     snprintf(cmd, sizeof cmd, "%s tools/ckpt_read.py '%s' >'%s' 2>&1", py, path, out);
     int rc = system(cmd);
@@ -461,8 +445,8 @@ END_TEST
 START_TEST(test_bad_record)
 {
     char good[512], bad[512];
-    tmp_path(good, sizeof good, "good.ckpt");
-    tmp_path(bad, sizeof bad, "record.ckpt");
+    tn_path(good, sizeof good, "good.ckpt");
+    tn_path(bad, sizeof bad, "record.ckpt");
     saved_net(good);
     size_t len = 0;
     unsigned char *p = (unsigned char *)tn_read(good, &len);
@@ -517,7 +501,7 @@ END_TEST
 START_TEST(test_other_net)
 {
     char path[512];
-    tmp_path(path, sizeof path, "eight.ckpt");
+    tn_path(path, sizeof path, "eight.ckpt");
     device *d;
     net *n = attached(TN_HEAD CK_LAYERS(8, 6), 3, &d);
     ckpt_state s = {1, 0, 16, 3};
@@ -534,7 +518,7 @@ START_TEST(test_other_net_late_mismatch)
 {
     /* conv1 matches, conv5 does not: nothing may be loaded, conv1 included. */
     char path[512];
-    tmp_path(path, sizeof path, "late.ckpt");
+    tn_path(path, sizeof path, "late.ckpt");
     device *d;
     net *n = attached(TN_HEAD CK_LAYERS(4, 5), 3, &d);
     scramble(n, 11);
@@ -550,7 +534,7 @@ START_TEST(test_other_net_missing_tensor)
 {
     /* Saved without biases in conv1: the net's conv1.bias is missing from the file. */
     char path[512];
-    tmp_path(path, sizeof path, "nobias.ckpt");
+    tn_path(path, sizeof path, "nobias.ckpt");
     device *d;
     net *n = attached(TN_HEAD "[convolutional]\nfilters = 4\nsize = 3\npad = 1\nbias = 0\n[batchnorm]\n[relu]\n"
                       "[maxpool]\nsize = 2\n[convolutional]\nfilters = 6\nsize = 3\npad = 1\n[relu]\n"
@@ -565,7 +549,7 @@ END_TEST
 START_TEST(test_missing_file)
 {
     char path[512];
-    tmp_path(path, sizeof path, "nothing-here.ckpt");
+    tn_path(path, sizeof path, "nothing-here.ckpt");
     load_fails(path, VDNN_EIO, NULL);
 }
 END_TEST
@@ -575,10 +559,10 @@ END_TEST
  * the net are refused before anything is read, each saying what the path is. */
 START_TEST(test_not_a_checkpoint_file)
 {
-    load_fails(tmp_dir, VDNN_EIO, "is a folder, not a checkpoint");
+    load_fails(tn_dir, VDNN_EIO, "is a folder, not a checkpoint");
     load_fails("/dev/zero", VDNN_EIO, "is a character device, not a checkpoint");
     char big[512];
-    tmp_path(big, sizeof big, "huge.ckpt");
+    tn_path(big, sizeof big, "huge.ckpt");
     FILE *f = fopen(big, "w");
     ck_assert_ptr_nonnull(f);
     ck_assert_int_eq(ftruncate(fileno(f), (off_t)1 << 40), 0);   /* sparse: no disk used */
@@ -591,8 +575,8 @@ END_TEST
 START_TEST(test_save_into_missing_folder)
 {
     char good[512], bad[512], tmp[600];
-    tmp_path(good, sizeof good, "good.ckpt");
-    tmp_path(bad, sizeof bad, "no/such/folder/x.ckpt");
+    tn_path(good, sizeof good, "good.ckpt");
+    tn_path(bad, sizeof bad, "no/such/folder/x.ckpt");
     saved_net(good);
     size_t len = 0;
     char *before = tn_read(good, &len);
@@ -621,7 +605,7 @@ START_TEST(test_failed_save_keeps_previous)
     /* A save over an existing checkpoint that cannot write its temporary file (a folder
      * is in the way) fails and leaves the previous checkpoint as it was. */
     char path[512], tmp[600];
-    tmp_path(path, sizeof path, "keep.ckpt");
+    tn_path(path, sizeof path, "keep.ckpt");
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     saved_net(path);
     size_t len = 0;
@@ -656,7 +640,7 @@ END_TEST
 START_TEST(test_failed_first_save)
 {
     char path[512], tmp[600];
-    tmp_path(path, sizeof path, "first.ckpt");
+    tn_path(path, sizeof path, "first.ckpt");
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     ck_assert_int_eq(mkdir(tmp, 0700), 0);   /* in the way of naming the new file */
     device *d;
@@ -698,7 +682,7 @@ static int save_limited(const char *path, rlim_t limit, int killed)
 START_TEST(test_full_disk_and_kill_keep_previous)
 {
     char path[512], tmp[600];
-    tmp_path(path, sizeof path, "keep.ckpt");
+    tn_path(path, sizeof path, "keep.ckpt");
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     saved_net(path);
     size_t len = 0, len2 = 0;
@@ -721,7 +705,7 @@ static Suite *checkpoint_suite(void)
 {
     Suite *s = suite_create("checkpoint");
     TCase *rt = tcase_create("round_trip");
-    tcase_add_checked_fixture(rt, tmp_setup, tmp_teardown);
+    tcase_add_checked_fixture(rt, tn_dir_setup, tn_dir_teardown);
     tcase_add_test(rt, test_round_trip_bits);
     tcase_add_test(rt, test_round_trip_after_training);
     tcase_add_test(rt, test_file_header);
@@ -729,7 +713,7 @@ static Suite *checkpoint_suite(void)
     suite_add_tcase(s, rt);
 
     TCase *bad = tcase_create("bad_files");
-    tcase_add_checked_fixture(bad, tmp_setup, tmp_teardown);
+    tcase_add_checked_fixture(bad, tn_dir_setup, tn_dir_teardown);
     tcase_add_test(bad, test_corrupt_byte);
     tcase_add_test(bad, test_truncated);
     tcase_add_test(bad, test_wrong_magic);
@@ -745,7 +729,7 @@ static Suite *checkpoint_suite(void)
     suite_add_tcase(s, bad);
 
     TCase *save = tcase_create("save");
-    tcase_add_checked_fixture(save, tmp_setup, tmp_teardown);
+    tcase_add_checked_fixture(save, tn_dir_setup, tn_dir_teardown);
     tcase_add_test(save, test_save_into_missing_folder);
     tcase_add_test(save, test_failed_save_keeps_previous);
     tcase_add_test(save, test_failed_first_save);
@@ -754,11 +738,4 @@ static Suite *checkpoint_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(checkpoint_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return tn_run_suite(checkpoint_suite()); }

@@ -23,26 +23,10 @@
     TN_NET "[train]\nepochs = 1\nlearning_rate = 0.05\nmomentum = 0.9\nseed = 3\n"           \
            "[data]\nset = synthetic\ntrain_size = 64\ntest_size = 32\nclasses = 4\n" TN_LAYERS
 
-static char tmp_dir[256];
-
-static void tmp_setup(void)
-{
-    tn_tmpdir(tmp_dir, sizeof tmp_dir, "test_cli");
-}
-
-static void tmp_teardown(void)
-{
-    tn_rmtree(tmp_dir);
-}
-
-static const char *tmp_path(char *buf, size_t len, const char *name)
-{
-    return tn_join(buf, len, tmp_dir, name);
-}
 
 typedef tn_run cli_run;
 
-static cli_run run_cli(const char *args) { return tn_vdnn(tmp_dir, "", args); }
+static cli_run run_cli(const char *args) { return tn_vdnn(tn_dir, "", args); }
 static void run_free(cli_run *r) { tn_run_free(r); }
 
 /* The run failed (status 1 or 2) with a message on stderr that starts with "vdnn: " and
@@ -69,7 +53,7 @@ static void assert_ok(const cli_run *r, const char *args) { tn_run_ok(r, args); 
 /* Writes a config into the temporary folder; its path goes to buf. */
 static const char *write_cfg(char *buf, size_t len, const char *name, const char *text)
 {
-    tmp_path(buf, len, name);
+    tn_path(buf, len, name);
     tn_write_text(buf, text);
     return buf;
 }
@@ -156,7 +140,7 @@ END_TEST
 START_TEST(test_missing_config)
 {
     char cfg[512], args[1024];
-    tmp_path(cfg, sizeof cfg, "no-such.cfg");
+    tn_path(cfg, sizeof cfg, "no-such.cfg");
     snprintf(args, sizeof args, "train %s --steps 1", cfg);
     fails_with(args, cfg, NULL);
     snprintf(args, sizeof args, "info %s", cfg);
@@ -302,7 +286,7 @@ END_TEST
 START_TEST(test_info_json_escapes_path)
 {
     char dir[512], cfg[600], args[1024];
-    tmp_path(dir, sizeof dir, "a\"b\\c");
+    tn_path(dir, sizeof dir, "a\"b\\c");
     ck_assert_int_eq(mkdir(dir, 0700), 0);
     tn_join(cfg, sizeof cfg, dir, "n.cfg");
     tn_write_text(cfg, CLI_NET);
@@ -321,8 +305,8 @@ START_TEST(test_train_quiet_log)
 {
     char cfg[512], log[512], ck[512], args[2048];
     write_cfg(cfg, sizeof cfg, "net.cfg", CLI_NET);
-    tmp_path(log, sizeof log, "log.jsonl");
-    tmp_path(ck, sizeof ck, "ck.ckpt");
+    tn_path(log, sizeof log, "log.jsonl");
+    tn_path(ck, sizeof ck, "ck.ckpt");
     snprintf(args, sizeof args, "train %s --steps 5 --log %s --save %s --quiet --threads 1", cfg, log, ck);
     cli_run r = run_cli(args);
     assert_ok(&r, args);
@@ -355,7 +339,7 @@ START_TEST(test_train_epoch_line)
 {
     char cfg[512], log[512], args[2048];
     write_cfg(cfg, sizeof cfg, "short.cfg", CLI_SHORT_NET);
-    tmp_path(log, sizeof log, "log.jsonl");
+    tn_path(log, sizeof log, "log.jsonl");
     snprintf(args, sizeof args, "train %s --log %s --threads 1", cfg, log);
     cli_run r = run_cli(args);
     assert_ok(&r, args);
@@ -385,12 +369,12 @@ START_TEST(test_test_command)
 {
     char cfg[512], ck[512], args[2048], log[512];
     write_cfg(cfg, sizeof cfg, "short.cfg", CLI_SHORT_NET);
-    tmp_path(ck, sizeof ck, "ck.ckpt");
+    tn_path(ck, sizeof ck, "ck.ckpt");
     snprintf(args, sizeof args, "train %s --save %s --quiet --threads 1", cfg, ck);
     cli_run r = run_cli(args);
     assert_ok(&r, args);
     run_free(&r);
-    tmp_path(log, sizeof log, "test.jsonl");
+    tn_path(log, sizeof log, "test.jsonl");
     snprintf(args, sizeof args, "test %s --weights %s --log %s --threads 1", cfg, ck, log);
     r = run_cli(args);
     assert_ok(&r, args);
@@ -414,7 +398,7 @@ START_TEST(test_test_needs_weights)
     write_cfg(cfg, sizeof cfg, "short.cfg", CLI_SHORT_NET);
     snprintf(args, sizeof args, "test %s", cfg);
     fails_with(args, "--weights", NULL);
-    tmp_path(ck, sizeof ck, "absent.ckpt");
+    tn_path(ck, sizeof ck, "absent.ckpt");
     snprintf(args, sizeof args, "test %s --weights %s", cfg, ck);
     fails_with(args, ck, NULL);
 }
@@ -426,9 +410,9 @@ START_TEST(test_resume_exact)
      * two runs could time their way to different algorithms; mem fixes them. */
     char cfg[512], a[512], b[512], c[512], args[2048];
     write_cfg(cfg, sizeof cfg, "net.cfg", CLI_NET);
-    tmp_path(a, sizeof a, "a.ckpt");
-    tmp_path(b, sizeof b, "b.ckpt");
-    tmp_path(c, sizeof c, "c.ckpt");
+    tn_path(a, sizeof a, "a.ckpt");
+    tn_path(b, sizeof b, "b.ckpt");
+    tn_path(c, sizeof c, "c.ckpt");
     snprintf(args, sizeof args, "train %s --steps 10 --save %s --quiet --threads 1 --algo mem", cfg, a);
     cli_run r = run_cli(args);
     assert_ok(&r, args);
@@ -450,7 +434,7 @@ START_TEST(test_resume_corrupt)
 {
     char cfg[512], ck[512], args[2048];
     write_cfg(cfg, sizeof cfg, "net.cfg", CLI_NET);
-    tmp_path(ck, sizeof ck, "ck.ckpt");
+    tn_path(ck, sizeof ck, "ck.ckpt");
     snprintf(args, sizeof args, "train %s --steps 2 --save %s --quiet --threads 1", cfg, ck);
     cli_run r = run_cli(args);
     assert_ok(&r, args);
@@ -560,8 +544,8 @@ START_TEST(test_profile_plan_and_train)
 {
     char cfg[512], plan_file[512], cache[512], args[2048];
     write_cfg(cfg, sizeof cfg, "net.cfg", CLI_NET);
-    tmp_path(cache, sizeof cache, "cache");
-    tmp_path(plan_file, sizeof plan_file, "net.plan");
+    tn_path(cache, sizeof cache, "cache");
+    tn_path(plan_file, sizeof plan_file, "net.plan");
     snprintf(args, sizeof args, "profile %s --budget 1M --threads 1 --save-plan %s --profile-cache %s", cfg, plan_file, cache);
     cli_run r = run_cli(args);
     assert_ok(&r, args);
@@ -595,7 +579,7 @@ START_TEST(test_plan_errors)
     write_cfg(cfg, sizeof cfg, "net.cfg", CLI_NET);
     write_cfg(other, sizeof other, "other.cfg", TN_HEAD "[convolutional]\nfilters = 4\nsize = 3\n[relu]\n"
                                                        "[connected]\noutput = 4\n[softmax]\n");
-    tmp_path(plan_file, sizeof plan_file, "net.plan");
+    tn_path(plan_file, sizeof plan_file, "net.plan");
     snprintf(args, sizeof args, "profile %s --budget 1M --threads 1 --save-plan %s", cfg, plan_file);
     cli_run r = run_cli(args);
     assert_ok(&r, args);
@@ -630,7 +614,7 @@ START_TEST(test_swap_recompute_micro)
 {
     char cfg[512], cache[512], args[2048];
     write_cfg(cfg, sizeof cfg, "net.cfg", CLI_NET);
-    tmp_path(cache, sizeof cache, "cache");
+    tn_path(cache, sizeof cache, "cache");
     static const char *const ok[] = {"--policy swap", "--policy recompute", "--micro-batch 4",
                                      "--micro-batch 3 --policy swap"};
     for (int k = 0; k < 4; k++) {
@@ -664,7 +648,7 @@ static Suite *cli_suite(void)
 {
     Suite *s = suite_create("cli");
     TCase *bad = tcase_create("bad_input");
-    tcase_add_checked_fixture(bad, tmp_setup, tmp_teardown);
+    tcase_add_checked_fixture(bad, tn_dir_setup, tn_dir_teardown);
     tcase_set_timeout(bad, 60);
     tcase_add_test(bad, test_no_args);
     tcase_add_test(bad, test_help);
@@ -676,7 +660,7 @@ static Suite *cli_suite(void)
     suite_add_tcase(s, bad);
 
     TCase *info = tcase_create("info");
-    tcase_add_checked_fixture(info, tmp_setup, tmp_teardown);
+    tcase_add_checked_fixture(info, tn_dir_setup, tn_dir_teardown);
     tcase_set_timeout(info, 60);
     tcase_add_test(info, test_info_text);
     tcase_add_test(info, test_info_device);
@@ -687,7 +671,7 @@ static Suite *cli_suite(void)
     suite_add_tcase(s, info);
 
     TCase *train = tcase_create("train");
-    tcase_add_checked_fixture(train, tmp_setup, tmp_teardown);
+    tcase_add_checked_fixture(train, tn_dir_setup, tn_dir_teardown);
     tcase_set_timeout(train, 60);
     tcase_add_test(train, test_train_quiet_log);
     tcase_add_test(train, test_train_epoch_line);
@@ -700,7 +684,7 @@ static Suite *cli_suite(void)
     suite_add_tcase(s, train);
 
     TCase *dev = tcase_create("devices");
-    tcase_add_checked_fixture(dev, tmp_setup, tmp_teardown);
+    tcase_add_checked_fixture(dev, tn_dir_setup, tn_dir_teardown);
     tcase_set_timeout(dev, 60);
     tcase_add_test(dev, test_budget_too_small);
     tcase_add_test(dev, test_device_cuda);
@@ -712,11 +696,4 @@ static Suite *cli_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(cli_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return tn_run_suite(cli_suite()); }

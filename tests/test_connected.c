@@ -9,6 +9,7 @@
 #include "layers/layer.h"
 #include "nets/config.h"
 #include "tests/gradcheck.h"
+#include "tests/testnet.h"
 
 extern const layer_ops connected_ops;
 
@@ -248,11 +249,4 @@ static Suite *connected_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(connected_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+int main(void) { return tn_run_suite(connected_suite()); }

@@ -12,6 +12,7 @@
 #include "layers/conv.h"
 #include "nets/config.h"
 #include "tests/gradcheck.h"
+#include "tests/testnet.h"
 #include "tests/tsan.h"
 
 /* One geometry: input (n, c, h, w) and the layer's keys. */
@@ -816,11 +817,4 @@ static Suite *conv_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(conv_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+int main(void) { return tn_run_suite(conv_suite()); }

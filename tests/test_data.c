@@ -5,7 +5,6 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <math.h>
 #include <png.h>
 #include <stdio.h>
@@ -18,36 +17,18 @@
 #include <zlib.h>
 
 #include "data/data.h"
+#include "tests/testnet.h"
 
 #define FMNIST_DIR "/usr/share/datasets/fashion-mnist"
 
-static char tmp_root[256];
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-    (void)st; (void)flag; (void)ftw;
-    return remove(path);
-}
-
-static void tmp_setup(void)
-{
-    snprintf(tmp_root, sizeof tmp_root, "/tmp/vdnn_test_data_XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmp_root));
-}
-
-static void tmp_teardown(void)
-{
-    nftw(tmp_root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-/* tmp_root/rel, with the folders on the way made. */
+/* tn_dir/rel, with the folders on the way made. */
 static const char *tpath(const char *rel)
 {
     static char buf[16][512];
     static int next;
     char *p = buf[next++ % 16];
-    snprintf(p, 512, "%s/%s", tmp_root, rel);
-    for (char *s = p + strlen(tmp_root) + 1; (s = strchr(s, '/')) != NULL; s++) {
+    snprintf(p, 512, "%s/%s", tn_dir, rel);
+    for (char *s = p + strlen(tn_dir) + 1; (s = strchr(s, '/')) != NULL; s++) {
         *s = 0;
         mkdir(p, 0755);
         *s = '/';
@@ -239,7 +220,7 @@ static data_cfg make_cfg(const char *set, const char *rel)
     data_cfg c;
     memset(&c, 0, sizeof c);
     snprintf(c.set, sizeof c.set, "%s", set);
-    if (rel) snprintf(c.path, sizeof c.path, "%s/%s", tmp_root, rel);
+    if (rel) snprintf(c.path, sizeof c.path, "%s/%s", tn_dir, rel);
     return c;
 }
 
@@ -857,7 +838,7 @@ END_TEST
 static TCase *tcase(const char *name)
 {
     TCase *tc = tcase_create(name);
-    tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
+    tcase_add_checked_fixture(tc, tn_dir_setup, tn_dir_teardown);
     tcase_set_timeout(tc, 60);
     return tc;
 }
@@ -907,11 +888,4 @@ static Suite *data_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(data_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+int main(void) { return tn_run_suite(data_suite()); }

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "tests/testnet.h"
 #include "vdnn/device.h"
 #include "vdnn/pool.h"
 #include "vdnn/status.h"
@@ -671,11 +672,4 @@ static Suite *device_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(device_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return tn_run_suite(device_suite()); }

@@ -396,9 +396,5 @@ int main(void)
     tcase_add_test(tc, test_first_layer_without_bwd_data);
     tcase_add_test(tc, test_cli_notice);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tn_run_suite(s);
 }

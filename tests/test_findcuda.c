@@ -14,16 +14,12 @@
 
 #include "tests/testnet.h"
 
-static char root[512];
 
-static void setup(void) { tn_tmpdir(root, sizeof root, "findcuda"); }
-static void teardown(void) { tn_rmtree(root); }
-
-/* Creates root/REL (and its folders) holding `text`. */
+/* Creates tn_dir/REL (and its folders) holding `text`. */
 static void put(const char *rel, const char *text)
 {
     char path[1024], cmd[1200];
-    tn_join(path, sizeof path, root, rel);
+    tn_join(path, sizeof path, tn_dir, rel);
     snprintf(cmd, sizeof cmd, "mkdir -p \"$(dirname '%s')\"", path);
     ck_assert_int_eq(system(cmd), 0);
     tn_write_text(path, text);
@@ -33,7 +29,7 @@ static void put_exe(const char *rel)
 {
     char path[1024];
     put(rel, "#!/bin/sh\nexit 0\n");
-    tn_join(path, sizeof path, root, rel);
+    tn_join(path, sizeof path, tn_dir, rel);
     ck_assert_int_eq(chmod(path, 0755), 0);
 }
 
@@ -68,30 +64,30 @@ static void cudnn_at(const char *inc, const char *lib, const char *libname)
 static char *find(const char *env, const char *field, char **err)
 {
     char out[1024], errf[1024], cmd[4096];
-    tn_join(out, sizeof out, root, "out.txt");
-    tn_join(errf, sizeof errf, root, "err.txt");
+    tn_join(out, sizeof out, tn_dir, "out.txt");
+    tn_join(errf, sizeof errf, tn_dir, "err.txt");
     /* PATH without nvcc, and no Python package but the fake ones */
     snprintf(cmd, sizeof cmd, "env -u CUDA_HOME -u CUDNN_HOME -u CUDA PATH=/usr/bin:/bin PYTHONPATH='%s/site' %s "
-             "sh tools/find_cuda.sh %s >'%s' 2>'%s'", root, env, field, out, errf);
+             "sh tools/find_cuda.sh %s >'%s' 2>'%s'", tn_dir, env, field, out, errf);
     ck_assert_int_eq(system(cmd), 0);
     char *s = tn_read(out, NULL);
     if (err) *err = tn_read(errf, NULL);
     return s;
 }
 
-/* text names root/rel */
+/* text names tn_dir/rel */
 static void has(const char *text, const char *rel, const char *what)
 {
     char want[1200];
-    snprintf(want, sizeof want, "%s/%s", root, rel);
+    snprintf(want, sizeof want, "%s/%s", tn_dir, rel);
     ck_assert_msg(strstr(text, want) != NULL, "%s: expected '%s' in:\n%s", what, want, text);
 }
 
-/* the binary finds root/rel's libraries at run time without LD_LIBRARY_PATH */
+/* the binary finds tn_dir/rel's libraries at run time without LD_LIBRARY_PATH */
 static void has_rpath(const char *libs, const char *rel)
 {
     char want[1200];
-    snprintf(want, sizeof want, "-Wl,-rpath,%s/%s", root, rel);
+    snprintf(want, sizeof want, "-Wl,-rpath,%s/%s", tn_dir, rel);
     ck_assert_msg(strstr(libs, want) != NULL, "expected '%s' in:\n%s", want, libs);
 }
 
@@ -100,7 +96,7 @@ START_TEST(test_toolkit_layout)
     toolkit("cuda");
     cudnn_at("cuda/include", "cuda/lib64", "libcudnn.so");
     char env[700];
-    snprintf(env, sizeof env, "CUDA_HOME='%s/cuda'", root);
+    snprintf(env, sizeof env, "CUDA_HOME='%s/cuda'", tn_dir);
     char *nvcc = find(env, "nvcc", NULL), *inc = find(env, "inc", NULL), *libs = find(env, "libs", NULL);
     has(nvcc, "cuda/bin/nvcc", "nvcc");
     has(inc, "cuda/include", "inc");
@@ -125,7 +121,7 @@ START_TEST(test_wheel_layout)
     toolkit("cuda");
     cudnn_at("site/nvidia/cudnn/include", "site/nvidia/cudnn/lib", "libcudnn.so.9");
     char env[700];
-    snprintf(env, sizeof env, "CUDA_HOME='%s/cuda'", root);
+    snprintf(env, sizeof env, "CUDA_HOME='%s/cuda'", tn_dir);
     char *inc = find(env, "inc", NULL), *libs = find(env, "libs", NULL);
     has(inc, "site/nvidia/cudnn/include", "inc");
     has(libs, "site/nvidia/cudnn/lib/libcudnn.so.9", "libs");
@@ -152,7 +148,7 @@ START_TEST(test_cu13_wheel_layout)
     put("site/nvidia/cu13/lib/libcublas.so.13", "");
     cudnn_at("site/nvidia/cudnn/include", "site/nvidia/cudnn/lib", "libcudnn.so.9");
     char env[700];
-    snprintf(env, sizeof env, "CUDA_HOME='%s/cuda'", root);
+    snprintf(env, sizeof env, "CUDA_HOME='%s/cuda'", tn_dir);
     char *nvcc = find(env, "nvcc", NULL), *inc = find(env, "inc", NULL), *libs = find(env, "libs", NULL);
     has(nvcc, "cuda/bin/nvcc", "nvcc");
     has(inc, "site/nvidia/cu13/include", "inc");
@@ -188,7 +184,7 @@ START_TEST(test_cudnn_home_first)
     cudnn_at("cuda/include", "cuda/lib64", "libcudnn.so");
     cudnn_at("mycudnn/include", "mycudnn/lib64", "libcudnn.so.9");
     char env[1200];
-    snprintf(env, sizeof env, "CUDA_HOME='%s/cuda' CUDNN_HOME='%s/mycudnn'", root, root);
+    snprintf(env, sizeof env, "CUDA_HOME='%s/cuda' CUDNN_HOME='%s/mycudnn'", tn_dir, tn_dir);
     char *libs = find(env, "libs", NULL);
     has(libs, "mycudnn/lib64/libcudnn.so.9", "libs");
     free(libs);
@@ -199,13 +195,13 @@ START_TEST(test_off_and_missing)
 {
     toolkit("cuda");
     char env[700], *err = NULL;
-    snprintf(env, sizeof env, "CUDA_HOME='%s/cuda' CUDA=0", root);
+    snprintf(env, sizeof env, "CUDA_HOME='%s/cuda' CUDA=0", tn_dir);
     char *nvcc = find(env, "nvcc", &err);
     ck_assert_str_eq(nvcc, "");
     free(nvcc);
     free(err);
     /* no cuDNN anywhere: nothing found, and one line saying what is missing */
-    snprintf(env, sizeof env, "CUDA_HOME='%s/cuda'", root);
+    snprintf(env, sizeof env, "CUDA_HOME='%s/cuda'", tn_dir);
     nvcc = find(env, "nvcc", &err);
     if (access("/usr/include/cudnn.h", F_OK) != 0 && access("/usr/include/x86_64-linux-gnu/cudnn.h", F_OK) != 0) {
         ck_assert_msg(!strcmp(nvcc, ""), "found without cuDNN: %s", nvcc);
@@ -213,7 +209,7 @@ START_TEST(test_off_and_missing)
     }
     free(nvcc);
     free(err);
-    snprintf(env, sizeof env, "CUDA_HOME='%s/nowhere'", root);
+    snprintf(env, sizeof env, "CUDA_HOME='%s/nowhere'", tn_dir);
     nvcc = find(env, "nvcc", &err);
     ck_assert_str_eq(nvcc, "");
     ck_assert_msg(strstr(err, "no nvcc"), "stderr: %s", err);
@@ -226,7 +222,7 @@ static Suite *findcuda_suite(void)
 {
     Suite *s = suite_create("findcuda");
     TCase *tc = tcase_create("layouts");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, tn_dir_setup, tn_dir_teardown);
     tcase_add_test(tc, test_toolkit_layout);
     tcase_add_test(tc, test_wheel_layout);
     tcase_add_test(tc, test_cu13_wheel_layout);
@@ -236,11 +232,4 @@ static Suite *findcuda_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(findcuda_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+int main(void) { return tn_run_suite(findcuda_suite()); }

@@ -92,9 +92,5 @@ int main(void)
     tcase_add_loop_test(tc, replays_corpora, 0, NTARGETS);
     tcase_add_test(tc, every_target_is_replayed);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tn_run_suite(s);
 }

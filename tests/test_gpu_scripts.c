@@ -18,29 +18,25 @@
 #include "tests/testnet.h"
 #include "vdnn/device.h"
 
-static char root[512];
 
-static void setup(void) { tn_tmpdir(root, sizeof root, "gpuscripts"); }
-static void teardown(void) { tn_rmtree(root); }
-
-/* root/bin/NAME, an executable shell script with `body`. */
+/* tn_dir/bin/NAME, an executable shell script with `body`. */
 static void fake(const char *name, const char *body)
 {
     char path[1024], text[4096];
-    snprintf(path, sizeof path, "%s/bin", root);
+    snprintf(path, sizeof path, "%s/bin", tn_dir);
     mkdir(path, 0755);
-    snprintf(path, sizeof path, "%s/bin/%s", root, name);
+    snprintf(path, sizeof path, "%s/bin/%s", tn_dir, name);
     snprintf(text, sizeof text, "#!/bin/sh\n%s\n", body);
     tn_write_text(path, text);
     ck_assert_int_eq(chmod(path, 0755), 0);
 }
 
-/* Runs `cmd` with root/bin first on PATH and TMPDIR in root; its exit status. */
+/* Runs `cmd` with tn_dir/bin first on PATH and TMPDIR in tn_dir; its exit status. */
 static int run(const char *cmd)
 {
     char full[4096];
     snprintf(full, sizeof full, "PATH='%s/bin':\"$PATH\" TMPDIR='%s' FAKE_LOG='%s/calls.txt' %s >'%s/out.txt' 2>&1",
-             root, root, root, cmd, root);
+             tn_dir, tn_dir, tn_dir, cmd, tn_dir);
     int rc = system(full);
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
@@ -48,7 +44,7 @@ static int run(const char *cmd)
 static char *read_in_root(const char *rel)
 {
     char path[1024];
-    tn_join(path, sizeof path, root, rel);
+    tn_join(path, sizeof path, tn_dir, rel);
     return tn_read(path, NULL);
 }
 
@@ -69,8 +65,8 @@ START_TEST(test_werror_retry_and_racecheck_filter)
 {
     fake_gpu_machine();
     char cmd[1200];
-    snprintf(cmd, sizeof cmd, "SANITIZER='%s/bin/compute-sanitizer' sh bench/gpu_session.sh sanitize '%s/out'", root,
-             root);
+    snprintf(cmd, sizeof cmd, "SANITIZER='%s/bin/compute-sanitizer' sh bench/gpu_session.sh sanitize '%s/out'", tn_dir,
+             tn_dir);
     int rc = run(cmd);
     char *out = read_in_root("out.txt"), *calls = read_in_root("calls.txt");
     ck_assert_msg(rc == 0, "gpu_session.sh sanitize exited %d:\n%s\ncalls:\n%s", rc, out, calls);
@@ -99,9 +95,9 @@ START_TEST(test_werror_retry_and_racecheck_filter)
                       filtered ? "is" : "is not", (int)(eol - p), p);
     }
     /* what comes back: exactly the tarball and the summary */
-    snprintf(cmd, sizeof cmd, "test \"$(ls '%s/out' | tr '\\n' ' ')\" = 'sanitize.tar.gz sanitize.txt '", root);
+    snprintf(cmd, sizeof cmd, "test \"$(ls '%s/out' | tr '\\n' ' ')\" = 'sanitize.tar.gz sanitize.txt '", tn_dir);
     ck_assert_msg(system(cmd) == 0, "OUTDIR does not hold exactly sanitize.tar.gz and sanitize.txt");
-    snprintf(cmd, sizeof cmd, "tar tzf '%s/out/sanitize.tar.gz' | grep -q 'sanitizer.md'", root);
+    snprintf(cmd, sizeof cmd, "tar tzf '%s/out/sanitize.tar.gz' | grep -q 'sanitizer.md'", tn_dir);
     ck_assert_msg(system(cmd) == 0, "the tarball lacks sanitizer.md");
     free(out);
     free(calls);
@@ -115,12 +111,12 @@ START_TEST(test_build_failure_still_packs)
     fake_gpu_machine();
     fake("make", "echo 'conv.cu(1): error: something' ; exit 2");
     char cmd[1200];
-    snprintf(cmd, sizeof cmd, "sh bench/gpu_session.sh policies '%s/out'", root);
+    snprintf(cmd, sizeof cmd, "sh bench/gpu_session.sh policies '%s/out'", tn_dir);
     int rc = run(cmd);
     char *summary = read_in_root("out/policies.txt");
     ck_assert_msg(rc == 1, "gpu_session.sh exited %d after a failed build", rc);
     ck_assert_msg(strstr(summary, "FAILED without -Werror too"), "summary:\n%s", summary);
-    snprintf(cmd, sizeof cmd, "tar tzf '%s/out/policies.tar.gz' | grep -q build.log", root);
+    snprintf(cmd, sizeof cmd, "tar tzf '%s/out/policies.tar.gz' | grep -q build.log", tn_dir);
     ck_assert_msg(system(cmd) == 0, "the tarball lacks build.log");
     free(summary);
 }
@@ -134,14 +130,14 @@ START_TEST(test_stage_time_limit)
     fake("compute-sanitizer", "sleep 60");
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "SESSION_S=3 SANITIZER='%s/bin/compute-sanitizer' sh bench/gpu_session.sh sanitize '%s/out'",
-             root, root);
+             tn_dir, tn_dir);
     double t0 = vdnn_now_s();
     int rc = run(cmd);
     double secs = vdnn_now_s() - t0;
     char *summary = read_in_root("out/sanitize.txt");
     ck_assert_msg(rc == 124 && secs < 30, "exit %d after %.0f s:\n%s", rc, secs, summary);
     ck_assert_msg(strstr(summary, "stopped at its time limit"), "summary:\n%s", summary);
-    snprintf(cmd, sizeof cmd, "test -s '%s/out/sanitize.tar.gz'", root);
+    snprintf(cmd, sizeof cmd, "test -s '%s/out/sanitize.tar.gz'", tn_dir);
     ck_assert_msg(system(cmd) == 0, "no tarball after the time limit");
     free(summary);
 }
@@ -156,10 +152,10 @@ START_TEST(test_carried_binary)
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "mkdir -p '%s/repo/.deps' && cp -r bench tools tests '%s/repo/' && "
              "printf '#!/bin/sh\\necho vdnn: backends cpu, cuda\\n' >'%s/repo/.deps/vdnn' && "
-             "chmod 444 '%s/repo/.deps/vdnn'", root, root, root, root);
+             "chmod 444 '%s/repo/.deps/vdnn'", tn_dir, tn_dir, tn_dir, tn_dir);
     ck_assert_int_eq(system(cmd), 0);
     snprintf(cmd, sizeof cmd, "cd '%s/repo' && SANITIZER='%s/bin/compute-sanitizer' sh bench/gpu_session.sh sanitize "
-             "'%s/out'", root, root, root);
+             "'%s/out'", tn_dir, tn_dir, tn_dir);
     int rc = run(cmd);
     char *summary = read_in_root("out/sanitize.txt"), *calls = read_in_root("calls.txt");
     ck_assert_msg(rc == 0, "exit %d:\n%s", rc, summary);
@@ -178,7 +174,7 @@ START_TEST(test_kernel_names)
              "grep -h -A1 '__global__' layers/*.cu nets/*.cu vdnn/*.cu 2>/dev/null | grep -o '[A-Za-z_0-9]*(' "
              "| grep -v '^vdnn_' >'%s/bad.txt'; grep -c '__global__' layers/*.cu nets/*.cu vdnn/*.cu 2>/dev/null "
              "| awk -F: '{ s += $2 } END { print s }' >'%s/count.txt'",
-             root, root);
+             tn_dir, tn_dir);
     ck_assert_int_eq(system(cmd), 0);
     char *bad = read_in_root("bad.txt"), *count = read_in_root("count.txt");
     ck_assert_msg(atoi(count) >= 10, "only %s kernels found: the search is broken", count);
@@ -192,7 +188,7 @@ int main(void)
 {
     Suite *s = suite_create("gpu_scripts");
     TCase *tc = tcase_create("scripts");
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, tn_dir_setup, tn_dir_teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_werror_retry_and_racecheck_filter);
     tcase_add_test(tc, test_build_failure_still_packs);
@@ -200,9 +196,5 @@ int main(void)
     tcase_add_test(tc, test_stage_time_limit);
     tcase_add_test(tc, test_kernel_names);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return tn_run_suite(s);
 }

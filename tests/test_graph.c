@@ -545,10 +545,6 @@ END_TEST
 
 /* ---- files ---- */
 
-static char tmp_dir[256];
-
-static void tmp_setup(void) { tn_tmpdir(tmp_dir, sizeof tmp_dir, "test_graph"); }
-static void tmp_teardown(void) { tn_rmtree(tmp_dir); }
 
 START_TEST(test_plan_file_round_trip)
 {
@@ -561,7 +557,7 @@ START_TEST(test_plan_file_round_trip)
     p.offload[joined] = MAP_RECOMPUTE;
     p.swap[0] = SWAP_DEVICE;
     char path[512];
-    tn_join(path, sizeof path, tmp_dir, "graph.plan");
+    tn_join(path, sizeof path, tn_dir, "graph.plan");
     ck_assert_msg(plan_save(&p, n, path) == VDNN_OK, "%s", vdnn_errmsg());
     char *text = tn_read(path, NULL);
     ck_assert_ptr_nonnull(strstr(text, "\ndata offload\n"));
@@ -585,31 +581,31 @@ START_TEST(test_resume_exact_graph)
 {
     /* 6 steps under none, or 3 under all then 3 resumed under recompute: the same bytes */
     char cfg[512], a[512], b[512], c[512], args[2048];
-    tn_join(cfg, sizeof cfg, tmp_dir, "net.cfg");
+    tn_join(cfg, sizeof cfg, tn_dir, "net.cfg");
     tn_write_text(cfg, BR_NET);
-    tn_join(a, sizeof a, tmp_dir, "a.ckpt");
-    tn_join(b, sizeof b, tmp_dir, "b.ckpt");
-    tn_join(c, sizeof c, tmp_dir, "c.ckpt");
+    tn_join(a, sizeof a, tn_dir, "a.ckpt");
+    tn_join(b, sizeof b, tn_dir, "b.ckpt");
+    tn_join(c, sizeof c, tn_dir, "c.ckpt");
     snprintf(args, sizeof args, "train %s --steps 6 --save %s --quiet --threads 1 --algo mem", cfg, a);
-    tn_run r = tn_vdnn(tmp_dir, "", args);
+    tn_run r = tn_vdnn(tn_dir, "", args);
     tn_run_ok(&r, args);
     tn_run_free(&r);
     snprintf(args, sizeof args, "train %s --steps 3 --save %s --quiet --threads 1 --algo mem --policy all", cfg, b);
-    r = tn_vdnn(tmp_dir, "", args);
+    r = tn_vdnn(tn_dir, "", args);
     tn_run_ok(&r, args);
     tn_run_free(&r);
     snprintf(args, sizeof args, "train %s --steps 3 --resume %s --save %s --quiet --threads 1 --algo mem "
              "--policy recompute", cfg, b, c);
-    r = tn_vdnn(tmp_dir, "", args);
+    r = tn_vdnn(tn_dir, "", args);
     tn_run_ok(&r, args);
     tn_run_free(&r);
     ck_assert_msg(tn_same_file(a, c), "resumed checkpoint %s differs from %s", c, a);
     ck_assert(!tn_same_file(a, b));
     /* the planner on a graph: a plan for a tight budget, saved, trained from the file */
     char plan_path[512];
-    tn_join(plan_path, sizeof plan_path, tmp_dir, "dyn.plan");
+    tn_join(plan_path, sizeof plan_path, tn_dir, "dyn.plan");
     snprintf(args, sizeof args, "profile %s --budget 120K --link-gbps 2 --threads 1 --save-plan %s", cfg, plan_path);
-    r = tn_vdnn(tmp_dir, "", args);
+    r = tn_vdnn(tn_dir, "", args);
     tn_run_ok(&r, args);
     ck_assert_msg(strstr(r.out, "data") && strstr(r.out, "fork"), "%s", r.out);
     tn_run_free(&r);
@@ -620,13 +616,13 @@ START_TEST(test_resume_exact_graph)
     free(text);
     snprintf(args, sizeof args, "train %s --steps 2 --budget 120K --plan %s --link-gbps 2 --threads 1 --quiet%s%.0d",
              cfg, plan_path, micro ? " --micro-batch " : "", micro);
-    r = tn_vdnn(tmp_dir, "", args);
+    r = tn_vdnn(tn_dir, "", args);
     tn_run_ok(&r, args);
     tn_run_free(&r);
     /* --micro-batch fixes the split (the batch: none), which dyn then keeps to */
     snprintf(args, sizeof args, "profile %s --budget 110K --link-gbps 2 --threads 1 --micro-batch 6 --save-plan %s",
              cfg, plan_path);
-    r = tn_vdnn(tmp_dir, "", args);
+    r = tn_vdnn(tn_dir, "", args);
     tn_run_ok(&r, args);
     tn_run_free(&r);
     text = tn_read(plan_path, NULL);
@@ -761,7 +757,7 @@ static Suite *graph_suite(void)
 
     TCase *files = tcase_create("files");
     tcase_set_timeout(files, 120);
-    tcase_add_checked_fixture(files, tmp_setup, tmp_teardown);
+    tcase_add_checked_fixture(files, tn_dir_setup, tn_dir_teardown);
     tcase_add_test(files, test_plan_file_round_trip);
     tcase_add_test(files, test_resume_exact_graph);
     suite_add_tcase(s, files);
@@ -775,11 +771,4 @@ static Suite *graph_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(graph_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return tn_run_suite(graph_suite()); }

@@ -22,26 +22,10 @@
 #define H_NO_TRAIN TN_NET H_DATA TN_LAYERS
 #define H_NET TN_NET H_TRAIN H_DATA TN_LAYERS
 
-static char tmp_dir[256];
-
-static void tmp_setup(void)
-{
-    tn_tmpdir(tmp_dir, sizeof tmp_dir, "test_hostile");
-}
-
-static void tmp_teardown(void)
-{
-    tn_rmtree(tmp_dir);
-}
-
-static const char *tmp_path(char *buf, size_t len, const char *name)
-{
-    return tn_join(buf, len, tmp_dir, name);
-}
 
 static const char *write_cfg(char *buf, size_t len, const char *name, const char *text)
 {
-    tmp_path(buf, len, name);
+    tn_path(buf, len, name);
     tn_write_text(buf, text);
     return buf;
 }
@@ -55,7 +39,7 @@ static tn_run run(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
-    return tn_vdnn(tmp_dir, "", args);
+    return tn_vdnn(tn_dir, "", args);
 }
 
 static void ok(const tn_run *r)
@@ -86,7 +70,7 @@ START_TEST(info_profile_sweep_without_train)
     ok(&r);
     ck_assert_msg(strstr(r.out, "chosen plan:"), "%s", r.out);
     tn_run_free(&r);
-    tmp_path(out, sizeof out, "sweep");
+    tn_path(out, sizeof out, "sweep");
     r = run("sweep %s --budgets 1M,2M --policies none,all --simulate --threads 1 --out %s", cfg, out);
     ok(&r);
     tn_run_free(&r);
@@ -107,13 +91,13 @@ START_TEST(endless_and_odd_files_refused_at_once)
     tn_run r = run("train %s --steps 1 --plan /dev/zero", cfg);
     refused(&r, "/dev/zero: is a character device, not a plan", NULL);
     tn_run_free(&r);
-    r = run("train %s --steps 1 --resume %s", cfg, tmp_dir);
+    r = run("train %s --steps 1 --resume %s", cfg, tn_dir);
     refused(&r, "is a folder, not a checkpoint", NULL);
     tn_run_free(&r);
     r = run("info /dev/zero");
     refused(&r, "/dev/zero: is a character device, not a config file", NULL);
     tn_run_free(&r);
-    r = run("train %s --steps 1 --save %s", cfg, tmp_dir);
+    r = run("train %s --steps 1 --save %s", cfg, tn_dir);
     refused(&r, "--save: ", "is not a regular file");
     tn_run_free(&r);
     r = run("test %s --weights /dev/urandom", cfg);
@@ -159,8 +143,8 @@ START_TEST(final_log_record)
 {
     char cfg[512], log[512], ck[512];
     write_cfg(cfg, sizeof cfg, "net.cfg", H_NET);
-    tmp_path(log, sizeof log, "log.jsonl");
-    tmp_path(ck, sizeof ck, "net.ckpt");
+    tn_path(log, sizeof log, "log.jsonl");
+    tn_path(ck, sizeof ck, "net.ckpt");
     tn_run r = run("train %s --steps 3 --policy all --threads 1 --quiet --log %s --save %s", cfg, log, ck);
     ok(&r);
     tn_run_free(&r);
@@ -195,7 +179,7 @@ START_TEST(log_on_full_disk)
 {
     char cfg[512], ck[512];
     write_cfg(cfg, sizeof cfg, "net.cfg", H_NET);
-    tmp_path(ck, sizeof ck, "net.ckpt");
+    tn_path(ck, sizeof ck, "net.ckpt");
     tn_run r = run("train %s --steps 2 --threads 1 --quiet --log /dev/full --save %s", cfg, ck);
     refused(&r, "/dev/full: writing the log failed", "No space left on device");
     tn_run_free(&r);
@@ -215,9 +199,9 @@ START_TEST(interrupt_saves_and_ends_log)
     char cfg[512], log[512], ck[512], out[512];
     write_cfg(cfg, sizeof cfg, "net.cfg",
               TN_NET "[train]\nepochs = 100000\nlearning_rate = 0.05\nseed = 3\n" H_DATA TN_LAYERS);
-    tmp_path(log, sizeof log, "log.jsonl");
-    tmp_path(ck, sizeof ck, "net.ckpt");
-    tmp_path(out, sizeof out, "out.txt");
+    tn_path(log, sizeof log, "log.jsonl");
+    tn_path(ck, sizeof ck, "net.ckpt");
+    tn_path(out, sizeof out, "out.txt");
     const char *bin = getenv("VDNN_BIN");
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
@@ -276,7 +260,7 @@ START_TEST(resume_checks_algorithms_against_budget)
               TN_NET H_TRAIN H_DATA "[convolutional]\nfilters = 4\nsize = 3\npad = 1\nalgo = im2col-batch\n"
                                     "[relu]\n[maxpool]\nsize = 2\n[connected]\noutput = 4\n[softmax]\n");
     write_cfg(cfg, sizeof cfg, "net.cfg", H_NET);
-    tmp_path(ck, sizeof ck, "net.ckpt");
+    tn_path(ck, sizeof ck, "net.ckpt");
     tn_run r = run("train %s --steps 2 --threads 1 --quiet --save %s", pinned, ck);
     ok(&r);
     tn_run_free(&r);
@@ -315,8 +299,8 @@ START_TEST(resume_position_checked)
 {
     char cfg[512], ck[512], bad[512];
     write_cfg(cfg, sizeof cfg, "net.cfg", H_NET);
-    tmp_path(ck, sizeof ck, "net.ckpt");
-    tmp_path(bad, sizeof bad, "bad.ckpt");
+    tn_path(ck, sizeof ck, "net.ckpt");
+    tn_path(bad, sizeof bad, "bad.ckpt");
     tn_run r = run("train %s --steps 1 --threads 1 --quiet --save %s", cfg, ck);
     ok(&r);
     tn_run_free(&r);
@@ -465,7 +449,7 @@ START_TEST(dyn_never_worse_than_fixed)
     ck_assert(micro < swap && swap < none);
     size_t budgets[3] = {pool_round(micro + (swap - micro) / 2), pool_round(swap + 65536), none};
     for (int k = 0; k < 3; k++) {
-        tmp_path(out, sizeof out, "sweep");
+        tn_path(out, sizeof out, "sweep");
         r = run("sweep %s --budgets %zu --policies none,conv,all,swap,recompute,none-mem,conv-mem,all-mem,swap-mem,"
                 "recompute-mem --simulate --threads 1 --out %s", cfg, budgets[k], out);
         ok(&r);
@@ -507,7 +491,7 @@ static Suite *hostile_suite(void)
 {
     Suite *s = suite_create("hostile");
     TCase *tc = tcase_create("cli");
-    tcase_add_checked_fixture(tc, tmp_setup, tmp_teardown);
+    tcase_add_checked_fixture(tc, tn_dir_setup, tn_dir_teardown);
     tcase_set_timeout(tc, 600);   /* the sanitizer builds run the program many times slower */
     tcase_add_test(tc, info_profile_sweep_without_train);
     tcase_add_test(tc, endless_and_odd_files_refused_at_once);
@@ -523,11 +507,4 @@ static Suite *hostile_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(hostile_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return tn_run_suite(hostile_suite()); }

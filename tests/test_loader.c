@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "data/data.h"
+#include "tests/testnet.h"
 
 /* count items of (c, h, w); pixel k of item i is (7 i + k) & 255, label i. */
 static dataset *make_set(int count, int c, int h, int w)
@@ -410,11 +411,4 @@ static Suite *loader_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(loader_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+int main(void) { return tn_run_suite(loader_suite()); }

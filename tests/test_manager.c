@@ -228,11 +228,6 @@ END_TEST
     "[convolutional]\nfilters = 8\nsize = 3\npad = 1\nalgo = im2col\n[relu]\n[maxpool]\nsize = 2\n"       \
     "[connected]\noutput = 32\n[relu]\n[connected]\noutput = 4\n[softmax]\n"
 
-static char tmp_dir[512];
-static void tmp_setup(void) { tn_tmpdir(tmp_dir, sizeof tmp_dir, "test_manager"); }
-static void tmp_teardown(void) { tn_rmtree(tmp_dir); }
-static const char *tmp_path(char *buf, size_t len, const char *name) { return tn_join(buf, len, tmp_dir, name); }
-
 static const char *vdnn_bin(void)
 {
     const char *bin = getenv("VDNN_BIN");
@@ -249,11 +244,11 @@ static int have_two_cores(const char *check)
     return 0;
 }
 
-/* `vdnn ARGS` started in the background, its output in tmp_dir/NAME.out and .err. */
+/* `vdnn ARGS` started in the background, its output in tn_dir/NAME.out and .err. */
 static pid_t spawn(const char *name, const char *args)
 {
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "exec %s %s > %s/%s.out 2> %s/%s.err", vdnn_bin(), args, tmp_dir, name, tmp_dir, name);
+    snprintf(cmd, sizeof cmd, "exec %s %s > %s/%s.out 2> %s/%s.err", vdnn_bin(), args, tn_dir, name, tn_dir, name);
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
@@ -295,14 +290,14 @@ static int wait_text(const char *path, const char *text, double seconds)
 static char *read_tmp(const char *name)
 {
     char path[600];
-    char *s = tn_read(tmp_path(path, sizeof path, name), NULL);
+    char *s = tn_read(tn_path(path, sizeof path, name), NULL);
     return s ? s : strdup("");
 }
 
 static const char *mgr_cfg(void)
 {
     static char path[600];
-    tmp_path(path, sizeof path, "mgr.cfg");
+    tn_path(path, sizeof path, "mgr.cfg");
     if (!tn_exists(path)) tn_write_text(path, MGR_NET);
     return path;
 }
@@ -321,7 +316,7 @@ static int schedule_from_log(const char *log_name, const char *sched_name)
         n++;
     }
     free(log);
-    tn_write_text(tmp_path(path, sizeof path, sched_name), n ? text : "# none\n");
+    tn_write_text(tn_path(path, sizeof path, sched_name), n ? text : "# none\n");
     return n;
 }
 
@@ -333,8 +328,8 @@ START_TEST(test_managed_jobs_same_as_by_hand)
     if (!have_two_cores("test_managed_jobs_same_as_by_hand")) return;
     const char *cfg = mgr_cfg();
     char sock[600], log[600], args[4096];
-    tmp_path(sock, sizeof sock, "m.sock");
-    tmp_path(log, sizeof log, "manager.jsonl");
+    tn_path(sock, sizeof sock, "m.sock");
+    tn_path(log, sizeof log, "manager.jsonl");
     snprintf(args, sizeof args, "manager --manager %s --log %s --until-idle --period 0.1 --sd-gap 0 --quiet", sock, log);
     pid_t mgr = spawn("manager", args);
     static const char *const initial[3] = {"1,0", "1,1", "0,1"};
@@ -343,7 +338,7 @@ START_TEST(test_managed_jobs_same_as_by_hand)
     for (int j = 0; j < 3; j++) {
         snprintf(args, sizeof args, "train %s --devices cpu:0,cpu:1 --shares %s --epochs %d --managed --manager %s "
                  "--share-every 2 --save %s/job%d.ckpt --log %s/job%d.jsonl --quiet", cfg, initial[j], epochs[j], sock,
-                 tmp_dir, j, tmp_dir, j);
+                 tn_dir, j, tn_dir, j);
         char name[16];
         snprintf(name, sizeof name, "job%d", j);
         /* the manager first: a job refuses to start without one */
@@ -375,13 +370,13 @@ START_TEST(test_managed_jobs_same_as_by_hand)
         if (!n) continue;   /* nothing to repeat by hand */
         snprintf(ck2, sizeof ck2, "byhand%d.ckpt", j);
         snprintf(args, sizeof args, "train %s --devices cpu:0,cpu:1 --shares %s --epochs %d --share-schedule %s/%s "
-                 "--save %s/%s --quiet", cfg, initial[j], epochs[j], tmp_dir, sname, tmp_dir, ck2);
-        tn_run r = tn_vdnn(tmp_dir, "", args);
+                 "--save %s/%s --quiet", cfg, initial[j], epochs[j], tn_dir, sname, tn_dir, ck2);
+        tn_run r = tn_vdnn(tn_dir, "", args);
         tn_run_ok(&r, args);
         tn_run_free(&r);
         snprintf(lname, sizeof lname, "job%d.ckpt", j);
         char b[600];
-        ck_assert_msg(tn_same_file(tmp_path(ck1, sizeof ck1, lname), tmp_path(b, sizeof b, ck2)),
+        ck_assert_msg(tn_same_file(tn_path(ck1, sizeof ck1, lname), tn_path(b, sizeof b, ck2)),
                       "job %d: %d DR changes by the manager and by hand trained differently", j, n);
     }
     printf("managed jobs: %d decisions, %d DR changes applied, each repeated by hand bit for bit\n", decisions,
@@ -398,9 +393,9 @@ START_TEST(test_job_or_manager_dies)
     if (!have_two_cores("test_job_or_manager_dies")) return;
     const char *cfg = mgr_cfg();
     char sock[600], log[600], args[4096], ck[600];
-    tmp_path(sock, sizeof sock, "m.sock");
-    tmp_path(log, sizeof log, "manager.jsonl");
-    tmp_path(ck, sizeof ck, "b.ckpt");
+    tn_path(sock, sizeof sock, "m.sock");
+    tn_path(log, sizeof log, "manager.jsonl");
+    tn_path(ck, sizeof ck, "b.ckpt");
     snprintf(args, sizeof args, "manager --manager %s --log %s --period 0.1", sock, log);
     pid_t mgr = spawn("manager", args);
     ck_assert_msg(wait_text(log, "\"event\": \"start\"", 20), "the manager did not start");
@@ -413,7 +408,7 @@ START_TEST(test_job_or_manager_dies)
     waitpid(a, NULL, 0);
     ck_assert_msg(wait_text(log, "\"reason\": \"died", 10), "the killed job was not dropped");
     snprintf(args, sizeof args, "manager --status --manager %s", sock);
-    tn_run r = tn_vdnn(tmp_dir, "", args);
+    tn_run r = tn_vdnn(tn_dir, "", args);
     tn_run_ok(&r, args);
     ck_assert_msg(strstr(r.out, "0 jobs"), "%s", r.out);
     tn_run_free(&r);
@@ -442,7 +437,7 @@ START_TEST(test_job_or_manager_dies)
     snprintf(args, sizeof args, "train %s --devices cpu:0,cpu:1 --steps 6 --managed --manager %s --quiet", cfg, sock);
     int ok = 0;
     for (int tries = 0; tries < 100 && !ok; tries++) {   /* until the new manager listens */
-        r = tn_vdnn(tmp_dir, "", args);
+        r = tn_vdnn(tn_dir, "", args);
         ok = r.status == 0;
         tn_run_free(&r);
         if (!ok) usleep(100000);
@@ -454,7 +449,7 @@ END_TEST
 
 static void vdnn_fails(const char *args, const char *a, const char *b)
 {
-    tn_run r = tn_vdnn(tmp_dir, "", args);
+    tn_run r = tn_vdnn(tn_dir, "", args);
     ck_assert_msg(r.status != 0, "`%s` exited 0", args);
     ck_assert_msg(strstr(r.err, a) && (!b || strstr(r.err, b)), "`%s`: stderr lacks '%s'%s%s:\n%s", args, a,
                   b ? " or " : "", b ? b : "", r.err);
@@ -466,7 +461,7 @@ START_TEST(test_cli_refusals)
     if (!have_two_cores("test_cli_refusals")) return;
     const char *cfg = mgr_cfg();
     char sock[600], args[4096];
-    tmp_path(sock, sizeof sock, "m.sock");
+    tn_path(sock, sizeof sock, "m.sock");
     snprintf(args, sizeof args, "train %s --devices cpu:0,cpu:1 --steps 2 --managed --manager %s", cfg, sock);
     vdnn_fails(args, "no vdnn manager is listening at", sock);
     snprintf(args, sizeof args, "train %s --steps 2 --managed", cfg);
@@ -483,7 +478,7 @@ START_TEST(test_cli_refusals)
     vdnn_fails(args, "--json goes with --status", NULL);
     /* a manager that shares cpu:0 only */
     char log[600];
-    tmp_path(log, sizeof log, "manager.jsonl");
+    tn_path(log, sizeof log, "manager.jsonl");
     snprintf(args, sizeof args, "manager --manager %s --devices cpu:0 --log %s", sock, log);
     pid_t mgr = spawn("manager", args);
     ck_assert_msg(wait_text(log, "\"event\": \"start\"", 20), "the manager did not start");
@@ -499,12 +494,12 @@ START_TEST(test_cli_refusals)
     pid_t job = spawn("job", args);
     ck_assert_msg(wait_text(log, "\"event\": \"post\"", 60), "the job never posted");
     snprintf(args, sizeof args, "manager --status --manager %s", sock);
-    tn_run r = tn_vdnn(tmp_dir, "", args);
+    tn_run r = tn_vdnn(tn_dir, "", args);
     tn_run_ok(&r, args);
     ck_assert_msg(strstr(r.out, "1 job,") && strstr(r.out, "cpu:0") && strstr(r.out, "mgr.cfg"), "%s", r.out);
     tn_run_free(&r);
     snprintf(args, sizeof args, "manager --status --json --manager %s", sock);
-    r = tn_vdnn(tmp_dir, "", args);
+    r = tn_vdnn(tn_dir, "", args);
     tn_run_ok(&r, args);
     ck_assert_msg(strstr(r.out, "\"jobs\": [{\"id\": 1") && strstr(r.out, "\"devices\": [\"cpu:0\"]"), "%s", r.out);
     tn_run_free(&r);
@@ -517,9 +512,9 @@ START_TEST(test_cli_refusals)
     ck_assert_msg(wait_text(log, "\"event\": \"stop\"", 1), "no stop record");
     /* --plot draws the log: the data and the script (and the picture where gnuplot is) */
     char out[600];
-    tmp_path(out, sizeof out, "plot");
+    tn_path(out, sizeof out, "plot");
     snprintf(args, sizeof args, "manager --plot %s --out %s", log, out);
-    r = tn_vdnn(tmp_dir, "", args);
+    r = tn_vdnn(tn_dir, "", args);
     tn_run_ok(&r, args);
     tn_run_free(&r);
     char p[700];
@@ -535,7 +530,7 @@ START_TEST(test_cli_refusals)
     } else {
         printf("SKIPPED: the manager plot's picture: gnuplot is not installed (the script and data were checked)\n");
     }
-    snprintf(args, sizeof args, "manager --plot %s/job.err --out %s", tmp_dir, out);
+    snprintf(args, sizeof args, "manager --plot %s/job.err --out %s", tn_dir, out);
     vdnn_fails(args, "no posts of any job in this log", NULL);
 }
 END_TEST
@@ -548,18 +543,18 @@ START_TEST(test_share_schedule)
     if (!have_two_cores("test_share_schedule")) return;
     const char *cfg = mgr_cfg();
     char args[4096], sched[600], a[600], b[600], b2[600], c[600];
-    tmp_path(sched, sizeof sched, "s.txt");
-    tmp_path(a, sizeof a, "a.ckpt");
-    tmp_path(b, sizeof b, "b.ckpt");
-    tmp_path(b2, sizeof b2, "b2.ckpt");
-    tmp_path(c, sizeof c, "c.ckpt");
+    tn_path(sched, sizeof sched, "s.txt");
+    tn_path(a, sizeof a, "a.ckpt");
+    tn_path(b, sizeof b, "b.ckpt");
+    tn_path(b2, sizeof b2, "b2.ckpt");
+    tn_path(c, sizeof c, "c.ckpt");
     tn_write_text(sched, "# by hand\n5 1,1   # from step 5 on\n");
     const char *dev = "--devices cpu:0,cpu:1 --quiet";
     tn_run r;
 #define RUN(...)                                                                                                       \
     do {                                                                                                               \
         snprintf(args, sizeof args, __VA_ARGS__);                                                                      \
-        r = tn_vdnn(tmp_dir, "", args);                                                                                \
+        r = tn_vdnn(tn_dir, "", args);                                                                                \
         tn_run_ok(&r, args);                                                                                           \
         tn_run_free(&r);                                                                                               \
     } while (0)
@@ -568,7 +563,7 @@ START_TEST(test_share_schedule)
     RUN("train %s %s --shares 1,1 --resume %s --steps 4 --save %s", cfg, dev, b, b2);
     RUN("train %s %s --shares 3,1 --share-schedule %s --resume %s --steps 4 --save %s", cfg, dev, sched, b, c);
     char none[600];
-    tmp_path(none, sizeof none, "none.ckpt");
+    tn_path(none, sizeof none, "none.ckpt");
     RUN("train %s %s --shares 3,1 --steps 8 --save %s", cfg, dev, none);
 #undef RUN
     ck_assert_msg(tn_same_file(a, b2), "a change at step 5 differs from stopping at 4 and resuming with it");
@@ -588,7 +583,7 @@ START_TEST(test_share_schedule)
         snprintf(args, sizeof args, "train %s %s --share-schedule %s --steps 2", cfg, dev, sched);
         vdnn_fails(args, bad[k].a, bad[k].b);
     }
-    snprintf(args, sizeof args, "train %s %s --share-schedule %s/none --steps 2", cfg, dev, tmp_dir);
+    snprintf(args, sizeof args, "train %s %s --share-schedule %s/none --steps 2", cfg, dev, tn_dir);
     vdnn_fails(args, "--share-schedule", "none");
     snprintf(args, sizeof args, "train %s --share-schedule %s --steps 2", cfg, sched);
     vdnn_fails(args, "data-parallel training", NULL);
@@ -606,7 +601,7 @@ static Suite *manager_suite(void)
     suite_add_tcase(s, rules);
     TCase *jobs = tcase_create("jobs");
     tcase_set_timeout(jobs, 900);
-    tcase_add_checked_fixture(jobs, tmp_setup, tmp_teardown);
+    tcase_add_checked_fixture(jobs, tn_dir_setup, tn_dir_teardown);
     tcase_add_test(jobs, test_managed_jobs_same_as_by_hand);
     tcase_add_test(jobs, test_job_or_manager_dies);
     tcase_add_test(jobs, test_cli_refusals);
@@ -615,11 +610,4 @@ static Suite *manager_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *r = srunner_create(manager_suite());
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+int main(void) { return tn_run_suite(manager_suite()); }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/testnet.h"
 #include "vdnn/pool.h"
 #include "vdnn/rng.h"
 #include "vdnn/status.h"
@@ -984,11 +985,4 @@ static Suite *mempool_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(mempool_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return tn_run_suite(mempool_suite()); }

@@ -313,16 +313,10 @@ END_TEST
 
 /* ---- the command line ---- */
 
-static char tmp_dir[256];
-static void tmp_setup(void) { tn_tmpdir(tmp_dir, sizeof tmp_dir, "test_parallel"); }
-static void tmp_teardown(void) { tn_rmtree(tmp_dir); }
-
-static const char *tmp_path(char *buf, size_t len, const char *name) { return tn_join(buf, len, tmp_dir, name); }
-
 /* `vdnn ARGS` (with `env`), which must exit 0. */
 static void vdnn_ok(const char *env, const char *args)
 {
-    tn_run r = tn_vdnn(tmp_dir, env, args);
+    tn_run r = tn_vdnn(tn_dir, env, args);
     tn_run_ok(&r, args);
     tn_run_free(&r);
 }
@@ -330,7 +324,7 @@ static void vdnn_ok(const char *env, const char *args)
 /* `vdnn ARGS`, which must fail with a message holding a and b. */
 static void vdnn_fails(const char *env, const char *args, const char *a, const char *b)
 {
-    tn_run r = tn_vdnn(tmp_dir, env, args);
+    tn_run r = tn_vdnn(tn_dir, env, args);
     ck_assert_msg(r.status != 0, "`%s` exited 0", args);
     ck_assert_msg(strstr(r.err, a) && (!b || strstr(r.err, b)), "`%s`: stderr lacks '%s'%s%s:\n%s", args, a,
                   b ? " or " : "", b ? b : "", r.err);
@@ -340,7 +334,7 @@ static void vdnn_fails(const char *env, const char *args, const char *a, const c
 static const char *par_cfg(void)
 {
     static char path[512];
-    tmp_path(path, sizeof path, "par.cfg");
+    tn_path(path, sizeof path, "par.cfg");
     if (!tn_exists(path)) tn_write_text(path, PAR_NET);
     return path;
 }
@@ -349,10 +343,10 @@ START_TEST(test_cli_devices)
 {
     char args[2048], a[512], b[512], c[512], d[512];
     const char *cfg = par_cfg();
-    tmp_path(a, sizeof a, "a.ckpt");
-    tmp_path(b, sizeof b, "b.ckpt");
-    tmp_path(c, sizeof c, "c.ckpt");
-    tmp_path(d, sizeof d, "d.ckpt");
+    tn_path(a, sizeof a, "a.ckpt");
+    tn_path(b, sizeof b, "b.ckpt");
+    tn_path(c, sizeof c, "c.ckpt");
+    tn_path(d, sizeof d, "d.ckpt");
     /* the same job twice: the same bytes; 10 steps, or 6 and 4 resumed, too */
     snprintf(args, sizeof args, "train %s --devices cpu,cpu --shares 3,1 --threads 1 --steps 10 --save %s --quiet",
              cfg, a);
@@ -389,7 +383,7 @@ START_TEST(test_cli_devices)
     tn_free(n, dev);
     /* the log has each step's shares */
     char log[512];
-    tmp_path(log, sizeof log, "log.json");
+    tn_path(log, sizeof log, "log.json");
     snprintf(args, sizeof args, "train %s --devices cpu,cpu --shares 3,1 --threads 1 --steps 2 --log %s --quiet", cfg,
              log);
     vdnn_ok("", args);
@@ -451,7 +445,7 @@ static tn_run mpirun(int ranks, const char *env, const char *args)
 {
     char cmd[4096];
     snprintf(cmd, sizeof cmd, "%s %s mpirun --oversubscribe -np %d %s %s", MPI_ENV, env, ranks, vdnn_bin(), args);
-    return tn_shell(tmp_dir, cmd);
+    return tn_shell(tn_dir, cmd);
 }
 
 START_TEST(test_mpi_same_as_devices)
@@ -461,8 +455,8 @@ START_TEST(test_mpi_same_as_devices)
     static const char *const shares[] = {"equal", "3,1"};
     for (int k = 0; k < 2; k++) {
         char args[2048], a[512], b[512];
-        tmp_path(a, sizeof a, "in-process.ckpt");
-        tmp_path(b, sizeof b, "ranks.ckpt");
+        tn_path(a, sizeof a, "in-process.ckpt");
+        tn_path(b, sizeof b, "ranks.ckpt");
         snprintf(args, sizeof args, "train %s --devices cpu,cpu --shares %s --threads 1 --steps 8 --save %s --quiet",
                  cfg, shares[k], a);
         vdnn_ok("", args);
@@ -481,7 +475,7 @@ START_TEST(test_mpi_faults)
     if (!have_mpirun("test_mpi_faults")) return;
     const char *cfg = par_cfg();
     char args[2048], ck[512];
-    tmp_path(ck, sizeof ck, "k.ckpt");
+    tn_path(ck, sizeof ck, "k.ckpt");
     /* killed after its first epoch's checkpoint (16 steps an epoch): the job stops, the
      * checkpoint loads */
     snprintf(args, sizeof args, "train %s --devices cpu --threads 1 --epochs 3 --save %s --quiet --rank-timeout 20",
@@ -521,7 +515,7 @@ START_TEST(test_mpi_faults)
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "%s mpirun --oversubscribe -np 1 %s train %s --devices cpu --steps 2 --lr 0.1 : "
              "-np 1 %s train %s --devices cpu --steps 2 --lr 0.2", MPI_ENV, vdnn_bin(), cfg, vdnn_bin(), cfg);
-    r = tn_shell(tmp_dir, cmd);
+    r = tn_shell(tn_dir, cmd);
     ck_assert_msg(r.status != 0, "ranks with other learning rates trained");
     ck_assert_msg(strstr(r.err, "learning_rate = 0.2") && strstr(r.err, "learning_rate = 0.1"), "%s", r.err);
     tn_run_free(&r);
@@ -543,7 +537,7 @@ static Suite *parallel_suite(void)
     suite_add_tcase(s, inproc);
     TCase *cli = tcase_create("cli");
     tcase_set_timeout(cli, 300);
-    tcase_add_checked_fixture(cli, tmp_setup, tmp_teardown);
+    tcase_add_checked_fixture(cli, tn_dir_setup, tn_dir_teardown);
     tcase_add_test(cli, test_cli_devices);
     tcase_add_test(cli, test_cli_device_errors);
     tcase_add_test(cli, test_mpi_same_as_devices);
@@ -552,11 +546,4 @@ static Suite *parallel_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(parallel_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return tn_run_suite(parallel_suite()); }

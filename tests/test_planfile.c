@@ -1363,11 +1363,4 @@ static Suite *planfile_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(planfile_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return tn_run_suite(planfile_suite()); }

@@ -35,10 +35,6 @@
 /* A link slow enough that copies matter: 1 MiB takes ~5 ms. */
 #define LINK_GBPS 0.2
 
-static char cache_dir[256];
-
-static void cache_setup(void) { tn_tmpdir(cache_dir, sizeof cache_dir, "test_planner"); }
-static void cache_teardown(void) { tn_rmtree(cache_dir); }
 
 static device *cpu_device(size_t budget, double link_gbps)
 {
@@ -69,7 +65,7 @@ static net *attached(const char *text, size_t budget, double link_gbps, device *
 static void get_profile(net *n, double link_gbps, profile *pr)
 {
     int cached = -1;
-    ck_assert_msg(profile_get(n, n->dev, link_gbps, 1, cache_dir, pr, &cached) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_msg(profile_get(n, n->dev, link_gbps, 1, tn_dir, pr, &cached) == VDNN_OK, "%s", vdnn_errmsg());
 }
 
 /* ---- the profile ---- */
@@ -107,10 +103,10 @@ START_TEST(profile_cache_round_trip)
     net *n = attached(PLAN_NET, (size_t)64 << 20, 0, &d);
     profile a, b, c;
     int cached = -1;
-    ck_assert(profile_get(n, d, 0, 1, cache_dir, &a, &cached) == VDNN_OK);
+    ck_assert(profile_get(n, d, 0, 1, tn_dir, &a, &cached) == VDNN_OK);
     ck_assert_int_eq(cached, 0);
     ck_assert_msg(a.measure_s > 0, "measuring takes time");
-    ck_assert(profile_get(n, d, 0, 1, cache_dir, &b, &cached) == VDNN_OK);
+    ck_assert(profile_get(n, d, 0, 1, tn_dir, &b, &cached) == VDNN_OK);
     ck_assert_int_eq(cached, 1);
     ck_assert_int_eq(b.nlayers, a.nlayers);
     ck_assert(b.net_key == a.net_key);
@@ -120,19 +116,19 @@ START_TEST(profile_cache_round_trip)
     }
     ck_assert(fabs(b.h2d_bytes_per_s - a.h2d_bytes_per_s) <= 1e-6 * a.h2d_bytes_per_s);
     /* another link is another device: measured anew */
-    ck_assert(profile_get(n, d, 3.0, 1, cache_dir, &c, &cached) == VDNN_OK);
+    ck_assert(profile_get(n, d, 3.0, 1, tn_dir, &c, &cached) == VDNN_OK);
     ck_assert_int_eq(cached, 0);
     profile_free(&c);
     /* a damaged cache file is measured again, and a damaged file read directly names itself */
     char path[1200];
     char key[64];
     snprintf(key, sizeof key, "cpu threads=%d link_gbps=%g", 1, 0.0);
-    ck_assert(profile_cache_path(n, key, cache_dir, path, sizeof path) == VDNN_OK);
+    ck_assert(profile_cache_path(n, key, tn_dir, path, sizeof path) == VDNN_OK);
     ck_assert(tn_exists(path));
     tn_write_text(path, "vdnn-profile 2\ndevice cpu\nnet zz\n");
     ck_assert(profile_load(path, &c) == VDNN_EFORMAT);
     tn_msg_has(path, ":3:");
-    ck_assert(profile_get(n, d, 0, 1, cache_dir, &c, &cached) == VDNN_OK);
+    ck_assert(profile_get(n, d, 0, 1, tn_dir, &c, &cached) == VDNN_OK);
     ck_assert_int_eq(cached, 0);
     profile_free(&a);
     profile_free(&b);
@@ -496,13 +492,13 @@ static Suite *planner_suite(void)
 {
     Suite *s = suite_create("planner");
     TCase *t = tcase_create("profile");
-    tcase_add_checked_fixture(t, cache_setup, cache_teardown);
+    tcase_add_checked_fixture(t, tn_dir_setup, tn_dir_teardown);
     tcase_set_timeout(t, 120);
     tcase_add_test(t, profile_measures_every_pass_and_the_link);
     tcase_add_test(t, profile_cache_round_trip);
     suite_add_tcase(s, t);
     t = tcase_create("simulator");
-    tcase_add_checked_fixture(t, cache_setup, cache_teardown);
+    tcase_add_checked_fixture(t, tn_dir_setup, tn_dir_teardown);
     tcase_set_timeout(t, 300);
     tcase_add_test(t, simulator_predicts_measured_time);
     tcase_add_test(t, simulated_peak_is_the_real_peak);
@@ -514,18 +510,11 @@ static Suite *planner_suite(void)
     tcase_add_test(t, vdnn_ladder_follows_the_paper);
     suite_add_tcase(s, t);
     t = tcase_create("choice");
-    tcase_add_checked_fixture(t, cache_setup, cache_teardown);
+    tcase_add_checked_fixture(t, tn_dir_setup, tn_dir_teardown);
     tcase_set_timeout(t, 300);
     tcase_add_test(t, dyn_is_never_slower_than_a_fixed_policy);
     suite_add_tcase(s, t);
     return s;
 }
 
-int main(void)
-{
-    SRunner *r = srunner_create(planner_suite());
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+int main(void) { return tn_run_suite(planner_suite()); }

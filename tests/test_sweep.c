@@ -37,27 +37,11 @@
 #define SW_HEADER "budget_bytes,policy,fits,predicted_ms,measured_ms,peak_bytes,measured_peak_bytes,plan_s"
 #define SW_MAX_ROWS 64
 
-static char tmp_dir[256];
-
-static void tmp_setup(void)
-{
-    tn_tmpdir(tmp_dir, sizeof tmp_dir, "test_sweep");
-}
-
-static void tmp_teardown(void)
-{
-    tn_rmtree(tmp_dir);
-}
-
-static const char *tmp_path(char *buf, size_t len, const char *name)
-{
-    return tn_join(buf, len, tmp_dir, name);
-}
 
 typedef tn_run cli_run;
 
-static cli_run run_env(const char *env, const char *args) { return tn_vdnn(tmp_dir, env, args); }
-static cli_run run_cli(const char *args) { return tn_vdnn(tmp_dir, "", args); }
+static cli_run run_env(const char *env, const char *args) { return tn_vdnn(tn_dir, env, args); }
+static cli_run run_cli(const char *args) { return tn_vdnn(tn_dir, "", args); }
 static void run_free(cli_run *r) { tn_run_free(r); }
 static void assert_ok(const cli_run *r, const char *args) { tn_run_ok(r, args); }
 
@@ -78,7 +62,7 @@ static void fails_with(const char *args, const char *a, const char *b)
 /* The net's config in the temporary folder; its path goes to buf. */
 static const char *write_net(char *buf, size_t len)
 {
-    tmp_path(buf, len, "net.cfg");
+    tn_path(buf, len, "net.cfg");
     tn_write_text(buf, SW_NET);
     return buf;
 }
@@ -197,8 +181,8 @@ static void check_rows(const sw_csv *c, int measured)
 static void sweep_ok(const char *cfg, const char *flags, const char *dir_name, sw_csv *c, char *dir, size_t len)
 {
     char args[2048], cache[512];
-    tmp_path(dir, len, dir_name);
-    tmp_path(cache, sizeof cache, "cache");
+    tn_path(dir, len, dir_name);
+    tn_path(cache, sizeof cache, "cache");
     /* a node limit far above what these small nets need, so that sanitizer builds stay quick */
     snprintf(args, sizeof args, "sweep %s %s --node-limit 3000 --profile-cache %s --out %s", cfg, flags, cache, dir);
     cli_run r = run_cli(args);
@@ -357,7 +341,7 @@ START_TEST(test_swap_recompute)
     char flags[1024];
     snprintf(flags, sizeof flags,
              "sweep %s --budgets 64M --policies none,recompute-mem --simulate --profile-cache %s/cache --out %s/w",
-             cfg, tmp_dir, tmp_dir);
+             cfg, tn_dir, tn_dir);
     cli_run r = run_cli(flags);
     assert_ok(&r, flags);
     ck_assert_msg(strstr(r.out, "policy none           predicted") && strstr(r.out, "policy recompute-mem  predicted"),
@@ -411,7 +395,7 @@ START_TEST(test_bad_input)
     snprintf(args, sizeof args, "sweep %s --budgets 1M --policies all --simulate --iters 3", cfg);
     fails_with(args, "--iters", "--simulate");
     /* --out under a plain file cannot be created */
-    tmp_path(file, sizeof file, "plain");
+    tn_path(file, sizeof file, "plain");
     tn_write_text(file, "x");
     snprintf(out, sizeof out, "%s/sub", file);
     snprintf(args, sizeof args, "sweep %s --budgets 1M --policies all --simulate --out %s", cfg, out);
@@ -455,10 +439,10 @@ START_TEST(test_plot_without_gnuplot)
 {
     char cfg[512], dir[512], args[1024], env[600], empty[512], cache[512];
     write_net(cfg, sizeof cfg);
-    tmp_path(empty, sizeof empty, "empty-bin");
+    tn_path(empty, sizeof empty, "empty-bin");
     ck_assert_int_eq(mkdir(empty, 0755), 0);
-    tmp_path(dir, sizeof dir, "nognuplot");
-    tmp_path(cache, sizeof cache, "cache");
+    tn_path(dir, sizeof dir, "nognuplot");
+    tn_path(cache, sizeof cache, "cache");
     snprintf(env, sizeof env, "PATH=%s", empty);
     snprintf(args, sizeof args, "sweep %s --budgets auto:2 --policies all,dyn --simulate --node-limit 3000 --profile-cache %s --out %s",
              cfg, cache, dir);
@@ -481,13 +465,13 @@ START_TEST(test_plot_gnuplot_fails)
 {
     char cfg[512], dir[512], args[1024], env[700], bin[512], fake[600], cache[512];
     write_net(cfg, sizeof cfg);
-    tmp_path(bin, sizeof bin, "fake-bin");
+    tn_path(bin, sizeof bin, "fake-bin");
     ck_assert_int_eq(mkdir(bin, 0755), 0);
     snprintf(fake, sizeof fake, "%s/gnuplot", bin);
     tn_write_text(fake, "#!/bin/sh\necho 'fake gnuplot: broken' >&2\nexit 3\n");
     ck_assert_int_eq(chmod(fake, 0755), 0);
-    tmp_path(dir, sizeof dir, "badplot");
-    tmp_path(cache, sizeof cache, "cache");
+    tn_path(dir, sizeof dir, "badplot");
+    tn_path(cache, sizeof cache, "cache");
     snprintf(env, sizeof env, "PATH=%s:\"$PATH\"", bin);
     snprintf(args, sizeof args, "sweep %s --budgets auto:2 --policies all,dyn --simulate --node-limit 3000 --profile-cache %s --out %s",
              cfg, cache, dir);
@@ -506,7 +490,7 @@ static Suite *sweep_suite(void)
 {
     Suite *s = suite_create("sweep");
     TCase *t = tcase_create("sweep");
-    tcase_add_checked_fixture(t, tmp_setup, tmp_teardown);
+    tcase_add_checked_fixture(t, tn_dir_setup, tn_dir_teardown);
     tcase_set_timeout(t, 300);
     tcase_add_test(t, test_simulate);
     tcase_add_test(t, test_auto_low_end);
@@ -520,11 +504,4 @@ static Suite *sweep_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(sweep_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return tn_run_suite(sweep_suite()); }

@@ -28,23 +28,7 @@
     "[dropout]\nprobability = 0.3\n[connected]\noutput = 4\n[softmax]\n"
 #define STEPS_PER_EPOCH 13
 
-static char tmp_dir[256];
 static char last_msg[1024];
-
-static void tmp_setup(void)
-{
-    tn_tmpdir(tmp_dir, sizeof tmp_dir, "test_train");
-}
-
-static void tmp_teardown(void)
-{
-    tn_rmtree(tmp_dir);
-}
-
-static const char *tmp_path(char *buf, size_t len, const char *name)
-{
-    return tn_join(buf, len, tmp_dir, name);
-}
 
 /* A fresh net from `text` trained by train_run with these options, then freed. The
  * status is returned, its message kept in last_msg. */
@@ -142,9 +126,9 @@ static void free_lines(char **lines, int n)
 static void check_resume(long long first, long long total)
 {
     char a[512], b[512], c[512];
-    tmp_path(a, sizeof a, "a.ckpt");
-    tmp_path(b, sizeof b, "b.ckpt");
-    tmp_path(c, sizeof c, "c.ckpt");
+    tn_path(a, sizeof a, "a.ckpt");
+    tn_path(b, sizeof b, "b.ckpt");
+    tn_path(c, sizeof c, "c.ckpt");
     FILE *log_a = tmpfile(), *log_c = tmpfile();
     ck_assert(log_a && log_c);
     train_summary sa, sb, sc;
@@ -179,7 +163,7 @@ START_TEST(test_resume_mid_epoch)
     /* Stopped at step 10 of 13 in epoch 0, resumed through the end of epoch 0 (test
      * evaluation, epoch checkpoint) to step 20 in epoch 1. */
     check_resume(10, 20);
-    ckpt_state s = state_of(tmp_path((char[512]){0}, 512, "c.ckpt"));
+    ckpt_state s = state_of(tn_path((char[512]){0}, 512, "c.ckpt"));
     ck_assert_uint_eq(s.epoch, 1);
     ck_assert_uint_eq(s.index, 7 * 16);
 }
@@ -197,7 +181,7 @@ START_TEST(test_resume_to_the_end)
     /* Stopped in epoch 1 and resumed without a step limit: both runs finish epoch 2. */
     char c[512];
     check_resume(STEPS_PER_EPOCH + 4, 0);
-    ckpt_state s = state_of(tmp_path(c, sizeof c, "c.ckpt"));
+    ckpt_state s = state_of(tn_path(c, sizeof c, "c.ckpt"));
     ck_assert_uint_eq(s.step, 3 * STEPS_PER_EPOCH);
 }
 END_TEST
@@ -206,10 +190,10 @@ START_TEST(test_resume_twice)
 {
     /* 5 + 5 + 10 steps equal 20. */
     char a[512], b[512], b2[512], c[512];
-    tmp_path(a, sizeof a, "a.ckpt");
-    tmp_path(b, sizeof b, "b.ckpt");
-    tmp_path(b2, sizeof b2, "b2.ckpt");
-    tmp_path(c, sizeof c, "c.ckpt");
+    tn_path(a, sizeof a, "a.ckpt");
+    tn_path(b, sizeof b, "b.ckpt");
+    tn_path(b2, sizeof b2, "b2.ckpt");
+    tn_path(c, sizeof c, "c.ckpt");
     run_ok(20, NULL, a, NULL);
     run_ok(5, NULL, b, NULL);
     run_ok(5, b, b2, NULL);
@@ -221,7 +205,7 @@ END_TEST
 START_TEST(test_resume_other_seed)
 {
     char b[512];
-    tmp_path(b, sizeof b, "b.ckpt");
+    tn_path(b, sizeof b, "b.ckpt");
     run_ok(4, NULL, b, NULL);
     net_overrides ov = net_no_overrides();
     ov.seed = 4;
@@ -234,7 +218,7 @@ END_TEST
 START_TEST(test_resume_missing_file)
 {
     char b[512];
-    tmp_path(b, sizeof b, "none.ckpt");
+    tn_path(b, sizeof b, "none.ckpt");
     vdnn_status st = run_train(RESUME_NET, NULL, 4, b, NULL, NULL, NULL);
     ck_assert_int_eq(st, VDNN_EIO);
     ck_assert_msg(strstr(last_msg, b) != NULL, "message: %s", last_msg);
@@ -471,7 +455,7 @@ END_TEST
 START_TEST(test_nan_keeps_checkpoint)
 {
     char ck[512];
-    tmp_path(ck, sizeof ck, "last.ckpt");
+    tn_path(ck, sizeof ck, "last.ckpt");
     device *d;
     net *n = tn_attached(RESUME_NET, NULL, &d);
     dataset *train = NULL, *test = NULL;
@@ -578,7 +562,7 @@ static Suite *train_suite(void)
 {
     Suite *s = suite_create("train");
     TCase *resume = tcase_create("resume");
-    tcase_add_checked_fixture(resume, tmp_setup, tmp_teardown);
+    tcase_add_checked_fixture(resume, tn_dir_setup, tn_dir_teardown);
     tcase_set_timeout(resume, 60);
     tcase_add_test(resume, test_resume_mid_epoch);
     tcase_add_test(resume, test_resume_at_epoch_boundary);
@@ -600,7 +584,7 @@ static Suite *train_suite(void)
     suite_add_tcase(s, fm);
 
     TCase *checks = tcase_create("checks");
-    tcase_add_checked_fixture(checks, tmp_setup, tmp_teardown);
+    tcase_add_checked_fixture(checks, tn_dir_setup, tn_dir_teardown);
     tcase_set_timeout(checks, 60);
     tcase_add_test(checks, test_check_classes);
     tcase_add_test(checks, test_huge_lr_diverges);
@@ -612,11 +596,4 @@ static Suite *train_suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(train_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return tn_run_suite(train_suite()); }

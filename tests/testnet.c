@@ -1,8 +1,9 @@
-/* Helpers shared by the net, checkpoint, trainer and CLI suites (see testnet.h). */
+/* Helpers shared by the suites (see testnet.h). */
 #include "tests/testnet.h"
 #include "vdnn/rng.h"
 
 #include <check.h>
+#include <errno.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -125,6 +126,15 @@ void tn_rmtree(const char *dir)
     if (dir && *dir) nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+char tn_dir[512];
+
+/* named after the suite, so that a folder left behind says whose it is */
+void tn_dir_setup(void) { tn_tmpdir(tn_dir, sizeof tn_dir, program_invocation_short_name); }
+
+void tn_dir_teardown(void) { tn_rmtree(tn_dir); }
+
+const char *tn_path(char *buf, size_t len, const char *name) { return tn_join(buf, len, tn_dir, name); }
+
 const char *tn_join(char *buf, size_t len, const char *dir, const char *name)
 {
     int k = snprintf(buf, len, "%s/%s", dir, name);
@@ -239,4 +249,13 @@ void tn_run_free(tn_run *r)
 void tn_run_ok(const tn_run *r, const char *args)
 {
     ck_assert_msg(r->status == 0, "`vdnn %s` exited %d; stderr:\n%s", args, r->status, r->err);
+}
+
+int tn_run_suite(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

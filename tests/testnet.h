@@ -1,10 +1,11 @@
-/* Helpers shared by the net, checkpoint, trainer and CLI suites: small nets from config
- * text on a CPU device, temporary folders, whole-file reads and writes, and message
- * checks. Every helper fails the running check (ck_assert) instead of returning an
- * error, so a test reads as the steps it takes. */
+/* Helpers shared by the suites: small nets from config text on a CPU device, temporary
+ * folders, whole-file reads and writes, message checks, and the suites' main(). Every
+ * helper fails the running check (ck_assert) instead of returning an error, so a test
+ * reads as the steps it takes. */
 #ifndef VDNN_TESTNET_H
 #define VDNN_TESTNET_H
 
+#include <check.h>
 #include <stddef.h>
 
 #include "nets/net.h"
@@ -69,6 +70,14 @@ void tn_rmtree(const char *dir);
 /* dir/name into buf. */
 const char *tn_join(char *buf, size_t len, const char *dir, const char *name);
 
+/* A fixture (tcase_add_checked_fixture(tc, tn_dir_setup, tn_dir_teardown)): every test
+ * of the case gets a new empty folder, tn_dir, removed after it; tn_path() names a file
+ * in it. */
+extern char tn_dir[512];
+void tn_dir_setup(void);
+void tn_dir_teardown(void);
+const char *tn_path(char *buf, size_t len, const char *name);
+
 /* One run of the `vdnn` program: its exit status (128 + signal for a crash) and all
  * it wrote, NUL-terminated. */
 typedef struct tn_run {
@@ -93,5 +102,9 @@ void tn_write_text(const char *path, const char *text);
 int tn_exists(const char *path);
 /* Whether two files exist and hold the same bytes. */
 int tn_same_file(const char *a, const char *b);
+
+/* Runs a suite with Check's normal output: a suite's whole main(). EXIT_SUCCESS when
+ * every check passed. */
+int tn_run_suite(Suite *s);
 
 #endif
