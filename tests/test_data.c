@@ -18,6 +18,7 @@
 
 #include "data/data.h"
 #include "tests/testnet.h"
+#include "tests/tsan.h"
 
 #define FMNIST_DIR "/usr/share/datasets/fashion-mnist"
 
@@ -639,7 +640,7 @@ END_TEST
  * regions of their own. */
 static void limit_address_space(size_t extra)
 {
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#if !UNDER_SANITIZER
     unsigned long pages = 0;
     FILE *f = fopen("/proc/self/statm", "r");
     ck_assert_ptr_nonnull(f);
