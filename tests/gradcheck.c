@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nets/config.h"
 #include "vdnn/rng.h"
 
 gradcheck_opts gradcheck_defaults(void)
@@ -47,6 +48,65 @@ void test_fill_uniform(float *x, size_t n, float scale, uint64_t seed)
     rng r;
     rng_seed(&r, seed);
     for (size_t i = 0; i < n; i++) x[i] = scale * (2.0f * rng_uniform(&r) - 1.0f);
+}
+
+float *test_random_floats(size_t n, float scale, uint64_t seed)
+{
+    float *x = malloc(n * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    test_fill_uniform(x, n, scale, seed);
+    return x;
+}
+
+/* text parsed as test.cfg, which must hold one section */
+static cfg_file *parse_one(const char *text)
+{
+    cfg_file *f = NULL;
+    ck_assert_msg(cfg_parse(text, "test.cfg", &f) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_int_eq(f->nsec, 1);
+    return f;
+}
+
+layer *test_layer(const layer_ops *ops, int index, const char *text, shape4 in)
+{
+    cfg_file *f = parse_one(text);
+    if (!ops) ops = layer_find_type(f->sec[0].name);
+    ck_assert_msg(ops != NULL, "no layer type '%s'", f->sec[0].name);
+    ck_assert_msg(cfg_check(f, &f->sec[0], ops->keys) == VDNN_OK, "%s", vdnn_errmsg());
+    layer *l = NULL;
+    ck_assert_msg(layer_create(ops, index, in, f, &f->sec[0], &l) == VDNN_OK, "%s", vdnn_errmsg());
+    cfg_free(f);
+    return l;
+}
+
+vdnn_status test_layer_status(const layer_ops *ops, const char *text, shape4 in)
+{
+    cfg_file *f = parse_one(text);
+    vdnn_status st = cfg_check(f, &f->sec[0], ops->keys);
+    layer *l = NULL;
+    if (st == VDNN_OK) st = layer_create(ops, 0, in, f, &f->sec[0], &l);
+    layer_destroy(l, NULL);
+    cfg_free(f);
+    return st;
+}
+
+vdnn_status test_check_status(const layer_ops *ops, const char *text)
+{
+    cfg_file *f = parse_one(text);
+    vdnn_status st = cfg_check(f, &f->sec[0], ops->keys);
+    cfg_free(f);
+    return st;
+}
+
+exec_ctx test_ctx(device *d, int n, int train)
+{
+    exec_ctx c;
+    memset(&c, 0, sizeof c);
+    c.dev = d;
+    c.n = n;
+    c.train = train;
+    c.grad_scale = 1.0f;
+    return c;
 }
 
 /* What one gradient check works with. Device buffers: per input k x[k] and dx[k]

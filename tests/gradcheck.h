@@ -39,5 +39,21 @@ device *test_cpu_device(void);
 
 /* Fills n floats with values uniform in [-scale, scale] from seed. */
 void test_fill_uniform(float *x, size_t n, float scale, uint64_t seed);
+/* A new array of n such floats; free() it. */
+float *test_random_floats(size_t n, float scale, uint64_t seed);
+
+/* A layer from config text holding one section (e.g. "[lrn]\nsize = 3\n"), parsed as
+ * "test.cfg": of type `ops` (NULL: the type the section names), at position `index` in
+ * its net, on input `in`. The check fails unless the section is valid. Free with
+ * layer_destroy(l, NULL). */
+layer *test_layer(const layer_ops *ops, int index, const char *text, shape4 in);
+/* The status of checking such a section against ops's keys and, if that passes, of
+ * creating the layer on `in`: where a config error ends. */
+vdnn_status test_layer_status(const layer_ops *ops, const char *text, shape4 in);
+/* The status of the key check alone (range and type errors end there). */
+vdnn_status test_check_status(const layer_ops *ops, const char *text);
+
+/* An exec_ctx for `n` items on d (training when `train`, gradient scale 1), the rest 0. */
+exec_ctx test_ctx(device *d, int n, int train);
 
 #endif

@@ -15,58 +15,17 @@ extern const layer_ops relu_ops, leaky_ops, tanh_ops, sigmoid_ops;
 
 static const shape4 odd_shape = {3, 5, 3, 7};   /* (N, C, H, W) */
 
-static layer *make_layer(const layer_ops *ops, const char *text, shape4 in)
-{
-    cfg_file *f;
-    ck_assert_msg(cfg_parse(text, "test", &f) == VDNN_OK, "%s", vdnn_errmsg());
-    ck_assert_msg(cfg_check(f, &f->sec[0], ops->keys) == VDNN_OK, "%s", vdnn_errmsg());
-    layer *l;
-    ck_assert_msg(layer_create(ops, 0, in, f, &f->sec[0], &l) == VDNN_OK, "%s", vdnn_errmsg());
-    cfg_free(f);
-    return l;
-}
-
-/* The status cfg_check (then, if that passes, layer_create) gives a section. */
+static layer *make_layer(const layer_ops *ops, const char *text, shape4 in) { return test_layer(ops, 0, text, in); }
 static vdnn_status config_status(const layer_ops *ops, const char *text)
 {
-    cfg_file *f;
-    ck_assert_msg(cfg_parse(text, "test", &f) == VDNN_OK, "%s", vdnn_errmsg());
-    vdnn_status st = cfg_check(f, &f->sec[0], ops->keys);
-    layer *l = NULL;
-    if (st == VDNN_OK) st = layer_create(ops, 0, odd_shape, f, &f->sec[0], &l);
-    layer_destroy(l, NULL);
-    cfg_free(f);
-    return st;
-}
-
-/* The status of cfg_check alone on a section (range and type errors end here). */
-static vdnn_status check_status(const layer_ops *ops, const char *text)
-{
-    cfg_file *f;
-    ck_assert_msg(cfg_parse(text, "test", &f) == VDNN_OK, "%s", vdnn_errmsg());
-    vdnn_status st = cfg_check(f, &f->sec[0], ops->keys);
-    cfg_free(f);
-    return st;
+    return test_layer_status(ops, text, odd_shape);
 }
 
 static exec_ctx make_ctx(device *d, int n, int train)
 {
-    exec_ctx c;
-    memset(&c, 0, sizeof c);
-    c.dev = d;
-    c.n = n;
-    c.train = train;
+    exec_ctx c = test_ctx(d, n, train);
     c.seed = 1234;
-    c.grad_scale = 1.0f;
     return c;
-}
-
-static float *random_floats(size_t n, float scale, uint64_t seed)
-{
-    float *x = malloc(n * sizeof *x);
-    ck_assert_ptr_nonnull(x);
-    test_fill_uniform(x, n, scale, seed);
-    return x;
 }
 
 /* The reference activation and its derivative, in double. */
@@ -120,8 +79,8 @@ START_TEST(test_forward_backward_reference)
     ck_assert_int_eq(l->needs_output, 1);
     ck_assert_int_eq(l->needs_input, 0);
     const size_t total = shape_count(odd_shape), per = shape_per_item(odd_shape);
-    float *x = random_floats(total, 6.0f, 11), *dy = random_floats(total, 1.0f, 12);
-    float *y = random_floats(total, 1.0f, 13), *dx = random_floats(total, 1.0f, 14);
+    float *x = test_random_floats(total, 6.0f, 11), *dy = test_random_floats(total, 1.0f, 12);
+    float *y = test_random_floats(total, 1.0f, 13), *dx = test_random_floats(total, 1.0f, 14);
     const float sentinel = 12345.0f;
     for (int n = 1; n <= odd_shape.n; n++) {
         for (size_t i = 0; i < total; i++) y[i] = dx[i] = sentinel;
@@ -217,7 +176,7 @@ START_TEST(test_dx_null)
     device *d = test_cpu_device();
     layer *l = make_layer(cases[_i].ops, cases[_i].cfg, odd_shape);
     const size_t total = shape_count(odd_shape);
-    float *x = random_floats(total, 2.0f, 3), *y = random_floats(total, 1.0f, 4);
+    float *x = test_random_floats(total, 2.0f, 3), *y = test_random_floats(total, 1.0f, 4);
     exec_ctx c = make_ctx(d, 3, 1);
     ck_assert_int_eq(layer_forward(l, &c, x, y), VDNN_OK);
     ck_assert_int_eq(layer_backward(l, &c, NULL, y, x, NULL), VDNN_OK);
@@ -230,16 +189,16 @@ END_TEST
 
 START_TEST(test_config)
 {
-    ck_assert_int_eq(check_status(&leaky_ops, "[leaky]\nslope=1.5\n"), VDNN_EINVAL);
-    ck_assert_ptr_nonnull(strstr(vdnn_errmsg(), "test:2"));
+    ck_assert_int_eq(test_check_status(&leaky_ops, "[leaky]\nslope=1.5\n"), VDNN_EINVAL);
+    ck_assert_ptr_nonnull(strstr(vdnn_errmsg(), "test.cfg:2"));
     ck_assert_ptr_nonnull(strstr(vdnn_errmsg(), "slope"));
-    ck_assert_int_eq(check_status(&leaky_ops, "[leaky]\nslope=-0.1\n"), VDNN_EINVAL);
-    ck_assert_int_eq(check_status(&leaky_ops, "[leaky]\nslope=abc\n"), VDNN_EINVAL);
-    ck_assert_int_eq(check_status(&relu_ops, "[relu]\nslope=0.1\n"), VDNN_EINVAL);
-    ck_assert_int_eq(check_status(&tanh_ops, "[tanh]\nsize=1\n"), VDNN_EINVAL);
-    ck_assert_int_eq(check_status(&sigmoid_ops, "[sigmoid]\nsize=1\n"), VDNN_EINVAL);
+    ck_assert_int_eq(test_check_status(&leaky_ops, "[leaky]\nslope=-0.1\n"), VDNN_EINVAL);
+    ck_assert_int_eq(test_check_status(&leaky_ops, "[leaky]\nslope=abc\n"), VDNN_EINVAL);
+    ck_assert_int_eq(test_check_status(&relu_ops, "[relu]\nslope=0.1\n"), VDNN_EINVAL);
+    ck_assert_int_eq(test_check_status(&tanh_ops, "[tanh]\nsize=1\n"), VDNN_EINVAL);
+    ck_assert_int_eq(test_check_status(&sigmoid_ops, "[sigmoid]\nsize=1\n"), VDNN_EINVAL);
     /* The key table is inclusive; setup rejects the open end. */
-    ck_assert_int_eq(check_status(&leaky_ops, "[leaky]\nslope=1\n"), VDNN_OK);
+    ck_assert_int_eq(test_check_status(&leaky_ops, "[leaky]\nslope=1\n"), VDNN_OK);
     ck_assert_int_eq(config_status(&leaky_ops, "[leaky]\nslope=1\n"), VDNN_EINVAL);
     ck_assert_ptr_nonnull(strstr(vdnn_errmsg(), "slope"));
     ck_assert_int_eq(config_status(&leaky_ops, "[leaky]\nslope=0\n"), VDNN_OK);

@@ -21,58 +21,10 @@ extern const layer_ops batchnorm_ops;
 static const shape4 odd_shape = {3, 5, 3, 7};   /* (N, C, H, W) */
 enum { GAMMA = 0, BETA = 1, RMEAN = 2, RVAR = 3 };
 
-static layer *make_layer(const char *text, shape4 in)
-{
-    cfg_file *f;
-    ck_assert_msg(cfg_parse(text, "test", &f) == VDNN_OK, "%s", vdnn_errmsg());
-    ck_assert_msg(cfg_check(f, &f->sec[0], batchnorm_ops.keys) == VDNN_OK, "%s", vdnn_errmsg());
-    layer *l;
-    ck_assert_msg(layer_create(&batchnorm_ops, 0, in, f, &f->sec[0], &l) == VDNN_OK, "%s",
-                  vdnn_errmsg());
-    cfg_free(f);
-    return l;
-}
-
-static vdnn_status config_status(const char *text)
-{
-    cfg_file *f;
-    ck_assert_msg(cfg_parse(text, "test", &f) == VDNN_OK, "%s", vdnn_errmsg());
-    vdnn_status st = cfg_check(f, &f->sec[0], batchnorm_ops.keys);
-    layer *l = NULL;
-    if (st == VDNN_OK) st = layer_create(&batchnorm_ops, 0, odd_shape, f, &f->sec[0], &l);
-    layer_destroy(l, NULL);
-    cfg_free(f);
-    return st;
-}
-
-/* The status of cfg_check alone on a section (range and type errors end here). */
-static vdnn_status check_status(const char *text)
-{
-    cfg_file *f;
-    ck_assert_msg(cfg_parse(text, "test", &f) == VDNN_OK, "%s", vdnn_errmsg());
-    vdnn_status st = cfg_check(f, &f->sec[0], batchnorm_ops.keys);
-    cfg_free(f);
-    return st;
-}
-
-static exec_ctx make_ctx(device *d, int n, int train)
-{
-    exec_ctx c;
-    memset(&c, 0, sizeof c);
-    c.dev = d;
-    c.n = n;
-    c.train = train;
-    c.grad_scale = 1.0f;
-    return c;
-}
-
-static float *random_floats(size_t n, float scale, uint64_t seed)
-{
-    float *x = malloc(n * sizeof *x);
-    ck_assert_ptr_nonnull(x);
-    test_fill_uniform(x, n, scale, seed);
-    return x;
-}
+static layer *make_layer(const char *text, shape4 in) { return test_layer(&batchnorm_ops, 0, text, in); }
+static vdnn_status config_status(const char *text) { return test_layer_status(&batchnorm_ops, text, odd_shape); }
+/* the key check alone (range and type errors end there) */
+static vdnn_status check_status(const char *text) { return test_check_status(&batchnorm_ops, text); }
 
 /* A layer with params allocated and gamma, beta made non-trivial. */
 static layer *make_ready_layer(device *d, const char *text, shape4 in)
@@ -151,15 +103,15 @@ START_TEST(test_forward_reference)
     device *d = test_cpu_device();
     layer *l = make_ready_layer(d, "[batchnorm]\neps=0.001\n", odd_shape);
     const size_t total = shape_count(odd_shape);
-    float *x = random_floats(total, 3.0f, 21), *y = random_floats(total, 1.0f, 22);
+    float *x = test_random_floats(total, 3.0f, 21), *y = test_random_floats(total, 1.0f, 22);
     for (size_t i = 0; i < total; i++) x[i] += 1.5f;   /* a mean far from 0 */
     for (int n = 1; n <= 3; n++) {
-        exec_ctx c = make_ctx(d, n, 1);
+        exec_ctx c = test_ctx(d, n, 1);
         ck_assert_int_eq(layer_forward(l, &c, x, y), VDNN_OK);
         expect_forward(l, x, y, n, 1, 1e-3);
     }
     /* Eval with non-trivial running statistics (set by the passes above). */
-    exec_ctx c = make_ctx(d, 3, 0);
+    exec_ctx c = test_ctx(d, 3, 0);
     ck_assert_float_ne(l->params[RMEAN].value[0], 0.0f);
     ck_assert_int_eq(layer_forward(l, &c, x, y), VDNN_OK);
     expect_forward(l, x, y, 3, 0, 1e-3);
@@ -177,7 +129,7 @@ START_TEST(test_running_stats)
     device *d = test_cpu_device();
     layer *l = make_ready_layer(d, "[batchnorm]\nmomentum=0.3\n", odd_shape);
     const size_t total = shape_count(odd_shape), hw = 21;
-    float *x = random_floats(total, 2.0f, 31), *y = random_floats(total, 1.0f, 32);
+    float *x = test_random_floats(total, 2.0f, 31), *y = test_random_floats(total, 1.0f, 32);
     double rm[5], rv[5];
     for (int ch = 0; ch < 5; ch++) {
         rm[ch] = 0.0;
@@ -187,7 +139,7 @@ START_TEST(test_running_stats)
     for (int pass = 0; pass < 3; pass++) {
         test_fill_uniform(x, total, 2.0f + (float)pass, 33 + (uint64_t)pass);
         for (size_t i = 0; i < total; i++) x[i] += (float)pass;
-        exec_ctx c = make_ctx(d, sizes[pass], 1);
+        exec_ctx c = test_ctx(d, sizes[pass], 1);
         ck_assert_int_eq(layer_forward(l, &c, x, y), VDNN_OK);
         const double m = (double)sizes[pass] * hw;
         for (int ch = 0; ch < 5; ch++) {
@@ -204,7 +156,7 @@ START_TEST(test_running_stats)
     float before[10];
     memcpy(before, l->params[RMEAN].value, 5 * sizeof(float));
     memcpy(before + 5, l->params[RVAR].value, 5 * sizeof(float));
-    exec_ctx c = make_ctx(d, 3, 0);
+    exec_ctx c = test_ctx(d, 3, 0);
     ck_assert_int_eq(layer_forward(l, &c, x, y), VDNN_OK);
     expect_forward(l, x, y, 3, 0, 1e-5);
     c.train = 1;
@@ -228,8 +180,8 @@ START_TEST(test_backward_reference)
     l->params[RMEAN].value[1] = 0.3f;
     l->params[RVAR].value[1] = 2.5f;
     const size_t total = shape_count(odd_shape), hw = 21;
-    float *x = random_floats(total, 2.0f, 41), *dy = random_floats(total, 1.0f, 42);
-    float *dx = random_floats(total, 1.0f, 43);
+    float *x = test_random_floats(total, 2.0f, 41), *dy = test_random_floats(total, 1.0f, 42);
+    float *dx = test_random_floats(total, 1.0f, 43);
     double want_dg[5], want_db[5], *want_dx = calloc(total, sizeof *want_dx);
     ck_assert_ptr_nonnull(want_dx);
     for (int ch = 0; ch < 5; ch++) {
@@ -256,7 +208,7 @@ START_TEST(test_backward_reference)
     }
     float *dg = l->params[GAMMA].grad, *db = l->params[BETA].grad;
     test_fill_uniform(dg, 5, 9.0f, 44);   /* stale values, to be overwritten */
-    exec_ctx c = make_ctx(d, n, train);
+    exec_ctx c = test_ctx(d, n, train);
     ck_assert_int_eq(layer_backward(l, &c, x, NULL, dy, dx), VDNN_OK);
     for (int ch = 0; ch < 5; ch++) {
         ck_assert_double_eq_tol(dg[ch], want_dg[ch], 1e-4 * (1 + fabs(want_dg[ch])));
@@ -312,7 +264,7 @@ START_TEST(test_single_value)
     layer *l = make_ready_layer(d, "[batchnorm]\n", shape_make(1, 3, 1, 1));
     const float x[3] = {5.0f, -2.0f, 0.0f}, dy[3] = {1.0f, 2.0f, 3.0f};
     float y[3], dx[3];
-    exec_ctx c = make_ctx(d, 1, 1);
+    exec_ctx c = test_ctx(d, 1, 1);
     ck_assert_int_eq(layer_forward(l, &c, x, y), VDNN_OK);
     ck_assert_int_eq(layer_backward(l, &c, x, y, dy, dx), VDNN_OK);
     for (int ch = 0; ch < 3; ch++) {
@@ -336,13 +288,13 @@ START_TEST(test_thread_invariance)
     const shape4 s = {4, 3, 17, 19};
     layer *l = make_ready_layer(d, "[batchnorm]\n", s);
     const size_t total = shape_count(s);
-    float *x = random_floats(total, 2.0f, 61), *dy = random_floats(total, 1.0f, 62);
+    float *x = test_random_floats(total, 2.0f, 61), *dy = test_random_floats(total, 1.0f, 62);
     float *y[2], *dx[2], dg[2][3];
     for (int t = 0; t < 2; t++) {
         omp_set_num_threads(t + 1);
-        y[t] = random_floats(total, 1.0f, 63);
-        dx[t] = random_floats(total, 1.0f, 64);
-        exec_ctx c = make_ctx(d, 4, 1);
+        y[t] = test_random_floats(total, 1.0f, 63);
+        dx[t] = test_random_floats(total, 1.0f, 64);
+        exec_ctx c = test_ctx(d, 4, 1);
         ck_assert_int_eq(layer_forward(l, &c, x, y[t]), VDNN_OK);
         ck_assert_int_eq(layer_backward(l, &c, x, y[t], dy, dx[t]), VDNN_OK);
         memcpy(dg[t], l->params[GAMMA].grad, sizeof dg[t]);

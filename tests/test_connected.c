@@ -16,58 +16,10 @@ extern const layer_ops connected_ops;
 static const shape4 odd_shape = {3, 5, 3, 7};   /* (N, C, H, W): IN = 105 */
 enum { OUT = 4 };
 
-static layer *make_layer(const char *text, shape4 in)
-{
-    cfg_file *f;
-    ck_assert_msg(cfg_parse(text, "test", &f) == VDNN_OK, "%s", vdnn_errmsg());
-    ck_assert_msg(cfg_check(f, &f->sec[0], connected_ops.keys) == VDNN_OK, "%s", vdnn_errmsg());
-    layer *l;
-    ck_assert_msg(layer_create(&connected_ops, 0, in, f, &f->sec[0], &l) == VDNN_OK, "%s",
-                  vdnn_errmsg());
-    cfg_free(f);
-    return l;
-}
-
-static vdnn_status config_status(const char *text)
-{
-    cfg_file *f;
-    ck_assert_msg(cfg_parse(text, "test", &f) == VDNN_OK, "%s", vdnn_errmsg());
-    vdnn_status st = cfg_check(f, &f->sec[0], connected_ops.keys);
-    layer *l = NULL;
-    if (st == VDNN_OK) st = layer_create(&connected_ops, 0, odd_shape, f, &f->sec[0], &l);
-    layer_destroy(l, NULL);
-    cfg_free(f);
-    return st;
-}
-
-/* The status of cfg_check alone on a section (range and type errors end here). */
-static vdnn_status check_status(const char *text)
-{
-    cfg_file *f;
-    ck_assert_msg(cfg_parse(text, "test", &f) == VDNN_OK, "%s", vdnn_errmsg());
-    vdnn_status st = cfg_check(f, &f->sec[0], connected_ops.keys);
-    cfg_free(f);
-    return st;
-}
-
-static exec_ctx make_ctx(device *d, int n)
-{
-    exec_ctx c;
-    memset(&c, 0, sizeof c);
-    c.dev = d;
-    c.n = n;
-    c.train = 1;
-    c.grad_scale = 1.0f;
-    return c;
-}
-
-static float *random_floats(size_t n, float scale, uint64_t seed)
-{
-    float *x = malloc(n * sizeof *x);
-    ck_assert_ptr_nonnull(x);
-    test_fill_uniform(x, n, scale, seed);
-    return x;
-}
+static layer *make_layer(const char *text, shape4 in) { return test_layer(&connected_ops, 0, text, in); }
+static vdnn_status config_status(const char *text) { return test_layer_status(&connected_ops, text, odd_shape); }
+/* the key check alone (range and type errors end there) */
+static vdnn_status check_status(const char *text) { return test_check_status(&connected_ops, text); }
 
 static void expect_close(const float *got, const double *want, size_t n, double tol,
                          const char *what)
@@ -132,12 +84,12 @@ START_TEST(test_forward_reference)
                                       : "[connected]\noutput=4\n");
     const int in = 105;
     const float *w = l->params[0].value, *b = _i ? NULL : l->params[1].value;
-    float *x = random_floats(shape_count(odd_shape), 1.0f, 7);
+    float *x = test_random_floats(shape_count(odd_shape), 1.0f, 7);
     float y[3 * OUT];
     double want[3 * OUT];
     for (int n = 1; n <= 3; n++) {
         for (int i = 0; i < 3 * OUT; i++) y[i] = 777.0f;
-        exec_ctx c = make_ctx(d, n);
+        exec_ctx c = test_ctx(d, n, 1);
         ck_assert_int_eq(layer_forward(l, &c, x, y), VDNN_OK);
         for (int i = 0; i < n; i++)
             for (int o = 0; o < OUT; o++) {
@@ -163,9 +115,9 @@ START_TEST(test_backward_reference)
     const int in = 105, n = 2;
     const float *w = l->params[0].value;
     float *dw = l->params[0].grad, *db = l->params[1].grad;
-    float *x = random_floats(shape_count(odd_shape), 1.0f, 8);
-    float *dy = random_floats(3 * OUT, 1.0f, 9);
-    float *dx = random_floats(shape_count(odd_shape), 1.0f, 10);
+    float *x = test_random_floats(shape_count(odd_shape), 1.0f, 8);
+    float *dy = test_random_floats(3 * OUT, 1.0f, 9);
+    float *dx = test_random_floats(shape_count(odd_shape), 1.0f, 10);
     double *want_dw = calloc((size_t)OUT * in, sizeof *want_dw);
     double want_db[OUT] = {0}, *want_dx = calloc((size_t)n * in, sizeof *want_dx);
     ck_assert_ptr_nonnull(want_dw);
@@ -181,7 +133,7 @@ START_TEST(test_backward_reference)
     /* Without accumulate, stale gradients are overwritten. */
     test_fill_uniform(dw, (size_t)OUT * in, 5.0f, 11);
     test_fill_uniform(db, OUT, 5.0f, 12);
-    exec_ctx c = make_ctx(d, n);
+    exec_ctx c = test_ctx(d, n, 1);
     ck_assert_int_eq(layer_backward(l, &c, x, NULL, dy, dx), VDNN_OK);
     expect_close(dw, want_dw, (size_t)OUT * in, 1e-5, "dW");
     expect_close(db, want_db, OUT, 1e-5, "db");
@@ -229,7 +181,7 @@ START_TEST(test_config)
     ck_assert_int_eq(check_status("[connected]\noutput=2000000\n"), VDNN_EINVAL);
     ck_assert_int_eq(check_status("[connected]\noutput=4.5\n"), VDNN_EINVAL);
     ck_assert_int_eq(check_status("[connected]\noutput=4\nbias=2\n"), VDNN_EINVAL);
-    ck_assert_ptr_nonnull(strstr(vdnn_errmsg(), "test:3"));
+    ck_assert_ptr_nonnull(strstr(vdnn_errmsg(), "test.cfg:3"));
     ck_assert_int_eq(check_status("[connected]\noutput=4\nsize=3\n"), VDNN_EINVAL);
     ck_assert_ptr_eq(layer_find_type("connected"), &connected_ops);
 }

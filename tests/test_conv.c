@@ -51,29 +51,13 @@ static layer *make_conv(const conv_case *k)
     snprintf(text, sizeof text,
              "[convolutional]\nfilters=%d\nsize=%d\nstride=%d\npad=%d\nbias=%d\n", k->filters,
              k->size, k->stride, k->pad, k->bias);
-    cfg_file *f;
-    ck_assert_msg(cfg_parse(text, "test.cfg", &f) == VDNN_OK, "%s", vdnn_errmsg());
-    ck_assert_int_eq(f->nsec, 1);
-    ck_assert_msg(cfg_check(f, &f->sec[0], conv_ops.keys) == VDNN_OK, "%s", vdnn_errmsg());
-    layer *l;
-    ck_assert_msg(layer_create(&conv_ops, 0, shape_make(k->n, k->c, k->h, k->w), f, &f->sec[0],
-                               &l) == VDNN_OK,
-                  "%s", vdnn_errmsg());
-    cfg_free(f);
-    return l;
+    return test_layer(&conv_ops, 0, text, shape_make(k->n, k->c, k->h, k->w));
 }
 
 /* What cfg_check and layer_create say about a config, on a 5x5 input. */
 static vdnn_status config_status(const char *text)
 {
-    cfg_file *f;
-    ck_assert_msg(cfg_parse(text, "test.cfg", &f) == VDNN_OK, "%s", vdnn_errmsg());
-    vdnn_status st = cfg_check(f, &f->sec[0], conv_ops.keys);
-    layer *l = NULL;
-    if (st == VDNN_OK) st = layer_create(&conv_ops, 0, shape_make(2, 3, 5, 5), f, &f->sec[0], &l);
-    layer_destroy(l, NULL);
-    cfg_free(f);
-    return st;
+    return test_layer_status(&conv_ops, text, shape_make(2, 3, 5, 5));
 }
 
 /* ---- the naive reference, in double --------------------------------------------- */
@@ -220,13 +204,8 @@ static void rig_free(rig *r)
 
 static exec_ctx rig_ctx(const rig *r, int n, int accumulate)
 {
-    exec_ctx c;
-    memset(&c, 0, sizeof c);
-    c.dev = r->d;
-    c.n = n;
-    c.train = 1;
+    exec_ctx c = test_ctx(r->d, n, 1);
     c.accumulate = accumulate;
-    c.grad_scale = 1.0f;
     c.workspace = r->ws;
     c.workspace_bytes = r->ws_bytes;
     return c;

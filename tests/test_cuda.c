@@ -31,6 +31,7 @@
 #include "nets/net.h"
 #include "nets/planner.h"
 #include "nets/trainer.h"
+#include "tests/gradcheck.h"
 #include "tests/testnet.h"
 #include "vdnn/device.h"
 #include "vdnn/pool.h"
@@ -444,20 +445,8 @@ typedef struct rig {
     float *hparam[LAYER_MAX_PARAMS];       /* every parameter's starting values */
 } rig;
 
-static layer *make_layer(const char *text, shape4 in)
-{
-    cfg_file *f = NULL;
-    ck_assert_msg(cfg_parse(text, "cuda.cfg", &f) == VDNN_OK, "%s", vdnn_errmsg());
-    ck_assert_int_eq(f->nsec, 1);
-    const layer_ops *ops = layer_find_type(f->sec[0].name);
-    ck_assert_msg(ops != NULL, "no layer type '%s'", f->sec[0].name);
-    ck_assert_msg(cfg_check(f, &f->sec[0], ops->keys) == VDNN_OK, "%s", vdnn_errmsg());
-    layer *l = NULL;
-    /* index 2: dropout's mask depends on the index, the same on both devices */
-    ck_assert_msg(layer_create(ops, 2, in, f, &f->sec[0], &l) == VDNN_OK, "%s", vdnn_errmsg());
-    cfg_free(f);
-    return l;
-}
+/* index 2: dropout's mask depends on the index, the same on both devices */
+static layer *make_layer(const char *text, shape4 in) { return test_layer(NULL, 2, text, in); }
 
 /* The largest workspace of the layer's current algorithms, or with `every`, of every
  * algorithm of every pass. */

@@ -21,52 +21,17 @@ extern const layer_ops dropout_ops;
 static const shape4 odd_shape = {3, 5, 3, 7};     /* (N, C, H, W) */
 static const shape4 big_shape = {4, 16, 32, 32};  /* 65536 elements for the statistics */
 
-static layer *make_layer_at(const char *text, int index, shape4 in)
-{
-    cfg_file *f;
-    ck_assert_msg(cfg_parse(text, "test", &f) == VDNN_OK, "%s", vdnn_errmsg());
-    ck_assert_msg(cfg_check(f, &f->sec[0], dropout_ops.keys) == VDNN_OK, "%s", vdnn_errmsg());
-    layer *l;
-    ck_assert_msg(layer_create(&dropout_ops, index, in, f, &f->sec[0], &l) == VDNN_OK, "%s",
-                  vdnn_errmsg());
-    cfg_free(f);
-    return l;
-}
-
+static layer *make_layer_at(const char *text, int index, shape4 in) { return test_layer(&dropout_ops, index, text, in); }
 static layer *make_layer(const char *text, shape4 in) { return make_layer_at(text, 0, in); }
-
-static vdnn_status config_status(const char *text)
-{
-    cfg_file *f;
-    ck_assert_msg(cfg_parse(text, "test", &f) == VDNN_OK, "%s", vdnn_errmsg());
-    vdnn_status st = cfg_check(f, &f->sec[0], dropout_ops.keys);
-    layer *l = NULL;
-    if (st == VDNN_OK) st = layer_create(&dropout_ops, 0, odd_shape, f, &f->sec[0], &l);
-    layer_destroy(l, NULL);
-    cfg_free(f);
-    return st;
-}
-
-/* The status of cfg_check alone on a section (range and type errors end here). */
-static vdnn_status check_status(const char *text)
-{
-    cfg_file *f;
-    ck_assert_msg(cfg_parse(text, "test", &f) == VDNN_OK, "%s", vdnn_errmsg());
-    vdnn_status st = cfg_check(f, &f->sec[0], dropout_ops.keys);
-    cfg_free(f);
-    return st;
-}
+static vdnn_status config_status(const char *text) { return test_layer_status(&dropout_ops, text, odd_shape); }
+/* the key check alone (range and type errors end there) */
+static vdnn_status check_status(const char *text) { return test_check_status(&dropout_ops, text); }
 
 static exec_ctx make_ctx(device *d, int n, int train, uint64_t seed, uint64_t step)
 {
-    exec_ctx c;
-    memset(&c, 0, sizeof c);
-    c.dev = d;
-    c.n = n;
-    c.train = train;
+    exec_ctx c = test_ctx(d, n, train);
     c.seed = seed;
     c.step = step;
-    c.grad_scale = 1.0f;
     return c;
 }
 
@@ -258,7 +223,7 @@ START_TEST(test_config)
 {
     ck_assert_int_eq(config_status("[dropout]\nprobability=0.9\n"), VDNN_OK);
     ck_assert_int_eq(check_status("[dropout]\nprobability=1.5\n"), VDNN_EINVAL);
-    ck_assert_ptr_nonnull(strstr(vdnn_errmsg(), "test:2"));
+    ck_assert_ptr_nonnull(strstr(vdnn_errmsg(), "test.cfg:2"));
     ck_assert_ptr_nonnull(strstr(vdnn_errmsg(), "probability"));
     ck_assert_int_eq(check_status("[dropout]\nprobability=-0.5\n"), VDNN_EINVAL);
     ck_assert_int_eq(check_status("[dropout]\nrate=0.5\n"), VDNN_EINVAL);

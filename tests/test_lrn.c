@@ -19,58 +19,10 @@ extern const layer_ops lrn_ops;
 
 static const shape4 odd_shape = {3, 5, 3, 7};   /* (N, C, H, W) */
 
-static layer *make_layer(const char *text, shape4 in)
-{
-    cfg_file *f;
-    ck_assert_msg(cfg_parse(text, "test", &f) == VDNN_OK, "%s", vdnn_errmsg());
-    ck_assert_msg(cfg_check(f, &f->sec[0], lrn_ops.keys) == VDNN_OK, "%s", vdnn_errmsg());
-    layer *l;
-    ck_assert_msg(layer_create(&lrn_ops, 0, in, f, &f->sec[0], &l) == VDNN_OK, "%s",
-                  vdnn_errmsg());
-    cfg_free(f);
-    return l;
-}
-
-static vdnn_status config_status(const char *text)
-{
-    cfg_file *f;
-    ck_assert_msg(cfg_parse(text, "test", &f) == VDNN_OK, "%s", vdnn_errmsg());
-    vdnn_status st = cfg_check(f, &f->sec[0], lrn_ops.keys);
-    layer *l = NULL;
-    if (st == VDNN_OK) st = layer_create(&lrn_ops, 0, odd_shape, f, &f->sec[0], &l);
-    layer_destroy(l, NULL);
-    cfg_free(f);
-    return st;
-}
-
-/* The status of cfg_check alone on a section (range and type errors end here). */
-static vdnn_status check_status(const char *text)
-{
-    cfg_file *f;
-    ck_assert_msg(cfg_parse(text, "test", &f) == VDNN_OK, "%s", vdnn_errmsg());
-    vdnn_status st = cfg_check(f, &f->sec[0], lrn_ops.keys);
-    cfg_free(f);
-    return st;
-}
-
-static exec_ctx make_ctx(device *d, int n)
-{
-    exec_ctx c;
-    memset(&c, 0, sizeof c);
-    c.dev = d;
-    c.n = n;
-    c.train = 1;
-    c.grad_scale = 1.0f;
-    return c;
-}
-
-static float *random_floats(size_t n, float scale, uint64_t seed)
-{
-    float *x = malloc(n * sizeof *x);
-    ck_assert_ptr_nonnull(x);
-    test_fill_uniform(x, n, scale, seed);
-    return x;
-}
+static layer *make_layer(const char *text, shape4 in) { return test_layer(&lrn_ops, 0, text, in); }
+static vdnn_status config_status(const char *text) { return test_layer_status(&lrn_ops, text, odd_shape); }
+/* the key check alone (range and type errors end there) */
+static vdnn_status check_status(const char *text) { return test_check_status(&lrn_ops, text); }
 
 /* The cases: config, shape, and the hyper-parameters the reference uses. */
 static const struct {
@@ -135,9 +87,9 @@ START_TEST(test_reference)
     ck_assert_int_eq(l->needs_input, 1);
     ck_assert_int_eq(l->needs_output, 1);
     const size_t total = shape_count(s);
-    float *x = random_floats(total, 2.0f, 1 + (uint64_t)_i), *dy = random_floats(total, 1.0f, 2);
-    float *y = random_floats(total, 1.0f, 3), *dx = random_floats(total, 1.0f, 4);
-    exec_ctx c = make_ctx(d, s.n);
+    float *x = test_random_floats(total, 2.0f, 1 + (uint64_t)_i), *dy = test_random_floats(total, 1.0f, 2);
+    float *y = test_random_floats(total, 1.0f, 3), *dx = test_random_floats(total, 1.0f, 4);
+    exec_ctx c = test_ctx(d, s.n, 1);
     ck_assert_int_eq(layer_forward(l, &c, x, y), VDNN_OK);
     ck_assert_int_eq(layer_backward(l, &c, x, y, dy, dx), VDNN_OK);
     check_case(_i, x, y, dy, dx);
@@ -157,10 +109,10 @@ START_TEST(test_partial_batch)
     device *d = test_cpu_device();
     layer *l = make_layer(cases[0].cfg, odd_shape);
     const size_t total = shape_count(odd_shape), per = shape_per_item(odd_shape);
-    float *x = random_floats(total, 2.0f, 5), *y = random_floats(total, 1.0f, 6);
-    float *dx = random_floats(total, 1.0f, 7);
+    float *x = test_random_floats(total, 2.0f, 5), *y = test_random_floats(total, 1.0f, 6);
+    float *dx = test_random_floats(total, 1.0f, 7);
     const float y_last = y[2 * per], dx_last = dx[2 * per + per - 1];
-    exec_ctx c = make_ctx(d, 2);
+    exec_ctx c = test_ctx(d, 2, 1);
     ck_assert_int_eq(layer_forward(l, &c, x, y), VDNN_OK);
     ck_assert_int_eq(layer_backward(l, &c, x, y, x, dx), VDNN_OK);
     ck_assert_float_eq(y[2 * per], y_last);
@@ -201,13 +153,13 @@ START_TEST(test_thread_invariance)
     const shape4 s = {2, 9, 13, 11};
     layer *l = make_layer(cases[0].cfg, s);
     const size_t total = shape_count(s);
-    float *x = random_floats(total, 2.0f, 8), *dy = random_floats(total, 1.0f, 9);
+    float *x = test_random_floats(total, 2.0f, 8), *dy = test_random_floats(total, 1.0f, 9);
     float *y[2], *dx[2];
     for (int t = 0; t < 2; t++) {
         omp_set_num_threads(t + 1);
-        y[t] = random_floats(total, 1.0f, 10);
-        dx[t] = random_floats(total, 1.0f, 11);
-        exec_ctx c = make_ctx(d, 2);
+        y[t] = test_random_floats(total, 1.0f, 10);
+        dx[t] = test_random_floats(total, 1.0f, 11);
+        exec_ctx c = test_ctx(d, 2, 1);
         ck_assert_int_eq(layer_forward(l, &c, x, y[t]), VDNN_OK);
         ck_assert_int_eq(layer_backward(l, &c, x, y[t], dy, dx[t]), VDNN_OK);
     }
@@ -237,7 +189,7 @@ START_TEST(test_config)
     ck_assert_int_eq(check_status("[lrn]\nbias=1\n"), VDNN_EINVAL);
     /* Even sizes and k = 0 pass the key table and are rejected by setup. */
     ck_assert_int_eq(config_status("[lrn]\nsize=4\n"), VDNN_EINVAL);
-    ck_assert_ptr_nonnull(strstr(vdnn_errmsg(), "test:2"));
+    ck_assert_ptr_nonnull(strstr(vdnn_errmsg(), "test.cfg:2"));
     ck_assert_ptr_nonnull(strstr(vdnn_errmsg(), "odd"));
     ck_assert_int_eq(config_status("[lrn]\nk=0\n"), VDNN_EINVAL);
     ck_assert_ptr_eq(layer_find_type("lrn"), &lrn_ops);

@@ -45,28 +45,13 @@ static layer *make_pool(int is_max, const pool_case *k)
     char text[128];
     snprintf(text, sizeof text, "[%s]\nsize=%d\nstride=%d\npad=%d\n", ops_of(is_max)->type,
              k->size, k->stride, k->pad);
-    cfg_file *f;
-    ck_assert_msg(cfg_parse(text, "test.cfg", &f) == VDNN_OK, "%s", vdnn_errmsg());
-    ck_assert_msg(cfg_check(f, &f->sec[0], ops_of(is_max)->keys) == VDNN_OK, "%s", vdnn_errmsg());
-    layer *l;
-    ck_assert_msg(layer_create(ops_of(is_max), 0, shape_make(k->n, k->c, k->h, k->w), f,
-                               &f->sec[0], &l) == VDNN_OK,
-                  "%s", vdnn_errmsg());
-    cfg_free(f);
-    return l;
+    return test_layer(ops_of(is_max), 0, text, shape_make(k->n, k->c, k->h, k->w));
 }
 
 /* What cfg_check and layer_create say about a config, on a 5x5 input. */
 static vdnn_status config_status(const char *text, const layer_ops *ops)
 {
-    cfg_file *f;
-    ck_assert_msg(cfg_parse(text, "test.cfg", &f) == VDNN_OK, "%s", vdnn_errmsg());
-    vdnn_status st = cfg_check(f, &f->sec[0], ops->keys);
-    layer *l = NULL;
-    if (st == VDNN_OK) st = layer_create(ops, 0, shape_make(2, 3, 5, 5), f, &f->sec[0], &l);
-    layer_destroy(l, NULL);
-    cfg_free(f);
-    return st;
+    return test_layer_status(ops, text, shape_make(2, 3, 5, 5));
 }
 
 /* ---- the naive reference ----------------------------------------------------------- */
@@ -137,17 +122,6 @@ static float *dev_upload(device *d, const float *h, size_t count)
     return p;
 }
 
-static exec_ctx make_ctx(device *d, int n)
-{
-    exec_ctx c;
-    memset(&c, 0, sizeof c);
-    c.dev = d;
-    c.n = n;
-    c.train = 1;
-    c.grad_scale = 1.0f;
-    return c;
-}
-
 /* Forward then backward of layer l on host x and dy; y and dx come back to the host.
  * With pass_x == 0 backward gets x = NULL and y = NULL (for a layer that needs neither). */
 static void run_layer(device *d, layer *l, const float *x, const float *dy, float *y, float *dx,
@@ -156,7 +130,7 @@ static void run_layer(device *d, layer *l, const float *x, const float *dy, floa
     const size_t xc = shape_count(l->in), yc = shape_count(l->out);
     float *dxd = dev_upload(d, NULL, xc), *yd = dev_upload(d, NULL, yc);
     float *xd = dev_upload(d, x, xc), *dyd = dev_upload(d, dy, yc);
-    exec_ctx c = make_ctx(d, l->in.n);
+    exec_ctx c = test_ctx(d, l->in.n, 1);
     ck_assert_msg(layer_forward(l, &c, xd, yd) == VDNN_OK, "%s", vdnn_errmsg());
     ck_assert_msg(layer_backward(l, &c, pass_x ? xd : NULL, pass_x ? yd : NULL, dyd, dxd) ==
                       VDNN_OK,
@@ -275,7 +249,7 @@ START_TEST(test_stays_in_bounds)
     ref_pool(is_max, k, hx, hdy, ry, rdx);
     float *x = guarded(xc, hx), *dy = guarded(yc, hdy), *y = guarded(yc, NULL);
     float *dx = guarded(xc, NULL);
-    exec_ctx c = make_ctx(d, l->in.n);
+    exec_ctx c = test_ctx(d, l->in.n, 1);
     ck_assert_int_eq(layer_forward(l, &c, x, y), VDNN_OK);
     ck_assert_int_eq(layer_backward(l, &c, x, y, dy, dx), VDNN_OK);
     expect_close(y, ry, yc, "y");
@@ -306,7 +280,7 @@ START_TEST(test_smaller_batch)
     test_fill_uniform(x, xc, 1.0f, 3);
     float *xd = dev_upload(d, x, xc), *yd = dev_upload(d, NULL, yc);
     ck_assert_int_eq(device_zero(d, yd, yc * sizeof *y), VDNN_OK);
-    exec_ctx c = make_ctx(d, 1);
+    exec_ctx c = test_ctx(d, 1, 1);
     ck_assert_msg(layer_forward(l, &c, xd, yd) == VDNN_OK, "%s", vdnn_errmsg());
     ck_assert_int_eq(device_download(d, y, yd, yc * sizeof *y), VDNN_OK);
     ref_pool(_i, k, x, dy, ry, rdx);
@@ -402,7 +376,7 @@ START_TEST(test_dx_null)
     float *dyd = dev_upload(d, NULL, yc);
     ck_assert_int_eq(device_zero(d, xd, xc * sizeof(float)), VDNN_OK);
     ck_assert_int_eq(device_zero(d, dyd, yc * sizeof(float)), VDNN_OK);
-    exec_ctx c = make_ctx(d, l->in.n);
+    exec_ctx c = test_ctx(d, l->in.n, 1);
     ck_assert_int_eq(layer_forward(l, &c, xd, yd), VDNN_OK);
     ck_assert_int_eq(layer_backward(l, &c, xd, yd, dyd, NULL), VDNN_OK);
     device_free(d, xd);

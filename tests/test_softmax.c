@@ -17,39 +17,16 @@ extern const layer_ops softmax_ops;
 
 static const shape4 odd_shape = {3, 5, 3, 7};   /* (N, C, H, W): 105 classes per item */
 
-static layer *make_layer(shape4 in)
-{
-    cfg_file *f;
-    ck_assert_msg(cfg_parse("[softmax]\n", "test", &f) == VDNN_OK, "%s", vdnn_errmsg());
-    ck_assert_msg(cfg_check(f, &f->sec[0], softmax_ops.keys) == VDNN_OK, "%s", vdnn_errmsg());
-    layer *l;
-    ck_assert_msg(layer_create(&softmax_ops, 0, in, f, &f->sec[0], &l) == VDNN_OK, "%s",
-                  vdnn_errmsg());
-    cfg_free(f);
-    return l;
-}
+static layer *make_layer(shape4 in) { return test_layer(&softmax_ops, 0, "[softmax]\n", in); }
 
 /* A context that collects the loss and the correct count into *loss and *correct. */
 static exec_ctx make_ctx(device *d, int n, const int32_t *labels, double *loss, int *correct)
 {
-    exec_ctx c;
-    memset(&c, 0, sizeof c);
-    c.dev = d;
-    c.n = n;
-    c.train = 1;
+    exec_ctx c = test_ctx(d, n, 1);
     c.labels = labels;
-    c.grad_scale = 1.0f;
     c.loss_sum = loss;
     c.correct = correct;
     return c;
-}
-
-static float *random_floats(size_t n, float scale, uint64_t seed)
-{
-    float *x = malloc(n * sizeof *x);
-    ck_assert_ptr_nonnull(x);
-    test_fill_uniform(x, n, scale, seed);
-    return x;
 }
 
 /* The reference: probabilities of one item (D) in double, its loss and argmax. */
@@ -73,7 +50,7 @@ START_TEST(test_forward_reference)
     ck_assert_int_eq(l->needs_output, 1);
     ck_assert_int_eq(l->needs_input, 0);
     const size_t dim = shape_per_item(odd_shape), total = shape_count(odd_shape);
-    float *x = random_floats(total, 4.0f, 1), *y = random_floats(total, 1.0f, 2);
+    float *x = test_random_floats(total, 4.0f, 1), *y = test_random_floats(total, 1.0f, 2);
     /* Item 1's label is its argmax, so exactly one of the first two is correct. */
     int32_t labels[3] = {17, 0, 104};
     size_t best;
@@ -180,8 +157,8 @@ START_TEST(test_backward_reference)
     device *d = test_cpu_device();
     layer *l = make_layer(odd_shape);
     const size_t dim = shape_per_item(odd_shape), total = shape_count(odd_shape);
-    float *x = random_floats(total, 3.0f, 5), *y = random_floats(total, 1.0f, 6);
-    float *dx = random_floats(total, 1.0f, 7);
+    float *x = test_random_floats(total, 3.0f, 5), *y = test_random_floats(total, 1.0f, 6);
+    float *dx = test_random_floats(total, 1.0f, 7);
     const int32_t labels[3] = {3, 99, 0};
     exec_ctx c = make_ctx(d, 2, labels, NULL, NULL);
     c.grad_scale = 0.25f;
