@@ -422,7 +422,6 @@ END_TEST
 
 /* ---- the CLI ---- */
 
-
 static const char *vdnn_bin(void)
 {
     const char *b = getenv("VDNN_BIN");

@@ -26,7 +26,6 @@
     "[relu]\n[connected]\noutput = 4\n[softmax]\n"
 #define CK_NET TN_HEAD CK_LAYERS(4, 6)
 
-
 /* Every device tensor of a net (values, then momenta where trainable), in a fixed order. */
 typedef struct tensor_list {
     int count;

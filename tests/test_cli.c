@@ -23,7 +23,6 @@
     TN_NET "[train]\nepochs = 1\nlearning_rate = 0.05\nmomentum = 0.9\nseed = 3\n"           \
            "[data]\nset = synthetic\ntrain_size = 64\ntest_size = 32\nclasses = 4\n" TN_LAYERS
 
-
 typedef tn_run cli_run;
 
 static cli_run run_cli(const char *args) { return tn_vdnn(tn_dir, "", args); }

@@ -14,7 +14,6 @@
 
 #include "tests/testnet.h"
 
-
 /* Creates tn_dir/REL (and its folders) holding `text`. */
 static void put(const char *rel, const char *text)
 {

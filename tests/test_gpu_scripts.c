@@ -18,7 +18,6 @@
 #include "tests/testnet.h"
 #include "vdnn/device.h"
 
-
 /* tn_dir/bin/NAME, an executable shell script with `body`. */
 static void fake(const char *name, const char *body)
 {

@@ -545,7 +545,6 @@ END_TEST
 
 /* ---- files ---- */
 
-
 START_TEST(test_plan_file_round_trip)
 {
     net *n = tn_parse(BR_NET, NULL);

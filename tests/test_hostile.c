@@ -22,7 +22,6 @@
 #define H_NO_TRAIN TN_NET H_DATA TN_LAYERS
 #define H_NET TN_NET H_TRAIN H_DATA TN_LAYERS
 
-
 static const char *write_cfg(char *buf, size_t len, const char *name, const char *text)
 {
     tn_path(buf, len, name);

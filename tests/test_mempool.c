@@ -186,7 +186,6 @@ END_TEST
 
 /* ---- placement and coalescing -------------------------------------------------- */
 
-
 START_TEST(test_placement)
 {
     fake_sync fs;

@@ -35,7 +35,6 @@
 /* A link slow enough that copies matter: 1 MiB takes ~5 ms. */
 #define LINK_GBPS 0.2
 
-
 static device *cpu_device(size_t budget, double link_gbps)
 {
     device_options o = {.kind = DEVICE_CPU, .budget_bytes = budget, .threads = 1, .link_gbps = link_gbps};

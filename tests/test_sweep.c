@@ -37,7 +37,6 @@
 #define SW_HEADER "budget_bytes,policy,fits,predicted_ms,measured_ms,peak_bytes,measured_peak_bytes,plan_s"
 #define SW_MAX_ROWS 64
 
-
 typedef tn_run cli_run;
 
 static cli_run run_env(const char *env, const char *args) { return tn_vdnn(tn_dir, env, args); }
