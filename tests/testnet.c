@@ -251,6 +251,13 @@ void tn_run_ok(const tn_run *r, const char *args)
     ck_assert_msg(r->status == 0, "`vdnn %s` exited %d; stderr:\n%s", args, r->status, r->err);
 }
 
+const char *tn_tail(const char *text, size_t max)
+{
+    if (!text) return "(none)";
+    size_t len = strlen(text);
+    return len > max ? text + len - max : text;
+}
+
 int tn_run_suite(Suite *s)
 {
     SRunner *sr = srunner_create(s);

@@ -103,6 +103,10 @@ int tn_exists(const char *path);
 /* Whether two files exist and hold the same bytes. */
 int tn_same_file(const char *a, const char *b);
 
+/* The last `max` bytes of text (all of it if shorter): a long log in a check's message,
+ * which Check cuts off whole past its size limit. */
+const char *tn_tail(const char *text, size_t max);
+
 /* Runs a suite with Check's normal output: a suite's whole main(). EXIT_SUCCESS when
  * every check passed. */
 int tn_run_suite(Suite *s);
