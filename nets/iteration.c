@@ -24,6 +24,16 @@ static size_t map_bytes(const net *n, int i, int items)
     return (size_t)items * shape_per_item(s) * sizeof(float);
 }
 
+/* What a map or its gradient takes from the pool: room for the whole batch the net is
+ * built for, even when a batch is smaller (the last of an epoch). A smaller batch then
+ * makes the same calls to the pool as a full one, so the budget the replay of a full
+ * batch finds holds for it too; with sizes of its own, first fit could place them so
+ * that a later request no longer fits. */
+static size_t map_room(const net *n, int i)
+{
+    return map_bytes(n, i, n->input.n);
+}
+
 static exec_ctx make_ctx(net *n, int items, int train, step_result *r, double *loss_sum)
 {
     exec_ctx c = {0};
@@ -262,7 +272,7 @@ static vdnn_status forward(net *n, exec_ctx *c, int train)
         if (st == VDNN_OK) {
             char what[48];
             snprintf(what, sizeof what, "output %s", out->name);
-            st = device_alloc(n->dev, map_bytes(n, i + 1, c->n), l->name, what, (void **)&out->dev);
+            st = device_alloc(n->dev, map_room(n, i + 1), l->name, what, (void **)&out->dev);
             if (st == VDNN_OK) out->state = RES_DEVICE;
         }
         if (st == VDNN_OK) st = take_workspace(n, l, PASS_FWD, c);
@@ -299,7 +309,8 @@ static int next_reader(const net *n, int i, int *pos)
 static vdnn_status fetch(net *n, int j, const layer *l, int items)
 {
     fmap *m = &n->maps[j];
-    return m->state == RES_HOST ? mm_prefetch(n->dev, m, map_bytes(n, j, items), l->name, &n->stats) : VDNN_OK;
+    return m->state == RES_HOST ? mm_prefetch(n->dev, m, map_room(n, j), map_bytes(n, j, items), l->name, &n->stats)
+                                 : VDNN_OK;
 }
 
 static vdnn_status fetch_or_recompute(net *n, int j, const layer *l, exec_ctx *c);
@@ -326,7 +337,7 @@ static vdnn_status recompute(net *n, int j, exec_ctx *c)
     double t0 = vdnn_now_s();
     char what[48];
     snprintf(what, sizeof what, "recomputed %s", out->name);
-    if (st == VDNN_OK) st = device_alloc(n->dev, map_bytes(n, j, c->n), l->name, what, (void **)&out->dev);
+    if (st == VDNN_OK) st = device_alloc(n->dev, map_room(n, j), l->name, what, (void **)&out->dev);
     if (st == VDNN_OK) out->state = RES_DEVICE;
     if (st == VDNN_OK) st = take_workspace(n, l, PASS_FWD, &rc);
     const float *xs[LAYER_MAX_INPUTS];
@@ -399,14 +410,14 @@ static vdnn_status gradient_bufs(net *n, layer *l, exec_ctx *c, float **dxs, flo
         char what[64];
         if (!n->dx[j]) {
             snprintf(what, sizeof what, "gradient of %s", n->maps[j].name);
-            st = device_alloc(n->dev, map_bytes(n, j, c->n), l->name, what, (void **)&n->dx[j]);
+            st = device_alloc(n->dev, map_room(n, j), l->name, what, (void **)&n->dx[j]);
             dxs[k] = n->dx[j];
         } else if (l->ops->accumulates_dx) {
             c->accumulate_dx |= 1u << k;
             dxs[k] = n->dx[j];
         } else {
             snprintf(what, sizeof what, "gradient of %s (a part)", n->maps[j].name);
-            st = device_alloc(n->dev, map_bytes(n, j, c->n), l->name, what, (void **)&part[k]);
+            st = device_alloc(n->dev, map_room(n, j), l->name, what, (void **)&part[k]);
             dxs[k] = part[k];
         }
     }
@@ -515,7 +526,7 @@ static vdnn_status load_input(net *n, const float *x, const int32_t *y, int item
     if (items < 1 || items > n->input.n)
         return vdnn_fail(VDNN_EINVAL, "a batch of %d items for a net built for %d", items, n->input.n);
     fmap *m = &n->maps[0];
-    vdnn_status st = device_alloc(n->dev, map_bytes(n, 0, items), "input", "x[0]", (void **)&m->dev);
+    vdnn_status st = device_alloc(n->dev, map_room(n, 0), "input", "x[0]", (void **)&m->dev);
     if (st != VDNN_OK) return st;
     m->state = RES_DEVICE;
     st = device_upload(n->dev, m->dev, x, map_bytes(n, 0, items));

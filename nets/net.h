@@ -179,11 +179,18 @@ vdnn_status net_plan(net *n, mem_policy p, algo_mode a);
  * net_attach() applies it with the config's policy and mode. */
 vdnn_status net_plan_static(net *n, mem_policy p, algo_mode a);
 
-/* The smallest budget (bytes, a multiple of POOL_ALIGN) in which one training
- * iteration of the net, planned as it is now, fits: found by replaying the iteration
- * on a simulated device. The pool's choices depend neither on timing nor on its
- * capacity, so the iteration fits in exactly the budgets >= this one, and a real
- * device reaches the same pool state. */
+/* Replays on m's simulated device what a run of the plan asks of the pool: a training
+ * step of `items` items (*step_s, if non-NULL, gets the simulated clock after it), then
+ * the evaluation of a batch, whose calls differ (nothing offloaded, maps freed after
+ * their last reader), so a budget that holds the step may not hold it. A smaller batch
+ * makes the same calls as a full one (maps take the room of a full batch), so these two
+ * are every pattern a run has. */
+vdnn_status net_replay(net *m, int items, double *step_s);
+
+/* The smallest budget (bytes, a multiple of POOL_ALIGN) in which the net, planned as it
+ * is now, trains and evaluates: found by net_replay on a simulated device. The pool's
+ * choices depend neither on timing nor on its capacity, so a run fits in exactly the
+ * budgets >= this one, and a real device reaches the same pool state. */
 vdnn_status net_min_budget(net *n, size_t *bytes);
 
 /* Chooses how early copies run (prefetch_ahead, release_lag) for `budget` (0: no

@@ -92,6 +92,16 @@ static void copy_plan(net *m, const net *n)
     }
 }
 
+vdnn_status net_replay(net *m, int items, double *step_s)
+{
+    step_result r = {0};
+    vdnn_status st = net_train_step(m, NULL, NULL, items, 0.0, &r);
+    if (step_s) *step_s = device_sim_elapsed(m->dev);
+    memset(&r, 0, sizeof r);
+    if (st == VDNN_OK) st = net_eval_batch(m, NULL, NULL, m->input.n, &r);
+    return st;
+}
+
 vdnn_status net_min_budget(net *n, size_t *bytes)
 {
     /* The pool decides the same way in any capacity, so one replay in a pool too large
@@ -109,8 +119,7 @@ vdnn_status net_min_budget(net *n, size_t *bytes)
     if (st == VDNN_OK) st = net_attach(m, d);
     if (st == VDNN_OK) {
         copy_plan(m, n);
-        step_result r;
-        st = net_train_step(m, NULL, NULL, m->input.n, 0.0, &r);
+        st = net_replay(m, m->input.n, NULL);
     }
     *bytes = d ? pool_frontier_peak(device_pool(d)) : 0;
     net_free(m);

@@ -53,9 +53,10 @@ vdnn_status mm_offload(device *d, fmap *m, size_t bytes, mm_stats *s);
  * has completed (an asynchronous free). OFFLOADING -> HOST. */
 vdnn_status mm_release(device *d, fmap *m);
 
-/* Allocates a device copy and starts filling it from the host on the memory stream.
- * HOST -> PREFETCHING. `layer` names the request in a budget error. */
-vdnn_status mm_prefetch(device *d, fmap *m, size_t bytes, const char *layer, mm_stats *s);
+/* Allocates a device copy of `room` bytes and starts filling its first `bytes` (at most
+ * `room`) from the host on the memory stream. HOST -> PREFETCHING. `layer` names the
+ * request in a budget error. */
+vdnn_status mm_prefetch(device *d, fmap *m, size_t room, size_t bytes, const char *layer, mm_stats *s);
 
 /* Makes the compute stream wait for m's prefetch (not for anything else).
  * PREFETCHING -> DEVICE; DEVICE stays. Any other state is an error. */
