@@ -297,12 +297,13 @@ static vdnn_status forward(net *n, exec_ctx *c, int train)
 
 /* The layer whose offloaded maps are prefetched while layer i computes, or -1 (see
  * PREFETCH_* in net.h). Far, vDNN's rule, overlaps a copy with all the compute up to
- * its reader, and holds the map on the device through it. *pos walks fetch_order. */
+ * its reader, and holds the map on the device through it. *pos walks fetch_order past
+ * the maps of layers i and above, so that the reader's maps start at *pos. */
 static int next_reader(const net *n, int i, int *pos)
 {
     if (n->prefetch_ahead == PREFETCH_ON_DEMAND) return -1;
-    if (n->prefetch_ahead == PREFETCH_NEXT) return i - 1;
     while (*pos < n->nfetch && n->maps[n->fetch_order[*pos]].first_reader >= i) (*pos)++;
+    if (n->prefetch_ahead == PREFETCH_NEXT) return i - 1;
     return *pos < n->nfetch ? n->maps[n->fetch_order[*pos]].first_reader : -1;
 }
 
@@ -313,23 +314,32 @@ static vdnn_status fetch(net *n, int j, const layer *l, int items)
                                  : VDNN_OK;
 }
 
-static vdnn_status fetch_or_recompute(net *n, int j, const layer *l, exec_ctx *c);
+/* One layer run again by recompute(): the map it writes, and the next of its inputs to
+ * bring back. */
+typedef struct redo {
+    int map, next;
+} redo;
 
-/* Recomputes x[j], dropped after forward: the layer that wrote it runs forward again
- * on the same inputs, parameters and dropout masks, so x[j] comes back bit for bit.
- * Its inputs are fetched, or recomputed first when they were dropped too. */
-static vdnn_status recompute(net *n, int j, exec_ctx *c)
+/* Pushes x[j] on the stack of maps being recomputed (grown on the heap: a chain of
+ * dropped maps is as deep as the net). */
+static vdnn_status redo_push(redo **stack, int *depth, int *cap, int j)
+{
+    if (*depth == *cap) {
+        int grown = *cap ? 2 * *cap : 16;
+        redo *s = realloc(*stack, (size_t)grown * sizeof *s);
+        if (!s) return vdnn_fail(VDNN_ENOMEM, "out of host memory recomputing %d dropped maps", *depth + 1);
+        *stack = s;
+        *cap = grown;
+    }
+    (*stack)[(*depth)++] = (redo){j, 0};
+    return VDNN_OK;
+}
+
+/* Runs the layer that wrote x[j] forward again, its inputs on the device. */
+static vdnn_status redo_layer(net *n, int j, exec_ctx *c)
 {
     layer *l = n->layers[j - 1];
     fmap *out = &n->maps[j];
-    vdnn_status st = VDNN_OK;
-    if (l->swap)
-        return vdnn_fail(VDNN_EINVAL, "%s: recomputing %s would run the swapped layer %s again; a plan may not "
-                         "recompute through swapped layers", l->name, out->name, l->name);
-    for (int k = 0; k < l->ninputs && st == VDNN_OK; k++) {
-        st = fetch_or_recompute(n, l->input[k], l, c);
-        if (st == VDNN_OK) st = mm_ready(n->dev, &n->maps[l->input[k]], &n->stats);
-    }
     exec_ctx rc = *c;
     rc.recompute = 1;
     rc.accumulate = 0;
@@ -337,7 +347,7 @@ static vdnn_status recompute(net *n, int j, exec_ctx *c)
     double t0 = vdnn_now_s();
     char what[48];
     snprintf(what, sizeof what, "recomputed %s", out->name);
-    if (st == VDNN_OK) st = device_alloc(n->dev, map_room(n, j), l->name, what, (void **)&out->dev);
+    vdnn_status st = device_alloc(n->dev, map_room(n, j), l->name, what, (void **)&out->dev);
     if (st == VDNN_OK) out->state = RES_DEVICE;
     if (st == VDNN_OK) st = take_workspace(n, l, PASS_FWD, &rc);
     const float *xs[LAYER_MAX_INPUTS];
@@ -346,6 +356,46 @@ static vdnn_status recompute(net *n, int j, exec_ctx *c)
     give_workspace(n, &rc);
     if (n->trace && device_get_kind(n->dev) == DEVICE_CUDA) device_stream_sync(n->dev, STREAM_COMPUTE);
     if (n->trace) trace_slice(n->trace, TRACE_TRACK_COMPUTE, l->name, "recompute", t0, vdnn_now_s());
+    return st;
+}
+
+/* Recomputes x[j], dropped after forward: the layer that wrote it runs forward again
+ * on the same inputs, parameters and dropout masks, so x[j] comes back bit for bit.
+ * Its inputs are fetched, or recomputed first when they were dropped too, depth first
+ * in input order; the maps under way wait on a stack, not on the C stack, so that a
+ * chain of dropped maps may be as long as the net. */
+static vdnn_status recompute(net *n, int j, exec_ctx *c)
+{
+    redo *stack = NULL;
+    int depth = 0, cap = 0;
+    vdnn_status st = redo_push(&stack, &depth, &cap, j);
+    while (st == VDNN_OK && depth > 0) {
+        redo *top = &stack[depth - 1];
+        const layer *l = n->layers[top->map - 1];
+        if (top->next == 0 && l->swap) {
+            st = vdnn_fail(VDNN_EINVAL, "%s: recomputing %s would run the swapped layer %s again; a plan may not "
+                           "recompute through swapped layers", l->name, n->maps[top->map].name, l->name);
+        } else if (top->next < l->ninputs) {
+            int m = l->input[top->next];
+            fmap *in = &n->maps[m];
+            if (in->recompute && in->state == RES_NONE) {
+                st = redo_push(&stack, &depth, &cap, m);   /* comes back here once x[m] is */
+                continue;
+            }
+            st = fetch(n, m, l, c->n);
+            if (st == VDNN_OK) st = mm_ready(n->dev, in, &n->stats);
+            top->next++;
+        } else {
+            st = redo_layer(n, top->map, c);
+            if (--depth > 0) {   /* the reader below gets its input ready and moves on */
+                redo *under = &stack[depth - 1];
+                int m = n->layers[under->map - 1]->input[under->next];
+                if (st == VDNN_OK) st = mm_ready(n->dev, &n->maps[m], &n->stats);
+                under->next++;
+            }
+        }
+    }
+    free(stack);
     return st;
 }
 
@@ -374,13 +424,9 @@ static vdnn_status fetch_ahead(net *n, int i, int items, int *pos)
     int r = next_reader(n, i, pos);
     vdnn_status st = VDNN_OK;
     if (r < 0) return VDNN_OK;
-    if (n->prefetch_ahead == PREFETCH_FAR) {
-        for (int k = *pos; k < n->nfetch && n->maps[n->fetch_order[k]].first_reader == r && st == VDNN_OK; k++)
-            st = fetch(n, n->fetch_order[k], n->layers[i], items);
-        return st;
-    }
-    for (int k = 0; k < n->nfetch && st == VDNN_OK; k++)
-        if (n->maps[n->fetch_order[k]].first_reader == r) st = fetch(n, n->fetch_order[k], n->layers[i], items);
+    /* fetch_order is by first reader, so the reader's maps lie together from *pos on */
+    for (int k = *pos; k < n->nfetch && n->maps[n->fetch_order[k]].first_reader == r && st == VDNN_OK; k++)
+        st = fetch(n, n->fetch_order[k], n->layers[i], items);
     return st;
 }
 

@@ -307,18 +307,16 @@ int net_find_map(const net *n, const char *name)
     return -1;
 }
 
-int net_recompute_runs_swapped(const net *n, int j, const unsigned char *maps, const unsigned char *swap)
+void net_recompute_runs_swapped(const net *n, const unsigned char *maps, const unsigned char *swap, int *bad)
 {
-    if (j < 1 || j > n->nlayers) return -1;
-    const layer *l = n->layers[j - 1];
-    if (swap[j - 1]) return j - 1;
-    for (int k = 0; k < l->ninputs; k++) {
-        int m = l->input[k];
-        if (maps[m] != MAP_RECOMPUTE) continue;
-        int bad = net_recompute_runs_swapped(n, m, maps, swap);
-        if (bad >= 0) return bad;
+    /* a map's inputs lie below it, so each answer is ready before its readers ask */
+    bad[0] = -1;
+    for (int j = 1; j <= n->nlayers; j++) {
+        const layer *l = n->layers[j - 1];
+        bad[j] = swap[j - 1] ? j - 1 : -1;
+        for (int k = 0; k < l->ninputs && bad[j] < 0; k++)
+            if (maps[l->input[k]] == MAP_RECOMPUTE) bad[j] = bad[l->input[k]];
     }
-    return -1;
 }
 
 /* ---- names and inputs ---- */

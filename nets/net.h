@@ -218,9 +218,12 @@ int net_policy_swaps(const net *n, int i, mem_policy p);
  * x[j] again, after recomputing those of its inputs that are dropped too, back to the
  * nearest kept maps; none of those layers may be swapped either (net_recompute_runs_swapped). */
 int net_recomputable(const net *n, int j, const unsigned char *swap);
-/* The index of a swapped layer (`swap` per layer) that recomputing x[j] would run again
- * under the map decisions `maps` (MAP_*, per map), or -1 when there is none. */
-int net_recompute_runs_swapped(const net *n, int j, const unsigned char *maps, const unsigned char *swap);
+/* For every map x[j], in bad[j] (nlayers + 1 entries): the index of a swapped layer
+ * (`swap` per layer) that recomputing x[j] would run again under the map decisions
+ * `maps` (MAP_*, per map), or -1 when there is none. Where several would, the one a
+ * depth-first walk meets first: x[j]'s own layer, then its inputs in order. One pass
+ * over the net, whatever its depth. */
+void net_recompute_runs_swapped(const net *n, const unsigned char *maps, const unsigned char *swap, int *bad);
 
 /* The first layer, counting backward, whose backward pass reads x[j] (the graph's
  * first_bwd; in a chain: j if layer j reads its input, else j-1 if layer j-1 reads its

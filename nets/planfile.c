@@ -129,6 +129,34 @@ vdnn_status plan_from_net(const net *n, plan *p)
     return VDNN_OK;
 }
 
+/* The map decisions of a plan: keep, offload or recompute, the last two only where a
+ * backward pass reads the map, and no recomputation that runs a swapped layer again. */
+static vdnn_status check_maps(const plan *p, const net *n, const char *who)
+{
+    int *swapped = malloc((size_t)(n->nlayers + 1) * sizeof *swapped);
+    if (!swapped) return vdnn_fail(VDNN_ENOMEM, "%s: out of host memory checking the plan", who);
+    net_recompute_runs_swapped(n, p->offload, p->swap, swapped);
+    vdnn_status st = VDNN_OK;
+    for (int j = 0; j <= n->nlayers && st == VDNN_OK; j++) {
+        if (p->offload[j] > MAP_RECOMPUTE)
+            st = vdnn_fail(VDNN_EINVAL, "%s: x[%d]: map decision %d is not keep, offload or recompute", who, j,
+                           p->offload[j]);
+        else if (p->offload[j] && !offloadable(n, j))
+            st = vdnn_fail(VDNN_EINVAL, "%s: the plan %s x[%d] (%s%s), but no backward pass reads it", who,
+                           p->offload[j] == MAP_RECOMPUTE ? "recomputes" : "offloads", j,
+                           j == n->nlayers ? "the loss output" : j ? net_map_name(n, j) : "the input",
+                           j && j < n->nlayers ? "'s output" : "");
+        else if (p->offload[j] == MAP_RECOMPUTE && j == 0)
+            st = vdnn_fail(VDNN_EINVAL, "%s: x[0], the input, cannot be recomputed", who);
+        /* recomputing x[j] runs the layers back to the nearest kept maps */
+        else if (p->offload[j] == MAP_RECOMPUTE && swapped[j] >= 0)
+            st = vdnn_fail(VDNN_EINVAL, "%s: recomputing x[%d] (%s's output) would run %s again, whose parameters "
+                           "are swapped", who, j, net_map_name(n, j), n->layers[swapped[j]]->name);
+    }
+    free(swapped);
+    return st;
+}
+
 /* Whether `p` can run on `n`: same layer count, known algorithms, offloads only maps
  * that backward reads, a valid copy timing. `who` prefixes the message. */
 static vdnn_status plan_check(const plan *p, const net *n, const char *who)
@@ -150,23 +178,8 @@ static vdnn_status plan_check(const plan *p, const net *n, const char *who)
             return vdnn_fail(VDNN_EINVAL, "%s: %s's parameters cannot be swapped (%s)", who, n->layers[i]->name,
                              n->layers[i]->nparams ? "its forward pass updates state in them" : "it has none");
     }
-    for (int j = 0; j <= n->nlayers; j++) {
-        if (p->offload[j] > MAP_RECOMPUTE)
-            return vdnn_fail(VDNN_EINVAL, "%s: x[%d]: map decision %d is not keep, offload or recompute", who, j,
-                             p->offload[j]);
-        if (p->offload[j] && !offloadable(n, j))
-            return vdnn_fail(VDNN_EINVAL, "%s: the plan %s x[%d] (%s%s), but no backward pass reads it", who,
-                             p->offload[j] == MAP_RECOMPUTE ? "recomputes" : "offloads", j,
-                             j == n->nlayers ? "the loss output" : j ? net_map_name(n, j) : "the input",
-                             j && j < n->nlayers ? "'s output" : "");
-        if (p->offload[j] == MAP_RECOMPUTE && j == 0)
-            return vdnn_fail(VDNN_EINVAL, "%s: x[0], the input, cannot be recomputed", who);
-        /* recomputing x[j] runs the layers back to the nearest kept maps */
-        int swapped = p->offload[j] == MAP_RECOMPUTE ? net_recompute_runs_swapped(n, j, p->offload, p->swap) : -1;
-        if (swapped >= 0)
-            return vdnn_fail(VDNN_EINVAL, "%s: recomputing x[%d] (%s's output) would run %s again, whose parameters "
-                             "are swapped", who, j, net_map_name(n, j), n->layers[swapped]->name);
-    }
+    vdnn_status st = check_maps(p, n, who);
+    if (st != VDNN_OK) return st;
     if (p->micro != n->micro)
         return vdnn_fail(VDNN_EINVAL, "%s: the plan's micro-batches are of %d items, the net's of %d (0: no split)",
                          who, p->micro, n->micro);

@@ -153,14 +153,16 @@ static vdnn_status offer(search *s, const plan *p)
     return plan_copy(&s->best, p);
 }
 
-/* Depth-first over decisions k.. of s->work. At each node two completions bound the
- * rest: the fastest choices (no offload, fastest algorithms) bound the time from
- * below, and the smallest (offload, smallest workspaces) bound the bytes in use from
- * below; a node whose bounds cannot beat the incumbent or cannot fit is cut. The
- * peak itself is no bound: where a block lands depends on every earlier request, so
- * offloading one more map can raise the highest end by a hole. */
-static vdnn_status branch(search *s, int k)
+/* One node of the branch and bound: decisions ..k-1 of s->work are made. At each node
+ * two completions bound the rest: the fastest choices (no offload, fastest algorithms)
+ * bound the time from below, and the smallest (offload, smallest workspaces) bound the
+ * bytes in use from below; a node whose bounds cannot beat the incumbent or cannot fit
+ * is cut. The peak itself is no bound: where a block lands depends on every earlier
+ * request, so offloading one more map can raise the highest end by a hole. *expand:
+ * decision k's choices are to be tried, smallest first when *smallest_first. */
+static vdnn_status bb_node(search *s, int k, int *expand, int *smallest_first)
 {
+    *expand = 0;
     if ((s->node_limit > 0 && s->nodes >= s->node_limit) || out_of_time(s)) return VDNN_OK;
     s->nodes++;
     plan *p = &s->work;
@@ -175,12 +177,39 @@ static vdnn_status branch(search *s, int k)
     if (p->peak_bytes <= s->budget) return offer(s, p);
     /* Fastest choices first once a plan fits, so that the time bound cuts early; until
      * then the smallest first (on a Pareto set, reversed order), so that one is found. */
-    const decision *d = &s->dec[k];
-    int smallest_first = s->best.predicted_s < 0;
-    for (int c = 0; c < d->count && st == VDNN_OK; c++) {
-        set_choice(p, d, d->choice[smallest_first ? d->count - 1 - c : c]);
-        st = branch(s, k + 1);
+    *expand = 1;
+    *smallest_first = s->best.predicted_s < 0;
+    return VDNN_OK;
+}
+
+/* A node whose children are being tried: its decision, the next choice, the order. */
+typedef struct bb_frame {
+    int k, c, smallest_first;
+} bb_frame;
+
+/* Depth-first over the decisions of s->work, from the root: the nodes under way wait
+ * on a heap stack, one frame per decision, as a net may have a decision per layer. */
+static vdnn_status branch(search *s)
+{
+    bb_frame *stack = malloc(((size_t)s->ndec + 1) * sizeof *stack);
+    if (!stack) return vdnn_fail(VDNN_ENOMEM, "out of host memory for the search over %d decisions", s->ndec);
+    int depth = 0, expand, first;
+    vdnn_status st = bb_node(s, 0, &expand, &first);
+    if (st == VDNN_OK && expand) stack[depth++] = (bb_frame){0, 0, first};
+    while (st == VDNN_OK && depth > 0) {
+        bb_frame *f = &stack[depth - 1];
+        const decision *d = &s->dec[f->k];
+        if (f->c == d->count) {
+            depth--;
+            continue;
+        }
+        set_choice(&s->work, d, d->choice[f->smallest_first ? d->count - 1 - f->c : f->c]);
+        f->c++;
+        int k = f->k + 1;
+        st = bb_node(s, k, &expand, &first);
+        if (st == VDNN_OK && expand) stack[depth++] = (bb_frame){k, 0, first};
     }
+    free(stack);
     return st;
 }
 
@@ -401,7 +430,7 @@ static vdnn_status search_bb(search *s)
             /* every algorithm, dominated ones too: a larger workspace moves where later
              * blocks land, and can lower the peak */
             if (st == VDNN_OK) st = make_decisions(s->n, s->pr, 1, &s->work, 0, &s->dec, &s->ndec);
-            if (st == VDNN_OK) st = branch(s, 0);
+            if (st == VDNN_OK) st = branch(s);
         }
     }
     return st;
