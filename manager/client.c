@@ -2,7 +2,6 @@
 #include "manager/client.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,27 +109,21 @@ vdnn_status mgr_client_open(const char *socket, const char *name, dp_group *g, i
         if (*p == ' ' || *p == '\n' || *p == '=') *p = '_';
     snprintf(msg, sizeof msg, "hello pid=%ld name=%s devices=%s keys=%s dr=%s", (long)getpid(), safe, names, keys,
              weights);
-    int got = mgr_send(c->fd, msg) == 0 ? mgr_recv(c->fd, msg, sizeof msg, WELCOME_WAIT_MS) : -1;
-    double units = 0, id = 0;
-    if (got > 0 && !strncmp(msg, "refused", 7)) {
-        char why[1024] = "";
-        mgr_field(msg, "reason", why, sizeof why);
-        for (char *p = why; *p; p++)
-            if (*p == '_') *p = ' ';
-        st = vdnn_fail(VDNN_EINVAL, "--managed: the manager at %s refused this job: %s", socket, why);
-    } else if (got <= 0 || strncmp(msg, "welcome", 7) || !mgr_field_double(msg, "units", &units) ||
-               !mgr_field_double(msg, "id", &id) || units < 1 || units > 1e6) {
+    int got = mgr_request(c->fd, msg, msg, sizeof msg, WELCOME_WAIT_MS);
+    char why[1024], shown[4096];
+    if (got > 0 && mgr_refusal(msg, why, sizeof why)) {
+        st = vdnn_fail(VDNN_EINVAL, "--managed: the manager at %s refused this job: %s", socket,
+                       mgr_text_escape(why, shown, sizeof shown));
+    } else if (got <= 0 || !mgr_parse_welcome(msg, &c->id, &c->units)) {
         st = vdnn_fail(VDNN_EIO, "--managed: the manager at %s did not welcome this job (%s)", socket,
                        got > 0 ? "an answer it does not understand" : got == 0 ? "it closed the connection"
-                                                                        : "no answer in 10 s");
+                       : errno == EAGAIN ? "no answer in 10 s" : strerror(errno));
     }
     if (st != VDNN_OK) {
         close(c->fd);
         free(c);
         return st;
     }
-    c->units = (int)units;
-    c->id = (int)id;
     weights_to_units(dp_weights(g), n, c->units, c->dr);
     c->t_start = c->t_window = vdnn_now_s();
     c->applied = 1;
@@ -175,11 +168,12 @@ static void post(mgr_client *c, const train_tick *t)
     memset(c->busy, 0, sizeof c->busy);
 }
 
-/* The last DR the manager sent, if any: 1 and out. */
+/* The last DR the manager sent, if any: 1 and out. A refusal (the manager drops the
+ * job) is lost with its reason. */
 static int take_dr(mgr_client *c, const train_tick *t, int *out)
 {
     int got = 0;
-    char msg[4096];
+    char msg[4096], why[1024], text[1200];
     for (;;) {
         int r = mgr_recv(c->fd, msg, sizeof msg, 0);
         if (r == 0) {
@@ -190,13 +184,13 @@ static int take_dr(mgr_client *c, const train_tick *t, int *out)
             if (errno != EAGAIN && errno != EWOULDBLOCK) lost(c, t, "stopped answering");
             return got;
         }
-        double v[MGR_MAX_DEVICES];
-        int total = 0;
-        if (strncmp(msg, "dr ", 3) || mgr_parse_list(msg + 3, v, MGR_MAX_DEVICES) != c->ndev) continue;
-        for (int k = 0; k < c->ndev; k++) total += v[k] >= 0 && v[k] == floor(v[k]) ? (int)v[k] : -1000000;
-        if (total != c->units) continue;
-        for (int k = 0; k < c->ndev; k++) out[k] = (int)v[k];
-        got = 1;
+        if (mgr_refusal(msg, why, sizeof why)) {
+            char shown[4096];
+            snprintf(text, sizeof text, "dropped this job (%s)", mgr_text_escape(why, shown, sizeof shown));
+            lost(c, t, text);
+            return got;
+        }
+        got |= mgr_parse_dr(msg, c->ndev, c->units, out);
     }
 }
 

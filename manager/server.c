@@ -18,6 +18,10 @@
 
 #define MAX_CONN 256
 #define HELLO_WAIT_S 10.0
+/* the largest share a hello may give (shares are relative weights) */
+#define SHARE_MAX 1e9
+#define STR_(x) #x
+#define STR(x) STR_(x)
 /* a job whose posts still do not show the DR it was sent after this many gave up on it
  * (it could not apply it): decisions go on */
 #define PENDING_POSTS 4
@@ -33,7 +37,7 @@ typedef struct sjob {
     int id;                   /* 0 until it says hello */
     long pid;
     char name[256];
-    double t_conn, t_post;
+    double t_conn, t_hello, t_post;
     int ndev;
     int dev[MGR_MAX_DEVICES];       /* the machine's index of each of its devices */
     int dr[MGR_MAX_DEVICES];        /* units, by machine device */
@@ -50,16 +54,17 @@ typedef struct sjob {
     char bye[32];                   /* the reason it gave when leaving */
 } sjob;
 
-typedef struct server {
+struct mgr_server {
     const mgr_opts *o;
-    int lfd;
+    mgr_listener lis;         /* lis.fd -1: driven by mgr_server_add/_message only */
     double t0, last_decision;
     int ndev, fixed;
     sdev dev[MGR_MAX_DEVICES];
     sjob job[MAX_CONN];
     int next_id, registered_ever;
     mgr_nvml *nvml;
-} server;
+};
+typedef mgr_server server;
 
 static volatile sig_atomic_t stop_signal;
 static void on_signal(int sig) { stop_signal = sig; }
@@ -130,20 +135,46 @@ static void dev_text(const server *sv, const sjob *j, char *buf, size_t len)
 
 /* ---- devices ---- */
 
-/* The machine's index of a device by key or name; added when the list is not fixed.
- * -1 when it is not shared here. */
+static int dev_free(const sdev *d) { return !d->name[0]; }
+
+/* The machine's index of a device by key or name; added when the list is not fixed
+ * (in the first free entry: those of devices no job uses any more are freed). -1 when
+ * it is not shared here, -2 when the table is full. */
 static int device_index(server *sv, const char *key, const char *name)
 {
-    for (int k = 0; k < sv->ndev; k++)
+    int free_k = -1;
+    for (int k = 0; k < sv->ndev; k++) {
+        if (dev_free(&sv->dev[k])) {
+            if (free_k < 0) free_k = k;
+            continue;
+        }
         if (!strcmp(sv->dev[k].key, key) || (!sv->dev[k].key[0] && !strcmp(sv->dev[k].name, name))) {
             if (!sv->dev[k].key[0]) snprintf(sv->dev[k].key, sizeof sv->dev[k].key, "%s", key);
             return k;
         }
-    if (sv->fixed || sv->ndev == MGR_MAX_DEVICES) return -1;
-    sdev *d = &sv->dev[sv->ndev];
+    }
+    if (sv->fixed) return -1;
+    if (free_k < 0 && sv->ndev == MGR_MAX_DEVICES) return -2;
+    int k = free_k >= 0 ? free_k : sv->ndev++;
+    sdev *d = &sv->dev[k];
+    memset(d, 0, sizeof *d);
     snprintf(d->key, sizeof d->key, "%s", key);
     snprintf(d->name, sizeof d->name, "%s", name);
-    return sv->ndev++;
+    return k;
+}
+
+/* Frees the devices no registered job uses, unless --devices fixed the list: else a
+ * job could fill the table with invented devices, and every later job be refused. */
+static void release_devices(server *sv)
+{
+    if (sv->fixed) return;
+    unsigned char used[MGR_MAX_DEVICES] = {0};
+    for (int i = 0; i < MAX_CONN; i++)
+        if (sv->job[i].fd >= 0 && sv->job[i].id)
+            for (int d = 0; d < sv->job[i].ndev; d++) used[sv->job[i].dev[d]] = 1;
+    for (int k = 0; k < sv->ndev; k++)
+        if (!used[k]) memset(&sv->dev[k], 0, sizeof sv->dev[k]);
+    while (sv->ndev > 0 && dev_free(&sv->dev[sv->ndev - 1])) sv->ndev--;
 }
 
 static int live(const server *sv, const sjob *j, double now)
@@ -182,15 +213,25 @@ static void forget_moves(server *sv)
     }
 }
 
+/* A job's words (its name, its devices' names) with control characters made '?': they
+ * go to terminals (the manager's output, --status). */
+static void clean_word(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
+}
+
 static void drop(server *sv, sjob *j, const char *reason)
 {
     if (j->id) {
-        say(sv, "job %d (pid %ld, %s) left: %s", j->id, j->pid, j->name, reason);
+        char text[300];
+        say(sv, "job %d (pid %ld, %s) left: %s", j->id, j->pid, j->name, mgr_text_escape(reason, text, sizeof text));
         if (sv->o->log) {
             log_head(sv, "leave");
             log_job(sv, j);
-            fprintf(sv->o->log, ", \"reason\": \"%s\", \"step\": %lld, \"steps\": %lld, \"sd\": %.6g}\n", reason,
-                    j->step, j->steps, j->sd);
+            fprintf(sv->o->log, ", \"reason\": ");
+            vdnn_json_str(sv->o->log, reason);
+            fprintf(sv->o->log, ", \"step\": %lld, \"steps\": %lld, \"sd\": %.6g}\n", j->step, j->steps, j->sd);
             fflush(sv->o->log);
         }
     }
@@ -198,20 +239,28 @@ static void drop(server *sv, sjob *j, const char *reason)
     close(j->fd);
     memset(j, 0, sizeof *j);
     j->fd = -1;
+    release_devices(sv);
     if (was_job) forget_moves(sv);
 }
 
-static void refuse(server *sv, sjob *j, const char *why)
+/* Sends "refused reason=WHY" (spaces as '_': a field is one word), so that the job or
+ * --status prints why, and closes the connection. */
+static void send_refusal(int fd, const char *why)
 {
     char msg[1024];
     snprintf(msg, sizeof msg, "refused reason=%s", why);
     for (char *p = msg + 15; *p; p++)
-        if (*p == ' ') *p = '_';
-    mgr_send(j->fd, msg);
-    say(sv, "refused a job (pid %ld): %s", j->pid, why);
-    close(j->fd);
-    memset(j, 0, sizeof *j);
-    j->fd = -1;
+        if (*p == ' ' || *p == '\n') *p = '_';
+    mgr_send(fd, msg);
+}
+
+static void refuse(server *sv, sjob *j, const char *why)
+{
+    send_refusal(j->fd, why);
+    if (!j->id) say(sv, "refused a job (pid %ld): %s", j->pid, why);
+    char reason[1100];
+    snprintf(reason, sizeof reason, "refused: %s", why);
+    drop(sv, j, reason);
 }
 
 /* Splits "a,b,c" into at most `max` words of `len` characters: how many, -1 if more. */
@@ -228,14 +277,87 @@ static int split_words(const char *text, char (*out)[64], int max)
     return n;
 }
 
+/* The hello's devices into j->dev (the machine's indices): 0, or -1 once refused. */
+static int hello_devices(server *sv, sjob *j, char (*names)[64], char (*keys)[64], int n)
+{
+    char why[512];
+    for (int d = 0; d < n; d++) {
+        clean_word(names[d]);
+        int k = device_index(sv, keys[d], names[d]);
+        if (k == -2)
+            snprintf(why, sizeof why, "the manager already shares %d devices, its most: %s is one too many",
+                     MGR_MAX_DEVICES, names[d]);
+        else if (k < 0)
+            snprintf(why, sizeof why, "%s is not one of the devices this manager shares", names[d]);
+        for (int e = 0; e < d && k >= 0; e++)
+            if (j->dev[e] == k) {
+                snprintf(why, sizeof why, "%s is given twice", names[d]);
+                k = -1;
+            }
+        if (k < 0) {
+            refuse(sv, j, why);
+            return -1;
+        }
+        j->dev[d] = k;
+    }
+    j->ndev = n;
+    return 0;
+}
+
+/* The hello's shares into DR units: 0, or -1 once refused. */
+static int hello_shares(server *sv, sjob *j, const double *w, int n)
+{
+    double total = 0;
+    char why[256];
+    for (int d = 0; d < n; d++) {
+        if (!(w[d] >= 0 && w[d] <= SHARE_MAX)) {
+            snprintf(why, sizeof why, "share %d (%g) is not a number from 0 to %g", d + 1, w[d], SHARE_MAX);
+            refuse(sv, j, why);
+            return -1;
+        }
+        total += w[d];
+    }
+    if (!(total > 0)) {
+        refuse(sv, j, "every share is 0");
+        return -1;
+    }
+    int units[MGR_MAX_DEVICES];
+    dp_split(sv->o->rules.units, w, NULL, n, units);
+    for (int d = 0; d < n; d++) j->dr[j->dev[d]] = units[d];
+    return 0;
+}
+
+static void log_register(server *sv, const sjob *j)
+{
+    char devs[512], dr[256];
+    dev_text(sv, j, devs, sizeof devs);
+    dr_text(j, j->dr, dr, sizeof dr);
+    say(sv, "job %d (pid %ld, %s) registered on %s with DR %s", j->id, j->pid, j->name, devs, dr);
+    if (!sv->o->log) return;
+    log_head(sv, "register");
+    log_job(sv, j);
+    fprintf(sv->o->log, ", \"devices\": [");
+    for (int d = 0; d < j->ndev; d++) {
+        fputs(d ? ", " : "", sv->o->log);
+        vdnn_json_str(sv->o->log, sv->dev[j->dev[d]].name);
+    }
+    fprintf(sv->o->log, "], \"dr\": ");
+    json_ints(sv->o->log, j->dr, sv->ndev);
+    log_end(sv);
+}
+
 static void on_hello(server *sv, sjob *j, const char *msg)
 {
-    char names_text[2048] = "", keys_text[4096] = "", dr_text_[1024] = "", pid[32] = "";
+    char names_text[2048] = "", keys_text[4096] = "", dr_text_[1024] = "";
     char names[MGR_MAX_DEVICES][64], keys[MGR_MAX_DEVICES][64];
-    double w[MGR_MAX_DEVICES];
-    mgr_field(msg, "pid", pid, sizeof pid);
-    j->pid = atol(pid);
+    double w[MGR_MAX_DEVICES], pid = 0;
+    if (mgr_field_range(msg, "pid", 1, 4194304, &pid) != 1) {
+        refuse(sv, j, "its hello has no pid=P (a process id)");
+        return;
+    }
+    j->pid = (long)pid;
     if (!mgr_field(msg, "name", j->name, sizeof j->name)) snprintf(j->name, sizeof j->name, "?");
+    clean_word(j->name);
     int n = mgr_field(msg, "devices", names_text, sizeof names_text) ? split_words(names_text, names, MGR_MAX_DEVICES) : -1;
     int nk = mgr_field(msg, "keys", keys_text, sizeof keys_text) ? split_words(keys_text, keys, MGR_MAX_DEVICES) : -1;
     int nw = mgr_field(msg, "dr", dr_text_, sizeof dr_text_) ? mgr_parse_list(dr_text_, w, MGR_MAX_DEVICES) : -1;
@@ -243,83 +365,92 @@ static void on_hello(server *sv, sjob *j, const char *msg)
         refuse(sv, j, "its hello names no devices, or not one key and one share for each");
         return;
     }
-    for (int d = 0; d < n; d++) {
-        int k = device_index(sv, keys[d], names[d]);
-        char why[512];
-        if (k < 0) {
-            snprintf(why, sizeof why, "%s is not one of the devices this manager shares", names[d]);
-            refuse(sv, j, why);
-            return;
-        }
-        for (int e = 0; e < d; e++)
-            if (j->dev[e] == k) {
-                snprintf(why, sizeof why, "%s is given twice", names[d]);
-                refuse(sv, j, why);
-                return;
-            }
-        j->dev[d] = k;
-    }
-    j->ndev = n;
-    int units[MGR_MAX_DEVICES];
-    double total = 0;
-    for (int d = 0; d < n; d++) total += w[d] > 0 ? w[d] : 0;
-    if (!(total > 0)) {
-        refuse(sv, j, "every share is 0");
-        return;
-    }
-    dp_split(sv->o->rules.units, w, NULL, n, units);
-    for (int d = 0; d < n; d++) j->dr[j->dev[d]] = units[d];
+    if (hello_devices(sv, j, names, keys, n) != 0 || hello_shares(sv, j, w, n) != 0) return;
     forget_moves(sv);
     j->id = ++sv->next_id;
+    j->t_hello = now_s(sv);
     sv->registered_ever = 1;
     char reply[128];
     snprintf(reply, sizeof reply, "welcome id=%d units=%d", j->id, sv->o->rules.units);
     mgr_send(j->fd, reply);
-    char devs[512], dr[256];
-    dev_text(sv, j, devs, sizeof devs);
-    dr_text(j, j->dr, dr, sizeof dr);
-    say(sv, "job %d (pid %ld, %s) registered on %s with DR %s", j->id, j->pid, j->name, devs, dr);
-    if (sv->o->log) {
-        log_head(sv, "register");
-        log_job(sv, j);
-        fprintf(sv->o->log, ", \"devices\": [");
-        for (int d = 0; d < n; d++) {
-            fputs(d ? ", " : "", sv->o->log);
-            vdnn_json_str(sv->o->log, sv->dev[j->dev[d]].name);
+    log_register(sv, j);
+}
+
+/* A post's numbers, each range-checked: a message that cannot come from a job is
+ * refused rather than fed to the rules (or cast past what an int holds). */
+static const struct post_number {
+    const char *key;
+    double hi;
+} post_numbers[] = {
+    {"sd", 1e9}, {"iter_ms", 1e12}, {"solo_ms", 1e12}, {"step", 1e15}, {"steps", 1e15}, {"done", 1e15},
+    {"epoch", 1e9}, {"epochs", 1e9}, {"fresh", 1}, {"window_s", 1e9},
+};
+enum { P_SD, P_ITER, P_SOLO, P_STEP, P_STEPS, P_DONE, P_EPOCH, P_EPOCHS, P_FRESH, P_WINDOW, P_COUNT };
+
+/* A list field of the job's ndev numbers, each within [0, hi]: 1 read, 0 absent, -1 bad. */
+static int post_list(const sjob *j, const char *msg, const char *key, double hi, double *out)
+{
+    char text[1024];
+    if (!mgr_has_field(msg, key)) return 0;
+    if (!mgr_field(msg, key, text, sizeof text)) return -1;
+    if (mgr_parse_list(text, out, MGR_MAX_DEVICES) != j->ndev) return -1;
+    for (int d = 0; d < j->ndev; d++)
+        if (!(out[d] >= 0 && out[d] <= hi)) return -1;
+    return 1;
+}
+
+/* Reads the post's fields into v (set[] says which were there): 0, or -1 once refused. */
+static int post_read(server *sv, sjob *j, const char *msg, double *v, int *set, double *busy, double *dr)
+{
+    char why[256];
+    for (int p = 0; p < P_COUNT; p++) {
+        set[p] = mgr_field_range(msg, post_numbers[p].key, 0, post_numbers[p].hi, &v[p]);
+        if (set[p] < 0) {
+            snprintf(why, sizeof why, "its post's %s is not a number from 0 to %g", post_numbers[p].key,
+                     post_numbers[p].hi);
+            refuse(sv, j, why);
+            return -1;
         }
-        fprintf(sv->o->log, "], \"dr\": ");
-        json_ints(sv->o->log, j->dr, sv->ndev);
-        log_end(sv);
     }
+    set[P_COUNT] = post_list(j, msg, "busy", 1e9, busy);
+    set[P_COUNT + 1] = post_list(j, msg, "dr", sv->o->rules.units, dr);
+    int total = 0;
+    for (int d = 0; set[P_COUNT + 1] > 0 && d < j->ndev; d++) {
+        if (dr[d] != floor(dr[d])) set[P_COUNT + 1] = -1;
+        total += (int)dr[d];
+    }
+    if (set[P_COUNT + 1] > 0 && total != sv->o->rules.units) set[P_COUNT + 1] = -1;
+    if (set[P_COUNT] < 0 || set[P_COUNT + 1] < 0) {
+        snprintf(why, sizeof why, set[P_COUNT] < 0 ? "its post's busy is not %d numbers from 0 to 1e9"
+                                                   : "its post's dr is not %d whole numbers adding up to %d units",
+                 j->ndev, sv->o->rules.units);
+        refuse(sv, j, why);
+        return -1;
+    }
+    return 0;
 }
 
 static void on_post(server *sv, sjob *j, const char *msg)
 {
-    double v = 0, busy[MGR_MAX_DEVICES], dr[MGR_MAX_DEVICES], window = 0;
-    char text[1024];
-    if (mgr_field_double(msg, "sd", &v) && v >= 0) j->sd = v;
-    if (mgr_field_double(msg, "iter_ms", &v)) j->iter_ms = v;
-    if (mgr_field_double(msg, "solo_ms", &v)) j->solo_ms = v;
-    if (mgr_field_double(msg, "step", &v)) j->step = (long long)v;
-    if (mgr_field_double(msg, "steps", &v)) j->steps = (long long)v;
-    if (mgr_field_double(msg, "done", &v)) j->done = (long long)v;
-    if (mgr_field_double(msg, "epoch", &v)) j->epoch = (int)v;
-    if (mgr_field_double(msg, "epochs", &v)) j->epochs = (int)v;
-    double fresh = 0;
-    mgr_field_double(msg, "fresh", &fresh);
-    mgr_field_double(msg, "window_s", &window);
-    if (mgr_field(msg, "busy", text, sizeof text) && mgr_parse_list(text, busy, MGR_MAX_DEVICES) == j->ndev &&
-        window > 0) {
+    double v[P_COUNT] = {0}, busy[MGR_MAX_DEVICES], dr[MGR_MAX_DEVICES];
+    int set[P_COUNT + 2];
+    if (post_read(sv, j, msg, v, set, busy, dr) != 0) return;
+    if (set[P_SD]) j->sd = v[P_SD];
+    if (set[P_ITER]) j->iter_ms = v[P_ITER];
+    if (set[P_SOLO]) j->solo_ms = v[P_SOLO];
+    if (set[P_STEP]) j->step = (long long)v[P_STEP];
+    if (set[P_STEPS]) j->steps = (long long)v[P_STEPS];
+    if (set[P_DONE]) j->done = (long long)v[P_DONE];
+    if (set[P_EPOCH]) j->epoch = (int)v[P_EPOCH];
+    if (set[P_EPOCHS]) j->epochs = (int)v[P_EPOCHS];
+    double fresh = v[P_FRESH], window = v[P_WINDOW];
+    if (set[P_COUNT] > 0 && window > 0) {
         memset(j->rate, 0, sizeof j->rate);
-        for (int d = 0; d < j->ndev; d++) j->rate[j->dev[d]] = busy[d] > 0 ? busy[d] / window : 0;
+        for (int d = 0; d < j->ndev; d++) j->rate[j->dev[d]] = busy[d] / window;
     }
-    if (mgr_field(msg, "dr", text, sizeof text) && mgr_parse_list(text, dr, MGR_MAX_DEVICES) == j->ndev) {
-        int total = 0;
-        for (int d = 0; d < j->ndev; d++) total += (int)dr[d];
-        if (total == sv->o->rules.units) {
-            memset(j->dr, 0, sizeof j->dr);
-            for (int d = 0; d < j->ndev; d++) j->dr[j->dev[d]] = (int)dr[d];
-        }
+    if (set[P_COUNT + 1] > 0) {
+        memset(j->dr, 0, sizeof j->dr);
+        for (int d = 0; d < j->ndev; d++) j->dr[j->dev[d]] = (int)dr[d];
     }
     j->posts++;
     j->t_post = now_s(sv);
@@ -435,20 +566,6 @@ static void decide(server *sv)
 
 /* ---- status ---- */
 
-/* text as the inside of a JSON string */
-static const char *json_inner(const char *text, char *buf, size_t len)
-{
-    size_t k = 0;
-    for (; *text && k + 7 < len; text++) {
-        unsigned char c = (unsigned char)*text;
-        if (c == '"' || c == '\\') buf[k++] = '\\', buf[k++] = (char)c;
-        else if (c < 0x20) k += (size_t)snprintf(buf + k, len - k, "\\u%04x", c);
-        else buf[k++] = (char)c;
-    }
-    buf[k] = 0;
-    return buf;
-}
-
 static int count_jobs(const server *sv)
 {
     int n = 0;
@@ -456,62 +573,87 @@ static int count_jobs(const server *sv)
     return n;
 }
 
+#define PUT(...) (*k += *k < len ? (size_t)snprintf(buf + *k, len - *k, __VA_ARGS__) : 0)
+
+static void status_head(server *sv, char *buf, size_t len, size_t *k, int json)
+{
+    char sock[1600], name[200], key[400];
+    double now = now_s(sv);
+    if (json) {
+        PUT("{\"pid\": %ld, \"socket\": \"%s\", \"uptime_s\": %.3f, \"observe\": %s, \"devices\": [", (long)getpid(),
+            mgr_json_escape(sv->o->socket, sock, sizeof sock), now, sv->o->observe ? "true" : "false");
+        for (int d = 0, first = 1; d < sv->ndev; d++) {
+            if (dev_free(&sv->dev[d])) continue;
+            PUT("%s{\"name\": \"%s\", \"key\": \"%s\", \"util\": %.4f}", first ? "" : ", ",
+                mgr_json_escape(sv->dev[d].name, name, sizeof name), mgr_json_escape(sv->dev[d].key, key, sizeof key),
+                sv->dev[d].util);
+            first = 0;
+        }
+        PUT("], \"jobs\": [");
+        return;
+    }
+    int jobs = count_jobs(sv), devs = 0;
+    for (int d = 0; d < sv->ndev; d++) devs += !dev_free(&sv->dev[d]);
+    PUT("vdnn manager (pid %ld) at %s: up %.0f s, %d job%s, %d device%s%s\n", (long)getpid(),
+        mgr_text_escape(sv->o->socket, sock, sizeof sock), now, jobs, jobs == 1 ? "" : "s", devs, devs == 1 ? "" : "s",
+        sv->o->observe ? ", observing (no DR changes)" : "");
+    PUT("%-8s %6s\n", "device", "util");
+    for (int d = 0; d < sv->ndev; d++)
+        if (!dev_free(&sv->dev[d]))
+            PUT("%-8s %5.0f%%\n", mgr_text_escape(sv->dev[d].name, name, sizeof name), 100 * sv->dev[d].util);
+    PUT("%-4s %-8s %6s %-10s %-14s %9s %7s %-13s %s\n", "job", "pid", "SD", "DR", "devices", "iter ms", "epoch", "step",
+        "name");
+}
+
+static void status_job(server *sv, const sjob *j, char *buf, size_t len, size_t *k, int json, int first)
+{
+    char dr[256], devs[512], ep[32], st[48], name[1600], dev[200];
+    dr_text(j, j->dr, dr, sizeof dr);
+    const char *state = !j->posts ? "starting" : live(sv, j, now_s(sv)) ? "" : "stale";
+    if (json) {
+        PUT("%s{\"id\": %d, \"pid\": %ld, \"name\": \"%s\", \"sd\": %.6g, \"dr\": [%s], \"devices\": [", first ? "" : ", ",
+            j->id, j->pid, mgr_json_escape(j->name, name, sizeof name), j->sd, dr);
+        for (int d = 0; d < j->ndev; d++)
+            PUT("%s\"%s\"", d ? ", " : "", mgr_json_escape(sv->dev[j->dev[d]].name, dev, sizeof dev));
+        PUT("], \"iter_ms\": %.6g, \"solo_ms\": %.6g, \"epoch\": %d, \"epochs\": %d, \"step\": %lld, \"steps\": %lld, "
+            "\"state\": \"%s\"}", j->iter_ms, j->solo_ms, j->epoch, j->epochs, j->step, j->steps,
+            *state ? state : "running");
+        return;
+    }
+    dev_text(sv, j, devs, sizeof devs);
+    snprintf(ep, sizeof ep, "%d/%d", j->epoch, j->epochs);
+    snprintf(st, sizeof st, "%lld/%lld", j->done, j->steps);
+    PUT("%-4d %-8ld %6.2f %-10s %-14s %9.1f %7s %-13s %s%s%s\n", j->id, j->pid, j->sd, dr,
+        mgr_text_escape(devs, dev, sizeof dev), j->iter_ms, ep, st, mgr_text_escape(j->name, name, sizeof name),
+        *state ? " " : "", state);
+}
+
+#undef PUT
+
+/* The status, as a table or one JSON object; a status too long for buf is cut short
+ * and says so (a JSON one then ends as the table's would: it is not JSON any more). */
 static void status_text(server *sv, char *buf, size_t len, int json)
 {
     size_t k = 0;
-    double now = now_s(sv);
-#define PUT(...) (k += k < len ? (size_t)snprintf(buf + k, len - k, __VA_ARGS__) : 0)
     update_util(sv);
-    if (json) {
-        char sock[600];
-        PUT("{\"pid\": %ld, \"socket\": \"%s\", \"uptime_s\": %.3f, \"observe\": %s, \"devices\": [", (long)getpid(),
-            json_inner(sv->o->socket, sock, sizeof sock), now, sv->o->observe ? "true" : "false");
-        for (int d = 0; d < sv->ndev; d++)
-            PUT("%s{\"name\": \"%s\", \"key\": \"%s\", \"util\": %.4f}", d ? ", " : "", sv->dev[d].name, sv->dev[d].key,
-                sv->dev[d].util);
-        PUT("], \"jobs\": [");
-    } else {
-        PUT("vdnn manager (pid %ld) at %s: up %.0f s, %d job%s, %d device%s%s\n", (long)getpid(), sv->o->socket, now,
-            count_jobs(sv), count_jobs(sv) == 1 ? "" : "s", sv->ndev, sv->ndev == 1 ? "" : "s",
-            sv->o->observe ? ", observing (no DR changes)" : "");
-        PUT("%-8s %6s\n", "device", "util");
-        for (int d = 0; d < sv->ndev; d++) PUT("%-8s %5.0f%%\n", sv->dev[d].name, 100 * sv->dev[d].util);
-        PUT("%-4s %-8s %6s %-10s %-14s %9s %7s %-13s %s\n", "job", "pid", "SD", "DR", "devices", "iter ms", "epoch",
-            "step", "name");
-    }
+    status_head(sv, buf, len, &k, json);
     int first = 1;
     for (int i = 0; i < MAX_CONN; i++) {
         const sjob *j = &sv->job[i];
         if (j->fd < 0 || !j->id) continue;
-        char dr[256], devs[512], ep[32], st[48];
-        dr_text(j, j->dr, dr, sizeof dr);
-        dev_text(sv, j, devs, sizeof devs);
-        const char *state = !j->posts ? "starting" : live(sv, j, now) ? "" : "stale";
-        if (json) {
-            char name[600];
-            PUT("%s{\"id\": %d, \"pid\": %ld, \"name\": \"%s\", \"sd\": %.6g, \"dr\": [%s], \"devices\": [", first ? "" : ", ",
-                j->id, j->pid, json_inner(j->name, name, sizeof name), j->sd, dr);
-            for (int d = 0; d < j->ndev; d++) PUT("%s\"%s\"", d ? ", " : "", sv->dev[j->dev[d]].name);
-            PUT("], \"iter_ms\": %.6g, \"solo_ms\": %.6g, \"epoch\": %d, \"epochs\": %d, \"step\": %lld, \"steps\": %lld, "
-                "\"state\": \"%s\"}", j->iter_ms, j->solo_ms, j->epoch, j->epochs, j->step, j->steps,
-                *state ? state : "running");
-        } else {
-            snprintf(ep, sizeof ep, "%d/%d", j->epoch, j->epochs);
-            snprintf(st, sizeof st, "%lld/%lld", j->done, j->steps);
-            PUT("%-4d %-8ld %6.2f %-10s %-14s %9.1f %7s %-13s %s%s%s\n", j->id, j->pid, j->sd, dr, devs, j->iter_ms, ep,
-                st, j->name, *state ? " " : "", state);
-        }
+        status_job(sv, j, buf, len, &k, json, first);
         first = 0;
     }
-    if (json) PUT("]}\n");
-#undef PUT
+    if (json && k < len) k += (size_t)snprintf(buf + k, len - k, "]}\n");
     if (k >= len) snprintf(buf + len - 16, 16, "\n(truncated)\n");
 }
 
 /* ---- the loop ---- */
 
-static void on_message(server *sv, sjob *j, const char *msg)
+void mgr_server_message(mgr_server *sv, int slot, const char *msg)
 {
+    if (slot < 0 || slot >= MAX_CONN || sv->job[slot].fd < 0) return;
+    sjob *j = &sv->job[slot];
     if (!strncmp(msg, "status", 6)) {
         char *buf = malloc(MGR_MSG_MAX);
         if (buf) {
@@ -519,9 +661,7 @@ static void on_message(server *sv, sjob *j, const char *msg)
             mgr_send(j->fd, buf);
             free(buf);
         }
-        close(j->fd);
-        memset(j, 0, sizeof *j);
-        j->fd = -1;
+        drop(sv, j, "asked for the status");
     } else if (!strncmp(msg, "hello ", 6) && !j->id) {
         on_hello(sv, j, msg);
     } else if (!strncmp(msg, "post ", 5) && j->id) {
@@ -529,17 +669,19 @@ static void on_message(server *sv, sjob *j, const char *msg)
     } else if (!strncmp(msg, "bye", 3) && j->id) {
         char why[32] = "finished";
         mgr_field(msg, "reason", why, sizeof why);
+        clean_word(why);
         drop(sv, j, why);
     }
 }
 
-static void on_readable(server *sv, sjob *j)
+static void on_readable(server *sv, int slot)
 {
     char msg[8192];
+    sjob *j = &sv->job[slot];
     for (int i = 0; i < 64 && j->fd >= 0; i++) {
         int r = mgr_recv(j->fd, msg, sizeof msg, 0);
         if (r > 0) {
-            on_message(sv, j, msg);
+            mgr_server_message(sv, slot, msg);
             continue;
         }
         if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
@@ -548,76 +690,121 @@ static void on_readable(server *sv, sjob *j)
     }
 }
 
+int mgr_server_add(mgr_server *sv, int fd)
+{
+    int slot = -1;
+    for (int i = 0; i < MAX_CONN && slot < 0; i++)
+        if (sv->job[i].fd < 0) slot = i;
+    if (slot < 0) {
+        send_refusal(fd, "the manager has no room for more connections (it serves " STR(MAX_CONN) " at once)");
+        close(fd);
+        return -1;
+    }
+    memset(&sv->job[slot], 0, sizeof sv->job[slot]);
+    sv->job[slot].fd = fd;
+    sv->job[slot].t_conn = now_s(sv);
+    return slot;
+}
+
+/* Connections from processes of other users are refused at once (SO_PEERCRED): the
+ * folder's mode should keep them out, and this holds even where it does not. */
 static void accept_all(server *sv)
 {
     for (;;) {
-        int fd = accept4(sv->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(sv->lis.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) return;
-        int slot = -1;
-        for (int i = 0; i < MAX_CONN && slot < 0; i++)
-            if (sv->job[i].fd < 0) slot = i;
-        if (slot < 0) {
-            mgr_send(fd, "refused reason=the_manager_has_no_room_for_more_connections");
+        if (mgr_check_peer(fd, sv->o->socket) != VDNN_OK) {
+            say(sv, "refused a connection: %s", vdnn_errmsg());
+            send_refusal(fd, "this manager serves its own user's jobs only");
             close(fd);
             continue;
         }
-        memset(&sv->job[slot], 0, sizeof sv->job[slot]);
-        sv->job[slot].fd = fd;
-        sv->job[slot].t_conn = now_s(sv);
+        mgr_server_add(sv, fd);
     }
 }
 
-vdnn_status mgr_serve(const mgr_opts *o)
+void mgr_server_tick(mgr_server *sv)
 {
+    double now = now_s(sv);
+    char why[128];
+    for (int i = 0; i < MAX_CONN; i++) {
+        sjob *j = &sv->job[i];
+        if (j->fd < 0) continue;
+        if (!j->id && now - j->t_conn > HELLO_WAIT_S) drop(sv, j, "");
+        else if (j->id && !j->posts && now - j->t_hello > sv->o->stale_s) {
+            snprintf(why, sizeof why, "it has not posted in the %.3g s (--stale) since its hello", sv->o->stale_s);
+            refuse(sv, j, why);
+        }
+    }
+    decide(sv);
+}
+
+static vdnn_status fixed_devices(server *sv, const char *devices)
+{
+    char words[MGR_MAX_DEVICES][64];
+    int n = split_words(devices, words, MGR_MAX_DEVICES);
+    if (n < 1) return vdnn_fail(VDNN_EINVAL, "--devices %s: not a list of up to %d devices", devices, MGR_MAX_DEVICES);
+    for (int k = 0; k < n; k++) {
+        snprintf(sv->dev[k].name, sizeof sv->dev[k].name, "%s", words[k]);
+        if (!strncmp(words[k], "cpu:", 4)) snprintf(sv->dev[k].key, sizeof sv->dev[k].key, "%s", words[k]);
+    }
+    sv->ndev = n;
+    sv->fixed = 1;
+    return VDNN_OK;
+}
+
+vdnn_status mgr_server_new(const mgr_opts *o, mgr_server **out)
+{
+    *out = NULL;
     server *sv = calloc(1, sizeof *sv);
     if (!sv) return vdnn_fail(VDNN_ENOMEM, "out of host memory");
     sv->o = o;
     sv->t0 = vdnn_now_s();
     sv->last_decision = -1e9;
+    sv->lis.fd = sv->lis.lock_fd = -1;
     for (int i = 0; i < MAX_CONN; i++) sv->job[i].fd = -1;
-    if (o->devices && *o->devices) {
-        char words[MGR_MAX_DEVICES][64];
-        int n = split_words(o->devices, words, MGR_MAX_DEVICES);
-        if (n < 1) {
-            free(sv);
-            return vdnn_fail(VDNN_EINVAL, "--devices %s: not a list of up to %d devices", o->devices, MGR_MAX_DEVICES);
-        }
-        for (int k = 0; k < n; k++) {
-            snprintf(sv->dev[k].name, sizeof sv->dev[k].name, "%s", words[k]);
-            if (!strncmp(words[k], "cpu:", 4)) snprintf(sv->dev[k].key, sizeof sv->dev[k].key, "%s", words[k]);
-        }
-        sv->ndev = n;
-        sv->fixed = 1;
-    }
-    vdnn_status st = mgr_listen(o->socket, &sv->lfd);
+    vdnn_status st = o->devices && *o->devices ? fixed_devices(sv, o->devices) : VDNN_OK;
     if (st != VDNN_OK) {
         free(sv);
         return st;
     }
-    sv->nvml = mgr_nvml_open();
-    struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term;
-    sigemptyset(&sa.sa_mask);
-    stop_signal = 0;
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
+    *out = sv;
+    return VDNN_OK;
+}
+
+void mgr_server_free(mgr_server *sv)
+{
+    if (!sv) return;
+    for (int i = 0; i < MAX_CONN; i++)
+        if (sv->job[i].fd >= 0) close(sv->job[i].fd);   /* the jobs go on with their DR */
+    mgr_nvml_close(sv->nvml);
+    free(sv);
+}
+
+static void log_start(server *sv)
+{
+    const mgr_opts *o = sv->o;
     say(sv, "vdnn manager (pid %ld) listening at %s: SD gap %.3g, utilization gap %.3g, %d units, a decision at most "
         "every %.3g s%s%s", (long)getpid(), o->socket, o->rules.sd_gap, o->rules.util_gap, o->rules.units, o->period_s,
         o->observe ? ", observing only" : "", sv->nvml ? ", NVML for GPUs" : "");
-    if (o->log) {
-        log_head(sv, "start");
-        fprintf(o->log, ", \"pid\": %ld, \"unix_time\": %.3f, \"socket\": ", (long)getpid(), (double)time(NULL));
-        vdnn_json_str(o->log, o->socket);
-        fprintf(o->log, ", \"units\": %d, \"sd_gap\": %.6g, \"util_gap\": %.6g, \"period_s\": %.6g, \"observe\": %s, "
-                "\"nvml\": %s", o->rules.units, o->rules.sd_gap, o->rules.util_gap, o->period_s,
-                o->observe ? "true" : "false", sv->nvml ? "true" : "false");
-        log_end(sv);
-    }
-    struct pollfd *pf = calloc(MAX_CONN + 1, sizeof *pf);
-    int *slot = calloc(MAX_CONN + 1, sizeof *slot);
-    if (!pf || !slot) st = vdnn_fail(VDNN_ENOMEM, "out of host memory");
+    if (!o->log) return;
+    log_head(sv, "start");
+    fprintf(o->log, ", \"pid\": %ld, \"unix_time\": %.3f, \"socket\": ", (long)getpid(), (double)time(NULL));
+    vdnn_json_str(o->log, o->socket);
+    fprintf(o->log, ", \"units\": %d, \"sd_gap\": %.6g, \"util_gap\": %.6g, \"period_s\": %.6g, \"observe\": %s, "
+            "\"nvml\": %s", o->rules.units, o->rules.sd_gap, o->rules.util_gap, o->period_s,
+            o->observe ? "true" : "false", sv->nvml ? "true" : "false");
+    log_end(sv);
+}
+
+static vdnn_status serve_loop(server *sv)
+{
+    struct pollfd pf[MAX_CONN + 1];
+    int slot[MAX_CONN + 1];
+    vdnn_status st = VDNN_OK;
     while (st == VDNN_OK && !stop_signal) {
         int n = 0;
-        pf[n++] = (struct pollfd){sv->lfd, POLLIN, 0};
+        pf[n++] = (struct pollfd){sv->lis.fd, POLLIN, 0};
         for (int i = 0; i < MAX_CONN; i++)
             if (sv->job[i].fd >= 0) {
                 slot[n] = i;
@@ -628,30 +815,41 @@ vdnn_status mgr_serve(const mgr_opts *o)
         if (r > 0) {
             if (pf[0].revents) accept_all(sv);
             for (int p = 1; p < n; p++)
-                if (pf[p].revents) on_readable(sv, &sv->job[slot[p]]);
+                if (pf[p].revents) on_readable(sv, slot[p]);
         }
-        double now = now_s(sv);
-        for (int i = 0; i < MAX_CONN; i++)
-            if (sv->job[i].fd >= 0 && !sv->job[i].id && now - sv->job[i].t_conn > HELLO_WAIT_S) drop(sv, &sv->job[i], "");
-        decide(sv);
-        if (o->until_idle && sv->registered_ever && !count_jobs(sv)) break;
+        mgr_server_tick(sv);
+        if (sv->o->until_idle && sv->registered_ever && !count_jobs(sv)) break;
     }
+    return st;
+}
+
+vdnn_status mgr_serve(const mgr_opts *o)
+{
+    server *sv = NULL;
+    vdnn_status st = mgr_server_new(o, &sv);
+    if (st != VDNN_OK) return st;
+    if ((st = mgr_listen(o->socket, &sv->lis)) != VDNN_OK) {
+        mgr_server_free(sv);
+        return st;
+    }
+    sv->nvml = mgr_nvml_open();
+    struct sigaction sa = {.sa_handler = on_signal}, old_int, old_term;
+    sigemptyset(&sa.sa_mask);
+    stop_signal = 0;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    log_start(sv);
+    st = serve_loop(sv);
     if (stop_signal) say(sv, "stopping (%s)", stop_signal == SIGTERM ? "SIGTERM" : "SIGINT");
-    for (int i = 0; i < MAX_CONN; i++)
-        if (sv->job[i].fd >= 0) close(sv->job[i].fd);   /* the jobs go on with their DR */
     if (o->log) {
         log_head(sv, "stop");
         fprintf(o->log, ", \"why\": \"%s\"", stop_signal ? "signal" : st == VDNN_OK ? "idle" : "error");
         log_end(sv);
     }
-    close(sv->lfd);
-    unlink(o->socket);
+    mgr_unlisten(o->socket, &sv->lis);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
-    mgr_nvml_close(sv->nvml);
-    free(pf);
-    free(slot);
-    free(sv);
+    mgr_server_free(sv);
     return st;
 }
 
@@ -660,15 +858,22 @@ vdnn_status mgr_query_status(const char *socket, int json, FILE *out)
     int fd = -1;
     vdnn_status st = mgr_dial(socket, &fd);
     if (st != VDNN_OK) return st;
-    char *buf = malloc(MGR_MSG_MAX);
-    if (!buf) {
+    /* what it prints is escaped (4 bytes at most for 1): it cannot drive the terminal */
+    char *buf = malloc(MGR_MSG_MAX), *text = malloc(4 * MGR_MSG_MAX), why[1024];
+    if (!buf || !text) {
+        free(buf);
+        free(text);
         close(fd);
         return vdnn_fail(VDNN_ENOMEM, "out of host memory");
     }
-    int r = mgr_send(fd, json ? "status json" : "status") == 0 ? mgr_recv(fd, buf, MGR_MSG_MAX, 5000) : -1;
+    int r = mgr_request(fd, json ? "status json" : "status", buf, MGR_MSG_MAX, 5000);
     close(fd);
     if (r <= 0) st = vdnn_fail(VDNN_EIO, "the manager at %s did not answer", socket);
-    else fputs(buf, out);
+    else if (mgr_refusal(buf, why, sizeof why))
+        st = vdnn_fail(VDNN_EIO, "the manager at %s refused to answer: %s", socket,
+                       mgr_text_escape(why, text, 4 * MGR_MSG_MAX));
+    else fputs(mgr_text_escape(buf, text, 4 * MGR_MSG_MAX), out);
     free(buf);
+    free(text);
     return st;
 }

@@ -33,6 +33,22 @@ typedef struct mgr_opts {
  * removes its socket when it ends. */
 vdnn_status mgr_serve(const mgr_opts *o);
 
+/* The manager's state without its socket: mgr_serve's parts, which the protocol's fuzz
+ * target (tests/fuzz/fuzz_manager.c) drives with connections of its own. */
+typedef struct mgr_server mgr_server;
+/* A manager for `o` (which must outlive it); free with mgr_server_free(). */
+vdnn_status mgr_server_new(const mgr_opts *o, mgr_server **out);
+/* Takes a connected socket (non-blocking) as a new connection: its slot, or -1 when
+ * there is no room (the socket is then sent a refusal and closed). */
+int mgr_server_add(mgr_server *sv, int fd);
+/* Handles one message received on the connection in `slot` (ignored once it is closed). */
+void mgr_server_message(mgr_server *sv, int slot, const char *msg);
+/* Drops connections that said nothing, jobs that never posted within --stale, and
+ * decides when it is time. */
+void mgr_server_tick(mgr_server *sv);
+/* Closes every connection (jobs go on with their DR) and frees. */
+void mgr_server_free(mgr_server *sv);
+
 /* Asks the manager at `socket` for its state and prints it to `out`: a table, or with
  * `json` one JSON object. */
 vdnn_status mgr_query_status(const char *socket, int json, FILE *out);

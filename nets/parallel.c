@@ -86,12 +86,19 @@ struct dp_group {
 
 void dp_split(int items, const double *weights, const int *cap, int count, int *out)
 {
-    double total = 0;
-    for (int k = 0; k < count; k++) total += weights[k] > 0 ? weights[k] : 0;
+    /* weights past 1e9 (shares are relative: no caller means them) are scaled by the
+     * largest, so that a huge one (1e308) cannot overflow the total or a share; a
+     * weight that is not a finite number counts as 0 */
+    double most = 0, total = 0;
+    for (int k = 0; k < count; k++)
+        if (isfinite(weights[k]) && weights[k] > most) most = weights[k];
+    double scale = most > 1e9 ? 1 / most : 1;
+    for (int k = 0; k < count; k++) total += isfinite(weights[k]) && weights[k] > 0 ? weights[k] * scale : 0;
     int left = items;
     double *frac = malloc((size_t)count * sizeof *frac);
     for (int k = 0; k < count; k++) {
-        double exact = total > 0 && weights[k] > 0 ? (double)items * weights[k] / total : 0;
+        double w = isfinite(weights[k]) && weights[k] > 0 ? weights[k] * scale : 0;
+        double exact = total > 0 && w > 0 ? (double)items * w / total : 0;
         out[k] = (int)floor(exact);
         if (cap && out[k] > cap[k]) out[k] = cap[k];
         if (frac) frac[k] = exact - floor(exact);
@@ -595,8 +602,8 @@ static vdnn_status parse_weights(const char *text, int count, double *out)
     for (int k = 0; k < count; k++) {
         char *end;
         double v = strtod(p, &end);
-        if (end == p || !(v >= 0) || !isfinite(v))
-            return vdnn_fail(VDNN_EINVAL, "--shares %s: '%.20s' is not a share (a number >= 0)", text, p);
+        if (end == p || !(v >= 0 && v <= 1e9))   /* relative weights: a huge one means nothing */
+            return vdnn_fail(VDNN_EINVAL, "--shares %s: '%.20s' is not a share (a number from 0 to 1e9)", text, p);
         out[k] = v;
         total += v;
         p = end;

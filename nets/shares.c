@@ -50,8 +50,9 @@ static vdnn_status parse_line(const char *path, int line, char *text, int device
     for (int k = 0; k < devices; k++) {
         while (isspace((unsigned char)*p)) p++;
         double v = strtod(p, &end);
-        if (end == p || !(v >= 0) || !isfinite(v))
-            return vdnn_fail(VDNN_EINVAL, "%s:%d: weight %d of step %llu is not a number >= 0", path, line, k + 1, step);
+        if (end == p || !(v >= 0 && v <= 1e9))   /* relative weights: a huge one means nothing */
+            return vdnn_fail(VDNN_EINVAL, "%s:%d: weight %d of step %llu (%.*s) is not a number from 0 to 1e9", path,
+                             line, k + 1, step, (int)strcspn(p, ", \t"), p);
         c->weights[k] = v;
         total += v;
         p = end;

@@ -13,21 +13,34 @@
  *    with their DR (a warning), their checkpoints whole;
  *  - the command line's refusals (no manager, unnamed devices, --shares auto, a device
  *    the manager does not share, a second manager), a stale socket replaced, --status
- *    and --plot. */
+ *    and --plot;
+ *  - a hostile user (issue 20): a fake manager in a folder of another user, or run by
+ *    another user (uid 65534, as root), is refused by jobs; the manager refuses another
+ *    user's connections, out-of-range numbers, invented devices past its table, a job
+ *    that never posts; a full manager's refusal is printed, not a timeout; a second
+ *    manager waits on the first's lock and removes only its own socket; --status is
+ *    escaped, as text and as JSON; huge shares are refused or split without overflow. */
 #include <check.h>
 #include <errno.h>
 #include <math.h>
+#include <fcntl.h>
+#include <grp.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "manager/proto.h"
 #include "manager/rules.h"
 #include "nets/checkpoint.h"
+#include "nets/parallel.h"
 #include "tests/testnet.h"
 
 /* ---- the rules ---- */
@@ -215,6 +228,52 @@ START_TEST(test_proto_fields)
     ck_assert_int_eq(mgr_parse_list("1,x", list, 4), -1);
     ck_assert_int_eq(mgr_parse_list("1,", list, 4), -1);
     ck_assert_int_eq(mgr_parse_list("", list, 4), 0);
+}
+END_TEST
+
+/* Numbers a manager or a job reads are range-checked; what they print is escaped. */
+START_TEST(test_proto_checks)
+{
+    double x = 0;
+    ck_assert_int_eq(mgr_field_range("post sd=1.5", "sd", 0, 10, &x), 1);
+    ck_assert_int_eq(mgr_field_range("post sd=1e300", "sd", 0, 10, &x), -1);
+    ck_assert_int_eq(mgr_field_range("post sd=-1", "sd", 0, 10, &x), -1);
+    ck_assert_int_eq(mgr_field_range("post sd=nan", "sd", 0, 10, &x), -1);
+    ck_assert_int_eq(mgr_field_range("post sd=", "sd", 0, 10, &x), -1);
+    ck_assert_int_eq(mgr_field_range("post iter_ms=1", "sd", 0, 10, &x), 0);
+    int dr[4], id = 0, units = 0;
+    ck_assert(mgr_parse_dr("dr 7,3", 2, 10, dr) && dr[0] == 7 && dr[1] == 3);
+    ck_assert(!mgr_parse_dr("dr 20,-10", 2, 10, dr));
+    ck_assert(!mgr_parse_dr("dr 2147483647,3", 2, 10, dr));
+    ck_assert(!mgr_parse_dr("dr 6.5,3.5", 2, 10, dr));
+    ck_assert(!mgr_parse_dr("dr 7,3,0", 2, 10, dr));
+    ck_assert(mgr_parse_welcome("welcome id=3 units=10", &id, &units) && id == 3 && units == 10);
+    ck_assert(!mgr_parse_welcome("welcome id=3 units=1e9", &id, &units));
+    ck_assert(!mgr_parse_welcome("welcome id=-1 units=10", &id, &units));
+    char why[128], buf[64];
+    ck_assert(mgr_refusal("refused reason=no_room_here", why, sizeof why));
+    ck_assert_str_eq(why, "no room here");
+    ck_assert(!mgr_refusal("refusedX reason=a", why, sizeof why));
+    ck_assert_str_eq(mgr_json_escape("a\"b\\c\x1b\x7f", buf, sizeof buf), "a\\\"b\\\\c\\u001b\\u007f");
+    ck_assert_str_eq(mgr_json_escape("\xc3\xa9\xff\xed\xa0\x80.", buf, sizeof buf), "\xc3\xa9\\ufffd\\ufffd\\ufffd\\ufffd.");
+    ck_assert_str_eq(mgr_json_escape("\"\"\"", buf, 6), "\\\"\\\"");   /* never half an escape */
+    ck_assert_str_eq(mgr_text_escape("a\x1b[31mb\rc\n", buf, sizeof buf), "a\\x1b[31mb\\x0dc\n");
+}
+END_TEST
+
+/* Shares too large to add up are split without overflow (they are relative); the
+ * command line refuses them naming the value. */
+START_TEST(test_split_huge_shares)
+{
+    int out[3];
+    dp_split(16, (double[]){1e308, 1e308}, NULL, 2, out);
+    ck_assert_msg(out[0] == 8 && out[1] == 8, "%d,%d", out[0], out[1]);
+    dp_split(16, (double[]){1e308, 1e308, 1}, NULL, 3, out);
+    ck_assert_msg(out[0] + out[1] + out[2] == 16 && out[0] >= 0 && out[2] >= 0, "%d,%d,%d", out[0], out[1], out[2]);
+    dp_split(16, (double[]){INFINITY, NAN, 1}, NULL, 3, out);
+    ck_assert_msg(out[0] == 0 && out[1] == 0 && out[2] == 16, "%d,%d,%d", out[0], out[1], out[2]);
+    dp_split(16, (double[]){3, 1}, NULL, 2, out);
+    ck_assert_msg(out[0] == 12 && out[1] == 4, "%d,%d", out[0], out[1]);
 }
 END_TEST
 
@@ -591,6 +650,374 @@ START_TEST(test_share_schedule)
 }
 END_TEST
 
+/* ---- a hostile user (issue 20) ---- */
+
+#define OTHER_UID 65534   /* nobody */
+
+static int as_root(const char *check)
+{
+    if (geteuid() == 0) return 1;
+    printf("SKIPPED: %s: playing another user takes root (to run a process as uid %d)\n", check, OTHER_UID);
+    return 0;
+}
+
+/* Becomes the other user (in a child); exits on failure. */
+static void become_other(void)
+{
+    if (setgroups(0, NULL) != 0 || setgid(OTHER_UID) != 0 || setuid(OTHER_UID) != 0) _exit(90);
+}
+
+static int raw_dial(const char *path)
+{
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Sends msg on a raw connection and returns the answer ("" when none in wait_ms). */
+static const char *raw_say(int fd, const char *msg, int wait_ms)
+{
+    static char buf[MGR_MSG_MAX];
+    buf[0] = 0;
+    if (msg && send(fd, msg, strlen(msg), MSG_NOSIGNAL) < 0) wait_ms = 0;   /* a refusal may be waiting */
+    if (mgr_recv(fd, buf, sizeof buf, wait_ms) <= 0) buf[0] = 0;
+    return buf;
+}
+
+/* A fake manager run by the other user, listening on a socket bound at `path` (bound
+ * by the parent when `fd` >= 0): welcomes every hello, for 60 s at most. */
+static pid_t fake_manager(const char *path, int fd)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid) return pid;
+    become_other();
+    if (fd < 0) {
+        struct sockaddr_un a = {.sun_family = AF_UNIX};
+        snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+        fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+        if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0) _exit(91);
+        chmod(path, 0777);
+    }
+    if (listen(fd, 8) != 0) _exit(92);   /* SO_PEERCRED names who called listen() */
+    alarm(60);
+    for (int c; (c = accept(fd, NULL, NULL)) >= 0;) {
+        char msg[4096];
+        if (mgr_recv(c, msg, sizeof msg, 5000) > 0 && !strncmp(msg, "hello", 5)) mgr_send(c, "welcome id=1 units=10");
+        if (mgr_recv(c, msg, sizeof msg, 5000) > 0) mgr_send(c, "dr 10");
+    }
+    _exit(0);
+}
+
+static void wait_exists(const char *path)
+{
+    for (int t = 0; t < 200 && !tn_exists(path); t++) usleep(25000);
+    ck_assert_msg(tn_exists(path), "%s never appeared", path);
+}
+
+/* Item 2: a job refuses a manager whose folder or process belongs to another user. */
+START_TEST(test_job_refuses_other_users_manager)
+{
+    if (!as_root("test_job_refuses_other_users_manager")) return;
+    const char *cfg = mgr_cfg();
+    char dir[600], sock[700], args[4096];
+    ck_assert_int_eq(chmod(tn_dir, 0711), 0);   /* the other user may pass through */
+    /* the forged folder: the other user's, mode 777, as /tmp/vdnn-UID would be */
+    tn_path(dir, sizeof dir, "forged");
+    ck_assert_int_eq(mkdir(dir, 0777), 0);
+    ck_assert_int_eq(chmod(dir, 0777), 0);
+    ck_assert_int_eq(chown(dir, OTHER_UID, OTHER_UID), 0);
+    snprintf(sock, sizeof sock, "%s/manager.sock", dir);
+    pid_t fake = fake_manager(sock, -1);
+    wait_exists(sock);
+    int fd = -1;
+    ck_assert(mgr_dial(sock, &fd) != VDNN_OK);
+    tn_msg_has("belongs to another user", dir);
+    snprintf(args, sizeof args, "train %s --devices cpu:0 --steps 2 --quiet --managed --manager %s", cfg, sock);
+    vdnn_fails(args, "belongs to another user", NULL);
+    snprintf(args, sizeof args, "manager --status --manager %s", sock);
+    vdnn_fails(args, "belongs to another user", NULL);
+    /* the same folder found by the default path, XDG_RUNTIME_DIR pointing at it */
+    setenv("XDG_RUNTIME_DIR", tn_dir, 1);
+    unsetenv("VDNN_MANAGER");
+    char path[600];
+    ck_assert(rename(dir, tn_path(path, sizeof path, "vdnn")) == 0);
+    ck_assert_int_eq(mgr_socket_path(NULL, 0, path, sizeof path), VDNN_OK);
+    ck_assert(mgr_dial(path, &fd) != VDNN_OK);
+    tn_msg_has("belongs to another user", NULL);
+    kill(fake, SIGKILL);
+    waitpid(fake, NULL, 0);
+    /* a folder of the user's own, but the process listening is the other user's */
+    tn_path(sock, sizeof sock, "m.sock");
+    int lfd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", sock);
+    ck_assert_int_eq(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
+    fake = fake_manager(sock, lfd);
+    close(lfd);
+    usleep(300000);
+    snprintf(args, sizeof args, "train %s --devices cpu:0 --steps 2 --quiet --managed --manager %s", cfg, sock);
+    vdnn_fails(args, "runs as another user", NULL);
+    kill(fake, SIGKILL);
+    waitpid(fake, NULL, 0);
+}
+END_TEST
+
+/* `vdnn manager` at tn_dir/m.sock with extra flags; its log in manager.jsonl. */
+static pid_t start_manager(char *sock, size_t len, const char *extra)
+{
+    char log[600], args[2048];
+    tn_path(sock, len, "m.sock");
+    tn_path(log, sizeof log, "manager.jsonl");
+    snprintf(args, sizeof args, "manager --manager %s --log %s --quiet %s", sock, log, extra);
+    pid_t mgr = spawn("manager", args);
+    ck_assert_msg(wait_text(log, "\"event\": \"start\"", 20), "the manager did not start");
+    return mgr;
+}
+
+static void stop_manager(pid_t mgr)
+{
+    kill(mgr, SIGTERM);
+    ck_assert_int_eq(wait_for(mgr, 10, "the manager"), 0);
+}
+
+/* Item 2: the manager refuses a connection from another user's process, even when the
+ * socket's mode would let it in. */
+START_TEST(test_manager_refuses_other_user)
+{
+    if (!as_root("test_manager_refuses_other_user")) return;
+    char sock[600];
+    ck_assert_int_eq(chmod(tn_dir, 0711), 0);
+    pid_t mgr = start_manager(sock, sizeof sock, "");
+    ck_assert_int_eq(chmod(sock, 0777), 0);
+    int pipefd[2];
+    ck_assert_int_eq(pipe(pipefd), 0);
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (!child) {
+        become_other();
+        int fd = raw_dial(sock);
+        const char *got = fd < 0 ? "(no connection)" : raw_say(fd, "hello pid=1 name=x devices=cpu:0 keys=cpu:0 dr=1", 5000);
+        if (write(pipefd[1], got, strlen(got) + 1) < 0) _exit(93);
+        _exit(0);
+    }
+    close(pipefd[1]);
+    char got[1024] = "";
+    ck_assert(read(pipefd[0], got, sizeof got - 1) > 0);
+    close(pipefd[0]);
+    waitpid(child, NULL, 0);
+    ck_assert_msg(!strncmp(got, "refused", 7) && strstr(got, "own_user"), "the other user's hello got: %s", got);
+    char *log = read_tmp("manager.jsonl");
+    ck_assert_msg(!strstr(log, "\"register\""), "%s", log);
+    free(log);
+    stop_manager(mgr);
+}
+END_TEST
+
+static char *devices_hello(int n, const char *prefix)
+{
+    static char msg[4096];
+    size_t k = (size_t)snprintf(msg, sizeof msg, "hello pid=%d name=greedy devices=", (int)getpid());
+    for (int d = 0; d < n; d++) k += (size_t)snprintf(msg + k, sizeof msg - k, "%s%s%d", d ? "," : "", prefix, d);
+    k += (size_t)snprintf(msg + k, sizeof msg - k, " keys=");
+    for (int d = 0; d < n; d++) k += (size_t)snprintf(msg + k, sizeof msg - k, "%sk%s%d", d ? "," : "", prefix, d);
+    k += (size_t)snprintf(msg + k, sizeof msg - k, " dr=");
+    for (int d = 0; d < n; d++) k += (size_t)snprintf(msg + k, sizeof msg - k, "%s1", d ? "," : "");
+    return msg;
+}
+
+#define HELLO_CPU0 "hello pid=1 name=real devices=cpu:0 keys=cpu:0 dr=1"
+
+/* Item 4: invented devices do not fill the table for good (they go with the job that
+ * named them), and a job that never posts is dropped after --stale. */
+START_TEST(test_device_table_and_silent_job)
+{
+    char sock[600];
+    pid_t mgr = start_manager(sock, sizeof sock, "--stale 1");
+    int a = raw_dial(sock), b = raw_dial(sock);
+    ck_assert(a >= 0 && b >= 0);
+    ck_assert_str_eq(raw_say(a, devices_hello(MGR_MAX_DEVICES, "fake"), 5000), "welcome id=1 units=10");
+    const char *got = raw_say(b, HELLO_CPU0, 5000);
+    ck_assert_msg(strstr(got, "refused") && strstr(got, "one_too_many"), "%s", got);
+    close(b);
+    /* a says nothing more: dropped after --stale, with a refusal that says why */
+    got = raw_say(a, NULL, 5000);
+    ck_assert_msg(strstr(got, "refused") && strstr(got, "--stale"), "the silent job got: '%s'", got);
+    close(a);
+    b = raw_dial(sock);
+    ck_assert_str_eq(raw_say(b, HELLO_CPU0, 5000), "welcome id=2 units=10");
+    close(b);
+    /* a job that leaves frees the devices it named too */
+    a = raw_dial(sock);
+    ck_assert_str_eq(raw_say(a, devices_hello(MGR_MAX_DEVICES - 1, "other"), 5000), "welcome id=3 units=10");
+    ck_assert_int_eq(send(a, "bye reason=finished", 19, MSG_NOSIGNAL), 19);
+    close(a);
+    usleep(300000);
+    b = raw_dial(sock);
+    ck_assert_str_eq(raw_say(b, devices_hello(MGR_MAX_DEVICES, "again"), 5000), "welcome id=4 units=10");
+    close(b);
+    stop_manager(mgr);
+}
+END_TEST
+
+/* Item 4: numbers out of range are refused, with the reason, not fed to the rules. */
+START_TEST(test_post_numbers_refused)
+{
+    char sock[600];
+    pid_t mgr = start_manager(sock, sizeof sock, "");
+    static const char *posts[] = {
+        "post step=5 steps=10 dr=20,-10",
+        "post step=5 steps=10 dr=2147483647,3",
+        "post step=1e300 steps=10",
+        "post sd=inf",
+        "post busy=1,2,3 window_s=1",
+    };
+    for (size_t k = 0; k < sizeof posts / sizeof *posts; k++) {
+        int fd = raw_dial(sock);
+        ck_assert_str_ne(raw_say(fd, "hello pid=1 name=n devices=cpu:0,cpu:1 keys=cpu:0,cpu:1 dr=1,1", 5000), "");
+        const char *got = raw_say(fd, posts[k], 3000);
+        ck_assert_msg(!strncmp(got, "refused", 7), "`%s` got '%s'", posts[k], got);
+        close(fd);
+    }
+    int fd = raw_dial(sock);
+    const char *got = raw_say(fd, "hello pid=1 name=n devices=cpu:0,cpu:1 keys=cpu:0,cpu:1 dr=1e308,1e308", 5000);
+    ck_assert_msg(strstr(got, "refused") && strstr(got, "1e+308"), "%s", got);
+    close(fd);
+    char args[1024];
+    snprintf(args, sizeof args, "manager --status --manager %s", sock);
+    tn_run r = tn_vdnn(tn_dir, "", args);
+    tn_run_ok(&r, args);
+    ck_assert_msg(strstr(r.out, "0 jobs") && !strstr(r.out, "-10"), "%s", r.out);
+    tn_run_free(&r);
+    stop_manager(mgr);
+}
+END_TEST
+
+/* Item 4: with no room for another connection, --status and a job print the refusal
+ * (and fail), not a timeout or the raw message. */
+START_TEST(test_full_manager_refusal_printed)
+{
+    const char *cfg = mgr_cfg();
+    char sock[600], args[2048];
+    pid_t mgr = start_manager(sock, sizeof sock, "");
+    int idle[300];
+    for (int k = 0; k < 300; k++) idle[k] = raw_dial(sock);
+    usleep(500000);
+    snprintf(args, sizeof args, "manager --status --manager %s", sock);
+    vdnn_fails(args, "refused", "no room for more connections");
+    snprintf(args, sizeof args, "train %s --devices cpu:0 --steps 2 --quiet --managed --manager %s", cfg, sock);
+    vdnn_fails(args, "refused this job", "no room for more connections");
+    for (int k = 0; k < 300; k++)
+        if (idle[k] >= 0) close(idle[k]);
+    stop_manager(mgr);
+}
+END_TEST
+
+/* Item 4: names and devices are escaped in --status, as text and as JSON. */
+START_TEST(test_status_escaped)
+{
+    char sock[600], args[1024];
+    pid_t mgr = start_manager(sock, sizeof sock, "");
+    int a = raw_dial(sock), b = raw_dial(sock);
+    ck_assert_str_eq(raw_say(a, "hello pid=7 name=a\"b\\c\x1b[31m\xff devices=cpu:0 keys=cpu:0 dr=1", 5000),
+                     "welcome id=1 units=10");
+    ck_assert_str_eq(raw_say(b, "hello pid=8 name=n devices=x\"y\\\x1b keys=kx dr=1", 5000), "welcome id=2 units=10");
+    snprintf(args, sizeof args, "manager --status --manager %s", sock);
+    tn_run r = tn_vdnn(tn_dir, "", args);
+    tn_run_ok(&r, args);
+    ck_assert_msg(!strchr(r.out, '\x1b') && strstr(r.out, "a\"b\\c"), "%s", r.out);
+    tn_run_free(&r);
+    snprintf(args, sizeof args, "manager --status --json --manager %s", sock);
+    r = tn_vdnn(tn_dir, "", args);
+    tn_run_ok(&r, args);
+    ck_assert_msg(strstr(r.out, "\"name\": \"a\\\"b\\\\c?[31m\\ufffd\"") && strstr(r.out, "\"devices\": [\"x\\\"y\\\\?\"]"),
+                  "%s", r.out);
+    tn_run_free(&r);
+    if (system("command -v jq > /dev/null 2>&1") == 0) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "%s manager --status --json --manager %s | jq -e .jobs[1].devices[0]", vdnn_bin(), sock);
+        r = tn_shell(tn_dir, cmd);
+        ck_assert_msg(r.status == 0 && strstr(r.out, "x\\\"y"), "jq: %s %s", r.out, r.err);
+        tn_run_free(&r);
+    } else {
+        printf("SKIPPED: --status --json checked by jq: jq is not installed (the escapes were checked)\n");
+    }
+    close(a);
+    close(b);
+    stop_manager(mgr);
+}
+END_TEST
+
+/* Item 4: starting over a stale socket is race-free: a manager that finds the lock
+ * held refuses, and one whose socket file was replaced leaves the new one alone. */
+START_TEST(test_stale_socket_takeover)
+{
+    char sock[600], lock[700], args[2048];
+    tn_path(sock, sizeof sock, "m.sock");
+    snprintf(lock, sizeof lock, "%s.lock", sock);
+    int stale = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", sock);
+    ck_assert_int_eq(bind(stale, (struct sockaddr *)&a, sizeof a), 0);
+    close(stale);   /* a socket file nobody listens on: a manager died */
+    int held = open(lock, O_RDWR | O_CREAT, 0600);
+    ck_assert(held >= 0 && flock(held, LOCK_EX) == 0);   /* another manager is starting */
+    snprintf(args, sizeof args, "manager --manager %s --quiet", sock);
+    pid_t m = spawn("second", args);
+    ck_assert_msg(wait_for(m, 10, "a manager that found the lock held") != 0, "it started anyway");
+    char *err = read_tmp("second.err");
+    ck_assert_msg(strstr(err, "already running"), "%s", err);
+    free(err);
+    close(held);
+    pid_t mgr = start_manager(sock, sizeof sock, "");
+    /* its socket replaced by another's: stopping removes only its own */
+    ck_assert_int_eq(unlink(sock), 0);
+    int other = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    ck_assert_int_eq(bind(other, (struct sockaddr *)&a, sizeof a), 0);
+    stop_manager(mgr);
+    ck_assert_msg(tn_exists(sock), "the manager removed a socket it did not make");
+    close(other);
+}
+END_TEST
+
+/* dp_split's huge shares from the command line: refused naming the value. */
+START_TEST(test_huge_shares_refused)
+{
+    const char *cfg = mgr_cfg();
+    char args[2048], sched[600];
+    snprintf(args, sizeof args, "train %s --devices cpu,cpu --steps 1 --shares 1e308,1e308", cfg);
+    vdnn_fails(args, "'1e308,1e308' is not a share", "from 0 to 1e9");
+    tn_write_text(tn_path(sched, sizeof sched, "s.txt"), "2 1e308,1e308\n");
+    snprintf(args, sizeof args, "train %s --devices cpu,cpu --steps 1 --share-schedule %s", cfg, sched);
+    vdnn_fails(args, "s.txt:1: weight 1 of step 2 (1e308)", NULL);
+}
+END_TEST
+
+/* The folder checks, called directly. */
+START_TEST(test_socket_folder_checks)
+{
+    char dir[600], link[600], sock[700];
+    tn_path(dir, sizeof dir, "d");
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    snprintf(sock, sizeof sock, "%s/m.sock", dir);
+    ck_assert_int_eq(mgr_check_dir(sock), VDNN_OK);
+    ck_assert_int_eq(chmod(dir, 0770), 0);
+    ck_assert(mgr_check_dir(sock) != VDNN_OK);
+    tn_msg_has("may be written by others", dir);
+    ck_assert_int_eq(chmod(dir, 0700), 0);
+    tn_path(link, sizeof link, "l");
+    ck_assert_int_eq(symlink(dir, link), 0);
+    snprintf(sock, sizeof sock, "%s/m.sock", link);
+    ck_assert(mgr_check_dir(sock) != VDNN_OK);
+    tn_msg_has("symbolic link", NULL);
+}
+END_TEST
+
 static Suite *manager_suite(void)
 {
     Suite *s = suite_create("manager");
@@ -599,6 +1026,8 @@ static Suite *manager_suite(void)
     tcase_add_test(rules, test_rule_sd);
     tcase_add_test(rules, test_rule_own_device);
     tcase_add_test(rules, test_proto_fields);
+    tcase_add_test(rules, test_proto_checks);
+    tcase_add_test(rules, test_split_huge_shares);
     suite_add_tcase(s, rules);
     TCase *jobs = tcase_create("jobs");
     tcase_set_timeout(jobs, 900);
@@ -608,6 +1037,19 @@ static Suite *manager_suite(void)
     tcase_add_test(jobs, test_cli_refusals);
     tcase_add_test(jobs, test_share_schedule);
     suite_add_tcase(s, jobs);
+    TCase *hostile = tcase_create("hostile");
+    tcase_set_timeout(hostile, 120);
+    tcase_add_checked_fixture(hostile, tn_dir_setup, tn_dir_teardown);
+    tcase_add_test(hostile, test_socket_folder_checks);
+    tcase_add_test(hostile, test_job_refuses_other_users_manager);
+    tcase_add_test(hostile, test_manager_refuses_other_user);
+    tcase_add_test(hostile, test_device_table_and_silent_job);
+    tcase_add_test(hostile, test_post_numbers_refused);
+    tcase_add_test(hostile, test_full_manager_refusal_printed);
+    tcase_add_test(hostile, test_status_escaped);
+    tcase_add_test(hostile, test_stale_socket_takeover);
+    tcase_add_test(hostile, test_huge_shares_refused);
+    suite_add_tcase(s, hostile);
     return s;
 }
 
