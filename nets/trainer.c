@@ -198,6 +198,10 @@ static vdnn_status log_status(const train_opts *o)
 
 /* ---- the loop ---- */
 
+/* The batch a step of this run takes: a data-parallel group's whole batch, not its
+ * primary replica's share. */
+static int run_batch(const net *n, const train_opts *o) { return o->group ? dp_batch(o->group) : n->minibatch; }
+
 /* Saves the position the loader will read next; at the end of an epoch that is the
  * start of the next one, so a resumed run does not end (and evaluate) that epoch twice. */
 static vdnn_status save(net *n, const train_opts *o, loader *ld, int count)
@@ -209,7 +213,7 @@ static vdnn_status save(net *n, const train_opts *o, loader *ld, int count)
         epoch++;
         index = 0;
     }
-    ckpt_state s = {n->step, (uint64_t)epoch, (uint64_t)index, n->train.seed};
+    ckpt_state s = {n->step, (uint64_t)epoch, (uint64_t)index, n->train.seed, (uint32_t)run_batch(n, o)};
     return checkpoint_save(n, o->save_path, &s);
 }
 
@@ -273,6 +277,12 @@ static vdnn_status resume(net *n, const train_opts *o, int count, int *epoch, in
         st = vdnn_fail(VDNN_EINVAL, "%s: saved with seed %llu but the run uses seed %llu (resume with --seed %llu)",
                        o->resume_path, (unsigned long long)s.seed, (unsigned long long)n->train.seed,
                        (unsigned long long)s.seed);
+    /* a step is a batch: at another size the steps, the data position's batches and the
+     * exact resume would all be another run's */
+    if (st == VDNN_OK && s.batch != (uint32_t)run_batch(n, o))
+        st = vdnn_fail(VDNN_EINVAL, "%s: saved at batch %u but the run's batch is %d (resume with --batch %u, the "
+                       "batch it was saved at: a checkpoint continues its run only at that batch)", o->resume_path,
+                       s.batch, run_batch(n, o), s.batch);
     if (st == VDNN_OK && s.epoch > INT_MAX)
         st = vdnn_fail(VDNN_EFORMAT, "%s: the checkpoint resumes at epoch %llu, beyond any run (at most %d)",
                        o->resume_path, (unsigned long long)s.epoch + 1, INT_MAX);
@@ -365,7 +375,7 @@ vdnn_status train_run(net *n, const dataset *train, const dataset *test, const t
         log_status(o);
         return vdnn_fail(st, "%s", error);
     }
-    int batch = o->group ? dp_batch(o->group) : n->minibatch;
+    int batch = run_batch(n, o);
     loader_opts lo = {batch, 1, 1, n->train.seed, &n->data};
     loader *ld = NULL;
     batch_io b = {0};

@@ -215,6 +215,29 @@ START_TEST(test_resume_other_seed)
 }
 END_TEST
 
+/* A checkpoint resumes only at the batch it was saved at, and a refused resume changes
+ * nothing in the file. */
+START_TEST(test_resume_other_batch)
+{
+    char b[512];
+    tn_path(b, sizeof b, "b.ckpt");
+    run_ok(4, NULL, b, NULL);
+    size_t len = 0, len2 = 0;
+    char *before = tn_read(b, &len);
+    ck_assert_uint_eq(state_of(b).batch, 16);
+    net_overrides ov = net_no_overrides();
+    ov.batch = 8;
+    vdnn_status st = run_train(RESUME_NET, &ov, 4, b, b, NULL, NULL);
+    ck_assert_int_eq(st, VDNN_EINVAL);
+    ck_assert_msg(strstr(last_msg, b) && strstr(last_msg, "saved at batch 16 but the run's batch is 8") &&
+                  strstr(last_msg, "--batch 16"), "message: %s", last_msg);
+    char *after = tn_read(b, &len2);
+    ck_assert_msg(len == len2 && !memcmp(before, after, len), "a refused resume changed %s", b);
+    free(before);
+    free(after);
+}
+END_TEST
+
 START_TEST(test_resume_missing_file)
 {
     char b[512];
@@ -569,6 +592,7 @@ static Suite *train_suite(void)
     tcase_add_test(resume, test_resume_to_the_end);
     tcase_add_test(resume, test_resume_twice);
     tcase_add_test(resume, test_resume_other_seed);
+    tcase_add_test(resume, test_resume_other_batch);
     tcase_add_test(resume, test_resume_missing_file);
     suite_add_tcase(s, resume);
 
