@@ -375,6 +375,33 @@ START_TEST(test_check_classes)
 }
 END_TEST
 
+/* A count that no `output =` sets: the message names the layer whose outputs the loss
+ * reads and what to put there, never a key that layer does not have. */
+START_TEST(test_check_classes_advice)
+{
+    static const struct { const char *layers, *line, *advice; } nets[] = {
+        {"[softmax]\n", TN_NAME ":11:", "the [softmax] reads the net's input, 64 values per item"},
+        {"[maxpool]\nsize = 2\n[softmax]\n", TN_NAME ":11:", "this [maxpool] layer's 16 outputs"},
+    };
+    dataset *five = NULL;
+    ck_assert_int_eq(synthetic_make(32, 1, 8, 8, 5, 1, &five), VDNN_OK);
+    for (int k = 0; k < 2; k++) {
+        char text[512];
+        snprintf(text, sizeof text, "[net]\nbatch = 4\nchannels = 1\nheight = 8\nwidth = 8\n"
+                 "[data]\nset = synthetic\ntrain_size = 8\ntest_size = 4\nclasses = 5\n%s", nets[k].layers);
+        net *n = tn_parse(text, NULL);
+        ck_assert_int_eq(check_classes(n, five), VDNN_EINVAL);
+        const char *msg = vdnn_errmsg();
+        ck_assert_msg(strstr(msg, nets[k].line) && strstr(msg, nets[k].advice), "message: %s", msg);
+        ck_assert_msg(strstr(msg, "[connected] with output = 5") && strstr(msg, "[data] classes ="), "message: %s",
+                      msg);
+        ck_assert_msg(!strstr(msg, "layer's output ="), "message: %s", msg);
+        net_free(n);
+    }
+    dataset_free(five);
+}
+END_TEST
+
 /* The first batch of a data set as the floats and labels net_train_step takes (pixels
  * scaled to [0, 1]); free with free_batch(). */
 typedef struct host_batch {
@@ -611,6 +638,7 @@ static Suite *train_suite(void)
     tcase_add_checked_fixture(checks, tn_dir_setup, tn_dir_teardown);
     tcase_set_timeout(checks, 60);
     tcase_add_test(checks, test_check_classes);
+    tcase_add_test(checks, test_check_classes_advice);
     tcase_add_test(checks, test_huge_lr_diverges);
     tcase_add_test(checks, test_nan_param);
     tcase_add_test(checks, test_nan_keeps_checkpoint);
