@@ -115,6 +115,10 @@ $(shell mkdir -p $(BUILD))
 $(file >$(BUILD_CONFIG),$(BUILD_CONFIG_TEXT))
 endif
 endif
+# again when it went after make read it (`make clean all`)
+$(BUILD_CONFIG):
+	@mkdir -p $(dir $@)
+	$(file >$@,$(BUILD_CONFIG_TEXT))
 
 LIB_SRC   := $(sort $(wildcard vdnn/*.c layers/*.c nets/*.c data/*.c manager/*.c))
 TOOL_SRC  := $(sort $(wildcard tools/*.c))
