@@ -92,6 +92,34 @@ else ifeq ($(CUDA),1)
 $(error CUDA=1 but nvcc, cuDNN or cuBLAS was not found: see the "cuda:" line above, or set CUDA_HOME / CUDNN_HOME)
 endif
 
+# What this build was configured with: the compiler, every flag and every library that
+# detection found (MPI, CUDA, OpenBLAS, SYSROOT, SAN, OPT, ...). It is written to
+# $(BUILD)/build-config only when it differs from what is there, and every object and
+# program depends on that file, so that installing or removing an optional part, or
+# building with other flags, rebuilds what it changes, and nothing else does. Goals that
+# only start another make (sanitize, tsan, fuzz) or remove the build leave it alone.
+BUILD_CONFIG := $(BUILD)/build-config
+CC_VERSION   := $(shell $(CC) --version 2>/dev/null | head -n 1)
+define BUILD_CONFIG_TEXT
+CC = $(CC) ($(CC_VERSION))
+CFLAGS = $(CFLAGS)
+NVCC = $(NVCC)
+NVCCFLAGS = $(NVCCFLAGS)
+LDFLAGS = $(LDFLAGS)
+LDLIBS = $(LDLIBS)
+CHECK_LIBS = $(CHECK_LIBS)
+endef
+ifneq ($(if $(MAKECMDGOALS),$(filter-out clean sanitize tsan fuzz,$(MAKECMDGOALS)),all),)
+ifneq ($(file <$(BUILD_CONFIG)),$(BUILD_CONFIG_TEXT))
+$(shell mkdir -p $(BUILD))
+$(file >$(BUILD_CONFIG),$(BUILD_CONFIG_TEXT))
+endif
+endif
+# again when it went after make read it (`make clean all`)
+$(BUILD_CONFIG):
+	@mkdir -p $(dir $@)
+	$(file >$@,$(BUILD_CONFIG_TEXT))
+
 LIB_SRC   := $(sort $(wildcard vdnn/*.c layers/*.c nets/*.c data/*.c manager/*.c))
 TOOL_SRC  := $(sort $(wildcard tools/*.c))
 TEST_UTIL := $(sort $(filter-out tests/test_%.c,$(wildcard tests/*.c)))
@@ -106,11 +134,11 @@ LIB       := $(BUILD)/libvdnn.a
 .PHONY: all test sanitize tsan clean tests fuzz fuzz-targets fuzz-seeds
 all: $(BUILD)/vdnn
 
-$(BUILD)/obj/%.o: %.c
+$(BUILD)/obj/%.o: %.c $(BUILD_CONFIG)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/%.cu.o: %.cu
+$(BUILD)/obj/%.cu.o: %.cu $(BUILD_CONFIG)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -MF $(@:.o=.d) -c $< -o $@
 
@@ -118,10 +146,10 @@ $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/vdnn: $(TOOL_OBJ) $(LIB)
+$(BUILD)/vdnn: $(TOOL_OBJ) $(LIB) $(BUILD_CONFIG)
 	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(LIB) $(LDLIBS)
 
-$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(UTIL_OBJ) $(LIB)
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(UTIL_OBJ) $(LIB) $(BUILD_CONFIG)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(UTIL_OBJ) $(LIB) $(CHECK_LIBS) $(LDLIBS)
 
@@ -131,11 +159,11 @@ FUZZ_SRC        := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_NAMES      := $(FUZZ_SRC:tests/fuzz/fuzz_%.c=%)
 FUZZ_REPLAY_OBJ := $(patsubst tests/fuzz/%.c,$(BUILD)/obj/tests/fuzz/replay/%.o,$(FUZZ_SRC) tests/fuzz/common.c)
 
-$(BUILD)/obj/tests/fuzz/replay/%.o: tests/fuzz/%.c
+$(BUILD)/obj/tests/fuzz/replay/%.o: tests/fuzz/%.c $(BUILD_CONFIG)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DFUZZ_REPLAY -c $< -o $@
 
-$(BUILD)/tests/test_fuzz: $(BUILD)/obj/tests/test_fuzz.o $(FUZZ_REPLAY_OBJ) $(UTIL_OBJ) $(LIB)
+$(BUILD)/tests/test_fuzz: $(BUILD)/obj/tests/test_fuzz.o $(FUZZ_REPLAY_OBJ) $(UTIL_OBJ) $(LIB) $(BUILD_CONFIG)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(FUZZ_REPLAY_OBJ) $(UTIL_OBJ) $(LIB) $(CHECK_LIBS) $(LDLIBS)
 
@@ -175,7 +203,7 @@ fuzz:
 
 fuzz-targets: $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
 
-$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(BUILD)/obj/tests/fuzz/common.o $(LIB)
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(BUILD)/obj/tests/fuzz/common.o $(LIB) $(BUILD_CONFIG)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/obj/tests/fuzz/common.o $(LIB) $(LDFLAGS) $(LDLIBS)
 
@@ -184,9 +212,9 @@ fuzz-seeds: $(BUILD)/fuzz/make_seeds
 	$(BUILD)/fuzz/make_seeds tests/fuzz/seeds
 	cp configs/*.cfg tests/fuzz/seeds/config/
 
-$(BUILD)/fuzz/make_seeds: $(BUILD)/obj/tests/fuzz/make_seeds.o $(BUILD)/obj/tests/fuzz/common.o $(LIB)
+$(BUILD)/fuzz/make_seeds: $(BUILD)/obj/tests/fuzz/make_seeds.o $(BUILD)/obj/tests/fuzz/common.o $(LIB) $(BUILD_CONFIG)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $(filter-out $(BUILD_CONFIG),$^) $(LDLIBS)
 
 clean:
 	rm -rf build build-asan build-tsan build-fuzz

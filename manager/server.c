@@ -723,6 +723,28 @@ static void accept_all(server *sv)
     }
 }
 
+/* --devices: the only devices shared, each once, by its name as jobs give it (cuda:N)
+ * or its key (cpu:N). */
+static vdnn_status fix_devices(server *sv, const char *text)
+{
+    device_options *list = NULL;
+    int n = 0;
+    vdnn_status st = device_parse_list("--devices", text, NULL, 1, &list, &n);
+    if (st == VDNN_OK && n > MGR_MAX_DEVICES)
+        st = vdnn_fail(VDNN_EINVAL, "--devices: %d devices; a manager shares at most %d", n, MGR_MAX_DEVICES);
+    for (int k = 0; k < n && st == VDNN_OK; k++) {
+        char name[32];
+        device_options_name(&list[k], name, sizeof name);
+        snprintf(sv->dev[k].name, sizeof sv->dev[k].name, "%s", name);
+        if (list[k].kind == DEVICE_CPU) snprintf(sv->dev[k].key, sizeof sv->dev[k].key, "%s", name);
+    }
+    free(list);
+    if (st != VDNN_OK) return st;
+    sv->ndev = n;
+    sv->fixed = 1;
+    return VDNN_OK;
+}
+
 void mgr_server_tick(mgr_server *sv)
 {
     double now = now_s(sv);
@@ -739,20 +761,6 @@ void mgr_server_tick(mgr_server *sv)
     decide(sv);
 }
 
-static vdnn_status fixed_devices(server *sv, const char *devices)
-{
-    char words[MGR_MAX_DEVICES][64];
-    int n = split_words(devices, words, MGR_MAX_DEVICES);
-    if (n < 1) return vdnn_fail(VDNN_EINVAL, "--devices %s: not a list of up to %d devices", devices, MGR_MAX_DEVICES);
-    for (int k = 0; k < n; k++) {
-        snprintf(sv->dev[k].name, sizeof sv->dev[k].name, "%s", words[k]);
-        if (!strncmp(words[k], "cpu:", 4)) snprintf(sv->dev[k].key, sizeof sv->dev[k].key, "%s", words[k]);
-    }
-    sv->ndev = n;
-    sv->fixed = 1;
-    return VDNN_OK;
-}
-
 vdnn_status mgr_server_new(const mgr_opts *o, mgr_server **out)
 {
     *out = NULL;
@@ -763,7 +771,7 @@ vdnn_status mgr_server_new(const mgr_opts *o, mgr_server **out)
     sv->last_decision = -1e9;
     sv->lis.fd = sv->lis.lock_fd = -1;
     for (int i = 0; i < MAX_CONN; i++) sv->job[i].fd = -1;
-    vdnn_status st = o->devices && *o->devices ? fixed_devices(sv, o->devices) : VDNN_OK;
+    vdnn_status st = o->devices && *o->devices ? fix_devices(sv, o->devices) : VDNN_OK;
     if (st != VDNN_OK) {
         free(sv);
         return st;

@@ -153,7 +153,7 @@ vdnn_status checkpoint_save(net *n, const char *path, const ckpt_state *s)
     put_u64(&b, s->epoch);
     put_u64(&b, s->index);
     put_u64(&b, s->seed);
-    put_u32(&b, (uint32_t)n->minibatch);
+    put_u32(&b, s->batch ? s->batch : (uint32_t)n->minibatch);
     put_u32(&b, (uint32_t)count + 1);
     for (int i = 0; i < count && st == VDNN_OK; i++) st = put_tensor(n, &b, &t[i], host);
     put_algos(n, &b);
@@ -230,9 +230,8 @@ static vdnn_status read_header(reader *r, const net *n, ckpt_state *s, uint32_t 
     s->epoch = get_u64(r);
     s->index = get_u64(r);
     s->seed = get_u64(r);
-    uint32_t batch = get_u32(r);
+    s->batch = get_u32(r);
     *ntensors = get_u32(r);
-    (void)batch;
     (void)n;
     r->len -= 4;   /* the CRC is not part of the tensor table */
     return VDNN_OK;

@@ -24,6 +24,8 @@ typedef struct ckpt_state {
     uint64_t epoch;      /* current epoch, 0-based */
     uint64_t index;      /* next item of that epoch's shuffled order */
     uint64_t seed;
+    uint32_t batch;      /* the run's batch (all devices' shares together); 0 when saving:
+                          * the net's own */
 } ckpt_state;
 
 /* Saves the attached net's parameters, momenta and running statistics. */

@@ -398,9 +398,50 @@ static vdnn_status layer_names(const cfg_file *f, const cfg_section *const *secs
     return VDNN_OK;
 }
 
+/* -k's k: "-" then decimal digits, nothing else (no space, no second sign); 0 if not. */
+static long relative_index(const char *tok)
+{
+    if (tok[0] != '-' || !tok[1]) return 0;
+    long k = 0;
+    for (const char *c = tok + 1; *c; c++) {
+        if (*c < '0' || *c > '9') return 0;
+        k = k < 100000000 ? k * 10 + (*c - '0') : k;   /* far beyond any net, and no overflow */
+    }
+    return k;
+}
+
+/* One `input =` item (trimmed, not empty) as a map of layer i. */
+static vdnn_status input_map(const cfg_file *f, const cfg_section *const *secs, const name_table *t, int i,
+                             const char *tok, int *map)
+{
+    const cfg_section *s = secs[i];
+    if (!strcmp(tok, "data")) {
+        *map = 0;
+        return VDNN_OK;
+    }
+    if (tok[0] == '-') {
+        long k = relative_index(tok);
+        if (k < 1) return cfg_error(f, s, "input", "'%s' is not -k for a layer k sections up (k >= 1)", tok);
+        if (k > i)
+            return cfg_error(f, s, "input", "'%s' reaches above the first layer (this is layer %d; "
+                             "the net's input is 'data')", tok, i + 1);
+        *map = i - (int)k + 1;
+        return VDNN_OK;
+    }
+    int j = name_find(t, tok);
+    if (j < 0) return cfg_error(f, s, "input", "no layer is named '%s'", tok);
+    if (j == i) return cfg_error(f, s, "input", "'%s' is this layer; a layer reads layers above it", tok);
+    if (j > i)
+        return cfg_error(f, s, "input", "'%s' is a later layer (line %d); a layer reads layers above it", tok,
+                         secs[j]->line);
+    *map = j + 1;
+    return VDNN_OK;
+}
+
 /* Layer i's inputs as maps (x[0] the input, x[j + 1] layer j's output): its `input =`
- * list of earlier layers' names, `data` or `-k` (the layer k sections up), else the
- * previous layer. */
+ * list of earlier layers' names, `data` or `-k` (the layer k sections up), separated by
+ * commas with optional blanks around each item, else the previous layer. Every comma
+ * separates two items: an empty one, anywhere, is an error. */
 static vdnn_status layer_inputs(const cfg_file *f, const cfg_section *const *secs, const name_table *t, int i,
                                 int *maps, int *count)
 {
@@ -411,43 +452,27 @@ static vdnn_status layer_inputs(const cfg_file *f, const cfg_section *const *sec
         maps[(*count)++] = i;
         return VDNN_OK;
     }
-    char list[CFG_VALUE_MAX];
-    snprintf(list, sizeof list, "%s", kv->value);
-    char *save = NULL;
-    for (char *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        while (*tok == ' ' || *tok == '\t') tok++;
-        size_t len = strlen(tok);
-        while (len && (tok[len - 1] == ' ' || tok[len - 1] == '\t')) tok[--len] = 0;
-        if (!len) return cfg_error(f, s, "input", "an empty entry in '%s'", kv->value);
-        if (*count == LAYER_MAX_INPUTS)
-            return cfg_error(f, s, "input", "more than %d inputs", LAYER_MAX_INPUTS);
-        int map;
-        if (!strcmp(tok, "data")) {
-            map = 0;
-        } else if (tok[0] == '-') {
-            char *end;
-            long k = strtol(tok + 1, &end, 10);
-            if (*end || end == tok + 1 || k < 1)
-                return cfg_error(f, s, "input", "'%s' is not -k for a layer k sections up (k >= 1)", tok);
-            if (k > i)
-                return cfg_error(f, s, "input", "'%s' reaches above the first layer (this is layer %d; "
-                                 "the net's input is 'data')", tok, i + 1);
-            map = i - (int)k + 1;
-        } else {
-            int j = name_find(t, tok);
-            if (j < 0) return cfg_error(f, s, "input", "no layer is named '%s'", tok);
-            if (j == i) return cfg_error(f, s, "input", "'%s' is this layer; a layer reads layers above it", tok);
-            if (j > i)
-                return cfg_error(f, s, "input", "'%s' is a later layer (line %d); a layer reads layers above it", tok,
-                                 secs[j]->line);
-            map = j + 1;
-        }
+    int item = 0;
+    for (const char *p = kv->value;; p++) {
+        size_t len = strcspn(p, ",");
+        item++;
+        while (len && (*p == ' ' || *p == '\t')) p++, len--;
+        while (len && (p[len - 1] == ' ' || p[len - 1] == '\t')) len--;
+        if (!len)
+            return cfg_error(f, s, "input", "an empty entry, item %d of '%s' (each comma separates two inputs)", item,
+                             kv->value);
+        if (*count == LAYER_MAX_INPUTS) return cfg_error(f, s, "input", "more than %d inputs", LAYER_MAX_INPUTS);
+        char tok[CFG_VALUE_MAX];
+        snprintf(tok, sizeof tok, "%.*s", (int)len, p);
+        int map = 0;
+        vdnn_status st = input_map(f, secs, t, i, tok, &map);
+        if (st != VDNN_OK) return st;
         for (int k = 0; k < *count; k++)
             if (maps[k] == map) return cfg_error(f, s, "input", "'%s' is listed twice", tok);
         maps[(*count)++] = map;
+        p += strcspn(p, ",");
+        if (!*p) return VDNN_OK;
     }
-    if (!*count) return cfg_error(f, s, "input", "names no layer");
-    return VDNN_OK;
 }
 
 static int has_trainable(const layer *l)

@@ -616,41 +616,6 @@ static vdnn_status parse_weights(const char *text, int count, double *out)
     return VDNN_OK;
 }
 
-/* One device of a --devices list: "cpu", "cpu:N" (an emulated device of its own
- * cores), "cuda" or "cuda:N". */
-static vdnn_status parse_device(const char *tok, device_options *o)
-{
-    if (!strcmp(tok, "cpu")) {
-        o->kind = DEVICE_CPU;
-        return VDNN_OK;
-    }
-    if (!strncmp(tok, "cpu:", 4)) {
-        char *end;
-        long v = strtol(tok + 4, &end, 10);
-        if (*end || end == tok + 4 || v < 0 || v > 4096)
-            return vdnn_fail(VDNN_EINVAL, "--devices: '%s' is not cpu:N", tok);
-        o->kind = DEVICE_CPU;
-        o->emulated = 1;
-        o->cpu_index = (int)v;
-        return VDNN_OK;
-    }
-    if (!strncmp(tok, "cuda", 4)) {
-        o->kind = DEVICE_CUDA;
-        o->cuda_index = 0;
-        if (tok[4] == ':') {
-            char *end;
-            long v = strtol(tok + 5, &end, 10);
-            if (*end || end == tok + 5 || v < 0 || v > 1024)
-                return vdnn_fail(VDNN_EINVAL, "--devices: '%s' is not cuda:N", tok);
-            o->cuda_index = (int)v;
-        } else if (tok[4]) {
-            return vdnn_fail(VDNN_EINVAL, "--devices: '%s' is not cpu, cpu:N, cuda or cuda:N", tok);
-        }
-        return VDNN_OK;
-    }
-    return vdnn_fail(VDNN_EINVAL, "--devices: '%s' is not cpu, cpu:N, cuda or cuda:N", tok);
-}
-
 /* The test knob VDNN_SLOWDOWN: a slow-down factor per device of the job, comma-separated. */
 static double slowdown_of(int global)
 {
@@ -670,23 +635,15 @@ static double slowdown_of(int global)
  * how many it has, so device k of rank r is global device (devices of ranks < r) + k. */
 static vdnn_status open_devices(dp_group *g)
 {
-    char list[512];
-    snprintf(list, sizeof list, "%s", g->o.devices && *g->o.devices ? g->o.devices : "cpu");
-    int count = 1;
-    for (const char *c = list; *c; c++) count += *c == ',';
-    device_options *opts = calloc((size_t)count, sizeof *opts);
-    g->w = calloc((size_t)count, sizeof *g->w);
-    if (!opts || !g->w) {
+    device_options *opts = NULL;
+    int count = 0;
+    vdnn_status st = device_parse_list("--devices", g->o.devices ? g->o.devices : "cpu", &g->o.dev, 0, &opts, &count);
+    if (st != VDNN_OK) return st;
+    if (!(g->w = calloc((size_t)count, sizeof *g->w))) {
         free(opts);
         return vdnn_fail(VDNN_ENOMEM, "out of host memory");
     }
-    vdnn_status st = VDNN_OK;
-    char *save = NULL;
-    for (char *tok = strtok_r(list, ",", &save); tok && st == VDNN_OK; tok = strtok_r(NULL, ",", &save)) {
-        opts[g->nlocal] = g->o.dev;
-        st = parse_device(tok, &opts[g->nlocal]);
-        g->nlocal++;
-    }
+    g->nlocal = count;
     int ranks = comm_size(g->comm), me = comm_rank(g->comm);
     double *per = calloc((size_t)ranks, sizeof *per);
     if (st == VDNN_OK && !per) st = vdnn_fail(VDNN_ENOMEM, "out of host memory");
@@ -699,6 +656,10 @@ static vdnn_status open_devices(dp_group *g)
         g->njob += (int)per[r];
     }
     free(per);
+    /* before any device is made: a list far longer than the batch would make them all */
+    if (st == VDNN_OK && g->njob > g->batch)
+        st = vdnn_fail(VDNN_EINVAL, "%d devices for a batch of %d: each needs at least one item (--batch)", g->njob,
+                       g->batch);
     for (int k = 0; k < g->nlocal && st == VDNN_OK; k++) {
         worker *w = &g->w[k];
         w->g = g;
@@ -735,9 +696,6 @@ vdnn_status dp_create(net *model, comm *c, const dp_opts *o, dp_group **out)
         if (!g->weights || !g->cap || !g->shares || !g->rates || !g->speed)
             st = vdnn_fail(VDNN_ENOMEM, "out of host memory");
     }
-    if (st == VDNN_OK && n > g->batch)
-        st = vdnn_fail(VDNN_EINVAL, "%d devices for a batch of %d: each needs at least one item (--batch)", n,
-                       g->batch);
     g->automatic = o->shares && !strcmp(o->shares, "auto");
     for (int k = 0; k < n && st == VDNN_OK; k++) g->weights[k] = 1;
     if (st == VDNN_OK && o->shares && strcmp(o->shares, "auto") && strcmp(o->shares, "equal"))

@@ -36,7 +36,8 @@ typedef vdnn_status (*dp_plan_fn)(void *ctx, net **np, const int (*algos)[PASS_C
 
 typedef struct dp_opts {
     const char *devices;      /* this rank's devices, e.g. "cpu,cpu", "cpu:0,cpu:1" (emulated devices,
-                               * each its own cores) or "cuda:0,cuda:1" */
+                               * each its own cores) or "cuda:0,cuda:1" (device_parse_list);
+                               * NULL: "cpu" */
     const char *shares;       /* "equal" (NULL), "auto", or one weight per device of the job */
     int share_every;          /* auto: steps between rebalancings (<= 0: 10) */
     size_t bucket_bytes;      /* gradients are reduced in buckets of about this size (0: 4 MiB) */

@@ -10,19 +10,41 @@
 #include "nets/checkpoint.h"
 #include "nets/planner.h"
 
+/* The line of key `key` in the section whose header is at `line`; 0 if it has none. */
+static int key_line(const net *n, int line, const char *key)
+{
+    for (int i = 0; i < n->cfg->nsec; i++) {
+        const cfg_kv *kv = n->cfg->sec[i].line == line ? cfg_find(&n->cfg->sec[i], key) : NULL;
+        if (kv) return kv->line;
+    }
+    return 0;
+}
+
+/* The class count is what the loss reads per item: the output of the layer it reads (a
+ * [connected]'s `output`), or the net's input itself for a [softmax] alone. The message
+ * names that line and what to change there. */
 vdnn_status check_classes(const net *n, const dataset *d)
 {
     if (d->classes == n->classes) return VDNN_OK;
-    /* name the line that sets the class count: the output of the layer feeding the loss */
-    const layer *last = n->layers[n->nlayers > 1 ? n->nlayers - 2 : 0];
-    int line = last->line;
-    for (int i = 0; i < n->cfg->nsec; i++) {
-        const cfg_kv *kv = n->cfg->sec[i].line == last->line ? cfg_find(&n->cfg->sec[i], "output") : NULL;
-        if (kv) line = kv->line;
-    }
-    return vdnn_fail(VDNN_EINVAL, "%s:%d: the net classifies into %d outputs but %s has %d classes "
-                     "(set this [%s] layer's output = %d)", n->cfg->path, line, n->classes, d->source,
-                     d->classes, last->ops->type, d->classes);
+    const layer *loss = n->layers[n->nlayers - 1];
+    int map = loss->input[0];
+    char or_data[64] = "";   /* a synthetic set's classes are the config's to change too */
+    if (!strcmp(n->data.set, "synthetic")) snprintf(or_data, sizeof or_data, "; or set [data] classes = %d", n->classes);
+    if (map == 0)
+        return vdnn_fail(VDNN_EINVAL, "%s:%d: the [%s] reads the net's input, %d values per item, as class scores, "
+                         "but %s has %d classes: put a layer of %d outputs before it (e.g. [connected] with output "
+                         "= %d)%s", n->cfg->path, loss->line, loss->ops->type, n->classes, d->source, d->classes,
+                         d->classes, d->classes, or_data);
+    const layer *last = n->layers[map - 1];
+    int line = key_line(n, last->line, "output");
+    if (line)
+        return vdnn_fail(VDNN_EINVAL, "%s:%d: the net classifies into %d outputs but %s has %d classes "
+                         "(set this [%s] layer's output = %d%s)", n->cfg->path, line, n->classes, d->source,
+                         d->classes, last->ops->type, d->classes, or_data);
+    return vdnn_fail(VDNN_EINVAL, "%s:%d: the loss reads this [%s] layer's %d outputs per item as class scores, but "
+                     "%s has %d classes: end the net with a layer of %d outputs before the loss (e.g. [connected] "
+                     "with output = %d)%s", n->cfg->path, last->line, last->ops->type, n->classes, d->source,
+                     d->classes, d->classes, d->classes, or_data);
 }
 
 vdnn_status check_train_settings(const net *n)
@@ -198,6 +220,10 @@ static vdnn_status log_status(const train_opts *o)
 
 /* ---- the loop ---- */
 
+/* The batch a step of this run takes: a data-parallel group's whole batch, not its
+ * primary replica's share. */
+static int run_batch(const net *n, const train_opts *o) { return o->group ? dp_batch(o->group) : n->minibatch; }
+
 /* Saves the position the loader will read next; at the end of an epoch that is the
  * start of the next one, so a resumed run does not end (and evaluate) that epoch twice. */
 static vdnn_status save(net *n, const train_opts *o, loader *ld, int count)
@@ -209,7 +235,7 @@ static vdnn_status save(net *n, const train_opts *o, loader *ld, int count)
         epoch++;
         index = 0;
     }
-    ckpt_state s = {n->step, (uint64_t)epoch, (uint64_t)index, n->train.seed};
+    ckpt_state s = {n->step, (uint64_t)epoch, (uint64_t)index, n->train.seed, (uint32_t)run_batch(n, o)};
     return checkpoint_save(n, o->save_path, &s);
 }
 
@@ -273,6 +299,12 @@ static vdnn_status resume(net *n, const train_opts *o, int count, int *epoch, in
         st = vdnn_fail(VDNN_EINVAL, "%s: saved with seed %llu but the run uses seed %llu (resume with --seed %llu)",
                        o->resume_path, (unsigned long long)s.seed, (unsigned long long)n->train.seed,
                        (unsigned long long)s.seed);
+    /* a step is a batch: at another size the steps, the data position's batches and the
+     * exact resume would all be another run's */
+    if (st == VDNN_OK && s.batch != (uint32_t)run_batch(n, o))
+        st = vdnn_fail(VDNN_EINVAL, "%s: saved at batch %u but the run's batch is %d (resume with --batch %u, the "
+                       "batch it was saved at: a checkpoint continues its run only at that batch)", o->resume_path,
+                       s.batch, run_batch(n, o), s.batch);
     if (st == VDNN_OK && s.epoch > INT_MAX)
         st = vdnn_fail(VDNN_EFORMAT, "%s: the checkpoint resumes at epoch %llu, beyond any run (at most %d)",
                        o->resume_path, (unsigned long long)s.epoch + 1, INT_MAX);
@@ -365,7 +397,7 @@ vdnn_status train_run(net *n, const dataset *train, const dataset *test, const t
         log_status(o);
         return vdnn_fail(st, "%s", error);
     }
-    int batch = o->group ? dp_batch(o->group) : n->minibatch;
+    int batch = run_batch(n, o);
     loader_opts lo = {batch, 1, 1, n->train.seed, &n->data};
     loader *ld = NULL;
     batch_io b = {0};

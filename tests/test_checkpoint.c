@@ -118,7 +118,7 @@ static void saved_net(const char *path)
     device *d;
     net *n = attached(CK_NET, 3, &d);
     scramble(n, 1);
-    ckpt_state s = {10, 1, 32, 3};
+    ckpt_state s = {10, 1, 32, 3, 0};
     save_ok(n, path, &s);
     tn_free(n, d);
 }
@@ -151,7 +151,7 @@ static void load_fails(const char *path, int status, const char *what)
     net *n = attached(CK_NET, 5, &d);
     size_t before_len = 0, after_len = 0;
     unsigned char *before = snapshot(n, &before_len);
-    ckpt_state s = {77, 77, 77, 77};
+    ckpt_state s = {77, 77, 77, 77, 0};
     vdnn_status st = checkpoint_load(n, path, &s, 0);
     ck_assert_msg((int)st == status, "checkpoint_load(%s) returned %d (want %d): %s", path, (int)st, status,
                   st == VDNN_OK ? "" : vdnn_errmsg());
@@ -176,7 +176,7 @@ START_TEST(test_round_trip_bits)
     net *a = attached(CK_NET, 3, &da);
     net *b = attached(CK_NET, 99, &db);
     scramble(a, 7);
-    ckpt_state s = {123456789012ull, 7, 48, 3};
+    ckpt_state s = {123456789012ull, 7, 48, 3, 0};
     save_ok(a, path, &s);
     ckpt_state r = {0};
     vdnn_status st = checkpoint_load(b, path, &r, 0);
@@ -186,6 +186,7 @@ START_TEST(test_round_trip_bits)
     ck_assert_uint_eq(r.epoch, 7);
     ck_assert_uint_eq(r.index, 48);
     ck_assert_uint_eq(r.seed, 3);
+    ck_assert_uint_eq(r.batch, (uint32_t)a->minibatch);   /* 0 saves the net's own */
     /* Saving the loaded net again gives the same file. */
     char again[512];
     tn_path(again, sizeof again, "b.ckpt");
@@ -225,7 +226,7 @@ START_TEST(test_round_trip_after_training)
     ck_assert_int_gt(nonzero, 30);
     free(mom);
     free(rm);
-    ckpt_state s = {a->step, 0, 48, 3};
+    ckpt_state s = {a->step, 0, 48, 3, 0};
     save_ok(a, path, &s);
     net *b = attached(CK_NET, 3, &db);
     ck_assert_int_eq(checkpoint_load(b, path, NULL, 1), VDNN_OK);
@@ -503,7 +504,7 @@ START_TEST(test_other_net)
     tn_path(path, sizeof path, "eight.ckpt");
     device *d;
     net *n = attached(TN_HEAD CK_LAYERS(8, 6), 3, &d);
-    ckpt_state s = {1, 0, 16, 3};
+    ckpt_state s = {1, 0, 16, 3, 0};
     save_ok(n, path, &s);
     tn_free(n, d);
     /* conv1 has 8 filters in the file, 4 in the net: the message names the tensor and
@@ -521,7 +522,7 @@ START_TEST(test_other_net_late_mismatch)
     device *d;
     net *n = attached(TN_HEAD CK_LAYERS(4, 5), 3, &d);
     scramble(n, 11);
-    ckpt_state s = {1, 0, 16, 3};
+    ckpt_state s = {1, 0, 16, 3, 0};
     save_ok(n, path, &s);
     tn_free(n, d);
     load_fails(path, VDNN_EFORMAT, "conv5.weights");
@@ -538,7 +539,7 @@ START_TEST(test_other_net_missing_tensor)
     net *n = attached(TN_HEAD "[convolutional]\nfilters = 4\nsize = 3\npad = 1\nbias = 0\n[batchnorm]\n[relu]\n"
                       "[maxpool]\nsize = 2\n[convolutional]\nfilters = 6\nsize = 3\npad = 1\n[relu]\n"
                       "[connected]\noutput = 4\n[softmax]\n", 3, &d);
-    ckpt_state s = {1, 0, 16, 3};
+    ckpt_state s = {1, 0, 16, 3, 0};
     save_ok(n, path, &s);
     tn_free(n, d);
     load_fails(path, VDNN_EFORMAT, "conv1.bias");
@@ -581,7 +582,7 @@ START_TEST(test_save_into_missing_folder)
     char *before = tn_read(good, &len);
     device *d;
     net *n = attached(CK_NET, 3, &d);
-    ckpt_state s = {1, 0, 0, 3};
+    ckpt_state s = {1, 0, 0, 3, 0};
     vdnn_status st = checkpoint_save(n, bad, &s);
     ck_assert_int_eq(st, VDNN_EIO);
     tn_msg_has(bad, NULL);
@@ -612,7 +613,7 @@ START_TEST(test_failed_save_keeps_previous)
     ck_assert_int_eq(mkdir(tmp, 0700), 0);
     device *d;
     net *n = attached(CK_NET, 42, &d);
-    ckpt_state s = {2, 0, 0, 42};
+    ckpt_state s = {2, 0, 0, 42, 0};
     vdnn_status st = checkpoint_save(n, path, &s);
     ck_assert_int_eq(st, VDNN_EIO);
     tn_msg_has(path, NULL);
@@ -644,7 +645,7 @@ START_TEST(test_failed_first_save)
     ck_assert_int_eq(mkdir(tmp, 0700), 0);   /* in the way of naming the new file */
     device *d;
     net *n = attached(CK_NET, 3, &d);
-    ckpt_state s = {1, 0, 0, 3};
+    ckpt_state s = {1, 0, 0, 3, 0};
     ck_assert_int_eq(checkpoint_save(n, path, &s), VDNN_EIO);
     tn_msg_has(path, "(none was written)");
     ck_assert(!tn_exists(path));
@@ -665,7 +666,7 @@ static int save_limited(const char *path, rlim_t limit, int killed)
         signal(SIGXFSZ, killed ? SIG_DFL : SIG_IGN);
         struct rlimit r = {limit, limit};
         setrlimit(RLIMIT_FSIZE, &r);
-        ckpt_state s = {2, 0, 0, 42};
+        ckpt_state s = {2, 0, 0, 42, 0};
         vdnn_status st = checkpoint_save(n, path, &s);
         int ok = st == VDNN_EIO && strstr(vdnn_errmsg(), "(the previous one is untouched)");
         if (!ok) fprintf(stderr, "checkpoint_save: %d %s\n", (int)st, vdnn_errmsg());

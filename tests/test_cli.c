@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 
 #include "tests/testnet.h"
+#include "vdnn/device.h"
 
 /* 256 training items at batch 16: 16 steps per epoch. */
 #define CLI_NET TN_SMALL
@@ -521,6 +522,70 @@ START_TEST(test_device_unknown)
 }
 END_TEST
 
+/* --devices: every entry parsed, none cut off, none empty. */
+START_TEST(test_devices_strict)
+{
+    char cfg[512], args[8192];
+    write_cfg(cfg, sizeof cfg, "net.cfg", CLI_NET);
+    const char *empty[][2] = {{"cpu,,cpu", "entry 2 of 3"}, {",cpu", "entry 1 of 2"}, {"cpu,", "entry 2 of 2"}};
+    for (int k = 0; k < 3; k++) {
+        snprintf(args, sizeof args, "train %s --steps 1 --quiet --devices %s", cfg, empty[k][0]);
+        fails_with(args, "--devices", empty[k][1]);
+    }
+    /* a bad 128th entry, past the 512 bytes the list was once cut to (the shell writes
+     * the long lists: "cpu," COUNT times, then the last entry) */
+    const char *many = "train %s --steps 1 --quiet --devices \"$(printf 'cpu,%%.0s' $(seq %d))%s\"";
+    snprintf(args, sizeof args, many, cfg, 127, "cpu:x");
+    fails_with(args, "'cpu:x' (entry 128 of 128)", NULL);
+    /* 1000 devices are 1000 (not 128), refused for the batch before any is made */
+    snprintf(args, sizeof args, many, cfg, 999, "cpu");
+    fails_with(args, "1000 devices for a batch of 16", NULL);
+    snprintf(args, sizeof args, many, cfg, DEVICE_LIST_MAX, "cpu");
+    fails_with(args, "--devices", "more than 1024 devices");
+    snprintf(args, sizeof args, "train %s --steps 1 --quiet --devices cpu:-1", cfg);
+    fails_with(args, "--devices", "'cpu:-1'");
+    snprintf(args, sizeof args, "train %s --steps 1 --quiet --device cpu:0", cfg);
+    fails_with(args, "--device cpu:0", "--devices");
+}
+END_TEST
+
+/* --devices cuda:0 where there is no GPU says what --device cuda says. */
+START_TEST(test_devices_cuda_missing)
+{
+    if (device_cuda_count() > 0) {
+        printf("SKIPPED: test_devices_cuda_missing: this machine has a GPU\n");
+        return;
+    }
+    char cfg[512], args[1024];
+    write_cfg(cfg, sizeof cfg, "net.cfg", CLI_NET);
+    const char *why = device_cuda_built() ? "no CUDA GPU" : "without CUDA";
+    snprintf(args, sizeof args, "train %s --steps 1 --quiet --device cuda", cfg);
+    fails_with(args, why, NULL);
+    snprintf(args, sizeof args, "train %s --steps 1 --quiet --devices cuda:0", cfg);
+    cli_run r = run_cli(args);
+    assert_fails(&r, args, why, NULL);
+    ck_assert_msg(!strstr(r.err, "too small"), "stderr:\n%s", r.err);
+    run_free(&r);
+}
+END_TEST
+
+/* The manager's --devices: the same grammar, and each device once. */
+START_TEST(test_manager_devices)
+{
+    char sock[512], args[1024];
+    tn_path(sock, sizeof sock, "m.sock");
+    const char *bad[][2] = {{"cpu:0,cpu:0", "cpu:0 is given twice"}, {"cuda,cuda:0", "cuda:0 is given twice"},
+                            {"cpu:0,,cpu:1", "entry 2 of 3 is empty"}, {"cpu", "cpu:N"}, {"gpu0", "'gpu0'"}};
+    for (int k = 0; k < 5; k++) {
+        snprintf(args, sizeof args, "manager --manager %s --quiet --devices %s", sock, bad[k][0]);
+        /* a manager that took the list would serve until stopped */
+        cli_run r = tn_vdnn(tn_dir, "timeout 10", args);
+        assert_fails(&r, args, "--devices", bad[k][1]);
+        run_free(&r);
+    }
+}
+END_TEST
+
 /* ---- the planner: profile, --plan, --policy dyn ---- */
 
 /* The least budget `info --json` reports for a policy and algorithm mode. */
@@ -688,6 +753,9 @@ static Suite *cli_suite(void)
     tcase_add_test(dev, test_budget_too_small);
     tcase_add_test(dev, test_device_cuda);
     tcase_add_test(dev, test_device_unknown);
+    tcase_add_test(dev, test_devices_strict);
+    tcase_add_test(dev, test_devices_cuda_missing);
+    tcase_add_test(dev, test_manager_devices);
     tcase_add_test(dev, test_profile_plan_and_train);
     tcase_add_test(dev, test_plan_errors);
     tcase_add_test(dev, test_swap_recompute_micro);

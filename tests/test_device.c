@@ -640,6 +640,70 @@ START_TEST(test_create_destroy_many)
 }
 END_TEST
 
+/* ---- device names ---- */
+
+/* The list parses to `count` devices whose names, joined by commas, are `names`. */
+static void list_is(const char *text, int unique, const char *names)
+{
+    device_options base = {.budget_bytes = 12345}, *o = NULL;
+    int count = 0;
+    ck_assert_msg(device_parse_list("--devices", text, &base, unique, &o, &count) == VDNN_OK, "%s: %s", text,
+                  vdnn_errmsg());
+    char got[256] = "", one[32];
+    for (int k = 0; k < count; k++) {
+        ck_assert_uint_eq(o[k].budget_bytes, 12345);
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%s%s", k ? "," : "",
+                 device_options_name(&o[k], one, sizeof one));
+    }
+    ck_assert_str_eq(got, names);
+    free(o);
+}
+
+static void list_fails(const char *text, int unique, const char *a, const char *b)
+{
+    device_options *o = (device_options *)&o;
+    int count = -1;
+    ck_assert_int_eq(device_parse_list("--devices", text, NULL, unique, &o, &count), VDNN_EINVAL);
+    ck_assert_ptr_null(o);
+    ck_assert_int_eq(count, 0);
+    tn_msg_has(a, b);
+}
+
+START_TEST(test_parse_devices)
+{
+    list_is("cpu", 0, "cpu");
+    list_is("cpu,cpu,cpu:3,cuda,cuda:2", 0, "cpu,cpu,cpu:3,cuda:0,cuda:2");
+    list_is("cpu:0,cpu:0", 0, "cpu:0,cpu:0");
+    list_is("cpu:0,cpu:1,cuda:0,cuda:1", 1, "cpu:0,cpu:1,cuda:0,cuda:1");
+    list_is("cpu:4096,cuda:1024", 1, "cpu:4096,cuda:1024");
+    list_fails("", 0, "entry 1 of 1 is empty", NULL);
+    list_fails("cpu,,cpu", 0, "entry 2 of 3 is empty", NULL);
+    list_fails(",cpu", 0, "entry 1 of 2", NULL);
+    list_fails("cpu,", 0, "entry 2 of 2", NULL);
+    list_fails("cpu, cpu", 0, "' cpu' (entry 2 of 2)", NULL);
+    const char *bad[] = {"cpu:", "cpu:x", "cpu:-1", "cpu:+1", "cpu: 1", "cpu:4097", "cuda:1025", "cuda0", "cpus",
+                         "gpu", "CPU", "cuda:1:2", "cpu:99999999999"};
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) list_fails(bad[k], 0, "--devices", bad[k]);
+    list_fails("cpu:1,cpu:0,cpu:1", 1, "cpu:1 is given twice", "entries 1 and 3");
+    list_fails("cuda:0,cuda", 1, "cuda:0 is given twice", NULL);
+    list_fails("cpu:0,cpu", 1, "entry 2 is cpu", "cpu:N");
+    /* the most entries a list may have, and one more */
+    char *many = malloc(4 * (DEVICE_LIST_MAX + 1));
+    ck_assert_ptr_nonnull(many);
+    for (int k = 0; k <= DEVICE_LIST_MAX; k++) memcpy(many + 4 * k, "cpu,", 4);
+    many[4 * DEVICE_LIST_MAX - 1] = 0;
+    device_options *o = NULL;
+    int count = 0;
+    ck_assert_int_eq(device_parse_list("--devices", many, NULL, 0, &o, &count), VDNN_OK);
+    ck_assert_int_eq(count, DEVICE_LIST_MAX);
+    free(o);
+    many[4 * DEVICE_LIST_MAX - 1] = ',';
+    many[4 * DEVICE_LIST_MAX + 3] = 0;
+    list_fails(many, 0, "more than 1024 devices", NULL);
+    free(many);
+}
+END_TEST
+
 static Suite *device_suite(void)
 {
     Suite *s = suite_create("device");
@@ -650,6 +714,7 @@ static Suite *device_suite(void)
     tcase_add_test(mem, test_alloc_free);
     tcase_add_test(mem, test_budget_exceeded);
     tcase_add_test(mem, test_upload_download_zero);
+    tcase_add_test(mem, test_parse_devices);
     suite_add_tcase(s, mem);
 
     TCase *streams = tcase_create("streams");

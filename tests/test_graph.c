@@ -295,6 +295,48 @@ START_TEST(test_graph_config_errors)
 }
 END_TEST
 
+/* `input =`'s grammar: every comma between two items, -k with its digits right after the
+ * sign; blanks around an item are fine. */
+START_TEST(test_graph_input_grammar)
+{
+    static const struct { const char *input, *a, *b; } bad[] = {
+        {"a,,-1", "t.cfg:23: [add] input", "an empty entry, item 2 of 'a,,-1'"},
+        {"a,-1,", "t.cfg:23: [add] input", "item 3"},
+        {",a,-1", "t.cfg:23: [add] input", "item 1"},
+        {"a, ,-1", "t.cfg:23: [add] input", "item 2"},
+        {"a,- 1", "t.cfg:23: [add] input", "'- 1' is not -k"},
+        {"a,-+1", "t.cfg:23: [add] input", "'-+1' is not -k"},
+        {"a,--1", "t.cfg:23: [add] input", "'--1' is not -k"},
+        {"a,-", "t.cfg:23: [add] input", "'-' is not -k"},
+        {"a,-1 1", "t.cfg:23: [add] input", "'-1 1' is not -k"},
+        {"a,-99999999999999999999", "t.cfg:23: [add] input", "reaches above the first layer"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        char text[2048];
+        snprintf(text, sizeof text, "%s" GR_CONV "name = a\n[relu]\n[add]\ninput = %s\n[connected]\noutput = 4\n"
+                 "[softmax]\n", TN_HEAD, bad[k].input);
+        net_overrides none = net_no_overrides();
+        net *n = NULL;
+        ck_assert_msg(net_parse(text, TN_NAME, &none, &n) == VDNN_EINVAL, "input = %s parses", bad[k].input);
+        ck_assert_ptr_null(n);
+        const char *msg = vdnn_errmsg();
+        ck_assert_msg(strstr(msg, bad[k].a) && strstr(msg, bad[k].b), "input = %s: '%s' lacks '%s' or '%s'",
+                      bad[k].input, msg, bad[k].a, bad[k].b);
+    }
+    static const char *good[] = {"a,-1", "a , -1", "-1,a", "\ta,\t-01\t"};
+    for (size_t k = 0; k < sizeof good / sizeof *good; k++) {
+        char text[2048];
+        snprintf(text, sizeof text, "%s" GR_CONV "name = a\n[relu]\n[add]\ninput = %s\n[connected]\noutput = 4\n"
+                 "[softmax]\n", TN_HEAD, good[k]);
+        net_overrides none = net_no_overrides();
+        net *n = NULL;
+        ck_assert_msg(net_parse(text, TN_NAME, &none, &n) == VDNN_OK, "input = %s: %s", good[k], vdnn_errmsg());
+        ck_assert_int_eq(n->layers[2]->ninputs, 2);
+        net_free(n);
+    }
+}
+END_TEST
+
 /* ---- the gradient of a map read by several layers ---- */
 
 /* `a` (tanh, smooth: no kinks for the differences) is read by conv3 (a convolution: its
@@ -766,6 +808,7 @@ static Suite *graph_suite(void)
     TCase *cfg = tcase_create("config");
     tcase_add_test(cfg, test_graph_of_net);
     tcase_add_test(cfg, test_graph_config_errors);
+    tcase_add_test(cfg, test_graph_input_grammar);
     suite_add_tcase(s, cfg);
 
     TCase *iter = tcase_create("iteration");

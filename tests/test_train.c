@@ -215,6 +215,29 @@ START_TEST(test_resume_other_seed)
 }
 END_TEST
 
+/* A checkpoint resumes only at the batch it was saved at, and a refused resume changes
+ * nothing in the file. */
+START_TEST(test_resume_other_batch)
+{
+    char b[512];
+    tn_path(b, sizeof b, "b.ckpt");
+    run_ok(4, NULL, b, NULL);
+    size_t len = 0, len2 = 0;
+    char *before = tn_read(b, &len);
+    ck_assert_uint_eq(state_of(b).batch, 16);
+    net_overrides ov = net_no_overrides();
+    ov.batch = 8;
+    vdnn_status st = run_train(RESUME_NET, &ov, 4, b, b, NULL, NULL);
+    ck_assert_int_eq(st, VDNN_EINVAL);
+    ck_assert_msg(strstr(last_msg, b) && strstr(last_msg, "saved at batch 16 but the run's batch is 8") &&
+                  strstr(last_msg, "--batch 16"), "message: %s", last_msg);
+    char *after = tn_read(b, &len2);
+    ck_assert_msg(len == len2 && !memcmp(before, after, len), "a refused resume changed %s", b);
+    free(before);
+    free(after);
+}
+END_TEST
+
 START_TEST(test_resume_missing_file)
 {
     char b[512];
@@ -349,6 +372,33 @@ START_TEST(test_check_classes)
     dataset_free(five);
     dataset_free(four);
     tn_free(n, d);
+}
+END_TEST
+
+/* A count that no `output =` sets: the message names the layer whose outputs the loss
+ * reads and what to put there, never a key that layer does not have. */
+START_TEST(test_check_classes_advice)
+{
+    static const struct { const char *layers, *line, *advice; } nets[] = {
+        {"[softmax]\n", TN_NAME ":11:", "the [softmax] reads the net's input, 64 values per item"},
+        {"[maxpool]\nsize = 2\n[softmax]\n", TN_NAME ":11:", "this [maxpool] layer's 16 outputs"},
+    };
+    dataset *five = NULL;
+    ck_assert_int_eq(synthetic_make(32, 1, 8, 8, 5, 1, &five), VDNN_OK);
+    for (int k = 0; k < 2; k++) {
+        char text[512];
+        snprintf(text, sizeof text, "[net]\nbatch = 4\nchannels = 1\nheight = 8\nwidth = 8\n"
+                 "[data]\nset = synthetic\ntrain_size = 8\ntest_size = 4\nclasses = 5\n%s", nets[k].layers);
+        net *n = tn_parse(text, NULL);
+        ck_assert_int_eq(check_classes(n, five), VDNN_EINVAL);
+        const char *msg = vdnn_errmsg();
+        ck_assert_msg(strstr(msg, nets[k].line) && strstr(msg, nets[k].advice), "message: %s", msg);
+        ck_assert_msg(strstr(msg, "[connected] with output = 5") && strstr(msg, "[data] classes ="), "message: %s",
+                      msg);
+        ck_assert_msg(!strstr(msg, "layer's output ="), "message: %s", msg);
+        net_free(n);
+    }
+    dataset_free(five);
 }
 END_TEST
 
@@ -569,6 +619,7 @@ static Suite *train_suite(void)
     tcase_add_test(resume, test_resume_to_the_end);
     tcase_add_test(resume, test_resume_twice);
     tcase_add_test(resume, test_resume_other_seed);
+    tcase_add_test(resume, test_resume_other_batch);
     tcase_add_test(resume, test_resume_missing_file);
     suite_add_tcase(s, resume);
 
@@ -587,6 +638,7 @@ static Suite *train_suite(void)
     tcase_add_checked_fixture(checks, tn_dir_setup, tn_dir_teardown);
     tcase_set_timeout(checks, 60);
     tcase_add_test(checks, test_check_classes);
+    tcase_add_test(checks, test_check_classes_advice);
     tcase_add_test(checks, test_huge_lr_diverges);
     tcase_add_test(checks, test_nan_param);
     tcase_add_test(checks, test_nan_keeps_checkpoint);

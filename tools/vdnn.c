@@ -78,16 +78,17 @@ static size_t default_budget(const net *n)
 const char *cli_math = "fp32";
 int cli_nondeterministic = 0;
 
-/* "cuda" or "cuda:N" into the GPU index; -1 if the name is not of that form. */
-static int cuda_index(const char *name)
+/* One device for --device: a device name (device_parse_name) but cpu:N, which is
+ * --devices's; "auto" is resolved before. */
+static vdnn_status parse_one_device(const char *what, const char *name, device_options *o)
 {
-    if (strncmp(name, "cuda", 4)) return -1;
-    if (!name[4]) return 0;
-    if (name[4] != ':' || !name[5]) return -1;
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(name + 5, &end, 10);
-    return errno || *end || v < 0 || v > 1024 ? -1 : (int)v;
+    vdnn_status st = device_parse_name(what, name, strlen(name), o);
+    if (st == VDNN_OK && !o->emulated) return VDNN_OK;
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", st != VDNN_OK ? vdnn_errmsg() : "");
+    if (st != VDNN_OK) return vdnn_fail(st, "%s; %s takes auto, cpu, cuda or cuda:N", msg, what);
+    return vdnn_fail(VDNN_EINVAL, "%s %s: an emulated device of its own cores is for --devices (--devices %s "
+                     "trains on it alone); %s takes auto, cpu, cuda or cuda:N", what, name, name, what);
 }
 
 vdnn_status cli_device(const char *name, size_t budget, long long threads, double link_gbps, const net *n,
@@ -100,11 +101,8 @@ vdnn_status cli_device(const char *name, size_t budget, long long threads, doubl
         return vdnn_fail(VDNN_EINVAL, "--math: '%s' is not one of fp32, tf32", cli_math);
     /* auto takes the GPU when there is one, unless a link speed asks for the CPU's emulated link */
     if (!strcmp(name, "auto")) name = link_gbps <= 0 && device_cuda_count() > 0 ? "cuda" : "cpu";
-    if (!strcmp(name, "cpu")) o.kind = DEVICE_CPU;
-    else if (cuda_index(name) >= 0) o.kind = DEVICE_CUDA, o.cuda_index = cuda_index(name);
-    else
-        return vdnn_fail(VDNN_EINVAL, "--device: '%s'%s is not one of auto, cpu, cuda, cuda:N", name,
-                         name == env ? " (from VDNN_DEVICE)" : "");
+    vdnn_status st = parse_one_device(name == env ? "VDNN_DEVICE" : "--device", name, &o);
+    if (st != VDNN_OK) return st;
     if (o.kind == DEVICE_CUDA && link_gbps > 0)
         return vdnn_fail(VDNN_EINVAL, "--link-gbps emulates a link on the CPU device; a GPU has its own (drop it, "
                                       "or use --device cpu)");
@@ -402,6 +400,28 @@ static void settings_text(const net *n, const run_flags *f, char *buf, size_t le
              f->resume ? "yes" : "no");
 }
 
+/* --devices with no --budget: when every device is a GPU, what the one with the least
+ * free memory can take (cuda_default_budget); else, and when a GPU is not there (which
+ * device_create then says, as for --device), the net's own default. A list that does
+ * not parse gets the default too: dp_create reports it. */
+static size_t parallel_default_budget(const char *devices, const net *n)
+{
+    device_options *list = NULL;
+    int count = 0;
+    size_t least = 0;
+    if (device_parse_list("--devices", devices ? devices : "cpu", NULL, 0, &list, &count) != VDNN_OK) count = 0;
+    for (int k = 0; k < count; k++) {
+        size_t b = list[k].kind == DEVICE_CUDA ? cuda_default_budget(list[k].cuda_index) : 0;
+        if (!b) {
+            least = 0;
+            break;
+        }
+        least = k == 0 || b < least ? b : least;
+    }
+    free(list);
+    return least ? least : default_budget(n);
+}
+
 static vdnn_status open_parallel(const char *cfg, run_flags *f, net **n, device **d, dataset **train,
                                  dataset **test)
 {
@@ -432,9 +452,7 @@ static vdnn_status open_parallel(const char *cfg, run_flags *f, net **n, device 
     o.dev.tf32 = !strcmp(cli_math, "tf32");
     o.dev.nondeterministic = cli_nondeterministic;
     o.dev.budget_bytes = f->budget;
-    if (st == VDNN_OK && !o.dev.budget_bytes)
-        o.dev.budget_bytes = f->devices && !strncmp(f->devices, "cuda", 4) ? cuda_default_budget(0)
-                                                                          : default_budget(f->model);
+    if (st == VDNN_OK && !o.dev.budget_bytes) o.dev.budget_bytes = parallel_default_budget(f->devices, f->model);
     double t_plan = vdnn_now_s();
     if (st == VDNN_OK) st = dp_create(f->model, f->comm, &o, &f->group);
     f->plan_s = vdnn_now_s() - t_plan;

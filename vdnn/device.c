@@ -316,3 +316,104 @@ double vdnn_now_s(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
+
+/* ---- device names ---- */
+
+/* The decimal number of `len` digits at p, at most `max`; -1 if it is not one. */
+static long parse_index(const char *p, size_t len, long max)
+{
+    if (!len || len > 9) return -1;
+    long v = 0;
+    for (size_t k = 0; k < len; k++) {
+        if (p[k] < '0' || p[k] > '9') return -1;
+        v = v * 10 + (p[k] - '0');
+    }
+    return v <= max ? v : -1;
+}
+
+/* device_parse_name, with `at` (" (entry K of N)" or "") after the name in messages. */
+static vdnn_status parse_name_at(const char *what, const char *name, size_t len, const char *at, device_options *o)
+{
+    int shown = len > 40 ? 40 : (int)len;
+    const char *more = len > 40 ? "..." : "";
+    int cpu = len >= 3 && !memcmp(name, "cpu", 3), cuda = len >= 4 && !memcmp(name, "cuda", 4);
+    size_t stem = cpu ? 3 : cuda ? 4 : 0;
+    if (!stem || (len > stem && name[stem] != ':'))
+        return vdnn_fail(VDNN_EINVAL, "%s: '%.*s%s'%s is not a device (cpu, cpu:N, cuda or cuda:N)", what, shown,
+                         name, more, at);
+    long index = 0;
+    if (len > stem) {
+        long max = cpu ? DEVICE_CPU_INDEX_MAX : DEVICE_CUDA_INDEX_MAX;
+        index = parse_index(name + stem + 1, len - stem - 1, max);
+        if (index < 0)
+            return vdnn_fail(VDNN_EINVAL, "%s: '%.*s%s'%s is not %s:N with N a number from 0 to %ld", what, shown,
+                             name, more, at, cpu ? "cpu" : "cuda", max);
+    }
+    o->kind = cpu ? DEVICE_CPU : DEVICE_CUDA;
+    o->emulated = cpu && len > stem;
+    o->cpu_index = cpu ? (int)index : 0;
+    o->cuda_index = cuda ? (int)index : 0;
+    return VDNN_OK;
+}
+
+vdnn_status device_parse_name(const char *what, const char *name, size_t len, device_options *o)
+{
+    return parse_name_at(what, name, len, "", o);
+}
+
+const char *device_options_name(const device_options *o, char *buf, size_t len)
+{
+    if (o->kind == DEVICE_CUDA) snprintf(buf, len, "cuda:%d", o->cuda_index);
+    else if (o->emulated) snprintf(buf, len, "cpu:%d", o->cpu_index);
+    else snprintf(buf, len, "cpu");
+    return buf;
+}
+
+/* Entry k (0-based) of a unique list must not be one of the k before it. */
+static vdnn_status check_unique(const char *what, const device_options *o, int k)
+{
+    char name[32];
+    device_options_name(&o[k], name, sizeof name);
+    if (o[k].kind == DEVICE_CPU && !o[k].emulated)
+        return vdnn_fail(VDNN_EINVAL, "%s: entry %d is cpu, which names no one device here: give cpu:N (an "
+                         "emulated device of its own cores) or cuda:N", what, k + 1);
+    for (int j = 0; j < k; j++)
+        if (o[j].kind == o[k].kind && o[j].emulated == o[k].emulated && o[j].cpu_index == o[k].cpu_index &&
+            o[j].cuda_index == o[k].cuda_index)
+            return vdnn_fail(VDNN_EINVAL, "%s: %s is given twice (entries %d and %d)", what, name, j + 1, k + 1);
+    return VDNN_OK;
+}
+
+vdnn_status device_parse_list(const char *what, const char *text, const device_options *base, int unique,
+                              device_options **out, int *count)
+{
+    *out = NULL;
+    *count = 0;
+    int n = 1;
+    for (const char *c = text; *c; c++)
+        if (*c == ',' && ++n > DEVICE_LIST_MAX)
+            return vdnn_fail(VDNN_EINVAL, "%s: more than %d devices", what, DEVICE_LIST_MAX);
+    device_options *o = calloc((size_t)n, sizeof *o);
+    if (!o) return vdnn_fail(VDNN_ENOMEM, "out of host memory");
+    vdnn_status st = VDNN_OK;
+    const char *p = text;
+    for (int k = 0; k < n && st == VDNN_OK; k++) {
+        size_t len = strcspn(p, ",");
+        if (base) o[k] = *base;
+        if (!len)
+            st = vdnn_fail(VDNN_EINVAL, "%s: entry %d of %d is empty (a list is names separated by single commas)",
+                           what, k + 1, n);
+        char at[48] = "";
+        if (n > 1) snprintf(at, sizeof at, " (entry %d of %d)", k + 1, n);
+        if (st == VDNN_OK) st = parse_name_at(what, p, len, at, &o[k]);
+        if (st == VDNN_OK && unique) st = check_unique(what, o, k);
+        p += len + 1;
+    }
+    if (st != VDNN_OK) {
+        free(o);
+        return st;
+    }
+    *out = o;
+    *count = n;
+    return VDNN_OK;
+}

@@ -50,6 +50,31 @@ typedef struct device_options {
     int cpu_index;
 } device_options;
 
+/* Device names, the one grammar of --device and of every device list (--devices of
+ * train and of the manager): "cpu", "cpu:N" (an emulated device of its own cores, N <=
+ * DEVICE_CPU_INDEX_MAX), "cuda" (= cuda:0) or "cuda:N" (N <= DEVICE_CUDA_INDEX_MAX); N is
+ * decimal digits, nothing else around or inside a name. A list is names separated by
+ * single commas, at most DEVICE_LIST_MAX of them; an empty entry (leading, trailing or
+ * doubled comma) is an error naming its position. */
+#define DEVICE_LIST_MAX 1024
+#define DEVICE_CPU_INDEX_MAX 4096
+#define DEVICE_CUDA_INDEX_MAX 1024
+
+/* Sets o's kind, cuda_index, emulated and cpu_index from the `len` bytes of `name`, the
+ * rest of *o untouched. `what` (e.g. "--device") begins the error message. */
+vdnn_status device_parse_name(const char *what, const char *name, size_t len, device_options *o);
+
+/* Parses a device list into *out, a new array of *count options (free() it), each a copy
+ * of *base (zeros where base is NULL) with its device set. With `unique`, a device named
+ * twice is an error (cuda and cuda:0 are one device; so are two cpu:N of the same N;
+ * plain cpu, no one device, is refused there). `what` begins the error messages. */
+vdnn_status device_parse_list(const char *what, const char *text, const device_options *base, int unique,
+                              device_options **out, int *count);
+
+/* The name of the device that o names, as device_parse_name reads it back: "cpu",
+ * "cpu:N" or "cuda:N". Returns buf. */
+const char *device_options_name(const device_options *o, char *buf, size_t len);
+
 /* Creates a device; on failure returns a status and a message ("no CUDA device", "budget
  * of X could not be reserved", ...). Free with device_destroy(). */
 vdnn_status device_create(const device_options *opt, device **out);

@@ -147,7 +147,7 @@ static void png_seed(const char *name, int color, int depth, int interlace)
 static void checkpoint_seeds(net *n)
 {
     char path[1024];
-    ckpt_state s = {0, 0, 0, 3};
+    ckpt_state s = {0, 0, 0, 3, 0};
     if (checkpoint_save(n, seed_path(path, sizeof path, "checkpoint", "fresh"), &s) != VDNN_OK) die(path);
     float x[4 * 64];
     int32_t y[4] = {0, 1, 2, 3};
