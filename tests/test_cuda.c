@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "data/data.h"
+#include "layers/conv.h"
 #include "layers/layer.h"
 #include "nets/config.h"
 #include "nets/net.h"
@@ -391,6 +392,13 @@ static const lcase conv_cases[] = {
     {"conv 3x3/1 p1", CONV(8, 3, 1, 1, 1), {2, 8, 9, 9}, 1, 0, TOL_GEMM, 1},
     {"conv 5x5 p2, no bias", CONV(6, 5, 1, 2, 0), {2, 4, 12, 12}, 1, 0, TOL_GEMM, 1},
     {"conv 3x3/1 p1, 16 -> 32 channels, 16x16", CONV(32, 3, 1, 1, 1), {4, 16, 16, 16}, 1, 0, TOL_GEMM, 1},
+    /* cuDNN's group count, dilation, rectangular kernels and strides against conv.c's */
+    {"conv 3x3 p1, 2 groups", CONV(6, 3, 1, 1, 1) "groups = 2\n", {2, 4, 6, 5}, 1, 0, TOL_GEMM, 1},
+    {"conv 3x3/2 p1, depthwise", CONV(8, 3, 2, 1, 1) "groups = 8\n", {2, 8, 9, 9}, 1, 0, TOL_GEMM, 1},
+    {"conv 3x3 p2, dilation 2", CONV(4, 3, 1, 2, 1) "dilation = 2\n", {2, 3, 9, 8}, 1, 0, TOL_GEMM, 1},
+    {"conv 3x1, stride 2x1, pad 1", "[convolutional]\nfilters = 4\nsize_h = 3\nsize_w = 1\nstride_h = 2\n"
+     "stride_w = 1\npad = 1\n", {2, 3, 7, 6}, 1, 0, TOL_GEMM, 1},
+    {"conv 3x3 p1, 32 groups (ResNeXt)", CONV(64, 3, 1, 1, 0) "groups = 32\n", {2, 64, 8, 8}, 1, 0, TOL_GEMM, 1},
 };
 #define NCONV ((int)(sizeof conv_cases / sizeof *conv_cases))
 
@@ -793,6 +801,21 @@ START_TEST(test_conv_layer)
     char check[160];
     snprintf(check, sizeof check, "test_conv_layer[%d] (%s)", _i, conv_cases[_i].what);
     check_layer_case(&conv_cases[_i], check);
+}
+END_TEST
+
+/* Asymmetric padding has no cuDNN convolution: binding the layer to a GPU fails with a
+ * message, not a crash and not another layer's result. */
+START_TEST(test_conv_asymmetric_refused)
+{
+    if (skip_without_gpu("test_conv_asymmetric_refused")) return;
+    device *gpu = make_gpu(LAYER_GPU_BUDGET, 0, 0);
+    layer *l = test_layer(&conv_ops, 0, "[convolutional]\nfilters = 4\nsize = 2\npad_bottom = 1\npad_right = 1\n",
+                          shape_make(2, 3, 5, 6));
+    ck_assert_int_eq(layer_bind(l, gpu), VDNN_EDEVICE);
+    ck_assert_ptr_nonnull(strstr(vdnn_errmsg(), "asymmetric padding"));
+    layer_destroy(l, gpu);
+    device_destroy(gpu);
 }
 END_TEST
 
@@ -1480,6 +1503,7 @@ static Suite *cuda_suite(void)
     TCase *lay = tcase_create("layers");
     tcase_set_timeout(lay, 120);
     tcase_add_loop_test(lay, test_conv_layer, 0, NCONV);
+    tcase_add_test(lay, test_conv_asymmetric_refused);
     tcase_add_loop_test(lay, test_other_layer, 0, NOTHER);
     tcase_add_test(lay, test_multi_input_layers);
     tcase_add_test(lay, test_conv_nondeterministic);
