@@ -415,6 +415,8 @@ static const lcase other_cases[] = {
     {"leaky 0.1", "[leaky]\nslope = 0.1\n", {3, 4, 5, 7}, 1, 0, TOL_ELEMENTWISE, 1},
     {"tanh", "[tanh]\n", {3, 4, 5, 7}, 1, 0, TOL_ELEMENTWISE, 2},
     {"sigmoid", "[sigmoid]\n", {3, 4, 5, 7}, 1, 0, TOL_ELEMENTWISE, 3},
+    {"clip (ReLU6)", "[clip]\n", {3, 4, 5, 7}, 1, 0, TOL_ELEMENTWISE, 8},
+    {"clip [-1, 0.5]", "[clip]\nmin = -1\nmax = 0.5\n", {3, 4, 5, 7}, 1, 0, TOL_ELEMENTWISE, 2},
     {"batchnorm, train", "[batchnorm]\n", {4, 5, 3, 7}, 1, 0, TOL_STATS, 2},
     {"batchnorm, eval", "[batchnorm]\n", {4, 5, 3, 7}, 0, 0, TOL_STATS, 2},
     {"batchnorm, train, recomputed", "[batchnorm]\nmomentum = 0.3\n", {4, 5, 3, 7}, 1, 1, TOL_STATS, 2},
