@@ -411,6 +411,15 @@ static const lcase other_cases[] = {
     {"avgpool 2x2/2", POOL("avgpool", 2, 2, 0), {2, 3, 8, 6}, 1, 0, TOL_ELEMENTWISE, 1},
     /* padding counts in the divisor (pool.c: PyTorch's count_include_pad) */
     {"avgpool 3x3/2 p1", POOL("avgpool", 3, 2, 1), {2, 4, 9, 10}, 1, 0, TOL_ELEMENTWISE, 1},
+    /* Caffe's round-up, rectangular windows, global windows, padding left out */
+    {"maxpool 3x3/2 ceil", POOL("maxpool", 3, 2, 0) "ceil_mode = 1\n", {2, 3, 8, 6}, 1, 0, TOL_ELEMENTWISE, 1},
+    {"avgpool 3x3/2 p1 ceil", POOL("avgpool", 3, 2, 1) "ceil_mode = 1\n", {2, 3, 8, 7}, 1, 0, TOL_ELEMENTWISE, 1},
+    {"avgpool 3x3/2 p1 count_pad 0", POOL("avgpool", 3, 2, 1) "count_pad = 0\n", {2, 4, 9, 10}, 1, 0,
+     TOL_ELEMENTWISE, 1},
+    {"maxpool 3x2/1x2 p1,0", "[maxpool]\nsize_h = 3\nsize_w = 2\nstride_h = 1\nstride_w = 2\npad_h = 1\n",
+     {2, 3, 7, 8}, 1, 0, TOL_ELEMENTWISE, 1},
+    {"maxpool global 70x66", "[maxpool]\nglobal = 1\n", {2, 3, 70, 66}, 1, 0, TOL_ELEMENTWISE, 1},
+    {"avgpool global 70x66", "[avgpool]\nglobal = 1\n", {2, 3, 70, 66}, 1, 0, TOL_ELEMENTWISE, 1},
     {"relu", "[relu]\n", {3, 4, 5, 7}, 1, 0, TOL_ELEMENTWISE, 1},
     {"leaky 0.1", "[leaky]\nslope = 0.1\n", {3, 4, 5, 7}, 1, 0, TOL_ELEMENTWISE, 1},
     {"tanh", "[tanh]\n", {3, 4, 5, 7}, 1, 0, TOL_ELEMENTWISE, 2},
