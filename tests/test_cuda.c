@@ -435,6 +435,10 @@ static const lcase other_cases[] = {
     {"dropout 0.3, eval", "[dropout]\nprobability = 0.3\n", {3, 4, 5, 7}, 0, 0, TOL_ELEMENTWISE, 1},
     {"softmax over 10", "[softmax]\n", {5, 10, 1, 1}, 1, 0, TOL_ELEMENTWISE, 3},
     {"softmax over 3x2x2", "[softmax]\n", {4, 3, 2, 2}, 1, 0, TOL_ELEMENTWISE, 3},
+    {"logistic, one output", "[logistic]\n", {7, 1, 1, 1}, 1, 0, TOL_ELEMENTWISE, 3},
+    {"logistic over 5 (one-hot)", "[logistic]\n", {4, 5, 1, 1}, 1, 0, TOL_ELEMENTWISE, 3},
+    {"l2, one output", "[l2]\n", {7, 1, 1, 1}, 1, 0, TOL_ELEMENTWISE, 2},
+    {"l2 over 3x2x2 (one-hot)", "[l2]\n", {4, 3, 2, 2}, 1, 0, TOL_ELEMENTWISE, 2},
 };
 #define NOTHER ((int)(sizeof other_cases / sizeof *other_cases))
 
@@ -527,7 +531,10 @@ static void rig_init(rig *r, const lcase *k, device *cpu, device *gpu)
     ck_assert_ptr_nonnull(r->hlab);
     rng g;
     rng_seed(&g, 3);
-    for (int i = 0; i < k->in.n; i++) r->hlab[i] = (int32_t)rng_below(&g, (uint32_t)shape_per_item(probe->in));
+    /* a loss's labels range over its classes (two for a one-output logistic or l2) */
+    const uint32_t classes = probe->ops->loss_classes ? (uint32_t)probe->ops->loss_classes(probe)
+                                                      : (uint32_t)shape_per_item(probe->in);
+    for (int i = 0; i < k->in.n; i++) r->hlab[i] = (int32_t)rng_below(&g, classes);
     /* He-initialised weights at a variance of 1/fan_in keep outputs near unit scale;
      * scales, shifts and running statistics in [0.5, 1.5] (a variance must be > 0) */
     for (int i = 0; i < probe->nparams; i++) {
