@@ -4,8 +4,8 @@
  *   direct        no workspace; plain loops, OpenMP over independent output planes
  *                 (forward: (item, block of 4 filters); backward-data: (item, block of
  *                 4 channels); backward-filter: (filter, channel))
- *   im2col        one image's column buffer (IC*K*K, OH*OW) + a GEMM per image
- *   im2col-batch  the whole batch's column buffer (IC*K*K, N*OH*OW) + one large GEMM,
+ *   im2col        one image's column buffer (KDIM = IC*KH*KW, OH*OW) + a GEMM per image
+ *   im2col-batch  the whole batch's column buffer (KDIM, N*OH*OW) + one large GEMM,
  *                 plus a (OC, N*OH*OW) buffer to move between that layout and NCHW
  *   im2col-chunk  as im2col-batch, a chunk of images at a time, the chunk sized so that
  *                 its column buffer stays in cache yet the GEMM stays wide
@@ -19,13 +19,22 @@
  *                 small), in a partial buffer of its own; the partials are added to dW
  *                 in slot order.
  *
- * With stride 1 and "same" padding (OW == W), im2col copies each column-buffer row in
- * one piece and col2im adds it back in one pass (see im2col_row_same).
+ * With unit strides and "same" padding (OW == W), im2col copies each column-buffer row
+ * in one piece, and col2im (when OH == H too and a tap reads its own pixel) adds it
+ * back in one pass (see im2col_row_same, col2im_channel_same).
  *
  * A 1x1 convolution with stride 1 and no padding is already in column form, so the
  * per-image algorithm uses the input (or writes dx) in place and needs no workspace.
  *
- * Weights are (OC, IC, K, K), read as a row-major (OC, IC*K*K) matrix; bias is (OC).
+ * Kernels may be rectangular (KH x KW), strided per axis, dilated (tap (kh, kw) reads
+ * input row oh*SH - pad_top + kh*DH) and padded unevenly: every algorithm takes the
+ * general geometry (conv_geom). A grouped convolution runs each algorithm once per group
+ * on pointers moved to the group's channels, the item strides still the whole tensors',
+ * so column buffers and workspaces are one group's (IC / groups channels) and the
+ * groups reuse them in turn.
+ *
+ * Weights are (OC, IC / groups, KH, KW), group g's (OC / groups) filters read as a
+ * row-major (OC / groups, KDIM) matrix; bias is (OC).
  * Backward reads x for the filter gradient (needs_input) and never y; it needs the
  * larger of its two algorithms' workspaces (only the filter's when dx is NULL). Every
  * result is computed in a fixed order that does not depend on the thread count, except
@@ -596,7 +605,7 @@ static void nchw_to_channels(const conv_geom *g, const float *dy, float *t)
 /* ---- forward --------------------------------------------------------------------- */
 
 /* Output planes y (nb, OH, OW) of one item x (IC, H, W) for the nb <= DIRECT_BLOCK
- * filters w (nb, IC, K, K): each x value loaded feeds nb multiply-adds, which is what
+ * filters w (nb, IC, KH, KW): each x value loaded feeds nb multiply-adds, which is what
  * makes plain loops tolerable. */
 static void direct_fwd_block(const conv_geom *g, const float *x, const float *w,
                              const float *bias, int nb, float *y)
@@ -897,7 +906,7 @@ static float row_dot(const float *restrict yr, const float *restrict xr, int s, 
     return sum;
 }
 
-/* dw (K, K) of filter o, channel ci: sums over items and output pixels, each row's
+/* dw (KH, KW) of filter o, channel ci: sums over items and output pixels, each row's
  * products added in float and the rows in double. */
 static void direct_bwd_filter_slice(const conv_geom *g, const float *x, const float *dy, int o,
                                     int ci, int accumulate, float *dw)
