@@ -1,9 +1,12 @@
-/* Elementwise activations: relu, leaky relu, tanh and sigmoid (CPU half).
+/* Elementwise activations: relu, leaky relu, tanh, sigmoid and clip (ReLU6 by default)
+ * (CPU half).
  *
  * Every backward pass here reads only the output y (needs_output = 1, needs_input = 0):
  * each derivative can be written in terms of y, so the memory manager may drop or
  * offload x as soon as the forward is done. For leaky relu this relies on slope >= 0,
- * which makes y > 0 exactly when x > 0. */
+ * which makes y > 0 exactly when x > 0; for clip on lo < hi, which makes lo < y < hi
+ * exactly when lo < x < hi (the gradient passes there, and is 0 at and beyond the
+ * bounds). */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -13,6 +16,12 @@
 static const cfg_key leaky_keys[] = {
     /* The table is inclusive; setup rejects exactly 1 (that would be the identity). */
     {"slope", CFG_FLOAT, 0, 0.0, 1.0, NULL, 0, "slope for negative inputs, in [0, 1)"},
+    {NULL, 0, 0, 0, 0, NULL, 0, NULL},
+};
+
+static const cfg_key clip_keys[] = {
+    {"min", CFG_FLOAT, 0, -1e6, 1e6, NULL, 0, "lower bound (default 0)"},
+    {"max", CFG_FLOAT, 0, -1e6, 1e6, NULL, 0, "upper bound, above min (default 6: ReLU6)"},
     {NULL, 0, 0, 0, 0, NULL, 0, NULL},
 };
 
@@ -52,6 +61,28 @@ static void leaky_describe(const layer *l, char *buf, size_t len)
 {
     const leaky_priv *p = l->priv;
     snprintf(buf, len, "slope %g", p->slope);
+}
+
+static vdnn_status clip_setup(layer *l, const cfg_file *f, const cfg_section *s)
+{
+    clip_priv *p = l->priv;
+    if (s) {
+        p->lo = (float)cfg_float(s, "min", 0.0);
+        p->hi = (float)cfg_float(s, "max", 6.0);
+    }
+    if (!(p->lo < p->hi)) {
+        if (f && s)
+            return cfg_error(f, s, cfg_find(s, "max") ? "max" : "min", "min (%g) must be below max (%g)",
+                             p->lo, p->hi);
+        return vdnn_fail(VDNN_EINVAL, "%s: min (%g) must be below max (%g)", l->name, p->lo, p->hi);
+    }
+    return act_setup(l, f, s);
+}
+
+static void clip_describe(const layer *l, char *buf, size_t len)
+{
+    const clip_priv *p = l->priv;
+    snprintf(buf, len, "[%g, %g]", p->lo, p->hi);
 }
 
 /* ---- relu ---- */
@@ -116,6 +147,31 @@ static vdnn_status tanh_backward(layer *l, const exec_ctx *c, const float *x, co
     ptrdiff_t n = (ptrdiff_t)act_count(l, c);
 #pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
     for (ptrdiff_t i = 0; i < n; i++) dx[i] = dy[i] * (1.0f - y[i] * y[i]);
+    return VDNN_OK;
+}
+
+/* ---- clip ---- */
+
+static vdnn_status clip_forward(layer *l, const exec_ctx *c, const float *x, float *y)
+{
+    const clip_priv *p = l->priv;
+    const float lo = p->lo, hi = p->hi;
+    ptrdiff_t n = (ptrdiff_t)act_count(l, c);
+#pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
+    for (ptrdiff_t i = 0; i < n; i++) y[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];
+    return VDNN_OK;
+}
+
+static vdnn_status clip_backward(layer *l, const exec_ctx *c, const float *x, const float *y,
+                                 const float *dy, float *dx)
+{
+    (void)x;
+    if (!dx) return VDNN_OK;
+    const clip_priv *p = l->priv;
+    const float lo = p->lo, hi = p->hi;
+    ptrdiff_t n = (ptrdiff_t)act_count(l, c);
+#pragma omp parallel for if (n >= ACT_PAR_MIN) schedule(static)
+    for (ptrdiff_t i = 0; i < n; i++) dx[i] = y[i] > lo && y[i] < hi ? dy[i] : 0.0f;
     return VDNN_OK;
 }
 
@@ -188,4 +244,17 @@ const layer_ops sigmoid_ops = {
     .backward_cuda = CUDA_HALF(sigmoid_backward_cuda),
     .bind_cuda = CUDA_HALF(sigmoid_bind_cuda),
     .unbind_cuda = CUDA_HALF(act_unbind_cuda),
+};
+
+const layer_ops clip_ops = {
+    .type = "clip",
+    .prefix = "clip",
+    .keys = clip_keys,
+    .priv_bytes = sizeof(clip_priv),
+    .setup = clip_setup,
+    .forward_cpu = clip_forward,
+    .backward_cpu = clip_backward,
+    .describe = clip_describe,
+    .forward_cuda = CUDA_HALF(clip_forward_cuda),
+    .backward_cuda = CUDA_HALF(clip_backward_cuda),
 };

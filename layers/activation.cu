@@ -1,8 +1,9 @@
-/* Elementwise activations (CUDA half): relu, leaky relu, tanh and sigmoid.
+/* Elementwise activations (CUDA half): relu, leaky relu, tanh, sigmoid and clip.
  *
  * Forward of relu, tanh and sigmoid is cuDNN's cudnnActivationForward, whose contract is
  * ours (relu with NaN not propagated gives 0, as the CPU's x > 0 ? x : 0 does). Leaky
- * relu has no cuDNN mode and gets a kernel. Every backward is a kernel: cuDNN's
+ * relu has no cuDNN mode and gets a kernel; so does clip (cuDNN's clipped relu has no
+ * lower bound). Every backward is a kernel: cuDNN's
  * activation backward takes x, but ours reads only y and dy (needs_input = 0, so x may
  * already be offloaded or freed), with each derivative written in y as on the CPU. */
 #include "vdnn/cuda_util.h"
@@ -90,6 +91,21 @@ static __global__ void vdnn_leaky_forward_kernel(size_t n, float slope, const fl
         y[i] = x[i] > 0.0f ? x[i] : slope * x[i];
 }
 
+static __global__ void vdnn_clip_forward_kernel(size_t n, float lo, float hi, const float *x, float *y)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        y[i] = x[i] < lo ? lo : x[i] > hi ? hi : x[i];
+}
+
+static __global__ void vdnn_clip_backward_kernel(size_t n, float lo, float hi, const float *y, const float *dy,
+                                                 float *dx)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dx[i] = y[i] > lo && y[i] < hi ? dy[i] : 0.0f;
+}
+
 /* dx from y and dy. Products that the CPU rounds before using go through __fmul_rn, so
  * that nvcc does not fuse them into an FMA and the bits stay the CPU's. */
 template <int K>
@@ -170,4 +186,27 @@ extern "C" vdnn_status sigmoid_backward_cuda(layer *l, const exec_ctx *c, const 
 {
     (void)x;
     return act_backward<ACT_SIGMOID>(l, c, y, dy, dx, 0.0f);
+}
+
+extern "C" vdnn_status clip_forward_cuda(layer *l, const exec_ctx *c, const float *x, float *y)
+{
+    cuda_ctx *ctx = device_cuda_ctx(c->dev);
+    const clip_priv *p = (const clip_priv *)l->priv;
+    const size_t n = act_count(l, c);
+    vdnn_clip_forward_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, ctx->compute>>>(n, p->lo, p->hi, x, y);
+    CUDA_LAUNCH_CHECK();
+    return VDNN_OK;
+}
+
+extern "C" vdnn_status clip_backward_cuda(layer *l, const exec_ctx *c, const float *x,
+                                          const float *y, const float *dy, float *dx)
+{
+    (void)x;
+    if (!dx) return VDNN_OK;
+    cuda_ctx *ctx = device_cuda_ctx(c->dev);
+    const clip_priv *p = (const clip_priv *)l->priv;
+    const size_t n = act_count(l, c);
+    vdnn_clip_backward_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, ctx->compute>>>(n, p->lo, p->hi, y, dy, dx);
+    CUDA_LAUNCH_CHECK();
+    return VDNN_OK;
 }

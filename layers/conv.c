@@ -4,8 +4,8 @@
  *   direct        no workspace; plain loops, OpenMP over independent output planes
  *                 (forward: (item, block of 4 filters); backward-data: (item, block of
  *                 4 channels); backward-filter: (filter, channel))
- *   im2col        one image's column buffer (IC*K*K, OH*OW) + a GEMM per image
- *   im2col-batch  the whole batch's column buffer (IC*K*K, N*OH*OW) + one large GEMM,
+ *   im2col        one image's column buffer (KDIM = IC*KH*KW, OH*OW) + a GEMM per image
+ *   im2col-batch  the whole batch's column buffer (KDIM, N*OH*OW) + one large GEMM,
  *                 plus a (OC, N*OH*OW) buffer to move between that layout and NCHW
  *   im2col-chunk  as im2col-batch, a chunk of images at a time, the chunk sized so that
  *                 its column buffer stays in cache yet the GEMM stays wide
@@ -19,13 +19,22 @@
  *                 small), in a partial buffer of its own; the partials are added to dW
  *                 in slot order.
  *
- * With stride 1 and "same" padding (OW == W), im2col copies each column-buffer row in
- * one piece and col2im adds it back in one pass (see im2col_row_same).
+ * With unit strides and "same" padding (OW == W), im2col copies each column-buffer row
+ * in one piece, and col2im (when OH == H too and a tap reads its own pixel) adds it
+ * back in one pass (see im2col_row_same, col2im_channel_same).
  *
  * A 1x1 convolution with stride 1 and no padding is already in column form, so the
  * per-image algorithm uses the input (or writes dx) in place and needs no workspace.
  *
- * Weights are (OC, IC, K, K), read as a row-major (OC, IC*K*K) matrix; bias is (OC).
+ * Kernels may be rectangular (KH x KW), strided per axis, dilated (tap (kh, kw) reads
+ * input row oh*SH - pad_top + kh*DH) and padded unevenly: every algorithm takes the
+ * general geometry (conv_geom). A grouped convolution runs each algorithm once per group
+ * on pointers moved to the group's channels, the item strides still the whole tensors',
+ * so column buffers and workspaces are one group's (IC / groups channels) and the
+ * groups reuse them in turn.
+ *
+ * Weights are (OC, IC / groups, KH, KW), group g's (OC / groups) filters read as a
+ * row-major (OC / groups, KDIM) matrix; bias is (OC).
  * Backward reads x for the filter gradient (needs_input) and never y; it needs the
  * larger of its two algorithms' workspaces (only the filter's when dx is NULL). Every
  * result is computed in a fixed order that does not depend on the thread count, except
@@ -54,9 +63,21 @@ enum { DIRECT_BLOCK = 4, DIRECT_LANES = 8 };
 
 static const cfg_key conv_keys[] = {
     {"filters", CFG_INT, 1, 1, 65536, NULL, 0, "number of filters (output channels)"},
-    {"size", CFG_INT, 1, 1, 64, NULL, 0, "side of the square kernel"},
+    {"size", CFG_INT, 0, 1, 64, NULL, 0, "side of a square kernel (or size_h and size_w)"},
+    {"size_h", CFG_INT, 0, 1, 64, NULL, 0, "kernel height (default size)"},
+    {"size_w", CFG_INT, 0, 1, 64, NULL, 0, "kernel width (default size)"},
     {"stride", CFG_INT, 0, 1, 64, NULL, 0, "step between windows (default 1)"},
+    {"stride_h", CFG_INT, 0, 1, 64, NULL, 0, "vertical step (default stride)"},
+    {"stride_w", CFG_INT, 0, 1, 64, NULL, 0, "horizontal step (default stride)"},
     {"pad", CFG_INT, 0, 0, 64, NULL, 0, "zero padding on each side (default 0)"},
+    {"pad_top", CFG_INT, 0, 0, 64, NULL, 0, "zero rows above (default pad)"},
+    {"pad_bottom", CFG_INT, 0, 0, 64, NULL, 0, "zero rows below (default pad)"},
+    {"pad_left", CFG_INT, 0, 0, 64, NULL, 0, "zero columns on the left (default pad)"},
+    {"pad_right", CFG_INT, 0, 0, 64, NULL, 0, "zero columns on the right (default pad)"},
+    {"dilation", CFG_INT, 0, 1, 64, NULL, 0, "spacing of the kernel taps (default 1)"},
+    {"dilation_h", CFG_INT, 0, 1, 64, NULL, 0, "vertical spacing of the taps (default dilation)"},
+    {"dilation_w", CFG_INT, 0, 1, 64, NULL, 0, "horizontal spacing (default dilation)"},
+    {"groups", CFG_INT, 0, 1, 65536, NULL, 0, "channel groups; divides channels and filters (default 1)"},
     {"bias", CFG_BOOL, 0, 0, 1, NULL, 0, "add a learned bias per filter (default 1)"},
     {NULL, 0, 0, 0, 0, NULL, 0, NULL},
 };
@@ -82,15 +103,24 @@ static const char *const algo_names[CONV_ALGO_COUNT] = {"direct", "im2col", "im2
 #define CONV_TILE_COL_BYTES ((size_t)512 << 10)
 #endif
 
-/* Everything a kernel needs, for one call with n items. */
+/* Everything a kernel needs, for one call with n items, for one group of channels: a
+ * grouped convolution runs the kernels once per group on pointers moved to the group's
+ * channels, the item strides xs and ys still those of the whole tensors. */
 typedef struct conv_geom {
     int n;               /* items in this call */
-    int ic, h, w;        /* input (N, IC, H, W) */
-    int oc, oh, ow;      /* output (N, OC, OH, OW) */
-    int k, s, p;         /* kernel side, stride, pad */
-    int kdim;            /* IC*K*K: rows of a column buffer, columns of the weights */
+    int ic, h, w;        /* one group's input channels; input (N, IC * groups, H, W) */
+    int oc, oh, ow;      /* one group's filters; output (N, OC * groups, OH, OW) */
+    int kh, kw;          /* kernel height and width */
+    int sh, sw;          /* strides */
+    int pt, pl;          /* padding above and on the left (the other sides only shape OH, OW) */
+    int dh, dw;          /* dilation: tap (kh, kw) reads input row oh*SH - PT + kh*DH */
+    int groups;
+    size_t xs, ys;       /* floats per item of x (and dx) and of y (and dy) */
+    int kdim;            /* IC*KH*KW: rows of a column buffer, columns of the weights */
     int ipix, opix;      /* H*W, OH*OW */
     int pointwise;       /* 1x1, stride 1, pad 0: the input is its own column buffer */
+    int same_centre;     /* unit strides, OH == H, OW == W and a tap that reads its own
+                          * output pixel: col2im_channel_same applies */
 } conv_geom;
 
 static conv_geom geom_of(const layer *l, int n)
@@ -98,13 +128,20 @@ static conv_geom geom_of(const layer *l, int n)
     const conv_params *p = l->priv;
     conv_geom g;
     g.n = n;
-    g.ic = l->in.c, g.h = l->in.h, g.w = l->in.w;
-    g.oc = l->out.c, g.oh = l->out.h, g.ow = l->out.w;
-    g.k = p->size, g.s = p->stride, g.p = p->pad;
-    g.kdim = g.ic * g.k * g.k;
+    g.groups = p->groups;
+    g.ic = l->in.c / p->groups, g.h = l->in.h, g.w = l->in.w;
+    g.oc = l->out.c / p->groups, g.oh = l->out.h, g.ow = l->out.w;
+    g.kh = p->size_h, g.kw = p->size_w, g.sh = p->stride_h, g.sw = p->stride_w;
+    g.pt = p->pad_top, g.pl = p->pad_left, g.dh = p->dilation_h, g.dw = p->dilation_w;
+    g.kdim = g.ic * g.kh * g.kw;
     g.ipix = g.h * g.w;
     g.opix = g.oh * g.ow;
-    g.pointwise = g.k == 1 && g.s == 1 && g.p == 0;
+    g.xs = (size_t)l->in.c * g.ipix;
+    g.ys = (size_t)l->out.c * g.opix;
+    g.pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 &&
+                  g.oh == g.h && g.ow == g.w;
+    g.same_centre = g.sh == 1 && g.sw == 1 && g.oh == g.h && g.ow == g.w && g.pt % g.dh == 0 &&
+                    g.pl % g.dw == 0 && g.pt / g.dh < g.kh && g.pl / g.dw < g.kw;
     return g;
 }
 
@@ -127,21 +164,72 @@ static vdnn_status setup_error(const layer *l, const cfg_file *f, const cfg_sect
     return vdnn_fail(VDNN_EINVAL, "%s: %s", l->name, msg);
 }
 
-/* Range checks for a conv_params filled in code (a config was range-checked already). */
+/* `v` in [lo, hi], or an error naming `key` (priv filled in code: a config's values were
+ * range-checked already). */
+static vdnn_status check_range(const layer *l, const char *key, int v, int lo, int hi)
+{
+    if (v >= lo && v <= hi) return VDNN_OK;
+    return vdnn_fail(VDNN_EINVAL, "%s: %s must lie in [%d, %d], not %d", l->name, key, lo, hi, v);
+}
+
+/* Range checks for a conv_params filled in code, after resolve_params. */
 static vdnn_status check_params(const layer *l, const conv_params *p)
 {
-    if (p->filters < 1 || p->filters > 65536)
-        return vdnn_fail(VDNN_EINVAL, "%s: filters must lie in [1, 65536], not %d", l->name,
-                         p->filters);
-    if (p->size < 1 || p->size > 64)
-        return vdnn_fail(VDNN_EINVAL, "%s: size must lie in [1, 64], not %d", l->name, p->size);
-    if (p->stride < 1 || p->stride > 64)
-        return vdnn_fail(VDNN_EINVAL, "%s: stride must lie in [1, 64], not %d", l->name, p->stride);
-    if (p->pad < 0 || p->pad > 64)
-        return vdnn_fail(VDNN_EINVAL, "%s: pad must lie in [0, 64], not %d", l->name, p->pad);
-    if (p->bias != 0 && p->bias != 1)
-        return vdnn_fail(VDNN_EINVAL, "%s: bias must be 0 or 1, not %d", l->name, p->bias);
-    return VDNN_OK;
+    const char *keys[] = {"filters", "size_h", "size_w", "stride_h", "stride_w", "pad_top",
+                          "pad_bottom", "pad_left", "pad_right", "dilation_h", "dilation_w",
+                          "groups", "bias"};
+    const int vals[] = {p->filters, p->size_h, p->size_w, p->stride_h, p->stride_w,
+                        p->pad_top, p->pad_bottom, p->pad_left, p->pad_right, p->dilation_h,
+                        p->dilation_w, p->groups, p->bias};
+    const int lo[] = {1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 0};
+    const int hi[] = {65536, 64, 64, 64, 64, 64, 64, 64, 64, 64, 64, 65536, 1};
+    vdnn_status st = VDNN_OK;
+    for (size_t i = 0; i < sizeof vals / sizeof *vals && st == VDNN_OK; i++)
+        st = check_range(l, keys[i], vals[i], lo[i], hi[i]);
+    return st;
+}
+
+/* `v` unless it is 0, else `dflt`. */
+static int or_default(int v, int dflt) { return v ? v : dflt; }
+
+/* Reads the section's keys into p (s non-NULL); the square shorthands fill what the
+ * per-side keys leave out. */
+static void read_params(conv_params *p, const cfg_section *s)
+{
+    p->filters = cfg_int(s, "filters", 0);
+    p->size = cfg_int(s, "size", 0);
+    p->size_h = cfg_int(s, "size_h", p->size);
+    p->size_w = cfg_int(s, "size_w", p->size);
+    p->stride = cfg_int(s, "stride", 1);
+    p->stride_h = cfg_int(s, "stride_h", p->stride);
+    p->stride_w = cfg_int(s, "stride_w", p->stride);
+    p->pad = cfg_int(s, "pad", 0);
+    p->sides = 1;
+    p->pad_top = cfg_int(s, "pad_top", p->pad);
+    p->pad_bottom = cfg_int(s, "pad_bottom", p->pad);
+    p->pad_left = cfg_int(s, "pad_left", p->pad);
+    p->pad_right = cfg_int(s, "pad_right", p->pad);
+    const int d = cfg_int(s, "dilation", 1);
+    p->dilation_h = cfg_int(s, "dilation_h", d);
+    p->dilation_w = cfg_int(s, "dilation_w", d);
+    p->groups = cfg_int(s, "groups", 1);
+    p->bias = cfg_int(s, "bias", 1);
+}
+
+/* Fills the fields a caller in code left 0 from the square shorthands. */
+static void resolve_params(conv_params *p)
+{
+    p->size_h = or_default(p->size_h, p->size);
+    p->size_w = or_default(p->size_w, p->size);
+    p->stride_h = or_default(p->stride_h, p->stride);
+    p->stride_w = or_default(p->stride_w, p->stride);
+    if (!p->sides) {
+        p->pad_top = p->pad_bottom = p->pad_left = p->pad_right = p->pad;
+        p->sides = 1;
+    }
+    p->dilation_h = or_default(p->dilation_h, 1);
+    p->dilation_w = or_default(p->dilation_w, 1);
+    p->groups = or_default(p->groups, 1);
 }
 
 static void declare_param(param *p, const char *name, shape4 shape, param_init init,
@@ -155,34 +243,48 @@ static void declare_param(param *p, const char *name, shape4 shape, param_init i
     p->decay = decay;
 }
 
-static vdnn_status conv_setup(layer *l, const cfg_file *f, const cfg_section *s)
+/* The kernel, groups and output shape against the input; l->out on success. */
+static vdnn_status infer_shape(layer *l, const cfg_file *f, const cfg_section *s)
 {
-    conv_params *p = l->priv;
-    if (s) {
-        p->filters = cfg_int(s, "filters", 0);
-        p->size = cfg_int(s, "size", 0);
-        p->stride = cfg_int(s, "stride", 1);
-        p->pad = cfg_int(s, "pad", 0);
-        p->bias = cfg_int(s, "bias", 1);
-    }
-    vdnn_status st = check_params(l, p);
-    if (st != VDNN_OK) return st;
-    const int k = p->size, hp = l->in.h + 2 * p->pad, wp = l->in.w + 2 * p->pad;
-    if (hp < k || wp < k)
-        return setup_error(l, f, s, "size", "kernel %dx%d is larger than the padded input %dx%d",
-                           k, k, hp, wp);
-    const int oh = (hp - k) / p->stride + 1, ow = (wp - k) / p->stride + 1;
+    const conv_params *p = l->priv;
+    if (p->size_h == 0 || p->size_w == 0)
+        return setup_error(l, f, s, "size", "give size, or both size_h and size_w");
+    if (l->in.c % p->groups || p->filters % p->groups)
+        return setup_error(l, f, s, "groups", "%d groups must divide the %d input channels and the %d filters",
+                           p->groups, l->in.c, p->filters);
+    /* the extent of a dilated kernel: its first tap to its last, inclusive */
+    const int eh = (p->size_h - 1) * p->dilation_h + 1, ew = (p->size_w - 1) * p->dilation_w + 1;
+    const int hp = l->in.h + p->pad_top + p->pad_bottom, wp = l->in.w + p->pad_left + p->pad_right;
+    if (hp < eh || wp < ew)
+        return setup_error(l, f, s, !s || cfg_find(s, "size") ? "size" : "size_h",
+                           "kernel %dx%d (dilated extent %dx%d) is larger than the padded input %dx%d",
+                           p->size_h, p->size_w, eh, ew, hp, wp);
+    const int oh = (hp - eh) / p->stride_h + 1, ow = (wp - ew) / p->stride_w + 1;
     /* cblas takes int dimensions: a column buffer's rows and the batch's columns. */
-    const size_t kdim = (size_t)l->in.c * k * k, cols = (size_t)l->in.n * oh * ow;
+    const size_t kdim = (size_t)(l->in.c / p->groups) * p->size_h * p->size_w;
+    const size_t cols = (size_t)l->in.n * oh * ow;
     if (kdim > INT_MAX || cols > INT_MAX || (size_t)l->in.h * l->in.w > INT_MAX)
         return setup_error(l, f, s, NULL, "input %dx%dx%dx%d is too large for one GEMM",
                            l->in.n, l->in.c, l->in.h, l->in.w);
     l->out = shape_make(l->in.n, p->filters, oh, ow);
+    return VDNN_OK;
+}
+
+static vdnn_status conv_setup(layer *l, const cfg_file *f, const cfg_section *s)
+{
+    conv_params *p = l->priv;
+    if (s) read_params(p, s);
+    resolve_params(p);
+    vdnn_status st = s ? VDNN_OK : check_params(l, p);
+    if (st == VDNN_OK) st = infer_shape(l, f, s);
+    if (st != VDNN_OK) return st;
+    const int icg = l->in.c / p->groups;
     l->needs_input = 1;
     l->needs_output = 0;
     l->nparams = p->bias ? 2 : 1;
-    declare_param(&l->params[CONV_WEIGHTS], "weights", shape_make(p->filters, l->in.c, k, k),
-                  INIT_HE, (int)kdim, 1);
+    declare_param(&l->params[CONV_WEIGHTS], "weights",
+                  shape_make(p->filters, icg, p->size_h, p->size_w), INIT_HE,
+                  icg * p->size_h * p->size_w, 1);
     if (p->bias)
         declare_param(&l->params[CONV_BIAS], "bias", shape_make(p->filters, 1, 1, 1), INIT_ZERO,
                       0, 0);
@@ -322,7 +424,7 @@ static void im2col_row_same(const conv_geom *g, const float *xc, int kh, int kw,
     /* first and one-past-last valid outputs: both read inside the plane, so does all
      * that lies between them */
     const size_t q0 = (size_t)olo * ow + lo, q1 = (size_t)(ohi - 1) * ow + hi;
-    const ptrdiff_t off = (ptrdiff_t)(kh - g->p) * g->w + (kw - g->p);
+    const ptrdiff_t off = (ptrdiff_t)(kh * g->dh - g->pt) * g->w + (kw * g->dw - g->pl);
     memset(dst, 0, (q0 - base) * sizeof *dst);
     memcpy(dst + (q0 - base), xc + (ptrdiff_t)q0 + off, (q1 - q0) * sizeof *dst);
     memset(dst + (q1 - base), 0, (end - q1) * sizeof *dst);
@@ -339,26 +441,26 @@ static void im2col_row_same(const conv_geom *g, const float *xc, int kh, int kw,
  * where that falls in the padding. */
 static void im2col_row(const conv_geom *g, const float *x, int r, int oh0, int oh1, float *dst)
 {
-    const int kk = g->k * g->k, ci = r / kk, kh = (r / g->k) % g->k, kw = r % g->k;
+    const int kk = g->kh * g->kw, ci = r / kk, kh = (r / g->kw) % g->kh, kw = r % g->kw;
     const float *xc = x + (size_t)ci * g->ipix;
     int olo, ohi, lo, hi;
-    valid_range(kh, g->p, g->s, g->h, g->oh, &olo, &ohi);
-    valid_range(kw, g->p, g->s, g->w, g->ow, &lo, &hi);
+    valid_range(kh * g->dh, g->pt, g->sh, g->h, g->oh, &olo, &ohi);
+    valid_range(kw * g->dw, g->pl, g->sw, g->w, g->ow, &lo, &hi);
     olo = olo < oh0 ? oh0 : olo > oh1 ? oh1 : olo;
     ohi = ohi > oh1 ? oh1 : ohi < olo ? olo : ohi;
-    if (g->s == 1 && g->ow == g->w) {
+    if (g->sh == 1 && g->sw == 1 && g->ow == g->w) {
         im2col_row_same(g, xc, kh, kw, oh0, oh1, olo, ohi, lo, hi, dst);
         return;
     }
     memset(dst, 0, (size_t)(olo - oh0) * g->ow * sizeof *dst);
     for (int oh = olo; oh < ohi; oh++) {
-        const float *xr = xc + (size_t)(oh * g->s - g->p + kh) * g->w;
+        const float *xr = xc + (size_t)(oh * g->sh - g->pt + kh * g->dh) * g->w;
         float *d = dst + (size_t)(oh - oh0) * g->ow;
         for (int ow = 0; ow < lo; ow++) d[ow] = 0.0f;
-        if (g->s == 1 && hi > lo)
-            memcpy(d + lo, xr + (lo - g->p + kw), (size_t)(hi - lo) * sizeof *d);
-        else if (g->s > 1)
-            for (int ow = lo; ow < hi; ow++) d[ow] = xr[ow * g->s - g->p + kw];
+        if (g->sw == 1 && hi > lo)
+            memcpy(d + lo, xr + (lo - g->pl + kw * g->dw), (size_t)(hi - lo) * sizeof *d);
+        else if (g->sw > 1)
+            for (int ow = lo; ow < hi; ow++) d[ow] = xr[ow * g->sw - g->pl + kw * g->dw];
         for (int ow = hi; ow < g->ow; ow++) d[ow] = 0.0f;
     }
     memset(dst + (size_t)(ohi - oh0) * g->ow, 0, (size_t)(oh1 - ohi) * g->ow * sizeof *dst);
@@ -382,34 +484,36 @@ static void im2col_batch(const conv_geom *g, const float *x, float *col)
 #pragma omp parallel for if (par) collapse(2) schedule(static)
     for (int r = 0; r < g->kdim; r++)
         for (int i = 0; i < g->n; i++)
-            im2col_row(g, x + (size_t)i * g->ic * g->ipix, r, 0, g->oh,
+            im2col_row(g, x + (size_t)i * g->xs, r, 0, g->oh,
                        col + r * ld + (size_t)i * g->opix);
 }
 
-/* col2im_channel for stride 1 and OW == W (so OH == H, K odd): the reverse of
- * im2col_row_same. The centre tap's row covers every pixel once, so it is copied; each
+/* col2im_channel for unit strides, OH == H, OW == W, and a centre tap (ch, cw) that reads
+ * the very pixel of its output (ch * DH == pad_top, cw * DW == pad_left; g->same_centre):
+ * the reverse of im2col_row_same. The centre tap's row covers every pixel once, so it is
+ * copied; each
  * other row, its off-edge columns zeroed first (the column buffer is scratch), is added
  * in one pass over its valid rows, the wrapped columns then adding zeros. */
 static void col2im_channel_same(const conv_geom *g, float *col, size_t ld, int ci, float *dxc)
 {
-    const int ow = g->ow, c = g->p;
-    float *rows = col + (size_t)ci * g->k * g->k * ld;
-    memcpy(dxc, rows + (size_t)(c * g->k + c) * ld, (size_t)g->ipix * sizeof *dxc);
-    for (int kh = 0; kh < g->k; kh++) {
+    const int ow = g->ow, ch = g->pt / g->dh, cw = g->pl / g->dw;
+    float *rows = col + (size_t)ci * g->kh * g->kw * ld;
+    memcpy(dxc, rows + (size_t)(ch * g->kw + cw) * ld, (size_t)g->ipix * sizeof *dxc);
+    for (int kh = 0; kh < g->kh; kh++) {
         int olo, ohi;
-        valid_range(kh, g->p, 1, g->h, g->oh, &olo, &ohi);
-        for (int kw = 0; kw < g->k; kw++) {
+        valid_range(kh * g->dh, g->pt, 1, g->h, g->oh, &olo, &ohi);
+        for (int kw = 0; kw < g->kw; kw++) {
             int lo, hi;
-            valid_range(kw, g->p, 1, g->w, g->ow, &lo, &hi);
-            if ((kh == c && kw == c) || ohi <= olo || hi <= lo) continue;
-            float *restrict src = rows + (size_t)(kh * g->k + kw) * ld;
+            valid_range(kw * g->dw, g->pl, 1, g->w, g->ow, &lo, &hi);
+            if ((kh == ch && kw == cw) || ohi <= olo || hi <= lo) continue;
+            float *restrict src = rows + (size_t)(kh * g->kw + kw) * ld;
             for (int oh = olo; oh < ohi; oh++) {
                 for (int q = 0; q < lo; q++) src[(size_t)oh * ow + q] = 0.0f;
                 for (int q = hi; q < ow; q++) src[(size_t)oh * ow + q] = 0.0f;
             }
             /* outputs [q0, q1) read pixels [q0 + off, q1 + off), all inside the plane */
             const size_t q0 = (size_t)olo * ow + lo, q1 = (size_t)(ohi - 1) * ow + hi;
-            const ptrdiff_t off = (ptrdiff_t)(kh - g->p) * g->w + (kw - g->p);
+            const ptrdiff_t off = (ptrdiff_t)(kh * g->dh - g->pt) * g->w + (kw * g->dw - g->pl);
             float *restrict d = dxc + ((ptrdiff_t)q0 + off);
             const float *restrict sv = src + q0;
             for (size_t q = 0; q < q1 - q0; q++) d[q] += sv[q];
@@ -422,27 +526,27 @@ static void col2im_channel_same(const conv_geom *g, float *col, size_t ld, int c
  * One thread per channel owns every write into it. */
 static void col2im_channel(const conv_geom *g, float *col, size_t ld, int ci, float *dxc)
 {
-    if (g->s == 1 && g->ow == g->w) {
+    if (g->same_centre) {
         col2im_channel_same(g, col, ld, ci, dxc);
         return;
     }
     memset(dxc, 0, (size_t)g->ipix * sizeof *dxc);
-    for (int kh = 0; kh < g->k; kh++) {
+    for (int kh = 0; kh < g->kh; kh++) {
         int olo, ohi;
-        valid_range(kh, g->p, g->s, g->h, g->oh, &olo, &ohi);
-        for (int kw = 0; kw < g->k; kw++) {
+        valid_range(kh * g->dh, g->pt, g->sh, g->h, g->oh, &olo, &ohi);
+        for (int kw = 0; kw < g->kw; kw++) {
             int lo, hi;
-            valid_range(kw, g->p, g->s, g->w, g->ow, &lo, &hi);
-            const float *src = col + ((size_t)(ci * g->k + kh) * g->k + kw) * ld;
+            valid_range(kw * g->dw, g->pl, g->sw, g->w, g->ow, &lo, &hi);
+            const float *src = col + ((size_t)(ci * g->kh + kh) * g->kw + kw) * ld;
             for (int oh = olo; oh < ohi; oh++) {
-                float *dr = dxc + (size_t)(oh * g->s - g->p + kh) * g->w;
+                float *dr = dxc + (size_t)(oh * g->sh - g->pt + kh * g->dh) * g->w;
                 const float *sr = src + (size_t)oh * g->ow;
-                if (g->s == 1) {   /* unit stride: a loop the compiler vectorises */
-                    float *restrict d = dr + (lo + kw - g->p);
+                if (g->sw == 1) {   /* unit stride: a loop the compiler vectorises */
+                    float *restrict d = dr + (lo + kw * g->dw - g->pl);
                     const float *restrict sv = sr + lo;
                     for (int j = 0; j < hi - lo; j++) d[j] += sv[j];
                 } else {
-                    for (int ow = lo; ow < hi; ow++) dr[ow * g->s - g->p + kw] += sr[ow];
+                    for (int ow = lo; ow < hi; ow++) dr[ow * g->sw - g->pl + kw * g->dw] += sr[ow];
                 }
             }
         }
@@ -468,7 +572,7 @@ static void col2im_batch(const conv_geom *g, float *col, float *dx)
     for (int i = 0; i < g->n; i++)
         for (int ci = 0; ci < g->ic; ci++)
             col2im_channel(g, col + (size_t)i * g->opix, ld, ci,
-                           dx + ((size_t)i * g->ic + ci) * g->ipix);
+                           dx + (size_t)i * g->xs + (size_t)ci * g->ipix);
 }
 
 /* y (N, OC, OH*OW) <- t (OC, N*OH*OW), adding bias (OC) when not NULL. */
@@ -480,7 +584,7 @@ static void channels_to_nchw(const conv_geom *g, const float *t, const float *bi
     for (int i = 0; i < g->n; i++)
         for (int o = 0; o < g->oc; o++) {
             const float *src = t + o * ld + (size_t)i * g->opix;
-            float *dst = y + ((size_t)i * g->oc + o) * g->opix;
+            float *dst = y + (size_t)i * g->ys + (size_t)o * g->opix;
             float b = bias ? bias[o] : 0.0f;
             for (int q = 0; q < g->opix; q++) dst[q] = src[q] + b;
         }
@@ -494,14 +598,14 @@ static void nchw_to_channels(const conv_geom *g, const float *dy, float *t)
 #pragma omp parallel for if (par) collapse(2) schedule(static)
     for (int o = 0; o < g->oc; o++)
         for (int i = 0; i < g->n; i++)
-            memcpy(t + o * ld + (size_t)i * g->opix, dy + ((size_t)i * g->oc + o) * g->opix,
+            memcpy(t + o * ld + (size_t)i * g->opix, dy + (size_t)i * g->ys + (size_t)o * g->opix,
                    (size_t)g->opix * sizeof *t);
 }
 
 /* ---- forward --------------------------------------------------------------------- */
 
 /* Output planes y (nb, OH, OW) of one item x (IC, H, W) for the nb <= DIRECT_BLOCK
- * filters w (nb, IC, K, K): each x value loaded feeds nb multiply-adds, which is what
+ * filters w (nb, IC, KH, KW): each x value loaded feeds nb multiply-adds, which is what
  * makes plain loops tolerable. */
 static void direct_fwd_block(const conv_geom *g, const float *x, const float *w,
                              const float *bias, int nb, float *y)
@@ -509,24 +613,24 @@ static void direct_fwd_block(const conv_geom *g, const float *x, const float *w,
     for (int b = 0; b < nb; b++)
         for (int q = 0; q < g->opix; q++) y[(size_t)b * g->opix + q] = bias ? bias[b] : 0.0f;
     for (int ci = 0; ci < g->ic; ci++)
-        for (int kh = 0; kh < g->k; kh++) {
+        for (int kh = 0; kh < g->kh; kh++) {
             int olo, ohi;
-            valid_range(kh, g->p, g->s, g->h, g->oh, &olo, &ohi);
-            for (int kw = 0; kw < g->k; kw++) {
+            valid_range(kh * g->dh, g->pt, g->sh, g->h, g->oh, &olo, &ohi);
+            for (int kw = 0; kw < g->kw; kw++) {
                 float wv[DIRECT_BLOCK] = {0.0f};
                 for (int b = 0; b < nb; b++)
-                    wv[b] = w[(size_t)b * g->kdim + (ci * g->k + kh) * g->k + kw];
+                    wv[b] = w[(size_t)b * g->kdim + (ci * g->kh + kh) * g->kw + kw];
                 int lo, hi;
-                valid_range(kw, g->p, g->s, g->w, g->ow, &lo, &hi);
+                valid_range(kw * g->dw, g->pl, g->sw, g->w, g->ow, &lo, &hi);
                 for (int oh = olo; oh < ohi; oh++) {
                     const float *restrict xr = x + (size_t)ci * g->ipix +
-                                               (size_t)(oh * g->s - g->p + kh) * g->w;
+                                               (size_t)(oh * g->sh - g->pt + kh * g->dh) * g->w;
                     float *restrict y0 = y + (size_t)oh * g->ow;
                     if (nb == DIRECT_BLOCK) {
                         float *restrict y1 = y0 + g->opix, *restrict y2 = y1 + g->opix;
                         float *restrict y3 = y2 + g->opix;
                         for (int ow = lo; ow < hi; ow++) {
-                            const float xv = xr[ow * g->s - g->p + kw];
+                            const float xv = xr[ow * g->sw - g->pl + kw * g->dw];
                             y0[ow] += wv[0] * xv;
                             y1[ow] += wv[1] * xv;
                             y2[ow] += wv[2] * xv;
@@ -535,7 +639,7 @@ static void direct_fwd_block(const conv_geom *g, const float *x, const float *w,
                     } else {
                         for (int b = 0; b < nb; b++)
                             for (int ow = lo; ow < hi; ow++)
-                                y0[(size_t)b * g->opix + ow] += wv[b] * xr[ow * g->s - g->p + kw];
+                                y0[(size_t)b * g->opix + ow] += wv[b] * xr[ow * g->sw - g->pl + kw * g->dw];
                     }
                 }
             }
@@ -552,8 +656,8 @@ static void fwd_direct(const conv_geom *g, const float *x, const float *w, const
         for (int ob = 0; ob < blocks; ob++) {
             const int o = ob * DIRECT_BLOCK;
             const int nb = g->oc - o < DIRECT_BLOCK ? g->oc - o : DIRECT_BLOCK;
-            direct_fwd_block(g, x + (size_t)i * g->ic * g->ipix, w + (size_t)o * g->kdim,
-                             bias ? bias + o : NULL, nb, y + ((size_t)i * g->oc + o) * g->opix);
+            direct_fwd_block(g, x + (size_t)i * g->xs, w + (size_t)o * g->kdim,
+                             bias ? bias + o : NULL, nb, y + (size_t)i * g->ys + (size_t)o * g->opix);
         }
 }
 
@@ -568,8 +672,8 @@ static void fill_bias(const conv_geom *g, const float *bias, float *y)
 static void fwd_image(const conv_geom *g, int i, const float *x, const float *w,
                       const float *bias, float *y, float *col, int may_fork)
 {
-    const float *xi = x + (size_t)i * g->ic * g->ipix;
-    float *yi = y + (size_t)i * g->oc * g->opix;
+    const float *xi = x + (size_t)i * g->xs;
+    float *yi = y + (size_t)i * g->ys;
     if (!g->pointwise) im2col_image(g, xi, col, may_fork);
     if (bias) fill_bias(g, bias, yi);
     /* y_i (OC, OH*OW) = W (OC, KDIM) col (KDIM, OH*OW) */
@@ -613,8 +717,8 @@ static void fwd_image_banded(const conv_geom *g, int i, const float *x, const fl
         fwd_image(g, i, x, w, bias, y, col, 0);
         return;
     }
-    const float *xi = x + (size_t)i * g->ic * g->ipix;
-    float *yi = y + (size_t)i * g->oc * g->opix;
+    const float *xi = x + (size_t)i * g->xs;
+    float *yi = y + (size_t)i * g->ys;
     if (bias) fill_bias(g, bias, yi);
     const int rows = band_rows(g);
     for (int oh0 = 0; oh0 < g->oh; oh0 += rows) {
@@ -663,8 +767,20 @@ static void fwd_chunks(const conv_geom *g, int chunk, const float *x, const floa
 {
     for (int i0 = 0; i0 < g->n; i0 += chunk) {
         conv_geom sub = chunk_of(g, i0, chunk);
-        fwd_im2col_batch(&sub, x + (size_t)i0 * g->ic * g->ipix, w, bias,
-                         y + (size_t)i0 * g->oc * g->opix, ws);
+        fwd_im2col_batch(&sub, x + (size_t)i0 * g->xs, w, bias,
+                         y + (size_t)i0 * g->ys, ws);
+    }
+}
+
+/* The forward pass of one group: x, w, b, y already moved to the group's channels. */
+static void fwd_group(const conv_geom *g, int algo, const float *x, const float *w,
+                      const float *b, float *y, float *ws)
+{
+    switch (algo) {
+    case CONV_ALGO_DIRECT: fwd_direct(g, x, w, b, y); break;
+    case CONV_ALGO_IM2COL: fwd_im2col(g, x, w, b, y, ws); break;
+    case CONV_ALGO_IM2COL_PAR: fwd_par(g, x, w, b, y, ws); break;
+    default: fwd_chunks(g, chunk_images(g, algo), x, w, b, y, ws); break;
     }
 }
 
@@ -675,14 +791,13 @@ static vdnn_status conv_forward(layer *l, const exec_ctx *c, const float *x, flo
     vdnn_status st = settle_algos(l, c, 1 << PASS_FWD);
     if (st == VDNN_OK) st = check_call(l, c, &g, 1 << PASS_FWD);
     if (st != VDNN_OK) return st;
-    const float *w = l->params[CONV_WEIGHTS].value;   /* (OC, IC, K, K) */
+    const float *w = l->params[CONV_WEIGHTS].value;   /* (OC, IC / groups, KH, KW) */
     const float *b = p->bias ? l->params[CONV_BIAS].value : NULL;   /* (OC) */
-    switch (l->algo[PASS_FWD]) {
-    case CONV_ALGO_DIRECT: fwd_direct(&g, x, w, b, y); break;
-    case CONV_ALGO_IM2COL: fwd_im2col(&g, x, w, b, y, c->workspace); break;
-    case CONV_ALGO_IM2COL_PAR: fwd_par(&g, x, w, b, y, c->workspace); break;
-    default: fwd_chunks(&g, chunk_images(&g, l->algo[PASS_FWD]), x, w, b, y, c->workspace); break;
-    }
+    /* the groups one after the other, each with the whole workspace */
+    for (int k = 0; k < g.groups; k++)
+        fwd_group(&g, l->algo[PASS_FWD], x + (size_t)k * g.ic * g.ipix,
+                  w + (size_t)k * g.oc * g.kdim, b ? b + (size_t)k * g.oc : NULL,
+                  y + (size_t)k * g.oc * g.opix, c->workspace);
     return VDNN_OK;
 }
 
@@ -696,23 +811,23 @@ static void direct_bwd_data_block(const conv_geom *g, const float *dy, const flo
 {
     memset(dx, 0, (size_t)nb * g->ipix * sizeof *dx);
     for (int o = 0; o < g->oc; o++)
-        for (int kh = 0; kh < g->k; kh++) {
+        for (int kh = 0; kh < g->kh; kh++) {
             int olo, ohi;
-            valid_range(kh, g->p, g->s, g->h, g->oh, &olo, &ohi);
-            for (int kw = 0; kw < g->k; kw++) {
+            valid_range(kh * g->dh, g->pt, g->sh, g->h, g->oh, &olo, &ohi);
+            for (int kw = 0; kw < g->kw; kw++) {
                 float wv[DIRECT_BLOCK] = {0.0f};
                 for (int b = 0; b < nb; b++)
-                    wv[b] = w[(size_t)o * g->kdim + ((ci + b) * g->k + kh) * g->k + kw];
+                    wv[b] = w[(size_t)o * g->kdim + ((ci + b) * g->kh + kh) * g->kw + kw];
                 int lo, hi;
-                valid_range(kw, g->p, g->s, g->w, g->ow, &lo, &hi);
+                valid_range(kw * g->dw, g->pl, g->sw, g->w, g->ow, &lo, &hi);
                 for (int oh = olo; oh < ohi; oh++) {
-                    float *restrict d0 = dx + (size_t)(oh * g->s - g->p + kh) * g->w;
+                    float *restrict d0 = dx + (size_t)(oh * g->sh - g->pt + kh * g->dh) * g->w;
                     const float *restrict yr = dy + (size_t)o * g->opix + (size_t)oh * g->ow;
                     if (nb == DIRECT_BLOCK) {
                         float *restrict d1 = d0 + g->ipix, *restrict d2 = d1 + g->ipix;
                         float *restrict d3 = d2 + g->ipix;
                         for (int ow = lo; ow < hi; ow++) {
-                            const int iw = ow * g->s - g->p + kw;
+                            const int iw = ow * g->sw - g->pl + kw * g->dw;
                             d0[iw] += wv[0] * yr[ow];
                             d1[iw] += wv[1] * yr[ow];
                             d2[iw] += wv[2] * yr[ow];
@@ -721,7 +836,7 @@ static void direct_bwd_data_block(const conv_geom *g, const float *dy, const flo
                     } else {
                         for (int b = 0; b < nb; b++)
                             for (int ow = lo; ow < hi; ow++)
-                                d0[(size_t)b * g->ipix + ow * g->s - g->p + kw] += wv[b] * yr[ow];
+                                d0[(size_t)b * g->ipix + ow * g->sw - g->pl + kw * g->dw] += wv[b] * yr[ow];
                     }
                 }
             }
@@ -737,8 +852,8 @@ static void bwd_data_direct(const conv_geom *g, const float *dy, const float *w,
         for (int cb = 0; cb < blocks; cb++) {
             const int ci = cb * DIRECT_BLOCK;
             const int nb = g->ic - ci < DIRECT_BLOCK ? g->ic - ci : DIRECT_BLOCK;
-            direct_bwd_data_block(g, dy + (size_t)i * g->oc * g->opix, w, ci, nb,
-                                  dx + ((size_t)i * g->ic + ci) * g->ipix);
+            direct_bwd_data_block(g, dy + (size_t)i * g->ys, w, ci, nb,
+                                  dx + (size_t)i * g->xs + (size_t)ci * g->ipix);
         }
 }
 
@@ -746,8 +861,8 @@ static void bwd_data_direct(const conv_geom *g, const float *dy, const float *w,
 static void bwd_data_image(const conv_geom *g, int i, const float *dy, const float *w,
                            float *dx, float *col, int may_fork)
 {
-    const float *dyi = dy + (size_t)i * g->oc * g->opix;
-    float *dxi = dx + (size_t)i * g->ic * g->ipix;
+    const float *dyi = dy + (size_t)i * g->ys;
+    float *dxi = dx + (size_t)i * g->xs;
     /* col (KDIM, OH*OW) = W^T (KDIM, OC) dy_i (OC, OH*OW); pointwise: col is dx_i */
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, g->kdim, g->opix, g->oc, 1.0f, w,
                 g->kdim, dyi, g->opix, 0.0f, g->pointwise ? dxi : col, g->opix);
@@ -791,27 +906,27 @@ static float row_dot(const float *restrict yr, const float *restrict xr, int s, 
     return sum;
 }
 
-/* dw (K, K) of filter o, channel ci: sums over items and output pixels, each row's
+/* dw (KH, KW) of filter o, channel ci: sums over items and output pixels, each row's
  * products added in float and the rows in double. */
 static void direct_bwd_filter_slice(const conv_geom *g, const float *x, const float *dy, int o,
                                     int ci, int accumulate, float *dw)
 {
-    for (int kh = 0; kh < g->k; kh++) {
+    for (int kh = 0; kh < g->kh; kh++) {
         int olo, ohi;
-        valid_range(kh, g->p, g->s, g->h, g->oh, &olo, &ohi);
-        for (int kw = 0; kw < g->k; kw++) {
+        valid_range(kh * g->dh, g->pt, g->sh, g->h, g->oh, &olo, &ohi);
+        for (int kw = 0; kw < g->kw; kw++) {
             int lo, hi;
-            valid_range(kw, g->p, g->s, g->w, g->ow, &lo, &hi);
-            double sum = accumulate ? dw[kh * g->k + kw] : 0.0;
+            valid_range(kw * g->dw, g->pl, g->sw, g->w, g->ow, &lo, &hi);
+            double sum = accumulate ? dw[kh * g->kw + kw] : 0.0;
             for (int i = 0; i < g->n; i++) {
-                const float *xc = x + ((size_t)i * g->ic + ci) * g->ipix;
-                const float *dyo = dy + ((size_t)i * g->oc + o) * g->opix;
+                const float *xc = x + (size_t)i * g->xs + (size_t)ci * g->ipix;
+                const float *dyo = dy + (size_t)i * g->ys + (size_t)o * g->opix;
                 for (int oh = olo; oh < ohi; oh++) {
-                    const float *xr = xc + (size_t)(oh * g->s - g->p + kh) * g->w;
-                    sum += row_dot(dyo + (size_t)oh * g->ow, xr, g->s, kw - g->p, lo, hi);
+                    const float *xr = xc + (size_t)(oh * g->sh - g->pt + kh * g->dh) * g->w;
+                    sum += row_dot(dyo + (size_t)oh * g->ow, xr, g->sw, kw * g->dw - g->pl, lo, hi);
                 }
             }
-            dw[kh * g->k + kw] = (float)sum;
+            dw[kh * g->kw + kw] = (float)sum;
         }
     }
 }
@@ -824,7 +939,7 @@ static void bwd_filter_direct(const conv_geom *g, const float *x, const float *d
     for (int o = 0; o < g->oc; o++)
         for (int ci = 0; ci < g->ic; ci++)
             direct_bwd_filter_slice(g, x, dy, o, ci, accumulate,
-                                    dw + (size_t)o * g->kdim + (size_t)ci * g->k * g->k);
+                                    dw + (size_t)o * g->kdim + (size_t)ci * g->kh * g->kw);
 }
 
 /* dW (OC, KDIM) = (add ? dW : 0) + dy_i (OC, OH*OW) col_i^T (OH*OW, KDIM), col_i the
@@ -832,10 +947,10 @@ static void bwd_filter_direct(const conv_geom *g, const float *x, const float *d
 static void bwd_filter_image(const conv_geom *g, int i, const float *x, const float *dy,
                              int add, float *dw, float *col, int may_fork)
 {
-    const float *xi = x + (size_t)i * g->ic * g->ipix;
+    const float *xi = x + (size_t)i * g->xs;
     if (!g->pointwise) im2col_image(g, xi, col, may_fork);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->oc, g->kdim, g->opix, 1.0f,
-                dy + (size_t)i * g->oc * g->opix, g->opix, g->pointwise ? xi : col, g->opix,
+                dy + (size_t)i * g->ys, g->opix, g->pointwise ? xi : col, g->opix,
                 add ? 1.0f : 0.0f, dw, g->kdim);
 }
 
@@ -851,7 +966,7 @@ static void bwd_filter_im2col(const conv_geom *g, const float *x, const float *d
 static void bwd_filter_image_t(const conv_geom *g, int i, const float *x, const float *dy,
                                int add, float *dwt, float *col)
 {
-    const float *xi = x + (size_t)i * g->ic * g->ipix, *dyi = dy + (size_t)i * g->oc * g->opix;
+    const float *xi = x + (size_t)i * g->xs, *dyi = dy + (size_t)i * g->ys;
     if (g->pointwise) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g->kdim, g->oc, g->opix, 1.0f, xi,
                     g->opix, dyi, g->opix, add ? 1.0f : 0.0f, dwt, g->oc);
@@ -919,15 +1034,16 @@ static void bwd_filter_im2col_batch(const conv_geom *g, const float *x, int accu
                 col, cols, accumulate ? 1.0f : 0.0f, dw, g->kdim);
 }
 
-/* db (OC) = the sum of dy (N, OC, OH, OW) over items and pixels, in a fixed order. */
+/* db (OC * groups) = the sum of dy (N, OC * groups, OH, OW) over items and pixels, in a fixed order. */
 static void bias_grad(const conv_geom *g, const float *dy, int accumulate, float *db)
 {
-    const int par = (size_t)g->oc * g->n * g->opix >= PAR_MIN_WORK;
+    const int oc = g->oc * g->groups;   /* every group's filters */
+    const int par = (size_t)oc * g->n * g->opix >= PAR_MIN_WORK;
 #pragma omp parallel for if (par) schedule(static)
-    for (int o = 0; o < g->oc; o++) {
+    for (int o = 0; o < oc; o++) {
         double s = accumulate ? db[o] : 0.0;
         for (int i = 0; i < g->n; i++) {
-            const float *d = dy + ((size_t)i * g->oc + o) * g->opix;
+            const float *d = dy + (size_t)i * g->ys + (size_t)o * g->opix;
             /* DIRECT_LANES partial sums, which the compiler vectorises */
             float part[DIRECT_LANES] = {0.0f};
             int q = 0;
@@ -950,11 +1066,43 @@ static void bwd_chunks(const conv_geom *g, int chunk, const float *x, const floa
 {
     for (int i0 = 0; i0 < g->n; i0 += chunk) {
         conv_geom sub = chunk_of(g, i0, chunk);
-        const size_t xoff = (size_t)i0 * g->ic * g->ipix;
-        nchw_to_channels(&sub, dy + (size_t)i0 * g->oc * g->opix,
+        const size_t xoff = (size_t)i0 * g->xs;
+        nchw_to_channels(&sub, dy + (size_t)i0 * g->ys,
                          ws + (size_t)sub.kdim * sub.n * sub.opix);
         if (dw) bwd_filter_im2col_batch(&sub, x + xoff, accumulate || i0 > 0, dw, ws);
         if (dx) bwd_data_im2col_batch(&sub, w, dx + xoff, ws);
+    }
+}
+
+/* The filter and data passes of one group (dx NULL: no data pass): x, dy, w, dw, dx
+ * already moved to the group's channels. */
+static void bwd_group(const conv_geom *g, int fa, int da, const float *x, const float *dy,
+                      const float *w, int accumulate, float *dw, float *dx, float *ws)
+{
+    const int fchunk = chunk_images(g, fa), dchunk = dx ? chunk_images(g, da) : 0;
+    if (fa == CONV_ALGO_IM2COL_PAR) {
+        /* the data pass too when it is im2col-par: one column buffer per image serves both */
+        float *pdx = da == CONV_ALGO_IM2COL_PAR ? dx : NULL;
+        bwd_par(g, x, dy, w, accumulate, dw, pdx, ws);
+        if (!dx || pdx) return;
+    }
+    /* Batched filter and data passes with the same chunks share one reorder of dy. */
+    if (fchunk && fchunk == dchunk) {
+        bwd_chunks(g, fchunk, x, dy, w, accumulate, dw, dx, ws);
+        return;
+    }
+    switch (fa) {
+    case CONV_ALGO_IM2COL_PAR: break;
+    case CONV_ALGO_DIRECT: bwd_filter_direct(g, x, dy, accumulate, dw); break;
+    case CONV_ALGO_IM2COL: bwd_filter_im2col(g, x, dy, accumulate, dw, ws); break;
+    default: bwd_chunks(g, fchunk, x, dy, w, accumulate, dw, NULL, ws); break;
+    }
+    if (!dx) return;
+    switch (da) {
+    case CONV_ALGO_DIRECT: bwd_data_direct(g, dy, w, dx); break;
+    case CONV_ALGO_IM2COL: bwd_data_im2col(g, dy, w, dx, ws); break;
+    case CONV_ALGO_IM2COL_PAR: bwd_par(g, x, dy, w, 0, NULL, dx, ws); break;
+    default: bwd_chunks(g, dchunk, x, dy, w, 0, NULL, dx, ws); break;
     }
 }
 
@@ -969,42 +1117,37 @@ static vdnn_status conv_backward(layer *l, const exec_ctx *c, const float *x, co
     if (st == VDNN_OK) st = check_call(l, c, &g, passes);
     if (st != VDNN_OK) return st;
     const param *w = &l->params[CONV_WEIGHTS];
-    const int fa = l->algo[PASS_BWD_FILTER], da = l->algo[PASS_BWD_DATA];
-    const int fchunk = chunk_images(&g, fa), dchunk = dx ? chunk_images(&g, da) : 0;
-    float *ws = c->workspace;
     if (p->bias) bias_grad(&g, dy, c->accumulate, l->params[CONV_BIAS].grad);
-    if (fa == CONV_ALGO_IM2COL_PAR) {
-        /* the data pass too when it is im2col-par: one column buffer per image serves both */
-        float *pdx = da == CONV_ALGO_IM2COL_PAR ? dx : NULL;
-        bwd_par(&g, x, dy, w->value, c->accumulate, w->grad, pdx, ws);
-        if (!dx || pdx) return VDNN_OK;
-    }
-    /* Batched filter and data passes with the same chunks share one reorder of dy. */
-    if (fchunk && fchunk == dchunk) {
-        bwd_chunks(&g, fchunk, x, dy, w->value, c->accumulate, w->grad, dx, ws);
-        return VDNN_OK;
-    }
-    switch (fa) {
-    case CONV_ALGO_IM2COL_PAR: break;
-    case CONV_ALGO_DIRECT: bwd_filter_direct(&g, x, dy, c->accumulate, w->grad); break;
-    case CONV_ALGO_IM2COL: bwd_filter_im2col(&g, x, dy, c->accumulate, w->grad, ws); break;
-    default: bwd_chunks(&g, fchunk, x, dy, w->value, c->accumulate, w->grad, NULL, ws); break;
-    }
-    if (!dx) return VDNN_OK;
-    switch (da) {
-    case CONV_ALGO_DIRECT: bwd_data_direct(&g, dy, w->value, dx); break;
-    case CONV_ALGO_IM2COL: bwd_data_im2col(&g, dy, w->value, dx, ws); break;
-    case CONV_ALGO_IM2COL_PAR: bwd_par(&g, x, dy, w->value, 0, NULL, dx, ws); break;
-    default: bwd_chunks(&g, dchunk, x, dy, w->value, 0, NULL, dx, ws); break;
+    for (int k = 0; k < g.groups; k++) {
+        const size_t xo = (size_t)k * g.ic * g.ipix, yo = (size_t)k * g.oc * g.opix;
+        const size_t wo = (size_t)k * g.oc * g.kdim;
+        bwd_group(&g, l->algo[PASS_BWD_FILTER], l->algo[PASS_BWD_DATA], x + xo, dy + yo,
+                  w->value + wo, c->accumulate, w->grad + wo, dx ? dx + xo : NULL, c->workspace);
     }
     return VDNN_OK;
 }
 
+/* "3x3/1 p1, 32 filters", with what differs from a plain convolution: "3x1/2x1 p1,0,1,0
+ * d2 g32, 64 filters, no bias" (pads top, bottom, left, right). */
 static void conv_describe(const layer *l, char *buf, size_t len)
 {
     const conv_params *p = l->priv;
-    snprintf(buf, len, "%dx%d/%d p%d, %d filters%s", p->size, p->size, p->stride, p->pad,
-             p->filters, p->bias ? "" : ", no bias");
+    char k[32], st[32], pad[48], dil[24] = "", grp[24] = "";
+    snprintf(k, sizeof k, "%dx%d", p->size_h, p->size_w);
+    if (p->stride_h == p->stride_w) snprintf(st, sizeof st, "%d", p->stride_h);
+    else snprintf(st, sizeof st, "%dx%d", p->stride_h, p->stride_w);
+    if (p->pad_top == p->pad_bottom && p->pad_top == p->pad_left && p->pad_top == p->pad_right)
+        snprintf(pad, sizeof pad, "%d", p->pad_top);
+    else
+        snprintf(pad, sizeof pad, "%d,%d,%d,%d", p->pad_top, p->pad_bottom, p->pad_left,
+                 p->pad_right);
+    if (p->dilation_h != 1 || p->dilation_w != 1) {
+        if (p->dilation_h == p->dilation_w) snprintf(dil, sizeof dil, " d%d", p->dilation_h);
+        else snprintf(dil, sizeof dil, " d%dx%d", p->dilation_h, p->dilation_w);
+    }
+    if (p->groups != 1) snprintf(grp, sizeof grp, " g%d", p->groups);
+    snprintf(buf, len, "%s/%s p%s%s%s, %d filters%s", k, st, pad, dil, grp, p->filters,
+             p->bias ? "" : ", no bias");
 }
 
 const layer_ops conv_ops = {

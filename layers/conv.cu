@@ -2,9 +2,13 @@
  * on the device's compute stream, with the algorithm the plan chose for each pass.
  *
  * The CPU half (layers/conv.c) fixes the semantics this file must match: a
- * cross-correlation (no kernel flip) with symmetric zero padding, output side
- * (in + 2*pad - K) / stride + 1, weights (OC, IC, K, K), an optional bias (OC); backward
+ * cross-correlation (no kernel flip) with zero padding, output side
+ * (in + pad_before + pad_after - ((K - 1) * dilation + 1)) / stride + 1 per axis,
+ * channel groups, weights (OC, IC / groups, KH, KW), an optional bias (OC); backward
  * overwrites dx and overwrites or adds to the parameter gradients (c->accumulate).
+ * cuDNN's group count and dilation map one to one; its padding is symmetric, so a layer
+ * whose pads differ above and below (or left and right) is refused when it is bound, with
+ * a message, rather than computed differently.
  *
  * conv_bind_cuda asks cuDNN, without running anything, which forward, backward-data and
  * backward-filter algorithms support this shape at the layer's max batch, and with what
@@ -27,7 +31,7 @@ typedef struct conv_gpu {
     cudnnTensorDescriptor_t x;        /* (n, IC, H, W); dx has the same shape */
     cudnnTensorDescriptor_t y;        /* (n, OC, OH, OW); dy has the same shape */
     cudnnTensorDescriptor_t bias;     /* (1, OC, 1, 1) */
-    cudnnFilterDescriptor_t w;        /* (OC, IC, K, K) */
+    cudnnFilterDescriptor_t w;        /* (OC, IC / groups, KH, KW) */
     cudnnConvolutionDescriptor_t conv;
     int n;                            /* items x and y are set for; 0 before the first */
     int ws_n[PASS_COUNT], ws_id[PASS_COUNT];
@@ -101,10 +105,12 @@ static vdnn_status make_descriptors(const layer *l, conv_gpu *s, int tf32)
     CUDNN_TRY(cudnnCreateFilterDescriptor(&s->w));
     CUDNN_TRY(cudnnCreateConvolutionDescriptor(&s->conv));
     CUDNN_TRY(cudnnSetTensor4dDescriptor(s->bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, l->out.c, 1, 1));
-    CUDNN_TRY(cudnnSetFilter4dDescriptor(s->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, l->out.c, l->in.c, p->size,
-                                         p->size));
-    CUDNN_TRY(cudnnSetConvolution2dDescriptor(s->conv, p->pad, p->pad, p->stride, p->stride, 1, 1,
-                                              CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    CUDNN_TRY(cudnnSetFilter4dDescriptor(s->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, l->out.c, l->in.c / p->groups,
+                                         p->size_h, p->size_w));
+    CUDNN_TRY(cudnnSetConvolution2dDescriptor(s->conv, p->pad_top, p->pad_left, p->stride_h, p->stride_w,
+                                              p->dilation_h, p->dilation_w, CUDNN_CROSS_CORRELATION,
+                                              CUDNN_DATA_FLOAT));
+    CUDNN_TRY(cudnnSetConvolutionGroupCount(s->conv, p->groups));
     CUDNN_TRY(cudnnSetConvolutionMathType(s->conv, tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
     return set_batch(l, s, l->in.n);
 }
@@ -249,10 +255,11 @@ static vdnn_status list_pass(const layer *l, cudnnHandle_t h, const conv_gpu *s,
     if (kept == 0) {
         const conv_params *p = (const conv_params *)l->priv;
         return vdnn_fail(VDNN_EDEVICE,
-                         "%s: cuDNN offers no %s%s algorithm for this convolution (%dx%d/%d p%d, input "
-                         "%dx%dx%dx%d)%s",
-                         l->name, allow_nondet ? "" : "deterministic ", pass_words[pass], p->size, p->size,
-                         p->stride, p->pad, l->in.n, l->in.c, l->in.h, l->in.w,
+                         "%s: cuDNN offers no %s%s algorithm for this convolution (%dx%d/%dx%d p%d,%d "
+                         "d%dx%d g%d, input %dx%dx%dx%d)%s",
+                         l->name, allow_nondet ? "" : "deterministic ", pass_words[pass], p->size_h, p->size_w,
+                         p->stride_h, p->stride_w, p->pad_top, p->pad_left, p->dilation_h, p->dilation_w,
+                         p->groups, l->in.n, l->in.c, l->in.h, l->in.w,
                          allow_nondet ? "" : "; --nondeterministic lets it use the others");
     }
     return VDNN_OK;
@@ -271,10 +278,23 @@ extern "C" void conv_unbind_cuda(layer *l)
     l->gpu = NULL;
 }
 
+/* cuDNN pads each axis by one amount on both sides. */
+static vdnn_status check_symmetric(const layer *l)
+{
+    const conv_params *p = (const conv_params *)l->priv;
+    if (p->pad_top == p->pad_bottom && p->pad_left == p->pad_right) return VDNN_OK;
+    return vdnn_fail(VDNN_EDEVICE,
+                     "%s: asymmetric padding (top %d, bottom %d, left %d, right %d) has no cuDNN "
+                     "convolution; pad symmetrically or run it on the CPU device",
+                     l->name, p->pad_top, p->pad_bottom, p->pad_left, p->pad_right);
+}
+
 extern "C" vdnn_status conv_bind_cuda(layer *l, device *d)
 {
     cuda_ctx *ctx = device_cuda_ctx(d);
     if (!ctx) return vdnn_fail(VDNN_EDEVICE, "%s: binding the CUDA half to a device that is not CUDA", l->name);
+    vdnn_status sym = check_symmetric(l);
+    if (sym != VDNN_OK) return sym;
     conv_unbind_cuda(l);
     conv_gpu *s = (conv_gpu *)calloc(1, sizeof *s);
     layer_algos *t = (layer_algos *)calloc(1, sizeof *t);

@@ -24,16 +24,28 @@ enum {
     CONV_ALGO_COUNT = 5
 };
 
-/* The layer's per-type state (l->priv); every field must be valid when built in code. */
+/* The layer's per-type state (l->priv). Code that builds a convolution fills at least
+ * filters, size, stride, pad and bias; the fields after them left 0 take their defaults
+ * (setup resolves them: size_h = size_w = size, stride_h = stride_w = stride, every pad
+ * = pad unless `sides`, dilation 1, groups 1), so after setup every field is explicit. */
 typedef struct conv_params {
-    int filters;   /* OC, 1..65536 */
-    int size;      /* K: square kernel side, 1..64 */
+    int filters;   /* OC, 1..65536, a multiple of groups */
+    int size;      /* square kernel side, 1..64; 0 when size_h and size_w are given */
     int stride;    /* 1..64 */
-    int pad;       /* zero padding on each side, 0..64 */
+    int pad;       /* zero padding on each side, 0..64 (unless `sides`) */
     int bias;      /* 1: a learned bias per filter */
+    int size_h, size_w;        /* KH, KW: 1..64 (0: size) */
+    int stride_h, stride_w;    /* SH, SW: 1..64 (0: stride) */
+    int sides;                 /* 1: the four pads below are given; 0: each is pad */
+    int pad_top, pad_bottom, pad_left, pad_right;   /* 0..64 each */
+    int dilation_h, dilation_w;   /* spacing of the kernel taps, 1..64 (0: 1) */
+    int groups;    /* 1..65536 (0: 1): input and output channels split into this many
+                    * groups, filter group g reading only input group g; groups = IC is a
+                    * depthwise convolution */
 } conv_params;
 
-/* l->params slots: weights (OC, IC, K, K), then bias (OC) when conv_params.bias. */
+/* l->params slots: weights (OC, IC / groups, KH, KW), then bias (OC) when
+ * conv_params.bias. */
 enum { CONV_WEIGHTS = 0, CONV_BIAS = 1 };
 
 extern const layer_ops conv_ops;

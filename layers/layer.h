@@ -152,6 +152,10 @@ typedef struct layer_ops {
     /* Backward honours c->accumulate_dx (adds into dx[k]); for the other layers the
      * iteration sums a map's gradients itself (layer_accumulate). */
     int accumulates_dx;
+    /* Loss layers only (NULL elsewhere): the net's last layer, whose labels lie in
+     * [0, loss_classes(l)); a value below 2 means the layer cannot be a loss on this
+     * input (softmax over one output). */
+    int (*loss_classes)(const layer *l);
 } layer_ops;
 
 /* A time no algorithm takes: one that was not measured. */
@@ -169,7 +173,7 @@ struct layer {
     shape4 ins[LAYER_MAX_INPUTS]; /* their shapes, (N, C, H, W) */
     int needs_input;          /* backward reads input k where bit k is set (one input: 1) */
     int needs_output;         /* backward reads y */
-    int is_loss;              /* the last layer: softmax with cross-entropy */
+    int is_loss;              /* the last layer: a loss (softmax, logistic, l2) */
     int nparams;
     param params[LAYER_MAX_PARAMS];
     int algo[PASS_COUNT];     /* chosen algorithm per pass */

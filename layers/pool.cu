@@ -4,9 +4,11 @@
  * signature), while our max pooling backward reads only x and recomputes each window's
  * argmax with the CPU's tie rule (the first maximum in row-major order), and average
  * pooling's backward reads neither. Forward uses the same window rules as backward and
- * the CPU (floor output size, padded cells never win a max, the average always divided
- * by size*size): cuDNN documents no rule for padded cells in max pooling, and these
- * kernels give the CPU's bits, summing in its order.
+ * the CPU (the output size pool.c's setup chose, ceil mode and global windows included;
+ * padded cells never win a max; the average divided by each window's count, padding
+ * counted or not as the layer says): cuDNN documents no rule for padded cells in max
+ * pooling, rounds output sizes down only, and these kernels give the CPU's bits,
+ * summing in its order.
  *
  * Forward runs a thread per output cell; backward a thread per input cell that gathers
  * from the windows covering it in row-major window order, the order in which the CPU
@@ -18,7 +20,8 @@
 
 /* The geometry of one call: planes = items * channels of (h, w) in, (oh, ow) out. */
 typedef struct pool_geom {
-    int size, stride, pad;
+    int kh, kw, sh, sw, ph, pw;   /* window, strides, pads (pool.c's resolved ones) */
+    int exclude_pad;              /* average: divide by the real cells only */
     int h, w, oh, ow;
     size_t planes;
 } pool_geom;
@@ -27,9 +30,10 @@ static pool_geom geom_of(const layer *l, const exec_ctx *c)
 {
     const pool_params *p = (const pool_params *)l->priv;
     pool_geom g;
-    g.size = p->size;
-    g.stride = p->stride;
-    g.pad = p->pad;
+    g.kh = p->size_h, g.kw = p->size_w;
+    g.sh = p->stride_h, g.sw = p->stride_w;
+    g.ph = p->pad_h, g.pw = p->pad_w;
+    g.exclude_pad = p->exclude_pad;
     g.h = l->in.h;
     g.w = l->in.w;
     g.oh = l->out.h;
@@ -39,18 +43,22 @@ static pool_geom geom_of(const layer *l, const exec_ctx *c)
 }
 
 /* The window of output (i, j), clipped to the real cells: rows [h0, h1), columns
- * [w0, w1), as window_of in pool.c. */
-typedef struct pool_win { int h0, h1, w0, w1; } pool_win;
+ * [w0, w1), and n the cells an average divides by, as window_of in pool.c. */
+typedef struct pool_win { int h0, h1, w0, w1, n; } pool_win;
 
 __device__ static pool_win window_of(const pool_geom &g, int i, int j)
 {
     pool_win r;
-    r.h0 = i * g.stride - g.pad;
-    r.w0 = j * g.stride - g.pad;
-    r.h1 = r.h0 + g.size < g.h ? r.h0 + g.size : g.h;
-    r.w1 = r.w0 + g.size < g.w ? r.w0 + g.size : g.w;
+    r.h0 = i * g.sh - g.ph;
+    r.w0 = j * g.sw - g.pw;
+    const int he = r.h0 + g.kh, we = r.w0 + g.kw;
+    const int hp = (he < g.h + g.ph ? he : g.h + g.ph) - r.h0;
+    const int wp = (we < g.w + g.pw ? we : g.w + g.pw) - r.w0;
+    r.h1 = he < g.h ? he : g.h;
+    r.w1 = we < g.w ? we : g.w;
     if (r.h0 < 0) r.h0 = 0;
     if (r.w0 < 0) r.w0 = 0;
+    r.n = g.exclude_pad ? (r.h1 - r.h0) * (r.w1 - r.w0) : hp * wp;
     return r;
 }
 
@@ -102,8 +110,8 @@ static __global__ void vdnn_maxpool_backward_kernel(pool_geom g, const float *x,
         const float *xp = x + pl * per_plane;
         const float *dyp = dy + pl * g.oh * g.ow;
         int i0, i1, j0, j1;
-        covering(a, g.size, g.stride, g.pad, g.oh, &i0, &i1);
-        covering(b, g.size, g.stride, g.pad, g.ow, &j0, &j1);
+        covering(a, g.kh, g.sh, g.ph, g.oh, &i0, &i1);
+        covering(b, g.kw, g.sw, g.pw, g.ow, &j0, &j1);
         float acc = 0.0f;
         for (int i = i0; i <= i1; i++)
             for (int j = j0; j <= j1; j++)
@@ -112,7 +120,7 @@ static __global__ void vdnn_maxpool_backward_kernel(pool_geom g, const float *x,
     }
 }
 
-static __global__ void vdnn_avgpool_forward_kernel(pool_geom g, float inv, const float *x, float *y)
+static __global__ void vdnn_avgpool_forward_kernel(pool_geom g, const float *x, float *y)
 {
     const size_t per_plane = (size_t)g.oh * g.ow, n = g.planes * per_plane;
     for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n;
@@ -124,12 +132,12 @@ static __global__ void vdnn_avgpool_forward_kernel(pool_geom g, float inv, const
         float s = 0.0f;
         for (int a = r.h0; a < r.h1; a++)
             for (int b = r.w0; b < r.w1; b++) s += xp[a * g.w + b];
-        y[e] = s * inv;
+        y[e] = s * (1.0f / (float)r.n);
     }
 }
 
-/* Each window adds dy * inv, rounded as the CPU rounds it before adding (no FMA). */
-static __global__ void vdnn_avgpool_backward_kernel(pool_geom g, float inv, const float *dy, float *dx)
+/* Each window adds dy / its count, rounded as the CPU rounds it before adding (no FMA). */
+static __global__ void vdnn_avgpool_backward_kernel(pool_geom g, const float *dy, float *dx)
 {
     const size_t per_plane = (size_t)g.h * g.w, n = g.planes * per_plane;
     for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < n;
@@ -138,18 +146,14 @@ static __global__ void vdnn_avgpool_backward_kernel(pool_geom g, float inv, cons
         const int cell = (int)(e - pl * per_plane), a = cell / g.w, b = cell - a * g.w;
         const float *dyp = dy + pl * g.oh * g.ow;
         int i0, i1, j0, j1;
-        covering(a, g.size, g.stride, g.pad, g.oh, &i0, &i1);
-        covering(b, g.size, g.stride, g.pad, g.ow, &j0, &j1);
+        covering(a, g.kh, g.sh, g.ph, g.oh, &i0, &i1);
+        covering(b, g.kw, g.sw, g.pw, g.ow, &j0, &j1);
         float acc = 0.0f;
         for (int i = i0; i <= i1; i++)
-            for (int j = j0; j <= j1; j++) acc += __fmul_rn(dyp[i * g.ow + j], inv);
+            for (int j = j0; j <= j1; j++)
+                acc += __fmul_rn(dyp[i * g.ow + j], 1.0f / (float)window_of(g, i, j).n);
         dx[e] = acc;
     }
-}
-
-static float avg_inv(const pool_geom &g)
-{
-    return 1.0f / (float)(g.size * g.size);
 }
 
 extern "C" vdnn_status maxpool_forward_cuda(layer *l, const exec_ctx *c, const float *x, float *y)
@@ -180,7 +184,7 @@ extern "C" vdnn_status avgpool_forward_cuda(layer *l, const exec_ctx *c, const f
     cuda_ctx *ctx = device_cuda_ctx(c->dev);
     const pool_geom g = geom_of(l, c);
     const size_t n = g.planes * g.oh * g.ow;
-    vdnn_avgpool_forward_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, ctx->compute>>>(g, avg_inv(g), x, y);
+    vdnn_avgpool_forward_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, ctx->compute>>>(g, x, y);
     CUDA_LAUNCH_CHECK();
     return VDNN_OK;
 }
@@ -194,8 +198,7 @@ extern "C" vdnn_status avgpool_backward_cuda(layer *l, const exec_ctx *c, const 
     cuda_ctx *ctx = device_cuda_ctx(c->dev);
     const pool_geom g = geom_of(l, c);
     const size_t n = g.planes * g.h * g.w;
-    vdnn_avgpool_backward_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, ctx->compute>>>(g, avg_inv(g), dy,
-                                                                              dx);
+    vdnn_avgpool_backward_kernel<<<cuda_blocks(n), CUDA_THREADS, 0, ctx->compute>>>(g, dy, dx);
     CUDA_LAUNCH_CHECK();
     return VDNN_OK;
 }

@@ -4,11 +4,13 @@
 #include "layers/layer.h"
 
 extern const layer_ops conv_ops, maxpool_ops, avgpool_ops, relu_ops, leaky_ops, tanh_ops,
-    sigmoid_ops, connected_ops, batchnorm_ops, dropout_ops, lrn_ops, add_ops, concat_ops, softmax_ops;
+    sigmoid_ops, clip_ops, connected_ops, batchnorm_ops, dropout_ops, lrn_ops, add_ops, concat_ops, softmax_ops,
+    logistic_ops, l2_ops;
 
 static const layer_ops *const table[] = {
     &conv_ops, &maxpool_ops, &avgpool_ops, &relu_ops, &leaky_ops, &tanh_ops, &sigmoid_ops,
-    &connected_ops, &batchnorm_ops, &dropout_ops, &lrn_ops, &add_ops, &concat_ops, &softmax_ops, NULL,
+    &clip_ops, &connected_ops, &batchnorm_ops, &dropout_ops, &lrn_ops, &add_ops, &concat_ops, &softmax_ops,
+    &logistic_ops, &l2_ops, NULL,
 };
 
 const layer_ops *layer_find_type(const char *type)

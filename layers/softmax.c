@@ -112,6 +112,9 @@ static vdnn_status softmax_backward(layer *l, const exec_ctx *c, const float *x,
     return VDNN_OK;
 }
 
+/* Labels index the outputs; one output is no classifier. */
+static int softmax_classes(const layer *l) { return (int)shape_per_item(l->in); }
+
 const layer_ops softmax_ops = {
     .type = "softmax",
     .prefix = "softmax",
@@ -122,4 +125,5 @@ const layer_ops softmax_ops = {
     .backward_cuda = CUDA_HALF(softmax_backward_cuda),
     .bind_cuda = CUDA_HALF(softmax_bind_cuda),
     .unbind_cuda = CUDA_HALF(softmax_unbind_cuda),
+    .loss_classes = softmax_classes,
 };

@@ -559,9 +559,9 @@ static vdnn_status build_layers(net *n)
     for (int i = 0, k = 0; i < f->nsec && st == VDNN_OK; i++) {
         const cfg_section *s = &f->sec[i];
         if (is_meta(s->name)) continue;
-        if (k && !strcmp(secs[k - 1]->name, "softmax"))
-            st = cfg_error(f, secs[k - 1], NULL, "[softmax] must be the last layer, but [%s] follows at line %d",
-                           s->name, s->line);
+        if (k && layer_find_type(secs[k - 1]->name)->loss_classes)
+            st = cfg_error(f, secs[k - 1], NULL, "[%s] must be the last layer (it is the loss), but [%s] follows at "
+                           "line %d", secs[k - 1]->name, s->name, s->line);
         cfg_key keys[64];
         if (st == VDNN_OK) st = layer_keys(layer_find_type(s->name), keys, 64);
         if (st == VDNN_OK) st = cfg_check(f, s, keys);
@@ -585,9 +585,11 @@ static vdnn_status build_layers(net *n)
         const cfg_section *last_sec = secs[count - 1];
         layer *last = n->layers[n->nlayers - 1];
         if (!last->is_loss)
-            st = cfg_error(f, last_sec, NULL, "the last layer must be [softmax] (the loss), not [%s]", last_sec->name);
-        else if ((n->classes = (int)shape_per_item(last->in)) < 2)
-            st = cfg_error(f, last_sec, NULL, "the loss sees %d output(s); a classifier needs at least 2", n->classes);
+            st = cfg_error(f, last_sec, NULL, "the last layer must be a loss ([softmax], [logistic] or [l2]), not [%s]",
+                           last_sec->name);
+        else if ((n->classes = last->ops->loss_classes(last)) < 2)
+            st = cfg_error(f, last_sec, NULL, "[%s] sees %zu output(s) and needs at least 2 (a net of one output ends "
+                           "in [logistic] or [l2])", last_sec->name, shape_per_item(last->in));
     }
     if (st == VDNN_OK) st = build_graph(n, secs);
     free(names.slot);

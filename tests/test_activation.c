@@ -11,7 +11,7 @@
 #include "tests/gradcheck.h"
 #include "tests/testnet.h"
 
-extern const layer_ops relu_ops, leaky_ops, tanh_ops, sigmoid_ops;
+extern const layer_ops relu_ops, leaky_ops, tanh_ops, sigmoid_ops, clip_ops;
 
 static const shape4 odd_shape = {3, 5, 3, 7};   /* (N, C, H, W) */
 
@@ -29,7 +29,10 @@ static exec_ctx make_ctx(device *d, int n, int train)
 }
 
 /* The reference activation and its derivative, in double. */
-typedef enum { ACT_RELU, ACT_LEAKY, ACT_TANH, ACT_SIGMOID } act_kind;
+typedef enum { ACT_RELU, ACT_LEAKY, ACT_TANH, ACT_SIGMOID, ACT_CLIP } act_kind;
+
+/* clip's bounds (ref_act's `slope` is hi for ACT_CLIP) */
+static double clip_lo(double hi) { return hi == 6 ? 0 : -1; }
 
 static double ref_act(act_kind k, double x, double slope)
 {
@@ -38,6 +41,7 @@ static double ref_act(act_kind k, double x, double slope)
     case ACT_LEAKY: return x > 0 ? x : slope * x;
     case ACT_TANH: return tanh(x);
     case ACT_SIGMOID: return 1.0 / (1.0 + exp(-x));
+    case ACT_CLIP: return fmin(fmax(x, clip_lo(slope)), slope);
     }
     return 0;
 }
@@ -52,6 +56,7 @@ static double ref_grad(act_kind k, double x, double slope)
         double s = 1.0 / (1.0 + exp(-x));
         return s * (1.0 - s);
     }
+    case ACT_CLIP: return x > clip_lo(slope) && x < slope ? 1 : 0;
     }
     return 0;
 }
@@ -67,6 +72,9 @@ static const struct {
     {&leaky_ops, "[leaky]\nslope=0.2\n", ACT_LEAKY, 0.2},
     {&tanh_ops, "[tanh]\n", ACT_TANH, 0},
     {&sigmoid_ops, "[sigmoid]\n", ACT_SIGMOID, 0},
+    /* ReLU6, and bounds on both sides of 0 (slope: the upper bound) */
+    {&clip_ops, "[clip]\n", ACT_CLIP, 6},
+    {&clip_ops, "[clip]\nmin=-1\nmax=0.5\n", ACT_CLIP, 0.5},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -206,6 +214,18 @@ START_TEST(test_config)
     ck_assert_ptr_eq(layer_find_type("leaky"), &leaky_ops);
     ck_assert_ptr_eq(layer_find_type("tanh"), &tanh_ops);
     ck_assert_ptr_eq(layer_find_type("sigmoid"), &sigmoid_ops);
+    ck_assert_ptr_eq(layer_find_type("clip"), &clip_ops);
+    /* clip: min below max, both numbers, named with file:line */
+    ck_assert_int_eq(config_status(&clip_ops, "[clip]\nmin=1\nmax=1\n"), VDNN_EINVAL);
+    ck_assert_ptr_nonnull(strstr(vdnn_errmsg(), "test.cfg:3"));
+    ck_assert_ptr_nonnull(strstr(vdnn_errmsg(), "max"));
+    ck_assert_int_eq(config_status(&clip_ops, "[clip]\nmin=7\n"), VDNN_EINVAL);
+    ck_assert_ptr_nonnull(strstr(vdnn_errmsg(), "test.cfg:2"));
+    ck_assert_ptr_nonnull(strstr(vdnn_errmsg(), "min"));
+    ck_assert_int_eq(test_check_status(&clip_ops, "[clip]\nmax=six\n"), VDNN_EINVAL);
+    ck_assert_ptr_nonnull(strstr(vdnn_errmsg(), "test.cfg:2"));
+    ck_assert_int_eq(test_check_status(&clip_ops, "[clip]\nslope=1\n"), VDNN_EINVAL);
+    ck_assert_int_eq(config_status(&clip_ops, "[clip]\nmin=-2\nmax=-1\n"), VDNN_OK);
 
     layer *l = make_layer(&leaky_ops, "[leaky]\n", odd_shape);
     char buf[64];

@@ -530,6 +530,35 @@ START_TEST(test_other_net_late_mismatch)
 }
 END_TEST
 
+/* CK_NET with conv5 split into two groups and dilated: its weights are 6x2x3x3. */
+#define CK_GROUPED                                                                              \
+    TN_HEAD "[convolutional]\nfilters = 4\nsize = 3\npad = 1\n[batchnorm]\n[relu]\n"            \
+            "[maxpool]\nsize = 2\n[convolutional]\nfilters = 6\nsize = 3\npad = 2\ngroups = 2\n" \
+            "dilation = 2\n[relu]\n[connected]\noutput = 4\n[softmax]\n"
+
+START_TEST(test_grouped_round_trip_and_mismatch)
+{
+    /* a grouped net loads into the same config bit for bit ... */
+    char path[512];
+    tn_path(path, sizeof path, "grouped.ckpt");
+    device *da, *db;
+    net *a = attached(CK_GROUPED, 3, &da);
+    net *b = attached(CK_GROUPED, 99, &db);
+    scramble(a, 5);
+    ckpt_state s = {1, 0, 16, 3};
+    save_ok(a, path, &s);
+    ckpt_state r = {0};
+    vdnn_status st = checkpoint_load(b, path, &r, 0);
+    ck_assert_msg(st == VDNN_OK, "checkpoint_load: %s", vdnn_errmsg());
+    assert_same_tensors(a, b);
+    tn_free(a, da);
+    tn_free(b, db);
+    /* ... and not into the ungrouped one: the weights' shapes differ */
+    load_fails(path, VDNN_EFORMAT, "conv5.weights");
+    tn_msg_has("6x2x3x3", "6x4x3x3");
+}
+END_TEST
+
 START_TEST(test_other_net_missing_tensor)
 {
     /* Saved without biases in conv1: the net's conv1.bias is missing from the file. */
@@ -724,6 +753,7 @@ static Suite *checkpoint_suite(void)
     tcase_add_test(bad, test_other_net);
     tcase_add_test(bad, test_other_net_late_mismatch);
     tcase_add_test(bad, test_other_net_missing_tensor);
+    tcase_add_test(bad, test_grouped_round_trip_and_mismatch);
     tcase_add_test(bad, test_missing_file);
     tcase_add_test(bad, test_not_a_checkpoint_file);
     suite_add_tcase(s, bad);

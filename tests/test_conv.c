@@ -15,42 +15,102 @@
 #include "tests/testnet.h"
 #include "tests/tsan.h"
 
-/* One geometry: input (n, c, h, w) and the layer's keys. */
+/* One geometry: input (n, c, h, w) and the layer's keys. The fields after bias, left 0,
+ * give a plain square convolution: kw (kernel width, else size), sw (horizontal stride,
+ * else stride), dil (dilation), groups, and with `sides` the pads bottom, left and right
+ * (pad is then the top one). */
 typedef struct conv_case {
     int n, c, h, w;
     int filters, size, stride, pad, bias;
+    int kw, sw, dil, groups, sides, pb, pl, pr;
 } conv_case;
 
+/* The options of a plain square convolution, all left at their defaults. */
+#define PLAIN 0, 0, 0, 0, 0, 0, 0, 0
+
 static const conv_case cases[] = {
-    {3, 3, 7, 5, 4, 3, 2, 1, 1},   /* odd shape, stride 2, pad 1 */
-    {2, 5, 4, 6, 3, 1, 1, 0, 1},   /* 1x1, stride 1, pad 0: the pointwise path */
-    {2, 2, 6, 7, 3, 5, 1, 2, 1},   /* 5x5 pad 2 */
-    {3, 3, 9, 8, 5, 3, 2, 0, 0},   /* kernel larger than stride, no bias */
-    {2, 2, 8, 7, 3, 2, 3, 0, 1},   /* stride larger than kernel: pixels skipped */
-    {2, 3, 5, 4, 2, 1, 2, 1, 1},   /* 1x1 with pad: border outputs see only padding */
-    {2, 3, 11, 10, 4, 4, 3, 2, 1}, /* even kernel, stride 3, pad 2 */
-    {4, 16, 13, 13, 32, 3, 1, 1, 1}, /* big enough for OpenBLAS and OpenMP to split */
+    {3, 3, 7, 5, 4, 3, 2, 1, 1, PLAIN},   /* odd shape, stride 2, pad 1 */
+    {2, 5, 4, 6, 3, 1, 1, 0, 1, PLAIN},   /* 1x1, stride 1, pad 0: the pointwise path */
+    {2, 2, 6, 7, 3, 5, 1, 2, 1, PLAIN},   /* 5x5 pad 2 */
+    {3, 3, 9, 8, 5, 3, 2, 0, 0, PLAIN},   /* kernel larger than stride, no bias */
+    {2, 2, 8, 7, 3, 2, 3, 0, 1, PLAIN},   /* stride larger than kernel: pixels skipped */
+    {2, 3, 5, 4, 2, 1, 2, 1, 1, PLAIN},   /* 1x1 with pad: border outputs see only padding */
+    {2, 3, 11, 10, 4, 4, 3, 2, 1, PLAIN}, /* even kernel, stride 3, pad 2 */
+    {4, 16, 13, 13, 32, 3, 1, 1, 1, PLAIN}, /* big enough for OpenBLAS and OpenMP to split */
     /* "same" padding (OW == W) whose windows can lie wholly in the padding */
-    {3, 3, 3, 2, 4, 5, 1, 2, 1},
+    {3, 3, 3, 2, 4, 5, 1, 2, 1, PLAIN},
     /* column buffers of 0.8 and 1.6 MB per image: im2col-chunk runs in several chunks,
      * one of them partial (test_workspace_bytes checks that it does) */
-    {3, 8, 36, 36, 4, 5, 1, 0, 1},
-    {3, 16, 36, 36, 3, 5, 1, 0, 0},
+    {3, 8, 36, 36, 4, 5, 1, 0, 1, PLAIN},
+    {3, 16, 36, 36, 3, 5, 1, 0, 0, PLAIN},
     /* "same" padding on maps large enough for im2col-par to build the column buffer in
      * three bands of output rows (15, 15 and 10) */
-    {2, 24, 40, 40, 4, 3, 1, 1, 1},
+    {2, 24, 40, 40, 4, 3, 1, 1, 1, PLAIN},
+    /* groups, dilation, rectangular kernels and strides, asymmetric padding */
+    {2, 4, 6, 5, 6, 3, 1, 1, 1, .groups = 2},
+    {2, 3, 7, 6, 3, 3, 2, 1, 1, .groups = 3},          /* depthwise, stride 2 */
+    {2, 4, 5, 5, 8, 1, 1, 0, 1, .groups = 4},          /* grouped pointwise */
+    {2, 3, 9, 8, 4, 3, 1, 2, 1, .dil = 2},             /* dilated "same" */
+    {2, 3, 9, 10, 4, 3, 2, 0, 0, .dil = 3},            /* dilated, strided */
+    {2, 3, 7, 6, 4, 3, 2, 1, 1, .kw = 1, .sw = 1},     /* 3x1 kernel, stride 2x1 */
+    {2, 2, 6, 9, 3, 1, 1, 0, 1, .kw = 5, .sw = 2},     /* 1x5 kernel, stride 1x2 */
+    {2, 3, 6, 7, 4, 3, 1, 0, 1, .sides = 1, .pb = 2, .pl = 1, .pr = 0},
+    /* TensorFlow's "same" for an even kernel: the extra pad below and on the right */
+    {2, 3, 5, 6, 4, 2, 1, 0, 1, .sides = 1, .pb = 1, .pl = 0, .pr = 1},
+    /* all of them at once */
+    {3, 4, 9, 8, 6, 3, 2, 1, 0, .kw = 2, .sw = 1, .dil = 2, .groups = 2, .sides = 1, .pb = 0,
+     .pl = 2, .pr = 1},
+    /* depthwise "same" on maps large enough for OpenMP, im2col-par's bands and chunks */
+    {2, 16, 24, 24, 32, 3, 1, 1, 1, .groups = 16},
 };
-enum { CASE_BIG = 7, CASE_CHUNKED_A = 9, CASE_CHUNKED_B = 10 };
+enum { CASE_BIG = 7, CASE_CHUNKED_A = 9, CASE_CHUNKED_B = 10, CASE_OPTIONS = 12 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
-static int out_side(int in, int k, int s, int p) { return (in + 2 * p - k) / s + 1; }
+/* A case's resolved geometry. */
+static int kh_of(const conv_case *k) { return k->size; }
+static int kw_of(const conv_case *k) { return k->kw ? k->kw : k->size; }
+static int sh_of(const conv_case *k) { return k->stride; }
+static int sw_of(const conv_case *k) { return k->sw ? k->sw : k->stride; }
+static int dil_of(const conv_case *k) { return k->dil ? k->dil : 1; }
+static int groups_of(const conv_case *k) { return k->groups ? k->groups : 1; }
+static int pt_of(const conv_case *k) { return k->pad; }
+static int pb_of(const conv_case *k) { return k->sides ? k->pb : k->pad; }
+static int pl_of(const conv_case *k) { return k->sides ? k->pl : k->pad; }
+static int pr_of(const conv_case *k) { return k->sides ? k->pr : k->pad; }
+
+static int out_side(int in, int k, int s, int p0, int p1, int d)
+{
+    return (in + p0 + p1 - ((k - 1) * d + 1)) / s + 1;
+}
+static int out_h(const conv_case *k)
+{
+    return out_side(k->h, kh_of(k), sh_of(k), pt_of(k), pb_of(k), dil_of(k));
+}
+static int out_w(const conv_case *k)
+{
+    return out_side(k->w, kw_of(k), sw_of(k), pl_of(k), pr_of(k), dil_of(k));
+}
+
+/* The case's section, in the spellings a config would use for it. */
+static void case_text(const conv_case *k, char *text, size_t len)
+{
+    int n = snprintf(text, len, "[convolutional]\nfilters=%d\nbias=%d\n", k->filters, k->bias);
+    if (k->kw) n += snprintf(text + n, len - n, "size_h=%d\nsize_w=%d\n", k->size, k->kw);
+    else n += snprintf(text + n, len - n, "size=%d\n", k->size);
+    if (k->sw) n += snprintf(text + n, len - n, "stride_h=%d\nstride_w=%d\n", k->stride, k->sw);
+    else n += snprintf(text + n, len - n, "stride=%d\n", k->stride);
+    if (k->sides)
+        n += snprintf(text + n, len - n, "pad_top=%d\npad_bottom=%d\npad_left=%d\npad_right=%d\n",
+                      k->pad, k->pb, k->pl, k->pr);
+    else n += snprintf(text + n, len - n, "pad=%d\n", k->pad);
+    if (k->dil) n += snprintf(text + n, len - n, "dilation=%d\n", k->dil);
+    if (k->groups) snprintf(text + n, len - n, "groups=%d\n", k->groups);
+}
 
 static layer *make_conv(const conv_case *k)
 {
-    char text[256];
-    snprintf(text, sizeof text,
-             "[convolutional]\nfilters=%d\nsize=%d\nstride=%d\npad=%d\nbias=%d\n", k->filters,
-             k->size, k->stride, k->pad, k->bias);
+    char text[512];
+    case_text(k, text, sizeof text);
     return test_layer(&conv_ops, 0, text, shape_make(k->n, k->c, k->h, k->w));
 }
 
@@ -62,57 +122,75 @@ static vdnn_status config_status(const char *text)
 
 /* ---- the naive reference, in double --------------------------------------------- */
 
-/* x (N, C, H, W), w (OC, C, K, K), b (OC) or NULL -> y (N, OC, OH, OW). */
+/* Calls visit(arg, xi, wi, yi) for every (input, weight, output) triple of the first n
+ * items that a product of the convolution joins, padding excluded. */
+static void ref_visit(const conv_case *k, int n, void (*visit)(void *, size_t, size_t, size_t),
+                      void *arg)
+{
+    const int oh = out_h(k), ow = out_w(k), KH = kh_of(k), KW = kw_of(k), d = dil_of(k);
+    const int icg = k->c / groups_of(k), ocg = k->filters / groups_of(k);
+    for (int i = 0; i < n; i++)
+        for (int o = 0; o < k->filters; o++)
+            for (int p = 0; p < oh; p++)
+                for (int q = 0; q < ow; q++)
+                    for (int cg = 0; cg < icg; cg++)
+                        for (int u = 0; u < KH; u++)
+                            for (int v = 0; v < KW; v++) {
+                                const int c = o / ocg * icg + cg;
+                                const int ih = p * sh_of(k) - pt_of(k) + u * d;
+                                const int iw = q * sw_of(k) - pl_of(k) + v * d;
+                                if (ih < 0 || ih >= k->h || iw < 0 || iw >= k->w) continue;
+                                visit(arg, (((size_t)i * k->c + c) * k->h + ih) * k->w + iw,
+                                      (((size_t)o * icg + cg) * KH + u) * KW + v,
+                                      (((size_t)i * k->filters + o) * oh + p) * ow + q);
+                            }
+}
+
+typedef struct ref_io {
+    const float *x, *w, *dy;
+    double *y, *dx, *dw;
+} ref_io;
+
+static void visit_forward(void *arg, size_t xi, size_t wi, size_t yi)
+{
+    ref_io *r = arg;
+    r->y[yi] += (double)r->w[wi] * r->x[xi];
+}
+
+static void visit_backward(void *arg, size_t xi, size_t wi, size_t yi)
+{
+    ref_io *r = arg;
+    r->dx[xi] += (double)r->dy[yi] * r->w[wi];
+    r->dw[wi] += (double)r->dy[yi] * r->x[xi];
+}
+
+/* x (N, C, H, W), w (OC, C / groups, KH, KW), b (OC) or NULL -> y (N, OC, OH, OW). */
 static void ref_forward(const conv_case *k, int n, const float *x, const float *w,
                         const float *b, double *y)
 {
-    const int oh = out_side(k->h, k->size, k->stride, k->pad);
-    const int ow = out_side(k->w, k->size, k->stride, k->pad), K = k->size;
+    const size_t plane = (size_t)out_h(k) * out_w(k);
     for (int i = 0; i < n; i++)
         for (int o = 0; o < k->filters; o++)
-            for (int p = 0; p < oh; p++)
-                for (int q = 0; q < ow; q++) {
-                    double s = b ? b[o] : 0.0;
-                    for (int c = 0; c < k->c; c++)
-                        for (int u = 0; u < K; u++)
-                            for (int v = 0; v < K; v++) {
-                                int ih = p * k->stride - k->pad + u;
-                                int iw = q * k->stride - k->pad + v;
-                                if (ih < 0 || ih >= k->h || iw < 0 || iw >= k->w) continue;
-                                s += (double)w[((o * k->c + c) * K + u) * K + v] *
-                                     x[((i * k->c + c) * k->h + ih) * k->w + iw];
-                            }
-                    y[((i * k->filters + o) * oh + p) * ow + q] = s;
-                }
+            for (size_t q = 0; q < plane; q++)
+                y[((size_t)i * k->filters + o) * plane + q] = b ? b[o] : 0.0;
+    ref_io r = {x, w, NULL, y, NULL, NULL};
+    ref_visit(k, n, visit_forward, &r);
 }
 
-/* dy (N, OC, OH, OW) -> dx (N, C, H, W), dw (OC, C, K, K), db (OC); all overwritten. */
+/* dy (N, OC, OH, OW) -> dx (N, C, H, W), dw (OC, C / groups, KH, KW), db (OC); all
+ * overwritten. */
 static void ref_backward(const conv_case *k, int n, const float *x, const float *w,
                          const float *dy, double *dx, double *dw, double *db)
 {
-    const int oh = out_side(k->h, k->size, k->stride, k->pad);
-    const int ow = out_side(k->w, k->size, k->stride, k->pad), K = k->size;
+    const size_t plane = (size_t)out_h(k) * out_w(k);
     memset(dx, 0, (size_t)n * k->c * k->h * k->w * sizeof *dx);
-    memset(dw, 0, (size_t)k->filters * k->c * K * K * sizeof *dw);
+    memset(dw, 0, (size_t)k->filters * (k->c / groups_of(k)) * kh_of(k) * kw_of(k) * sizeof *dw);
     memset(db, 0, (size_t)k->filters * sizeof *db);
     for (int i = 0; i < n; i++)
         for (int o = 0; o < k->filters; o++)
-            for (int p = 0; p < oh; p++)
-                for (int q = 0; q < ow; q++) {
-                    double g = dy[((i * k->filters + o) * oh + p) * ow + q];
-                    db[o] += g;
-                    for (int c = 0; c < k->c; c++)
-                        for (int u = 0; u < K; u++)
-                            for (int v = 0; v < K; v++) {
-                                int ih = p * k->stride - k->pad + u;
-                                int iw = q * k->stride - k->pad + v;
-                                if (ih < 0 || ih >= k->h || iw < 0 || iw >= k->w) continue;
-                                size_t xi = (((size_t)i * k->c + c) * k->h + ih) * k->w + iw;
-                                size_t wi = (((size_t)o * k->c + c) * K + u) * K + v;
-                                dx[xi] += g * w[wi];
-                                dw[wi] += g * x[xi];
-                            }
-                }
+            for (size_t q = 0; q < plane; q++) db[o] += dy[((size_t)i * k->filters + o) * plane + q];
+    ref_io r = {x, w, dy, NULL, dx, dw};
+    ref_visit(k, n, visit_backward, &r);
 }
 
 /* got agrees with want within 1e-4 of the largest |want| (a norm-wise relative error:
@@ -277,19 +355,19 @@ START_TEST(test_setup_shapes)
     layer *l = make_conv(k);
     ck_assert_int_eq(l->out.n, k->n);
     ck_assert_int_eq(l->out.c, k->filters);
-    ck_assert_int_eq(l->out.h, out_side(k->h, k->size, k->stride, k->pad));
-    ck_assert_int_eq(l->out.w, out_side(k->w, k->size, k->stride, k->pad));
+    ck_assert_int_eq(l->out.h, out_h(k));
+    ck_assert_int_eq(l->out.w, out_w(k));
     ck_assert_int_eq(l->needs_input, 1);
     ck_assert_int_eq(l->needs_output, 0);
     ck_assert_int_eq(l->nparams, k->bias ? 2 : 1);
     const param *w = &l->params[0];
     ck_assert_str_eq(w->name, "weights");
     ck_assert_int_eq(w->shape.n, k->filters);
-    ck_assert_int_eq(w->shape.c, k->c);
-    ck_assert_int_eq(w->shape.h, k->size);
-    ck_assert_int_eq(w->shape.w, k->size);
+    ck_assert_int_eq(w->shape.c, k->c / groups_of(k));
+    ck_assert_int_eq(w->shape.h, kh_of(k));
+    ck_assert_int_eq(w->shape.w, kw_of(k));
     ck_assert_int_eq(w->init, INIT_HE);
-    ck_assert_int_eq(w->fan_in, k->c * k->size * k->size);
+    ck_assert_int_eq(w->fan_in, k->c / groups_of(k) * kh_of(k) * kw_of(k));
     ck_assert_int_eq(w->trainable, 1);
     ck_assert_int_eq(w->decay, 1);
     if (k->bias) {
@@ -549,14 +627,63 @@ START_TEST(test_config_keys)
                      VDNN_EINVAL);
     ck_assert_int_eq(config_status("[convolutional]\nfilters=2\nsize=3\npad=65\n"), VDNN_EINVAL);
     ck_assert_int_eq(config_status("[convolutional]\nfilters=2\nsize=3\nbias=2\n"), VDNN_EINVAL);
-    ck_assert_int_eq(config_status("[convolutional]\nfilters=2\nsize=3\ndilation=2\n"),
-                     VDNN_EINVAL);
     ck_assert_int_eq(config_status("[convolutional]\nfilters=2.5\nsize=3\n"), VDNN_EINVAL);
     /* a kernel larger than the padded 5x5 input names the file, line and key */
     ck_assert_int_eq(config_status("[convolutional]\nfilters=2\nsize=8\npad=1\n"), VDNN_EINVAL);
     ck_assert_ptr_nonnull(strstr(vdnn_errmsg(), "test.cfg:3"));
     ck_assert_ptr_nonnull(strstr(vdnn_errmsg(), "size"));
     ck_assert_int_eq(config_status("[convolutional]\nfilters=2\nsize=7\npad=1\n"), VDNN_OK);
+}
+END_TEST
+
+/* A bad section fails with EINVAL and a message naming test.cfg:LINE and the key. */
+static void expect_bad(const char *text, int line, const char *key)
+{
+    char where[32];
+    snprintf(where, sizeof where, "test.cfg:%d", line);
+    ck_assert_msg(config_status(text) == VDNN_EINVAL, "accepted: %s", text);
+    ck_assert_msg(strstr(vdnn_errmsg(), where) && strstr(vdnn_errmsg(), key),
+                  "%s: message '%s' lacks %s or %s", text, vdnn_errmsg(), where, key);
+}
+
+/* The keys of groups, dilation, rectangular kernels and strides and per-side padding,
+ * on a 5x5 input of 3 channels. */
+START_TEST(test_config_option_keys)
+{
+    expect_bad("[convolutional]\nfilters=3\nsize=3\ngroups=2\n", 4, "groups");
+    expect_bad("[convolutional]\nfilters=2\nsize=3\ngroups=3\n", 4, "groups");
+    expect_bad("[convolutional]\nfilters=3\nsize=3\ngroups=0\n", 4, "groups");
+    expect_bad("[convolutional]\nfilters=3\nsize=3\ndilation=0\n", 4, "dilation");
+    expect_bad("[convolutional]\nfilters=3\nsize=3\ndilation=65\n", 4, "dilation");
+    expect_bad("[convolutional]\nfilters=3\nsize=3\ndilation_w=x\n", 4, "dilation_w");
+    expect_bad("[convolutional]\nfilters=3\nsize=3\ndilation=3\n", 3, "size");
+    expect_bad("[convolutional]\nfilters=3\nsize_h=3\n", 1, "size");
+    expect_bad("[convolutional]\nfilters=3\nsize_h=3\nsize_w=65\n", 4, "size_w");
+    expect_bad("[convolutional]\nfilters=3\nsize_h=7\nsize_w=1\n", 3, "size_h");
+    expect_bad("[convolutional]\nfilters=3\nsize=3\nstride_w=0\n", 4, "stride_w");
+    expect_bad("[convolutional]\nfilters=3\nsize=3\nstride_h=3x1\n", 4, "stride_h");
+    expect_bad("[convolutional]\nfilters=3\nsize=3\npad_top=-1\n", 4, "pad_top");
+    expect_bad("[convolutional]\nfilters=3\nsize=3\npad_right=65\n", 4, "pad_right");
+    expect_bad("[convolutional]\nfilters=3\nsize=3\npad_left=1\npad_left=1\n", 5, "pad_left");
+    ck_assert_int_eq(config_status("[convolutional]\nfilters=3\nsize=3\ngroups=3\n"), VDNN_OK);
+    ck_assert_int_eq(config_status("[convolutional]\nfilters=3\nsize=3\ndilation=2\n"), VDNN_OK);
+    ck_assert_int_eq(config_status("[convolutional]\nfilters=3\nsize_h=5\nsize_w=1\n"), VDNN_OK);
+    /* pad covers the sides no per-side key names */
+    layer *l = test_layer(&conv_ops, 0, "[convolutional]\nfilters=6\nsize=3\npad=1\npad_bottom=2\n"
+                                        "stride_w=2\ngroups=3\ndilation_h=2\n",
+                          shape_make(2, 3, 5, 5));
+    const conv_params *p = l->priv;
+    ck_assert_int_eq(p->pad_top, 1);
+    ck_assert_int_eq(p->pad_bottom, 2);
+    ck_assert_int_eq(p->pad_left, 1);
+    ck_assert_int_eq(p->pad_right, 1);
+    ck_assert_int_eq(l->out.h, 4);   /* (5 + 3 - 5) / 1 + 1 */
+    ck_assert_int_eq(l->out.w, 3);   /* (5 + 2 - 3) / 2 + 1 */
+    ck_assert_int_eq(l->params[0].shape.c, 1);
+    char buf[96];
+    l->ops->describe(l, buf, sizeof buf);
+    ck_assert_str_eq(buf, "3x3/1x2 p1,2,1,1 d2x1 g3, 6 filters");
+    layer_destroy(l, NULL);
 }
 END_TEST
 
@@ -754,7 +881,7 @@ static void copy_params(void *priv, const void *arg) { memcpy(priv, arg, sizeof(
 
 START_TEST(test_create_in_code)
 {
-    conv_params p = {8, 3, 2, 1, 1};
+    conv_params p = {.filters = 8, .size = 3, .stride = 2, .pad = 1, .bias = 1};
     layer *l = NULL;
     ck_assert_int_eq(layer_create_with(&conv_ops, 0, shape_make(2, 3, 9, 9), copy_params, &p, &l),
                      VDNN_OK);
@@ -767,6 +894,21 @@ START_TEST(test_create_in_code)
     p.stride = 1;
     p.size = 12;
     ck_assert_int_eq(layer_create_with(&conv_ops, 0, shape_make(2, 3, 9, 9), copy_params, &p, &l),
+                     VDNN_EINVAL);
+    /* depthwise: weights (6, 1, 3, 3); a column buffer holds one group's 1*3*3 rows */
+    conv_params d = {.filters = 6, .size = 3, .stride = 1, .pad = 1, .bias = 1, .groups = 3};
+    ck_assert_int_eq(layer_create_with(&conv_ops, 0, shape_make(2, 3, 9, 9), copy_params, &d, &l),
+                     VDNN_OK);
+    ck_assert_int_eq(l->params[0].shape.c, 1);
+    ck_assert_int_eq(l->out.h, 9);
+    ck_assert_uint_eq(layer_workspace_bytes(l, PASS_FWD, CONV_ALGO_IM2COL), 9 * 81 * sizeof(float));
+    layer_destroy(l, NULL);
+    d.groups = 2;
+    ck_assert_int_eq(layer_create_with(&conv_ops, 0, shape_make(2, 3, 9, 9), copy_params, &d, &l),
+                     VDNN_EINVAL);
+    d.groups = 3;
+    d.dilation_w = 65;
+    ck_assert_int_eq(layer_create_with(&conv_ops, 0, shape_make(2, 3, 9, 9), copy_params, &d, &l),
                      VDNN_EINVAL);
 }
 END_TEST
@@ -781,6 +923,7 @@ static Suite *conv_suite(void)
     tcase_add_loop_test(tc, test_backward_reference, 0, NCASES);
     /* the chunked cases are large and add no gradient path the reference misses */
     tcase_add_loop_test(tc, test_gradcheck, 0, CASE_CHUNKED_A);
+    tcase_add_loop_test(tc, test_gradcheck, CASE_OPTIONS, NCASES);
     tcase_add_loop_test(tc, test_stays_in_bounds, 0, NCASES);
     tcase_add_test(tc, test_workspace_bytes);
     tcase_add_test(tc, test_par_workspace);
@@ -790,6 +933,7 @@ static Suite *conv_suite(void)
     tcase_add_test(tc, test_small_workspace);
     tcase_add_test(tc, test_bad_algo_and_batch);
     tcase_add_test(tc, test_config_keys);
+    tcase_add_test(tc, test_config_option_keys);
     tcase_add_test(tc, test_defaults_and_describe);
     tcase_add_test(tc, test_create_in_code);
     suite_add_tcase(s, tc);

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "data/data.h"
+#include "layers/conv.h"
 #include "layers/layer.h"
 #include "nets/config.h"
 #include "nets/net.h"
@@ -391,6 +392,13 @@ static const lcase conv_cases[] = {
     {"conv 3x3/1 p1", CONV(8, 3, 1, 1, 1), {2, 8, 9, 9}, 1, 0, TOL_GEMM, 1},
     {"conv 5x5 p2, no bias", CONV(6, 5, 1, 2, 0), {2, 4, 12, 12}, 1, 0, TOL_GEMM, 1},
     {"conv 3x3/1 p1, 16 -> 32 channels, 16x16", CONV(32, 3, 1, 1, 1), {4, 16, 16, 16}, 1, 0, TOL_GEMM, 1},
+    /* cuDNN's group count, dilation, rectangular kernels and strides against conv.c's */
+    {"conv 3x3 p1, 2 groups", CONV(6, 3, 1, 1, 1) "groups = 2\n", {2, 4, 6, 5}, 1, 0, TOL_GEMM, 1},
+    {"conv 3x3/2 p1, depthwise", CONV(8, 3, 2, 1, 1) "groups = 8\n", {2, 8, 9, 9}, 1, 0, TOL_GEMM, 1},
+    {"conv 3x3 p2, dilation 2", CONV(4, 3, 1, 2, 1) "dilation = 2\n", {2, 3, 9, 8}, 1, 0, TOL_GEMM, 1},
+    {"conv 3x1, stride 2x1, pad 1", "[convolutional]\nfilters = 4\nsize_h = 3\nsize_w = 1\nstride_h = 2\n"
+     "stride_w = 1\npad = 1\n", {2, 3, 7, 6}, 1, 0, TOL_GEMM, 1},
+    {"conv 3x3 p1, 32 groups (ResNeXt)", CONV(64, 3, 1, 1, 0) "groups = 32\n", {2, 64, 8, 8}, 1, 0, TOL_GEMM, 1},
 };
 #define NCONV ((int)(sizeof conv_cases / sizeof *conv_cases))
 
@@ -403,10 +411,21 @@ static const lcase other_cases[] = {
     {"avgpool 2x2/2", POOL("avgpool", 2, 2, 0), {2, 3, 8, 6}, 1, 0, TOL_ELEMENTWISE, 1},
     /* padding counts in the divisor (pool.c: PyTorch's count_include_pad) */
     {"avgpool 3x3/2 p1", POOL("avgpool", 3, 2, 1), {2, 4, 9, 10}, 1, 0, TOL_ELEMENTWISE, 1},
+    /* Caffe's round-up, rectangular windows, global windows, padding left out */
+    {"maxpool 3x3/2 ceil", POOL("maxpool", 3, 2, 0) "ceil_mode = 1\n", {2, 3, 8, 6}, 1, 0, TOL_ELEMENTWISE, 1},
+    {"avgpool 3x3/2 p1 ceil", POOL("avgpool", 3, 2, 1) "ceil_mode = 1\n", {2, 3, 8, 7}, 1, 0, TOL_ELEMENTWISE, 1},
+    {"avgpool 3x3/2 p1 count_pad 0", POOL("avgpool", 3, 2, 1) "count_pad = 0\n", {2, 4, 9, 10}, 1, 0,
+     TOL_ELEMENTWISE, 1},
+    {"maxpool 3x2/1x2 p1,0", "[maxpool]\nsize_h = 3\nsize_w = 2\nstride_h = 1\nstride_w = 2\npad_h = 1\n",
+     {2, 3, 7, 8}, 1, 0, TOL_ELEMENTWISE, 1},
+    {"maxpool global 70x66", "[maxpool]\nglobal = 1\n", {2, 3, 70, 66}, 1, 0, TOL_ELEMENTWISE, 1},
+    {"avgpool global 70x66", "[avgpool]\nglobal = 1\n", {2, 3, 70, 66}, 1, 0, TOL_ELEMENTWISE, 1},
     {"relu", "[relu]\n", {3, 4, 5, 7}, 1, 0, TOL_ELEMENTWISE, 1},
     {"leaky 0.1", "[leaky]\nslope = 0.1\n", {3, 4, 5, 7}, 1, 0, TOL_ELEMENTWISE, 1},
     {"tanh", "[tanh]\n", {3, 4, 5, 7}, 1, 0, TOL_ELEMENTWISE, 2},
     {"sigmoid", "[sigmoid]\n", {3, 4, 5, 7}, 1, 0, TOL_ELEMENTWISE, 3},
+    {"clip (ReLU6)", "[clip]\n", {3, 4, 5, 7}, 1, 0, TOL_ELEMENTWISE, 8},
+    {"clip [-1, 0.5]", "[clip]\nmin = -1\nmax = 0.5\n", {3, 4, 5, 7}, 1, 0, TOL_ELEMENTWISE, 2},
     {"batchnorm, train", "[batchnorm]\n", {4, 5, 3, 7}, 1, 0, TOL_STATS, 2},
     {"batchnorm, eval", "[batchnorm]\n", {4, 5, 3, 7}, 0, 0, TOL_STATS, 2},
     {"batchnorm, train, recomputed", "[batchnorm]\nmomentum = 0.3\n", {4, 5, 3, 7}, 1, 1, TOL_STATS, 2},
@@ -416,6 +435,10 @@ static const lcase other_cases[] = {
     {"dropout 0.3, eval", "[dropout]\nprobability = 0.3\n", {3, 4, 5, 7}, 0, 0, TOL_ELEMENTWISE, 1},
     {"softmax over 10", "[softmax]\n", {5, 10, 1, 1}, 1, 0, TOL_ELEMENTWISE, 3},
     {"softmax over 3x2x2", "[softmax]\n", {4, 3, 2, 2}, 1, 0, TOL_ELEMENTWISE, 3},
+    {"logistic, one output", "[logistic]\n", {7, 1, 1, 1}, 1, 0, TOL_ELEMENTWISE, 3},
+    {"logistic over 5 (one-hot)", "[logistic]\n", {4, 5, 1, 1}, 1, 0, TOL_ELEMENTWISE, 3},
+    {"l2, one output", "[l2]\n", {7, 1, 1, 1}, 1, 0, TOL_ELEMENTWISE, 2},
+    {"l2 over 3x2x2 (one-hot)", "[l2]\n", {4, 3, 2, 2}, 1, 0, TOL_ELEMENTWISE, 2},
 };
 #define NOTHER ((int)(sizeof other_cases / sizeof *other_cases))
 
@@ -508,7 +531,10 @@ static void rig_init(rig *r, const lcase *k, device *cpu, device *gpu)
     ck_assert_ptr_nonnull(r->hlab);
     rng g;
     rng_seed(&g, 3);
-    for (int i = 0; i < k->in.n; i++) r->hlab[i] = (int32_t)rng_below(&g, (uint32_t)shape_per_item(probe->in));
+    /* a loss's labels range over its classes (two for a one-output logistic or l2) */
+    const uint32_t classes = probe->ops->loss_classes ? (uint32_t)probe->ops->loss_classes(probe)
+                                                      : (uint32_t)shape_per_item(probe->in);
+    for (int i = 0; i < k->in.n; i++) r->hlab[i] = (int32_t)rng_below(&g, classes);
     /* He-initialised weights at a variance of 1/fan_in keep outputs near unit scale;
      * scales, shifts and running statistics in [0.5, 1.5] (a variance must be > 0) */
     for (int i = 0; i < probe->nparams; i++) {
@@ -793,6 +819,21 @@ START_TEST(test_conv_layer)
     char check[160];
     snprintf(check, sizeof check, "test_conv_layer[%d] (%s)", _i, conv_cases[_i].what);
     check_layer_case(&conv_cases[_i], check);
+}
+END_TEST
+
+/* Asymmetric padding has no cuDNN convolution: binding the layer to a GPU fails with a
+ * message, not a crash and not another layer's result. */
+START_TEST(test_conv_asymmetric_refused)
+{
+    if (skip_without_gpu("test_conv_asymmetric_refused")) return;
+    device *gpu = make_gpu(LAYER_GPU_BUDGET, 0, 0);
+    layer *l = test_layer(&conv_ops, 0, "[convolutional]\nfilters = 4\nsize = 2\npad_bottom = 1\npad_right = 1\n",
+                          shape_make(2, 3, 5, 6));
+    ck_assert_int_eq(layer_bind(l, gpu), VDNN_EDEVICE);
+    ck_assert_ptr_nonnull(strstr(vdnn_errmsg(), "asymmetric padding"));
+    layer_destroy(l, gpu);
+    device_destroy(gpu);
 }
 END_TEST
 
@@ -1480,6 +1521,7 @@ static Suite *cuda_suite(void)
     TCase *lay = tcase_create("layers");
     tcase_set_timeout(lay, 120);
     tcase_add_loop_test(lay, test_conv_layer, 0, NCONV);
+    tcase_add_test(lay, test_conv_asymmetric_refused);
     tcase_add_loop_test(lay, test_other_layer, 0, NOTHER);
     tcase_add_test(lay, test_multi_input_layers);
     tcase_add_test(lay, test_conv_nondeterministic);

@@ -560,6 +560,94 @@ START_TEST(test_policies_on_graph)
 }
 END_TEST
 
+/* ---- the blocks of real nets under every policy ---- */
+
+/* A ResNeXt-style bottleneck: 1x1, 3x3 in 32 groups of 2 channels, 1x1, around a
+ * shortcut; a global average pooling. */
+#define RESNEXT_NET                                                                                 \
+    "[net]\nbatch = 4\nchannels = 3\nheight = 8\nwidth = 8\n"                                      \
+    "[train]\nepochs = 1\nlearning_rate = 0.05\nmomentum = 0.9\nweight_decay = 0.0005\nseed = 4\n" TN_DATA \
+    "[convolutional]\nfilters = 32\nsize = 3\npad = 1\n[batchnorm]\n[relu]\nname = block_in\n"       \
+    "[convolutional]\nfilters = 64\nsize = 1\nbias = 0\n[batchnorm]\n[relu]\n"                       \
+    "[convolutional]\nfilters = 64\nsize = 3\npad = 1\ngroups = 32\nbias = 0\n[batchnorm]\n[relu]\n"   \
+    "[convolutional]\nfilters = 32\nsize = 1\nbias = 0\n[batchnorm]\n[add]\ninput = -1, block_in\n"   \
+    "[relu]\n[avgpool]\nglobal = 1\n[connected]\noutput = 4\n[softmax]\n"
+
+/* A MobileNet-style block: a strided stem, a depthwise 3x3 and a pointwise 1x1, each
+ * with batch norm and ReLU6; then a convolution with the other options (a 3x2 kernel,
+ * dilated, padded unevenly, in two groups), a ceil-mode max pooling (6x5 to 3x3, the
+ * last column's windows half outside) and a global average of the real cells. */
+#define MOBILE_NET                                                                                  \
+    "[net]\nbatch = 4\nchannels = 3\nheight = 12\nwidth = 12\n"                                    \
+    "[train]\nepochs = 1\nlearning_rate = 0.05\nmomentum = 0.9\nweight_decay = 0.0005\nseed = 4\n" TN_DATA \
+    "[convolutional]\nfilters = 8\nsize = 3\nstride = 2\npad = 1\nbias = 0\n[batchnorm]\n[clip]\n"    \
+    "[convolutional]\nfilters = 8\nsize = 3\npad = 1\ngroups = 8\nbias = 0\n[batchnorm]\n[clip]\n"    \
+    "[convolutional]\nfilters = 16\nsize = 1\nbias = 0\n[batchnorm]\n[clip]\n"                       \
+    "[convolutional]\nfilters = 8\nsize_h = 3\nsize_w = 2\ndilation = 2\npad_top = 2\npad_bottom = 2\n" \
+    "pad_left = 0\npad_right = 1\ngroups = 2\n[clip]\nmin = -1\nmax = 1\n"                           \
+    "[maxpool]\nsize = 2\nceil_mode = 1\n[avgpool]\nglobal = 1\ncount_pad = 0\n[connected]\noutput = 4\n"      \
+    "[softmax]\n"
+
+static const char *const block_nets[] = {RESNEXT_NET, MOBILE_NET};
+
+/* Made-up costs for n, the later algorithms the faster, so that dyn's search mixes
+ * algorithms, offloads, recomputation and swaps the same way on every machine. Free
+ * pr->layers. */
+static profile made_up_profile(const net *n)
+{
+    profile pr = {.nlayers = n->nlayers, .batch = n->input.n};
+    pr.layers = calloc((size_t)n->nlayers, sizeof *pr.layers);
+    ck_assert_ptr_nonnull(pr.layers);
+    for (int i = 0; i < n->nlayers; i++)
+        for (int a = 0; a < PLAN_MAX_ALGOS; a++) {
+            pr.layers[i].fwd_s[a] = 1e-3 / (1 + a);
+            pr.layers[i].bwd_data_s[a] = i ? 1e-3 / (1 + a) : 0;
+            pr.layers[i].bwd_filter_s[a] = n->layers[i]->ops->algo_count ? 1e-3 / (1 + a) : 0;
+        }
+    pr.h2d_bytes_per_s = pr.d2h_bytes_per_s = pr.duplex_bytes_per_s = 1e8;
+    return pr;
+}
+
+/* Each block trains three steps bit for bit as under none: under every fixed policy at
+ * its least budget, and under dyn's plan at the least budget the planner can plan
+ * (against none with that plan's algorithms). */
+START_TEST(test_blocks_under_every_policy)
+{
+    const char *text = block_nets[_i];
+    net *n = tn_parse(text, NULL);
+    result none = run_plan(text, NULL, 0);
+    for (int pol = POLICY_ALL; pol < POLICY_COUNT; pol++) {
+        plan p;
+        ck_assert_int_eq(plan_policy(n, NULL, (mem_policy)pol, ALGO_MEM, PREFETCH_FAR, 1, &p), VDNN_OK);
+        result r = run_plan(text, &p, plan_peak(n, &p));
+        same_result(&none, &r, policy_name((mem_policy)pol));
+        free(r.bytes);
+        plan_free(&p);
+    }
+    profile pr = made_up_profile(n);
+    size_t least = 0;
+    ck_assert_int_eq(plan_least(n, &least), VDNN_OK);
+    plan dyn, same_algos;
+    ck_assert_msg(plan_search(n, &pr, least, SEARCH_BB, (search_limits){0, 5}, &dyn, NULL) == VDNN_OK, "%s",
+                  vdnn_errmsg());
+    ck_assert_int_eq(plan_copy(&same_algos, &dyn), VDNN_OK);
+    memset(same_algos.offload, MAP_KEEP, (size_t)n->nlayers + 1);
+    memset(same_algos.swap, SWAP_NONE, (size_t)n->nlayers);
+    int moved = 0;
+    for (int i = 0; i < n->nlayers; i++) moved += dyn.offload[i] != MAP_KEEP || dyn.swap[i] != SWAP_NONE;
+    ck_assert_msg(moved > 0, "dyn's plan at the least budget moves nothing");
+    result base = run_plan(text, &same_algos, 0), r = run_plan(text, &dyn, dyn.peak_bytes);
+    same_result(&base, &r, "dyn");
+    free(base.bytes);
+    free(r.bytes);
+    plan_free(&dyn);
+    plan_free(&same_algos);
+    free(pr.layers);
+    free(none.bytes);
+    net_free(n);
+}
+END_TEST
+
 /* dyn's least budget (`vdnn info`): no fixed policy needs less, and the planner finds a
  * plan in exactly that budget. */
 START_TEST(test_dyn_least)
@@ -816,6 +904,7 @@ static Suite *graph_suite(void)
     tcase_add_test(iter, test_accumulated_gradient);
     tcase_add_test(iter, test_recompute_across_branches);
     tcase_add_test(iter, test_policies_on_graph);
+    tcase_add_loop_test(iter, test_blocks_under_every_policy, 0, 2);
     tcase_add_test(iter, test_dyn_least);
     suite_add_tcase(s, iter);
 

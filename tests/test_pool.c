@@ -16,35 +16,80 @@
 
 extern const layer_ops maxpool_ops, avgpool_ops;
 
+/* One geometry: input (n, c, h, w), the square keys, and options left 0 in a plain
+ * case: with `rect`, the window width, horizontal stride and pad are kw, sw, pw (size,
+ * stride and pad then being the vertical ones); ceil_mode; global; and `excl`, average
+ * pooling that excludes padding (count_pad = 0). */
 typedef struct pool_case {
     int n, c, h, w;
     int size, stride, pad;
+    int rect, kw, sw, pw, ceil, global, excl;
 } pool_case;
 
+#define PLAIN 0, 0, 0, 0, 0, 0, 0
+
 static const pool_case cases[] = {
-    {3, 3, 7, 5, 3, 2, 1},   /* odd shape, overlapping windows, pad 1 */
-    {2, 2, 7, 5, 2, 2, 0},   /* the usual 2x2/2 on odd sides: the last row/column dropped */
-    {2, 3, 6, 6, 3, 1, 0},   /* stride 1 */
-    {2, 2, 4, 5, 1, 1, 0},   /* 1x1: the identity */
-    {2, 2, 9, 8, 4, 3, 2},   /* even window, stride 3, pad 2 */
-    {2, 2, 8, 9, 2, 3, 1},   /* stride larger than the window: cells skipped */
+    {3, 3, 7, 5, 3, 2, 1, PLAIN},   /* odd shape, overlapping windows, pad 1 */
+    {2, 2, 7, 5, 2, 2, 0, PLAIN},   /* the usual 2x2/2 on odd sides: the last row/column dropped */
+    {2, 3, 6, 6, 3, 1, 0, PLAIN},   /* stride 1 */
+    {2, 2, 4, 5, 1, 1, 0, PLAIN},   /* 1x1: the identity */
+    {2, 2, 9, 8, 4, 3, 2, PLAIN},   /* even window, stride 3, pad 2 */
+    {2, 2, 8, 9, 2, 3, 1, PLAIN},   /* stride larger than the window: cells skipped */
     /* windows that tile without overlap (the tiled backward): exactly, and with a
      * remainder no window covers */
-    {2, 3, 6, 8, 2, 2, 0},
-    {2, 2, 9, 6, 3, 3, 0},
-    {2, 2, 10, 7, 3, 3, 0},
+    {2, 3, 6, 8, 2, 2, 0, PLAIN},
+    {2, 2, 9, 6, 3, 3, 0, PLAIN},
+    {2, 2, 10, 7, 3, 3, 0, PLAIN},
+    /* ceil_mode: a last window past the edge (2x2/2 on odd sides: not the tiled path),
+     * and one that would start in the bottom padding, dropped */
+    {2, 3, 7, 9, 2, 2, 0, .ceil = 1},
+    {2, 3, 6, 6, 3, 2, 0, .ceil = 1},
+    {2, 2, 5, 7, 2, 2, 1, .ceil = 1},
+    /* rectangular windows, strides and pads */
+    {2, 3, 7, 9, 3, 1, 1, .rect = 1, .kw = 2, .sw = 3, .pw = 0},
+    {2, 2, 8, 6, 2, 2, 0, .rect = 1, .kw = 3, .sw = 3, .pw = 1, .ceil = 1},
+    /* averages over the real cells only */
+    {2, 2, 7, 5, 3, 2, 1, .excl = 1},
+    {2, 2, 6, 7, 3, 2, 1, .ceil = 1, .excl = 1},
+    /* global: a small map, and one larger than any window side a config may give */
+    {2, 2, 5, 4, .global = 1},
+    {2, 3, 70, 66, .global = 1, .excl = 1},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
-static int out_side(int in, int k, int s, int p) { return (in + 2 * p - k) / s + 1; }
+/* A case's resolved window, strides and pads. */
+static int kh_of(const pool_case *k) { return k->global ? k->h : k->size; }
+static int kw_of(const pool_case *k) { return k->global ? k->w : k->rect ? k->kw : k->size; }
+static int sh_of(const pool_case *k) { return k->global ? 1 : k->stride; }
+static int sw_of(const pool_case *k) { return k->global ? 1 : k->rect ? k->sw : k->stride; }
+static int ph_of(const pool_case *k) { return k->global ? 0 : k->pad; }
+static int pw_of(const pool_case *k) { return k->global ? 0 : k->rect ? k->pw : k->pad; }
+
+/* PyTorch's output size: rounded down, or up with the last window starting inside the
+ * input or its top/left padding. */
+static int out_side(int in, int k, int s, int p, int ceil_mode)
+{
+    int out = (in + 2 * p - k + (ceil_mode ? s - 1 : 0)) / s + 1;
+    if (ceil_mode && (out - 1) * s >= in + p) out--;
+    return out;
+}
+static int out_h(const pool_case *k) { return out_side(k->h, kh_of(k), sh_of(k), ph_of(k), k->ceil); }
+static int out_w(const pool_case *k) { return out_side(k->w, kw_of(k), sw_of(k), pw_of(k), k->ceil); }
 
 static const layer_ops *ops_of(int is_max) { return is_max ? &maxpool_ops : &avgpool_ops; }
 
 static layer *make_pool(int is_max, const pool_case *k)
 {
-    char text[128];
-    snprintf(text, sizeof text, "[%s]\nsize=%d\nstride=%d\npad=%d\n", ops_of(is_max)->type,
-             k->size, k->stride, k->pad);
+    char text[256];
+    int n = snprintf(text, sizeof text, "[%s]\n", ops_of(is_max)->type);
+    if (k->global) n += snprintf(text + n, sizeof text - n, "global=1\n");
+    else if (k->rect)
+        n += snprintf(text + n, sizeof text - n,
+                      "size_h=%d\nsize_w=%d\nstride_h=%d\nstride_w=%d\npad_h=%d\npad_w=%d\n", k->size,
+                      k->kw, k->stride, k->sw, k->pad, k->pw);
+    else n += snprintf(text + n, sizeof text - n, "size=%d\nstride=%d\npad=%d\n", k->size, k->stride, k->pad);
+    if (k->ceil) n += snprintf(text + n, sizeof text - n, "ceil_mode=1\n");
+    if (k->excl && !is_max) snprintf(text + n, sizeof text - n, "count_pad=0\n");
     return test_layer(ops_of(is_max), 0, text, shape_make(k->n, k->c, k->h, k->w));
 }
 
@@ -56,32 +101,46 @@ static vdnn_status config_status(const char *text, const layer_ops *ops)
 
 /* ---- the naive reference ----------------------------------------------------------- */
 
+/* The cells of window (p, q): rows [*r0, *r1), columns [*c0, *c1) before clipping. */
+static void window_rows(const pool_case *k, int p, int q, int *r0, int *r1, int *c0, int *c1)
+{
+    *r0 = p * sh_of(k) - ph_of(k);
+    *c0 = q * sw_of(k) - pw_of(k);
+    *r1 = *r0 + kh_of(k);
+    *c1 = *c0 + kw_of(k);
+}
+
 /* For output (i, c, p, q): the index in x of its first maximum over the real cells,
- * and the sum over the real cells. */
+ * the sum over the real cells, and the average's divisor. */
 static void ref_window(const pool_case *k, const float *x, int i, int c, int p, int q,
-                       size_t *argmax, double *sum)
+                       size_t *argmax, double *sum, int *div)
 {
     double best = -INFINITY;
+    int r0, r1, c0, c1, real = 0;
+    window_rows(k, p, q, &r0, &r1, &c0, &c1);
     *sum = 0.0;
-    for (int u = 0; u < k->size; u++)
-        for (int v = 0; v < k->size; v++) {
-            int ih = p * k->stride - k->pad + u, iw = q * k->stride - k->pad + v;
+    for (int ih = r0; ih < r1; ih++)
+        for (int iw = c0; iw < c1; iw++) {
             if (ih < 0 || ih >= k->h || iw < 0 || iw >= k->w) continue;
             size_t xi = (((size_t)i * k->c + c) * k->h + ih) * k->w + iw;
             *sum += x[xi];
+            real++;
             if (x[xi] > best) {
                 best = x[xi];
                 *argmax = xi;
             }
         }
+    /* counting padding: the window's cells inside the padded input */
+    const int hp = (r1 < k->h + ph_of(k) ? r1 : k->h + ph_of(k)) - r0;
+    const int wp = (c1 < k->w + pw_of(k) ? c1 : k->w + pw_of(k)) - c0;
+    *div = k->excl ? real : hp * wp;
 }
 
 /* y (N, C, OH, OW), and dx (N, C, H, W) for dy (N, C, OH, OW). */
 static void ref_pool(int is_max, const pool_case *k, const float *x, const float *dy, double *y,
                      double *dx)
 {
-    const int oh = out_side(k->h, k->size, k->stride, k->pad);
-    const int ow = out_side(k->w, k->size, k->stride, k->pad), area = k->size * k->size;
+    const int oh = out_h(k), ow = out_w(k);
     memset(dx, 0, (size_t)k->n * k->c * k->h * k->w * sizeof *dx);
     for (int i = 0; i < k->n; i++)
         for (int c = 0; c < k->c; c++)
@@ -89,17 +148,18 @@ static void ref_pool(int is_max, const pool_case *k, const float *x, const float
                 for (int q = 0; q < ow; q++) {
                     size_t yi = (((size_t)i * k->c + c) * oh + p) * ow + q, am = 0;
                     double sum;
-                    ref_window(k, x, i, c, p, q, &am, &sum);
-                    y[yi] = is_max ? x[am] : sum / area;
+                    int div, r0, r1, c0, c1;
+                    ref_window(k, x, i, c, p, q, &am, &sum, &div);
+                    y[yi] = is_max ? x[am] : sum / div;
                     if (is_max) {
                         dx[am] += dy[yi];
                         continue;
                     }
-                    for (int u = 0; u < k->size; u++)
-                        for (int v = 0; v < k->size; v++) {
-                            int ih = p * k->stride - k->pad + u, iw = q * k->stride - k->pad + v;
+                    window_rows(k, p, q, &r0, &r1, &c0, &c1);
+                    for (int ih = r0; ih < r1; ih++)
+                        for (int iw = c0; iw < c1; iw++) {
                             if (ih < 0 || ih >= k->h || iw < 0 || iw >= k->w) continue;
-                            dx[(((size_t)i * k->c + c) * k->h + ih) * k->w + iw] += dy[yi] / area;
+                            dx[(((size_t)i * k->c + c) * k->h + ih) * k->w + iw] += dy[yi] / div;
                         }
                 }
 }
@@ -152,8 +212,8 @@ START_TEST(test_setup_shapes)
     layer *l = make_pool(is_max, k);
     ck_assert_int_eq(l->out.n, k->n);
     ck_assert_int_eq(l->out.c, k->c);
-    ck_assert_int_eq(l->out.h, out_side(k->h, k->size, k->stride, k->pad));
-    ck_assert_int_eq(l->out.w, out_side(k->w, k->size, k->stride, k->pad));
+    ck_assert_int_eq(l->out.h, out_h(k));
+    ck_assert_int_eq(l->out.w, out_w(k));
     ck_assert_int_eq(l->needs_input, is_max);
     ck_assert_int_eq(l->needs_output, 0);
     ck_assert_int_eq(l->nparams, 0);
@@ -301,7 +361,7 @@ END_TEST
 /* All-negative input with pad 1: a padded zero never wins, every output is negative. */
 START_TEST(test_max_padding_never_wins)
 {
-    const pool_case k = {2, 2, 5, 5, 3, 2, 1};
+    const pool_case k = {2, 2, 5, 5, 3, 2, 1, PLAIN};
     device *d = test_cpu_device();
     layer *l = make_pool(1, &k);
     const size_t xc = shape_count(l->in), yc = shape_count(l->out);
@@ -328,7 +388,7 @@ END_TEST
 /* Constant input: every window ties; dy goes to its first cell in row-major order. */
 START_TEST(test_max_ties_first_wins)
 {
-    const pool_case k = {1, 1, 4, 4, 2, 2, 0};
+    const pool_case k = {1, 1, 4, 4, 2, 2, 0, PLAIN};
     device *d = test_cpu_device();
     layer *l = make_pool(1, &k);
     float x[16], dy[4] = {1.0f, 2.0f, 3.0f, 4.0f}, y[4], dx[16];
@@ -347,7 +407,7 @@ END_TEST
 /* Average pooling divides by size*size even where the window covers padding. */
 START_TEST(test_avg_counts_padding)
 {
-    const pool_case k = {1, 1, 5, 5, 3, 2, 1};
+    const pool_case k = {1, 1, 5, 5, 3, 2, 1, PLAIN};
     device *d = test_cpu_device();
     layer *l = make_pool(0, &k);
     ck_assert_int_eq(l->out.h, 3);
@@ -423,6 +483,72 @@ START_TEST(test_config_keys)
 }
 END_TEST
 
+/* Output sizes that Caffe and PyTorch give (ceil_mode = True), written out. */
+START_TEST(test_ceil_sizes)
+{
+    static const struct { int in, k, s, p, floor_out, ceil_out; } t[] = {
+        {6, 3, 2, 0, 2, 3},      /* a last window over rows 4..5 of 6 */
+        {7, 3, 2, 0, 3, 3},      /* exact: the same either way */
+        {5, 2, 2, 1, 3, 3},      /* a 4th window would start in the bottom padding */
+        {112, 3, 2, 0, 55, 56},  /* GoogLeNet's pool1 in Caffe */
+        {13, 3, 2, 0, 6, 6},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++)
+        for (int ceil_mode = 0; ceil_mode < 2; ceil_mode++) {
+            char text[128];
+            snprintf(text, sizeof text, "[maxpool]\nsize=%d\nstride=%d\npad=%d\nceil_mode=%d\n", t[i].k, t[i].s,
+                     t[i].p, ceil_mode);
+            layer *l = test_layer(&maxpool_ops, 0, text, shape_make(1, 1, t[i].in, 3));
+            ck_assert_int_eq(l->out.h, ceil_mode ? t[i].ceil_out : t[i].floor_out);
+            layer_destroy(l, NULL);
+        }
+}
+END_TEST
+
+/* A bad section fails with EINVAL and a message naming test.cfg:LINE and the key. */
+static void expect_bad(const layer_ops *ops, const char *body, int line, const char *key)
+{
+    char text[256], where[32];
+    snprintf(text, sizeof text, "[%s]\n%s", ops->type, body);
+    snprintf(where, sizeof where, "test.cfg:%d", line);
+    ck_assert_msg(config_status(text, ops) == VDNN_EINVAL, "accepted: %s", text);
+    ck_assert_msg(strstr(vdnn_errmsg(), where) && strstr(vdnn_errmsg(), key), "%s: message '%s' lacks %s or %s",
+                  text, vdnn_errmsg(), where, key);
+}
+
+/* The keys of rectangular, ceil-mode, global and padding-excluding pooling. */
+START_TEST(test_option_keys)
+{
+    const layer_ops *ops = ops_of(_i);
+    expect_bad(ops, "global=1\nsize=2\n", 3, "size");
+    expect_bad(ops, "stride=2\nglobal=1\n", 2, "stride");
+    expect_bad(ops, "global=1\nceil_mode=1\n", 3, "ceil_mode");
+    expect_bad(ops, "global=2\n", 2, "global");
+    expect_bad(ops, "size=2\nceil_mode=yes\n", 3, "ceil_mode");
+    expect_bad(ops, "size_h=2\n", 1, "size");
+    expect_bad(ops, "size_h=2\nsize_w=65\n", 3, "size_w");
+    expect_bad(ops, "size=2\nstride_w=0\n", 3, "stride_w");
+    expect_bad(ops, "size_h=3\nsize_w=2\npad_w=2\n", 4, "pad_w");
+    expect_bad(ops, "size_h=6\nsize_w=2\n", 2, "size_h");
+    expect_bad(&maxpool_ops, "size=2\ncount_pad=0\n", 3, "count_pad");
+    expect_bad(&avgpool_ops, "size=2\ncount_pad=2\n", 3, "count_pad");
+    char text[128], buf[64];
+    snprintf(text, sizeof text, "[%s]\nsize_h=3\nsize_w=2\nstride_w=1\npad_h=1\nceil_mode=1\n", ops->type);
+    layer *l = test_layer(ops, 0, text, shape_make(2, 3, 5, 5));
+    ops->describe(l, buf, sizeof buf);
+    ck_assert_str_eq(buf, "3x2/3x1 p1,0 ceil");
+    ck_assert_int_eq(l->out.h, 2);   /* ceil((5 + 2 - 3) / 3) + 1 = 3, but (3-1)*3 = 6 >= 5 + 1 */
+    layer_destroy(l, NULL);
+    snprintf(text, sizeof text, "[%s]\nglobal=1\n%s", ops->type, _i ? "" : "count_pad=0\n");
+    l = test_layer(ops, 0, text, shape_make(2, 3, 200, 90));
+    ops->describe(l, buf, sizeof buf);
+    ck_assert_str_eq(buf, _i ? "global 200x90" : "global 200x90, count_pad 0");
+    ck_assert_int_eq(l->out.h, 1);
+    ck_assert_int_eq(l->out.w, 1);
+    layer_destroy(l, NULL);
+}
+END_TEST
+
 static Suite *pool_suite(void)
 {
     Suite *s = suite_create("pool");
@@ -438,6 +564,8 @@ static Suite *pool_suite(void)
     tcase_add_test(tc, test_avg_counts_padding);
     tcase_add_loop_test(tc, test_dx_null, 0, 2);
     tcase_add_loop_test(tc, test_config_keys, 0, 2);
+    tcase_add_test(tc, test_ceil_sizes);
+    tcase_add_loop_test(tc, test_option_keys, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }
