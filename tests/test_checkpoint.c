@@ -545,7 +545,7 @@ START_TEST(test_grouped_round_trip_and_mismatch)
     net *a = attached(CK_GROUPED, 3, &da);
     net *b = attached(CK_GROUPED, 99, &db);
     scramble(a, 5);
-    ckpt_state s = {1, 0, 16, 3};
+    ckpt_state s = {1, 0, 16, 3, 0};
     save_ok(a, path, &s);
     ckpt_state r = {0};
     vdnn_status st = checkpoint_load(b, path, &r, 0);
