@@ -6,9 +6,9 @@
 
 ResNets for 32x32 images (He et al. 2016, section 4.2: 6n + 2 layers, basic blocks of
 16/32/64 filters), ResNet-50 (224x224, bottleneck blocks, projection shortcuts where the
-shape changes), GoogLeNet (Szegedy et al. 2015, table 1, without the auxiliary
-classifiers), a DenseNet for 32x32 (Huang et al. 2017, DenseNet-40, k = 12) and a small
-ResNet for Fashion-MNIST.
+shape changes), GoogLeNet (Szegedy et al. 2015, table 1, with the pooling of Caffe's
+bvlc_googlenet, without the auxiliary classifiers), a DenseNet for 32x32 (Huang et al.
+2017, DenseNet-40, k = 12) and a small ResNet for Fashion-MNIST.
 
 Where a block changes the shape, the CIFAR ResNets use projection shortcuts (He et al.'s
 option B: a strided 1x1 convolution and batch norm) instead of option A's zero padding,
@@ -190,8 +190,9 @@ def inception(c, prev, name, c1, r3, c3, r5, c5, pool):
 
 def googlenet():
     c = Cfg()
-    c.comment("GoogLeNet (Inception v1; 3x224x224, 1000 classes): Szegedy et al. 2015, table 1, without the\n"
-              "auxiliary classifiers. Max pooling pads by 1 where the paper rounds up (the same sizes).\n"
+    c.comment("GoogLeNet (Inception v1; 3x224x224, 1000 classes): Szegedy et al. 2015, table 1, as Caffe's\n"
+              "bvlc_googlenet: max pooling 3/2 rounds up (ceil_mode), maps 112, 56, 28, 14, 7. Without the\n"
+              "auxiliary classifiers: a net here has one loss, the last layer.\n"
               "[data] expects a PNG folder (train/<class>/*.png, test/<class>/*.png) of 224x224 images.\n"
               "Written by tools/gen_configs.py; edit that, not this.")
     c.blank()
@@ -199,23 +200,23 @@ def googlenet():
                                seed=1), IMAGENET_DATA)
     conv(c, 64, 7, 2, 3, bias=None)
     c.section("relu")
-    c.section("maxpool", size=3, stride=2, pad=1)
+    c.section("maxpool", size=3, stride=2, ceil_mode=1)
     c.section("lrn", size=5, alpha=0.0001, beta=0.75)
     conv(c, 64, 1, bias=None)
     c.section("relu")
     conv(c, 192, 3, bias=None)
     c.section("relu")
     c.section("lrn", size=5, alpha=0.0001, beta=0.75)
-    c.section("maxpool", size=3, stride=2, pad=1, name="pool2")
+    c.section("maxpool", size=3, stride=2, ceil_mode=1, name="pool2")
     prev = inception(c, "pool2", "i3a", 64, 96, 128, 16, 32, 32)
     prev = inception(c, prev, "i3b", 128, 128, 192, 32, 96, 64)
-    c.section("maxpool", size=3, stride=2, pad=1, name="pool3")
+    c.section("maxpool", size=3, stride=2, ceil_mode=1, name="pool3")
     prev = inception(c, "pool3", "i4a", 192, 96, 208, 16, 48, 64)
     prev = inception(c, prev, "i4b", 160, 112, 224, 24, 64, 64)
     prev = inception(c, prev, "i4c", 128, 128, 256, 24, 64, 64)
     prev = inception(c, prev, "i4d", 112, 144, 288, 32, 64, 64)
     prev = inception(c, prev, "i4e", 256, 160, 320, 32, 128, 128)
-    c.section("maxpool", size=3, stride=2, pad=1, name="pool4")
+    c.section("maxpool", size=3, stride=2, ceil_mode=1, name="pool4")
     prev = inception(c, "pool4", "i5a", 256, 160, 320, 32, 128, 128)
     prev = inception(c, prev, "i5b", 384, 192, 384, 48, 128, 128)
     c.blank()
