@@ -6,9 +6,11 @@
 
 ResNets for 32x32 images (He et al. 2016, section 4.2: 6n + 2 layers, basic blocks of
 16/32/64 filters), ResNet-50 (224x224, bottleneck blocks, projection shortcuts where the
-shape changes), GoogLeNet (Szegedy et al. 2015, table 1, without the auxiliary
-classifiers), a DenseNet for 32x32 (Huang et al. 2017, DenseNet-40, k = 12) and a small
-ResNet for Fashion-MNIST.
+shape changes), GoogLeNet (Szegedy et al. 2015, table 1, with the pooling of Caffe's
+bvlc_googlenet, without the auxiliary classifiers), a DenseNet for 32x32 (Huang et al.
+2017, DenseNet-40, k = 12), a small ResNet for Fashion-MNIST, and the vDNN paper's very
+deep VGG-116/216/316/416 (Rhu et al. 2016: VGG-16 with more 3x3 convolutions per stage;
+plain chains, but too long to write by hand).
 
 Where a block changes the shape, the CIFAR ResNets use projection shortcuts (He et al.'s
 option B: a strided 1x1 convolution and batch norm) instead of option A's zero padding,
@@ -190,8 +192,9 @@ def inception(c, prev, name, c1, r3, c3, r5, c5, pool):
 
 def googlenet():
     c = Cfg()
-    c.comment("GoogLeNet (Inception v1; 3x224x224, 1000 classes): Szegedy et al. 2015, table 1, without the\n"
-              "auxiliary classifiers. Max pooling pads by 1 where the paper rounds up (the same sizes).\n"
+    c.comment("GoogLeNet (Inception v1; 3x224x224, 1000 classes): Szegedy et al. 2015, table 1, as Caffe's\n"
+              "bvlc_googlenet: max pooling 3/2 rounds up (ceil_mode), maps 112, 56, 28, 14, 7. Without the\n"
+              "auxiliary classifiers: a net here has one loss, the last layer.\n"
               "[data] expects a PNG folder (train/<class>/*.png, test/<class>/*.png) of 224x224 images.\n"
               "Written by tools/gen_configs.py; edit that, not this.")
     c.blank()
@@ -199,23 +202,23 @@ def googlenet():
                                seed=1), IMAGENET_DATA)
     conv(c, 64, 7, 2, 3, bias=None)
     c.section("relu")
-    c.section("maxpool", size=3, stride=2, pad=1)
+    c.section("maxpool", size=3, stride=2, ceil_mode=1)
     c.section("lrn", size=5, alpha=0.0001, beta=0.75)
     conv(c, 64, 1, bias=None)
     c.section("relu")
     conv(c, 192, 3, bias=None)
     c.section("relu")
     c.section("lrn", size=5, alpha=0.0001, beta=0.75)
-    c.section("maxpool", size=3, stride=2, pad=1, name="pool2")
+    c.section("maxpool", size=3, stride=2, ceil_mode=1, name="pool2")
     prev = inception(c, "pool2", "i3a", 64, 96, 128, 16, 32, 32)
     prev = inception(c, prev, "i3b", 128, 128, 192, 32, 96, 64)
-    c.section("maxpool", size=3, stride=2, pad=1, name="pool3")
+    c.section("maxpool", size=3, stride=2, ceil_mode=1, name="pool3")
     prev = inception(c, "pool3", "i4a", 192, 96, 208, 16, 48, 64)
     prev = inception(c, prev, "i4b", 160, 112, 224, 24, 64, 64)
     prev = inception(c, prev, "i4c", 128, 128, 256, 24, 64, 64)
     prev = inception(c, prev, "i4d", 112, 144, 288, 32, 64, 64)
     prev = inception(c, prev, "i4e", 256, 160, 320, 32, 128, 128)
-    c.section("maxpool", size=3, stride=2, pad=1, name="pool4")
+    c.section("maxpool", size=3, stride=2, ceil_mode=1, name="pool4")
     prev = inception(c, "pool4", "i5a", 256, 160, 320, 32, 128, 128)
     prev = inception(c, prev, "i5b", 384, 192, 384, 48, 128, 128)
     c.blank()
@@ -260,6 +263,58 @@ def densenet():
     return c.text()
 
 
+VGG_STAGES = [(64, 2), (128, 2), (256, 3), (512, 3), (512, 3)]   # VGG-16 (configuration D)
+
+
+def vgg_deep(depth):
+    """VGG-16 with (depth - 16) / 5 more 3x3 convolutions in each of its five stages."""
+    extra = (depth - 16) // len(VGG_STAGES)
+    assert extra * len(VGG_STAGES) == depth - 16
+    convs = [n + extra for _, n in VGG_STAGES]
+    c = Cfg()
+    c.comment("VGG-%d (3x224x224, 1000 classes): the vDNN paper's very deep VGG (Rhu et al. 2016), VGG-16\n"
+              "(Simonyan and Zisserman 2015, configuration D) with %d more 3x3 convolutions (pad 1,\n"
+              "ReLU), %d added to each of the five stages, each as wide as its stage (64, 128, 256, 512,\n"
+              "512 filters): %s convolutions, then VGG-16's three fully connected layers.\n"
+              "The paper gives the depth only; this even split across the stages is this file's\n"
+              "choice, not a published layout. %s parameters: VGG-16's 138,357,544 and\n"
+              "(9 w^2 + w) per added layer of width w.\n"
+              "[train] and [data] are configs/vgg16.cfg's.\n"
+              "[data] expects a PNG folder (train/<class>/*.png, test/<class>/*.png) of 224x224 images.\n"
+              "Written by tools/gen_configs.py; edit that, not this."
+              % (depth, depth - 16, extra, "/".join(str(n) for n in convs), "{:,}".format(vgg_params(depth))))
+    c.blank()
+    header(c, 64, 3, 224, dict(epochs=74, learning_rate=0.01, momentum=0.9, weight_decay=0.0005,
+                               lr_schedule="cosine", seed=1), IMAGENET_DATA)
+    for s, ((width, _), n) in enumerate(zip(VGG_STAGES, convs)):
+        c.comment("stage %d: %d convolutions of %d filters" % (s + 1, n, width))
+        for _ in range(n):
+            conv(c, width, 3, bias=None)
+            c.section("relu")
+        c.section("maxpool", size=2)
+        c.blank()
+    for output in (4096, 4096):
+        c.section("connected", output=output)
+        c.section("relu")
+        c.section("dropout", probability=0.5)
+    c.section("connected", output=1000)
+    c.section("softmax")
+    return c.text()
+
+
+def vgg_params(depth):
+    """Weights and biases of vgg_deep(depth), from the layer sizes."""
+    extra = (depth - 16) // len(VGG_STAGES)
+    total, channels = 0, 3
+    for width, n in VGG_STAGES:
+        for _ in range(n + extra):
+            total += 9 * channels * width + width
+            channels = width
+    for fan_in, output in ((512 * 7 * 7, 4096), (4096, 4096), (4096, 1000)):
+        total += fan_in * output + output
+    return total
+
+
 CONFIGS = {
     "resnet20.cfg": lambda: resnet_cifar(20),
     "resnet56.cfg": lambda: resnet_cifar(56),
@@ -269,6 +324,10 @@ CONFIGS = {
     "googlenet.cfg": googlenet,
     "densenet40.cfg": densenet,
     "resnet-fmnist.cfg": resnet_fmnist,
+    "vgg116.cfg": lambda: vgg_deep(116),
+    "vgg216.cfg": lambda: vgg_deep(216),
+    "vgg316.cfg": lambda: vgg_deep(316),
+    "vgg416.cfg": lambda: vgg_deep(416),
 }
 
 
