@@ -272,28 +272,6 @@ END_TEST
 
 /* ---- the shipped graphs ---- */
 
-/* Shrinks an ImageNet config to 48x48, its final 7x7 average pool global: the same
- * layers and pool calls' pattern with 5% of the work; frees text and returns the new
- * text. 48 is the least side at which GoogLeNet, whose pooling rounds up as Caffe's
- * does, still has a 3x3 map at its last 3x3 pool. */
-static char *at_48x48(char *text)
-{
-    static const char hw_from[] = "height = 224\nwidth = 224\n", hw_to[] = "height = 48\nwidth = 48\n";
-    static const char pool_from[] = "[avgpool]\nsize = 7\n", pool_to[] = "[avgpool]\nglobal = 1\n";
-    char *hw = strstr(text, hw_from), *pool = NULL;
-    ck_assert_ptr_nonnull(hw);
-    for (char *p = text; (p = strstr(p, pool_from)) != NULL; p++) pool = p;
-    ck_assert_ptr_nonnull(pool);
-    ck_assert(hw < pool);
-    const char *mid = hw + strlen(hw_from), *tail = pool + strlen(pool_from);
-    size_t len = strlen(text) + sizeof pool_to;
-    char *out = malloc(len);
-    ck_assert_ptr_nonnull(out);
-    snprintf(out, len, "%.*s%s%.*s%s%s", (int)(hw - text), text, hw_to, (int)(pool - mid), mid, pool_to, tail);
-    free(text);
-    return out;
-}
-
 /* heavy: tens of seconds here (the budget table replays the net 40 times), ten times
  * that under a sanitizer, where the light ones check the same code. */
 static const struct {
@@ -314,7 +292,7 @@ START_TEST(test_shipped_graphs)
     size_t len = 0;
     char *text = tn_read(shipped[_i].cfg, &len);
     ck_assert_msg(text != NULL, "%s cannot be read", shipped[_i].cfg);
-    if (shipped[_i].imagenet) text = at_48x48(text);
+    if (shipped[_i].imagenet) text = tn_imagenet_48(text);
     net_overrides ov = net_no_overrides();
     ov.batch = 2;
     every_policy(text, &ov, shipped[_i].cfg);

@@ -814,27 +814,6 @@ static char *with_synthetic_data(const char *path, int classes)
     return out;
 }
 
-/* text (a 224x224 ImageNet net ending in a 7x7 average pool) at 48x48, that pool global;
- * frees text and returns the new text. 48 is the least side at which GoogLeNet, whose
- * pooling rounds up as Caffe's does, still has a 3x3 map at its last 3x3 pool. */
-static char *at_48x48(char *text)
-{
-    static const char hw_from[] = "height = 224\nwidth = 224\n", hw_to[] = "height = 48\nwidth = 48\n";
-    static const char pool_from[] = "[avgpool]\nsize = 7\n", pool_to[] = "[avgpool]\nglobal = 1\n";
-    char *hw = strstr(text, hw_from), *pool = NULL;
-    ck_assert_ptr_nonnull(hw);
-    for (char *p = text; (p = strstr(p, pool_from)) != NULL; p++) pool = p;
-    ck_assert_ptr_nonnull(pool);
-    ck_assert(hw < pool);
-    const char *mid = hw + strlen(hw_from), *tail = pool + strlen(pool_from);
-    size_t len = strlen(text) + sizeof pool_to;
-    char *out = malloc(len);
-    ck_assert_ptr_nonnull(out);
-    snprintf(out, len, "%.*s%s%.*s%s%s", (int)(hw - text), text, hw_to, (int)(pool - mid), mid, pool_to, tail);
-    free(text);
-    return out;
-}
-
 /* A few steps of ResNet-50 and GoogLeNet (and the CIFAR nets) at batch 2: they run, and
  * their losses are numbers. Under AddressSanitizer, where a 224x224 step takes a minute,
  * the two ImageNet nets run at 48x48: the same layers and code paths, 5% of the work.
@@ -856,7 +835,7 @@ START_TEST(test_shipped_train_steps)
     for (size_t k = 0; k < sizeof nets / sizeof *nets; k++) {
         if (UNDER_TSAN && nets[k].imagenet) continue;
         char *text = with_synthetic_data(nets[k].cfg, nets[k].classes);
-        if (UNDER_ASAN && nets[k].imagenet) text = at_48x48(text);
+        if (UNDER_ASAN && nets[k].imagenet) text = tn_imagenet_48(text);
         net_overrides ov = net_no_overrides();
         ov.batch = 2;
         device *d;

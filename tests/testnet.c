@@ -266,3 +266,21 @@ int tn_run_suite(Suite *s)
     srunner_free(sr);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }
+
+char *tn_imagenet_48(char *text)
+{
+    static const char hw_from[] = "height = 224\nwidth = 224\n", hw_to[] = "height = 48\nwidth = 48\n";
+    static const char pool_from[] = "[avgpool]\nsize = 7\n", pool_to[] = "[avgpool]\nglobal = 1\n";
+    char *hw = strstr(text, hw_from), *pool = NULL;
+    ck_assert_ptr_nonnull(hw);
+    for (char *p = text; (p = strstr(p, pool_from)) != NULL; p++) pool = p;
+    ck_assert_ptr_nonnull(pool);
+    ck_assert(hw < pool);
+    const char *mid = hw + strlen(hw_from), *tail = pool + strlen(pool_from);
+    size_t len = strlen(text) + sizeof pool_to;
+    char *out = malloc(len);
+    ck_assert_ptr_nonnull(out);
+    snprintf(out, len, "%.*s%s%.*s%s%s", (int)(hw - text), text, hw_to, (int)(pool - mid), mid, pool_to, tail);
+    free(text);
+    return out;
+}

@@ -107,6 +107,12 @@ int tn_same_file(const char *a, const char *b);
  * which Check cuts off whole past its size limit. */
 const char *tn_tail(const char *text, size_t max);
 
+/* An ImageNet config's text (224x224, a final 7x7 average pool) shrunk to 48x48 with
+ * that pool global: the same layers and pattern of pool calls with 5% of the work. 48 is
+ * the least side at which GoogLeNet, whose pooling rounds up as Caffe's does, still has
+ * a 3x3 map at its last 3x3 pool. Frees `text`; free() the text returned. */
+char *tn_imagenet_48(char *text);
+
 /* Runs a suite with Check's normal output: a suite's whole main(). EXIT_SUCCESS when
  * every check passed. */
 int tn_run_suite(Suite *s);
