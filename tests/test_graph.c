@@ -794,26 +794,6 @@ START_TEST(test_shipped_param_counts)
 }
 END_TEST
 
-/* The whole file `path` with its [data] section swapped for synthetic data, so that
- * a net meant for ImageNet or CIFAR-10 runs here. */
-static char *with_synthetic_data(const char *path, int classes)
-{
-    size_t len = 0;
-    char *text = tn_read(path, &len);
-    ck_assert_msg(text != NULL, "cannot read %s", path);
-    char *at = strstr(text, "[data]\n");
-    ck_assert_ptr_nonnull(at);
-    char *end = strstr(at + 1, "\n[");
-    ck_assert_ptr_nonnull(end);
-    char data[160];
-    snprintf(data, sizeof data, "[data]\nset = synthetic\ntrain_size = 8\ntest_size = 4\nclasses = %d\n", classes);
-    char *out = malloc(len + sizeof data);
-    ck_assert_ptr_nonnull(out);
-    snprintf(out, len + sizeof data, "%.*s%s%s", (int)(at - text), text, data, end + 1);
-    free(text);
-    return out;
-}
-
 /* A few steps of ResNet-50 and GoogLeNet (and the CIFAR nets) at batch 2: they run, and
  * their losses are numbers. Under AddressSanitizer, where a 224x224 step takes a minute,
  * the two ImageNet nets run at 48x48: the same layers and code paths, 5% of the work.
@@ -834,7 +814,7 @@ START_TEST(test_shipped_train_steps)
                "test)\n");
     for (size_t k = 0; k < sizeof nets / sizeof *nets; k++) {
         if (UNDER_TSAN && nets[k].imagenet) continue;
-        char *text = with_synthetic_data(nets[k].cfg, nets[k].classes);
+        char *text = tn_synthetic_config(nets[k].cfg, nets[k].classes);
         if (UNDER_ASAN && nets[k].imagenet) text = tn_imagenet_48(text);
         net_overrides ov = net_no_overrides();
         ov.batch = 2;

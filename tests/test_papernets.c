@@ -228,25 +228,6 @@ START_TEST(test_info)
 }
 END_TEST
 
-/* The whole file `path` with its [data] section swapped for synthetic data, so that
- * a net meant for ImageNet runs here. */
-static char *with_synthetic_data(const char *path)
-{
-    size_t len = 0;
-    char *text = tn_read(path, &len);
-    ck_assert_msg(text != NULL, "cannot read %s", path);
-    char *at = strstr(text, "[data]\n");
-    ck_assert_ptr_nonnull(at);
-    char *end = strstr(at + 1, "\n[");
-    ck_assert_ptr_nonnull(end);
-    static const char data[] = "[data]\nset = synthetic\ntrain_size = 8\ntest_size = 4\nclasses = 1000\n";
-    char *out = malloc(len + sizeof data);
-    ck_assert_ptr_nonnull(out);
-    snprintf(out, len + sizeof data, "%.*s%s%s", (int)(at - text), text, data, end + 1);
-    free(text);
-    return out;
-}
-
 /* One step at batch 1 runs and gives a finite, positive loss. VGG-116 runs at 32x32
  * (its [net] lines replaced in place): the same 116 layers, fc6 reading 512x1x1. */
 START_TEST(test_train_step)
@@ -260,7 +241,7 @@ START_TEST(test_train_step)
         return;
     }
     for (size_t k = 0; k < sizeof nets / sizeof *nets; k++) {
-        char *text = with_synthetic_data(nets[k].cfg);
+        char *text = tn_synthetic_config(nets[k].cfg, 1000);
         if (nets[k].small) {
             static const char from[] = "height = 224\nwidth = 224\n", to[] = "height =  32\nwidth =  32\n";
             char *hw = strstr(text, from);

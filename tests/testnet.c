@@ -284,3 +284,21 @@ char *tn_imagenet_48(char *text)
     free(text);
     return out;
 }
+
+char *tn_synthetic_config(const char *path, int classes)
+{
+    size_t len = 0;
+    char *text = tn_read(path, &len);
+    ck_assert_msg(text != NULL, "cannot read %s", path);
+    char *at = strstr(text, "[data]\n");
+    ck_assert_ptr_nonnull(at);
+    char *end = strstr(at + 1, "\n[");
+    ck_assert_ptr_nonnull(end);
+    char data[160];
+    snprintf(data, sizeof data, "[data]\nset = synthetic\ntrain_size = 8\ntest_size = 4\nclasses = %d\n", classes);
+    char *out = malloc(len + sizeof data);
+    ck_assert_ptr_nonnull(out);
+    snprintf(out, len + sizeof data, "%.*s%s%s", (int)(at - text), text, data, end + 1);
+    free(text);
+    return out;
+}

@@ -107,6 +107,11 @@ int tn_same_file(const char *a, const char *b);
  * which Check cuts off whole past its size limit. */
 const char *tn_tail(const char *text, size_t max);
 
+/* The whole config file `path` with its [data] section swapped for a small synthetic
+ * set of `classes` classes, so that a net meant for ImageNet or CIFAR-10 runs here.
+ * free() the text returned. */
+char *tn_synthetic_config(const char *path, int classes);
+
 /* An ImageNet config's text (224x224, a final 7x7 average pool) shrunk to 48x48 with
  * that pool global: the same layers and pattern of pool calls with 5% of the work. 48 is
  * the least side at which GoogLeNet, whose pooling rounds up as Caffe's does, still has
