@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "nets/planner.h"
 #include "nets/solver.h"
@@ -467,8 +468,10 @@ vdnn_status profile_measure(const net *n, device *d, double link_gbps, int threa
 
 vdnn_status profile_save(const profile *p, const char *path)
 {
+    /* named after this process: two jobs that measure the same net at once each write
+     * their own file, and the last rename wins whole */
     char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
     FILE *f = fopen(tmp, "w");
     if (!f) return vdnn_fail(VDNN_EIO, "cannot write profile %s: %s", tmp, strerror(errno));
     fprintf(f, "vdnn-profile %d\ndevice %s\nnet %016llx\nbatch %d\nlayers %d\n", PROFILE_VERSION, p->device,
