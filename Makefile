@@ -15,6 +15,10 @@
 # FUZZ_CC (clang for `make fuzz`), FUZZ_SECONDS (how long `make fuzz` runs each target,
 # default 60).
 
+# Every build compiles one file per core unless -j says otherwise on the command line.
+NPROC   := $(shell nproc 2>/dev/null || echo 1)
+MAKEFLAGS += -j$(NPROC)
+
 CC      ?= cc
 comma   := ,
 OPT     ?= -O3 -march=native
@@ -177,15 +181,40 @@ test: tests
 # protect_shadow_gap=0 lets the CUDA driver map what it needs beside ASan's shadow.
 SAN_CUDA_ARCH := -gencode arch=compute_90,code=sm_90
 
+# Under a sanitizer each suite runs in one process (CK_FORK=no): forking an instrumented
+# process and checking it for leaks at every exit cost more than most checks themselves.
+# A leak anywhere in a suite still fails it, at its exit; VDNN_SUITE_TIMEOUT (tests/run.sh)
+# stands in for the per-check timeouts that only forked checks have. The suites run one
+# per core, each with one OpenMP thread (the checks of several threads ask for them by
+# name), and no check times anything there (tests/tsan.h).
+# The suites of the build and its scripts (tools/, bench/) have no code of ours to
+# instrument: both passes leave them out with a SKIPPED line each.
+SAN_RUN  := CK_FORK=no VDNN_SUITE_TIMEOUT=900 VDNN_TEST_JOBS=$(NPROC) OMP_NUM_THREADS=1
+SAN_SKIP := build findcuda gpu_scripts sysroot
+
 sanitize:
-	ASAN_OPTIONS="$${ASAN_OPTIONS:+$$ASAN_OPTIONS:}protect_shadow_gap=0" $(MAKE) BUILD=build-asan OPT="-O1" \
+	ASAN_OPTIONS="$${ASAN_OPTIONS:+$$ASAN_OPTIONS:}protect_shadow_gap=0" $(SAN_RUN) \
+	    VDNN_SKIP_SUITES="$(SAN_SKIP:%=test_%)" VDNN_SKIP_WHY="tests the build or scripts; make test runs it" \
+	    $(MAKE) BUILD=build-asan OPT="-O1" \
 	    CUDA_ARCH="$(SAN_CUDA_ARCH)" SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" test
 
 # libgomp is not built with ThreadSanitizer, so its own synchronisation would show as
 # races: the suites run with one OpenMP thread, which leaves every thread of ours (the
 # copy engine, the data loader) under the sanitizer's eye.
+# ThreadSanitizer finds races only where several threads of ours run: the CPU device's
+# copy engine doing copies (offload, prefetch, swap), the data loader, data-parallel
+# device threads. The suites in TSAN_SKIP print one SKIPPED line each under it: those
+# where no thread of ours does work (layers, readers, the build, the manager, the
+# command line run as a program) and those whose threaded paths a smaller suite here
+# runs too (budget_graph: graph and budget). make test and make sanitize run them all.
+TSAN_SKIP := $(SAN_SKIP) activation batchnorm connected conv dropout loss lrn pool softmax \
+             checkpoint config data mempool net planfile fuzz papernets \
+             cuda cli hostile manager sweep budget_graph
+
 tsan:
-	OMP_NUM_THREADS=1 $(MAKE) BUILD=build-tsan OPT="-O1" CUDA_ARCH="$(SAN_CUDA_ARCH)" SAN="-fsanitize=thread" test
+	$(SAN_RUN) VDNN_SKIP_SUITES="$(TSAN_SKIP:%=test_%)" \
+	    VDNN_SKIP_WHY="left out under ThreadSanitizer (Makefile: TSAN_SKIP); make test runs it" \
+	    $(MAKE) BUILD=build-tsan OPT="-O1" CUDA_ARCH="$(SAN_CUDA_ARCH)" SAN="-fsanitize=thread" test
 
 # libFuzzer: the library and every target built by clang with coverage, ASan and UBSan
 # into build-fuzz/ (no CUDA), then each target run for FUZZ_SECONDS from its seeds

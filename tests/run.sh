@@ -4,33 +4,88 @@
 # "tests: N passed, N failed, N skipped". Exits non-zero if any check failed.
 # A suite prints "SKIPPED: ..." for each check it could not run (no GPU); those are
 # counted as skipped, never as passed.
+# VDNN_SKIP_SUITES: suite names (test_pool ...) not run this time, each with one
+# "SKIPPED:" line that gives VDNN_SKIP_WHY (make tsan leaves out the single-threaded ones).
+# VDNN_SUITE_TIMEOUT: seconds after which a suite is stopped and counted as failed; set
+# where checks do not fork (CK_FORK=no, the sanitizer passes) and so have no timeout of
+# their own.
+# VDNN_TEST_JOBS: how many suites run at once (default 1). The sanitizer passes run one
+# per core, where no check times anything; make test runs them one at a time, since
+# some of its checks compare timings that a suite beside them would bend. Each suite's
+# output is printed whole, in the order given, once it has ended.
 # Idle OpenMP threads that spin steal the cores from the suites running beside them.
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 # The suites test the CPU device unless a check asks for a GPU by name (tests/test_cuda.c):
 # `--device auto` would otherwise take the GPU on a machine that has one.
 export VDNN_DEVICE="${VDNN_DEVICE:-cpu}"
-# Measured profiles (nets/planner.h) go to a folder of this run, not the user's cache.
-cache=$(mktemp -d "${TMPDIR:-/tmp}/vdnn-test-cache.XXXXXX")
-export VDNN_CACHE="$cache"
-trap 'rm -rf "$cache"' EXIT
-passed=0; failed=0; skipped=0; bad=""
-for t in "$@"; do
+# Measured profiles (nets/planner.h) go to a folder of each suite's own in this run's
+# folder, not to the user's cache; each suite's outputs wait there until printed.
+work=$(mktemp -d "${TMPDIR:-/tmp}/vdnn-test-run.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+jobs=${VDNN_TEST_JOBS:-1}
+case $jobs in '' | *[!0-9]* | 0) echo "VDNN_TEST_JOBS must be a positive number, not '$jobs'"; exit 2 ;; esac
+
+# Suite number $1, binary $2: its output, exit status and wall time into $work/$1.*.
+run_one() {
     t0=$(date +%s.%N)
-    out=$("$t" 2>&1); rc=$?
+    export VDNN_CACHE="$work/cache.$1"
+    mkdir -p "$VDNN_CACHE"
+    if [ -n "${VDNN_SUITE_TIMEOUT:-}" ]; then
+        timeout -k 10 "$VDNN_SUITE_TIMEOUT" "$2" >"$work/$1.out" 2>&1; rc=$?
+        [ "$rc" -eq 124 ] && echo "$2: stopped after $VDNN_SUITE_TIMEOUT s (VDNN_SUITE_TIMEOUT)" >>"$work/$1.out"
+    else
+        "$2" >"$work/$1.out" 2>&1; rc=$?
+    fi
+    awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b - a}' >"$work/$1.time"
+    echo "$rc" >"$work/$1.rc"
+}
+
+passed=0; failed=0; skipped=0; bad=""
+
+# Prints suite number $1 ($2) and adds its checks to the counts.
+report() {
+    out=$(cat "$work/$1.out"); rc=$(cat "$work/$1.rc")
     printf '%s\n' "$out"
-    echo "$t: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b - a}') s"
+    echo "$2: $(cat "$work/$1.time") s"
     line=$(printf '%s\n' "$out" | grep -E '^[0-9]+%: Checks: ' | tail -n 1)
     s=$(printf '%s\n' "$out" | grep -c '^SKIPPED:')
     if [ -z "$line" ]; then
-        failed=$((failed + 1)); bad="$bad $t(crashed:rc=$rc)"; continue
+        failed=$((failed + 1)); bad="$bad $2(crashed:rc=$rc)"; return
     fi
     n=$(printf '%s' "$line" | sed -E 's/.*Checks: ([0-9]+).*/\1/')
     f=$(printf '%s' "$line" | sed -E 's/.*Failures: ([0-9]+).*/\1/')
     e=$(printf '%s' "$line" | sed -E 's/.*Errors: ([0-9]+).*/\1/')
     passed=$((passed + n - f - e - s)); failed=$((failed + f + e)); skipped=$((skipped + s))
-    [ "$rc" -ne 0 ] && [ $((f + e)) -eq 0 ] && { failed=$((failed + 1)); bad="$bad $t(rc=$rc)"; }
-    [ $((f + e)) -gt 0 ] && bad="$bad $t"
+    [ "$rc" -ne 0 ] && [ $((f + e)) -eq 0 ] && { failed=$((failed + 1)); bad="$bad $2(rc=$rc)"; }
+    [ $((f + e)) -gt 0 ] && bad="$bad $2"
+}
+
+# Waits for the oldest running suite and reports it.
+reap() {
+    first=${running%% *}; running=${running#* }
+    wait "${first#*:}"
+    report "${first%%:*}" "$(cat "$work/${first%%:*}.name")"
+}
+
+# The suites left out first, then every other one, at most $jobs at a time, reported in
+# the order given.
+for t in "$@"; do
+    case " ${VDNN_SKIP_SUITES:-} " in
+    *" ${t##*/} "*)
+        echo "SKIPPED: $t: ${VDNN_SKIP_WHY:-left out of this run}"
+        skipped=$((skipped + 1)) ;;
+    esac
 done
+i=0; running=""; count=0
+for t in "$@"; do
+    i=$((i + 1))
+    case " ${VDNN_SKIP_SUITES:-} " in *" ${t##*/} "*) continue ;; esac
+    echo "$t" >"$work/$i.name"
+    run_one "$i" "$t" &
+    running="$running$i:$! "; count=$((count + 1))
+    if [ "$count" -ge "$jobs" ]; then reap; count=$((count - 1)); fi
+done
+while [ -n "$running" ]; do reap; done
 [ -n "$bad" ] && echo "failing suites:$bad"
 echo "tests: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
