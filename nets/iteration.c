@@ -1,5 +1,5 @@
 /* One training iteration and one evaluation batch under the net's memory policy (the
- * rules are in net.h and DESIGN.md). Every device byte comes from the pool; feature
+ * rules are in net.h and docs/design.md). Every device byte comes from the pool; feature
  * maps that the plan offloads go to host memory on the memory stream during forward
  * and come back ahead of their readers during backward, as early as the net's copy
  * timing (prefetch_ahead, release_lag) allows.

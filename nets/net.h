@@ -11,7 +11,7 @@
  * stops there). net_attach() puts the parameters on a device, from its pool. The
  * iteration (nets/iteration.c) takes every feature map, gradient map and workspace from
  * the pool when it is needed and returns it as soon as its last reader is done, and
- * offloads/prefetches feature maps as the policy says (DESIGN.md, "The iteration"):
+ * offloads/prefetches feature maps as the policy says (docs/design.md, "The iteration"):
  *  forward, layer i:  x[i] is on the device; if the plan offloads x[i], its copy to host
  *                     starts on the memory stream and overlaps layer i's compute; x[i+1]
  *                     and the workspace come from the pool; after the layer, x[i] is

@@ -1,4 +1,5 @@
-/* Data-parallel training (DESIGN.md, "Scale beyond one machine"; docs/parallel.md).
+/* Data-parallel training (docs/design.md, "Data-parallel training and the manager";
+ * docs/parallel.md).
  *
  * A job's devices are those of every rank (vdnn/comm.h) in rank order, each rank's in
  * the order of its --devices list: device 0 is rank 0's first. Each device holds a

@@ -1,5 +1,5 @@
 /* Check suite for memory budgets (nets/plan.c, the pool, the CLI's budget messages),
- * against DESIGN.md's "Budget" invariant and net_min_budget()'s promise:
+ * against docs/design.md's "Budget" invariant and net_min_budget()'s promise:
  *
  *  - exact minimum: for several nets, each policy, algorithm mode and look-ahead, a CPU
  *    device with budget M = net_min_budget trains, its pool's high-water mark is at

@@ -1,5 +1,5 @@
 /* Check suite for offloading inside the iteration (nets/iteration.c, vdnn/mm.c) on the
- * CPU device, against DESIGN.md's "The iteration, and the rules that keep it exact":
+ * CPU device, against docs/design.md's "The iteration" and its invariants:
  *
  *  - policy invariance: with the same convolution algorithms, training under none,
  *    all, conv and per-layer offload mixes gives bit-identical losses and parameters
@@ -440,7 +440,7 @@ static void check_residency(const char *text, mem_policy p, const signed char *m
     uint64_t planned = 0;
     for (int j = 0; j <= n->nlayers; j++) {
         ck_assert_int_eq(n->maps[j].first_reader, net_first_reader(n, j));
-        /* DESIGN.md: all offloads every map a backward pass reads, conv the inputs of
+        /* docs/design.md: all offloads every map a backward pass reads, conv the inputs of
          * convolutions; the offload flag of a layer that reads the map wins; unread maps
          * never leave */
         int want = 0;
@@ -708,8 +708,8 @@ START_TEST(test_overlap)
 END_TEST
 
 /* The backward half of the overlap on its own. In a convolution -> relu -> convolution
- * chain, DESIGN.md (backward, rule 1) asks for the prefetch, before each layer, of "the
- * next offloaded tensor that an earlier layer will need", so the input of conv k-1
+ * chain, docs/design.md ("The iteration", backward) asks for the prefetch, before each
+ * layer, of "the next offloaded map an earlier layer needs", so the input of conv k-1
  * arrives while conv k computes its backward (as in vDNN). Only the first prefetch is
  * then exposed: compute waits about m = T_x / 8 per step for prefetches, a quarter of
  * the prefetch time T_x / 2 (plus the copy thread's wake-up delays). A look-ahead that
