@@ -27,10 +27,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "nets/config.h"
+#include "vdnn/config.h"
 #include "vdnn/device.h"
 #include "vdnn/shape.h"
 #include "vdnn/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 #define LAYER_MAX_PARAMS 4
 #define LAYER_NAME_MAX 32
@@ -295,5 +299,9 @@ vdnn_status layer_algo_failed(layer *l, const exec_ctx *c, int pass, int algo, c
 /* Called by a device half before it runs `pass`: when l->algo[pass] has failed before,
  * or VDNN_FAULTS (device.h, tests) says it fails, moves to another as above. */
 vdnn_status layer_algo_check(layer *l, const exec_ctx *c, int pass, layer_need_fn need, void *arg);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -29,7 +29,7 @@
 
 #include "data/data.h"
 #include "layers/layer.h"
-#include "nets/config.h"
+#include "vdnn/config.h"
 #include "vdnn/device.h"
 #include "vdnn/mm.h"
 #include "vdnn/trace.h"

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nets/config.h"
+#include "vdnn/config.h"
 #include "vdnn/rng.h"
 
 gradcheck_opts gradcheck_defaults(void)

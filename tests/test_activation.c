@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "layers/layer.h"
-#include "nets/config.h"
 #include "tests/gradcheck.h"
 #include "tests/testnet.h"
+#include "vdnn/config.h"
 
 extern const layer_ops relu_ops, leaky_ops, tanh_ops, sigmoid_ops, clip_ops;
 

@@ -1,4 +1,4 @@
-/* Check suite for nets/config: the strict INI reader, cfg_check's table-driven
+/* Check suite for vdnn/config: the strict INI reader, cfg_check's table-driven
  * validation, the getters and cfg_error.
  *
  * Every bad-input test asserts the returned status and that the message names the
@@ -12,8 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "nets/config.h"
 #include "tests/testnet.h"
+#include "vdnn/config.h"
 #include "vdnn/status.h"
 
 #define NAME "t.cfg"

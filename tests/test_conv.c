@@ -10,10 +10,10 @@
 #include <string.h>
 
 #include "layers/conv.h"
-#include "nets/config.h"
 #include "tests/gradcheck.h"
 #include "tests/testnet.h"
 #include "tests/tsan.h"
+#include "vdnn/config.h"
 
 /* One geometry: input (n, c, h, w) and the layer's keys. The fields after bias, left 0,
  * give a plain square convolution: kw (kernel width, else size), sw (horizontal stride,

@@ -9,10 +9,10 @@
 #include <string.h>
 
 #include "layers/layer.h"
-#include "nets/config.h"
 #include "tests/gradcheck.h"
 #include "tests/testnet.h"
 #include "tests/tsan.h"
+#include "vdnn/config.h"
 #include <stdio.h>
 
 extern const layer_ops lrn_ops;

@@ -9,9 +9,9 @@
 #include <string.h>
 
 #include "layers/layer.h"
-#include "nets/config.h"
 #include "tests/gradcheck.h"
 #include "tests/testnet.h"
+#include "vdnn/config.h"
 
 extern const layer_ops softmax_ops;
 

@@ -1,4 +1,4 @@
-/* Fuzz target: a config file, read from disk (nets/config.c) and built into a net
+/* Fuzz target: a config file, read from disk (vdnn/config.c) and built into a net
  * (nets/net.c: every section, key and shape), then its exact minimum budget replayed
  * on the simulated device when the net is small enough to replay quickly. */
 #include "tests/fuzz/fuzz.h"

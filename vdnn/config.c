@@ -1,4 +1,4 @@
-/* The strict INI reader and the table-driven checker behind nets/config.h.
+/* The strict INI reader and the table-driven checker behind vdnn/config.h.
  *
  * Unlike Darknet's parser, nothing here is forgiven: a line that is not a header, a
  * "key = value" pair, a comment or blank is an error naming FILE:LINE, and cfg_check()
@@ -14,7 +14,7 @@
  *    never truncated. A file over CFG_FILE_MAX_BYTES is refused before it is read.
  *  - CFG_BOOL is exactly "0" or "1": cfg_int() reads booleans, and one spelling keeps
  *    configs greppable; "true" or "yes" is an error ("'true' is not 0 or 1"). */
-#include "nets/config.h"
+#include "vdnn/config.h"
 
 #include <ctype.h>
 #include <errno.h>
