@@ -72,7 +72,7 @@ static vdnn_status cudnn_forward(layer *l, const exec_ctx *c, const float *x, fl
         return vdnn_fail(VDNN_EDEVICE, "%s: not bound to the CUDA device (layer_bind)", l->name);
     cuda_ctx *ctx = device_cuda_ctx(c->dev);
     const float one = 1.0f, zero = 0.0f;
-    const size_t per_item = shape_per_item(l->in), n = (size_t)c->n, chunk = cuda_cudnn_chunk(l);
+    const size_t per_item = shape_per_item(l->in), n = (size_t)c->n, chunk = cuda_cudnn_chunk(l->in);
     for (size_t i0 = 0; i0 < n; i0 += chunk) {
         const int items = (int)(n - i0 < chunk ? n - i0 : chunk);
         const size_t off = i0 * per_item;

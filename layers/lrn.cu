@@ -138,7 +138,7 @@ extern "C" vdnn_status lrn_forward_cuda(layer *l, const exec_ctx *c, const float
     lrn_gpu *g = (lrn_gpu *)l->gpu;
     if (g) {
         const float one = 1.0f, zero = 0.0f;
-        const size_t per_item = shape_per_item(l->in), chunk = cuda_cudnn_chunk(l);
+        const size_t per_item = shape_per_item(l->in), chunk = cuda_cudnn_chunk(l->in);
         for (size_t i0 = 0; i0 < (size_t)c->n; i0 += chunk) {
             const int items = (int)((size_t)c->n - i0 < chunk ? (size_t)c->n - i0 : chunk);
             const size_t o = i0 * per_item;
@@ -163,7 +163,7 @@ extern "C" vdnn_status lrn_backward_cuda(layer *l, const exec_ctx *c, const floa
     lrn_gpu *g = (lrn_gpu *)l->gpu;
     if (g) {
         const float one = 1.0f, zero = 0.0f;
-        const size_t per_item = shape_per_item(l->in), chunk = cuda_cudnn_chunk(l);
+        const size_t per_item = shape_per_item(l->in), chunk = cuda_cudnn_chunk(l->in);
         for (size_t i0 = 0; i0 < (size_t)c->n; i0 += chunk) {
             const int items = (int)((size_t)c->n - i0 < chunk ? (size_t)c->n - i0 : chunk);
             const size_t o = i0 * per_item;

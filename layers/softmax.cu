@@ -208,7 +208,7 @@ extern "C" vdnn_status softmax_forward_cuda(layer *l, const exec_ctx *c, const f
     const size_t d = shape_per_item(l->in);
     const int n = c->n, want = c->labels && (c->loss_sum || c->correct);
     const float one = 1.0f, zero = 0.0f;
-    const size_t chunk = cuda_cudnn_chunk(l);
+    const size_t chunk = cuda_cudnn_chunk(l->in);
     for (size_t i0 = 0; i0 < (size_t)n; i0 += chunk) {
         const int items = (int)((size_t)n - i0 < chunk ? (size_t)n - i0 : chunk);
         CUDNN_TRY(cudnnSetTensor4dDescriptor(g->t, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, items,

@@ -21,8 +21,8 @@
 extern "C" {
 #endif
 
-#include "layers/layer.h"
 #include "vdnn/device.h"
+#include "vdnn/shape.h"
 #include "vdnn/status.h"
 
 /* Bytes of pinned host memory every CUDA device keeps for small results (the loss). */
@@ -78,11 +78,11 @@ static inline unsigned cuda_blocks(size_t count)
     return b < 1 ? 1u : b > 65535u * 8u ? 65535u * 8u : (unsigned)b;
 }
 
-/* A cuDNN tensor holds at most 2^31 - 1 elements: calls on a layer's input go to cuDNN
- * in chunks of this many items. */
-static inline size_t cuda_cudnn_chunk(const layer *l)
+/* A cuDNN tensor holds at most 2^31 - 1 elements: calls on a tensor of shape `in` go
+ * to cuDNN in chunks of this many items. */
+static inline size_t cuda_cudnn_chunk(shape4 in)
 {
-    const size_t per_item = shape_per_item(l->in);
+    const size_t per_item = shape_per_item(in);
     return per_item < (size_t)INT_MAX ? (size_t)INT_MAX / per_item : 1;
 }
 
