@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "nets/parallel.h"
+#include "vdnn/split.h"
 
 const char *mgr_rule_name(mgr_rule r)
 {

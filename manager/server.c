@@ -14,7 +14,8 @@
 
 #include "manager/nvml.h"
 #include "manager/proto.h"
-#include "nets/parallel.h"
+#include "vdnn/device.h"
+#include "vdnn/split.h"
 
 #define MAX_CONN 256
 #define HELLO_WAIT_S 10.0

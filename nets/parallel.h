@@ -25,6 +25,7 @@
 
 #include "nets/net.h"
 #include "vdnn/comm.h"
+#include "vdnn/split.h"
 
 typedef struct dp_group dp_group;
 
@@ -88,10 +89,5 @@ void dp_busy(const dp_group *g, double *backprop_s, double *update_s);
 /* Copies the parameters, momenta and statistics of the job's device 0 to every replica
  * of every rank, and `step`: after a checkpoint is loaded into rank 0's primary. */
 vdnn_status dp_sync(dp_group *g, uint64_t *step);
-
-/* The split of `items` items by `weights` (count of them, >= 0, not all 0), each device
- * at most cap[k] (NULL: no cap; their sum at least items): floor of each exact share,
- * the rest one by one to the largest remainders (ties to the lower index). */
-void dp_split(int items, const double *weights, const int *cap, int count, int *out);
 
 #endif
