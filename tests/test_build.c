@@ -1,7 +1,8 @@
 /* The Makefile's record of its configuration ($(BUILD)/build-config): objects built
  * before an optional part was found are rebuilt once it is, and nothing is rebuilt
  * when nothing changed. Each check builds one or two objects at -O0 into a scratch
- * BUILD folder, with the make that runs the suites kept out of it (MAKEFLAGS). */
+ * BUILD folder, with the make that runs the suites kept out of it (MAKEFLAGS).
+ * And the floors of the source tree: no include points up (tools/check_floors.sh). */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,6 +101,27 @@ START_TEST(test_mpi_toggle)
 }
 END_TEST
 
+/* No include points up a floor (docs/design.md, "Floors"): tools/check_floors.sh passes
+ * on the tree, and refuses a scratch tree whose vdnn/ includes a layer. */
+START_TEST(test_floors)
+{
+    tn_run r = tn_shell(tn_dir, "sh tools/check_floors.sh");
+    ck_assert_msg(r.status == 0 && strstr(r.out, "every include points down"), "%s%s", r.out, r.err);
+    tn_run_free(&r);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p '%s/t/vdnn' '%s/t/layers' '%s/t/tools' && cp tools/check_floors.sh '%s/t/tools/' && "
+             "printf '#include \"vdnn/status.h\"\\n' > '%s/t/layers/ok.h' && "
+             "printf '#include <stdio.h>\\n#include \"layers/layer.h\"\\n' > '%s/t/vdnn/x.h' && cd '%s/t' && "
+             "sh tools/check_floors.sh",
+             tn_dir, tn_dir, tn_dir, tn_dir, tn_dir, tn_dir, tn_dir);
+    r = tn_shell(tn_dir, cmd);
+    ck_assert_msg(r.status == 1, "an include of layers/ from vdnn/ was not refused (%d):\n%s", r.status, r.out);
+    ck_assert_msg(strstr(r.out, "vdnn/x.h:2: includes layers/layer.h") && !strstr(r.out, "ok.h"), "%s", r.out);
+    tn_run_free(&r);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("build");
@@ -108,6 +130,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_found_part_rebuilds);
     tcase_add_test(tc, test_mpi_toggle);
+    tcase_add_test(tc, test_floors);
     suite_add_tcase(s, tc);
     return tn_run_suite(s);
 }
