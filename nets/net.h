@@ -108,7 +108,7 @@ typedef struct net {
     net_map *graph;           /* (nlayers + 1), per map; owned */
     int chain;                /* every layer reads the previous one's output only */
     mem_policy policy;        /* [memory] policy or --policy */
-    int dyn;                  /* policy dyn: the planner (nets/planner.h) chooses the plan */
+    int dyn;                  /* policy dyn: the planner (nets/planner/planner.h) chooses the plan */
     algo_mode algo;           /* [memory] algo or --algo */
     size_t budget_bytes;      /* [memory] budget or --budget; 0: enough for the net */
     int sync_layers;          /* vDNN's original per-layer barrier on both streams */

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nets/planner.h"
+#include "nets/planner/planner.h"
 
 #define DEFAULT_BUCKET_BYTES ((size_t)4 << 20)
 #define DEFAULT_SHARE_EVERY 10

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "nets/checkpoint.h"
-#include "nets/planner.h"
+#include "nets/planner/planner.h"
 
 /* The line of key `key` in the section whose header is at `line`; 0 if it has none. */
 static int key_line(const net *n, int line, const char *key)

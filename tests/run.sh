@@ -18,7 +18,7 @@ export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 # The suites test the CPU device unless a check asks for a GPU by name (tests/test_cuda.c):
 # `--device auto` would otherwise take the GPU on a machine that has one.
 export VDNN_DEVICE="${VDNN_DEVICE:-cpu}"
-# Measured profiles (nets/planner.h) go to a folder of each suite's own in this run's
+# Measured profiles (nets/planner/planner.h) go to a folder of each suite's own in this run's
 # folder, not to the user's cache; each suite's outputs wait there until printed.
 work=$(mktemp -d "${TMPDIR:-/tmp}/vdnn-test-run.XXXXXX")
 trap 'rm -rf "$work"' EXIT

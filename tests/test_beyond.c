@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nets/planner.h"
+#include "nets/planner/planner.h"
 #include "tests/testnet.h"
 
 #define MICRO_TOLERANCE 1e-4

@@ -1,4 +1,4 @@
-/* Check suite for memory budgets (nets/plan.c, the pool, the CLI's budget messages),
+/* Check suite for memory budgets (nets/planner/budget.c, the pool, the CLI's budget messages),
  * against docs/design.md's "Budget" invariant and net_min_budget()'s promise:
  *
  *  - exact minimum: for several nets, each policy, algorithm mode and look-ahead, a CPU

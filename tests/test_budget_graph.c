@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "nets/net.h"
-#include "nets/planner.h"
+#include "nets/planner/planner.h"
 #include "tests/testnet.h"
 #include "tests/tsan.h"
 #include "vdnn/file.h"

@@ -29,7 +29,7 @@
 #include "layers/conv.h"
 #include "layers/layer.h"
 #include "nets/net.h"
-#include "nets/planner.h"
+#include "nets/planner/planner.h"
 #include "nets/trainer.h"
 #include "tests/gradcheck.h"
 #include "tests/testnet.h"

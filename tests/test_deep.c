@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nets/planner.h"
+#include "nets/planner/planner.h"
 #include "tests/testnet.h"
 #include "tests/tsan.h"
 

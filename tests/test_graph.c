@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "layers/layer.h"
-#include "nets/planner.h"
+#include "nets/planner/planner.h"
 #include "tests/gradcheck.h"
 #include "tests/tsan.h"
 #include "tests/testnet.h"

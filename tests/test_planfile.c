@@ -1,4 +1,4 @@
-/* Check suite for nets/planfile.c: plans as data (nets/planner.h).
+/* Check suite for nets/planner/planfile.c: plans as data (nets/planner/planner.h).
  *
  *  - making plans: plan_init's defaults, plan_copy is deep, plan_policy for every policy
  *    (conv offloads exactly the convolutions' inputs, all every map some backward reads,
@@ -40,7 +40,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "nets/planner.h"
+#include "nets/planner/planner.h"
 #include "tests/testnet.h"
 #include "vdnn/rng.h"
 

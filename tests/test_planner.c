@@ -1,4 +1,4 @@
-/* Check suite for the planner (nets/planner.h): the profile and its cache, the
+/* Check suite for the planner (nets/planner/planner.h): the profile and its cache, the
  * simulator against real iterations on the CPU device with an emulated link, the
  * branch and bound against exhaustive enumeration, vDNN's ladder, and the planner's
  * choice against the fixed policies, measured.
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nets/planner.h"
+#include "nets/planner/planner.h"
 #include "tests/testnet.h"
 #include "tests/tsan.h"
 #include "vdnn/rng.h"

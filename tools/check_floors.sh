@@ -13,7 +13,7 @@ floor() {
 bad=0; files=0
 for dir in vdnn layers data nets manager; do
     mine=$(floor "$dir")
-    for f in "$dir"/*.c "$dir"/*.h "$dir"/*.cu; do
+    for f in "$dir"/*.c "$dir"/*.h "$dir"/*.cu "$dir"/*/*.c "$dir"/*/*.h "$dir"/*/*.cu; do
         [ -f "$f" ] || continue
         files=$((files + 1))
         out=$(grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"[a-z_]*/' "$f" | while IFS= read -r line; do

@@ -2,7 +2,7 @@
  * of every convolution algorithm; totals. Text or JSON. */
 #include "tools/commands.h"
 
-#include "nets/planner.h"
+#include "nets/planner/planner.h"
 
 #include <stdio.h>
 #include <string.h>

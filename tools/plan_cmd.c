@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "nets/planner.h"
+#include "nets/planner/planner.h"
 #include "tools/commands.h"
 
 vdnn_status cli_search_kind(const char *name, search_kind *k)

@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "nets/planner.h"
+#include "nets/planner/planner.h"
 #include "tools/commands.h"
 
 /* A policy as sweep names it: a fixed policy with one algorithm mode, or a search. Its

@@ -12,7 +12,7 @@
 #include "nets/checkpoint.h"
 #include "nets/parallel.h"
 #include "nets/shares.h"
-#include "nets/planner.h"
+#include "nets/planner/planner.h"
 #include "nets/trainer.h"
 #include "vdnn/comm.h"
 #include "tools/commands.h"

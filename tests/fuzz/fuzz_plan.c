@@ -1,11 +1,11 @@
-/* Fuzz target: a plan file (nets/planfile.c) loaded for the tiny net and checked the
+/* Fuzz target: a plan file (nets/planner/planfile.c) loaded for the tiny net and checked the
  * way `vdnn train --plan` checks it: replayed on the simulated device, and, when its
  * peak fits the device, applied and run for one training step. */
 #include "tests/fuzz/fuzz.h"
 
 #include <stdlib.h>
 
-#include "nets/planner.h"
+#include "nets/planner/planner.h"
 
 FUZZ_ENTRY(plan)
 {

@@ -1,8 +1,8 @@
-/* Fuzz target: a profile cache file (nets/profile.c), and, when it is one of the tiny
+/* Fuzz target: a profile cache file (nets/planner/profile.c), and, when it is one of the tiny
  * net's, the planner's search on its costs (the simulator reads every number in it). */
 #include "tests/fuzz/fuzz.h"
 
-#include "nets/planner.h"
+#include "nets/planner/planner.h"
 
 #define NODE_LIMIT 64
 

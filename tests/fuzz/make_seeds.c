@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 
 #include "nets/checkpoint.h"
-#include "nets/planner.h"
+#include "nets/planner/planner.h"
 #include "tests/fuzz/fuzz.h"
 
 static char root[512];

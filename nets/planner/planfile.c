@@ -1,4 +1,4 @@
-/* Plans as data (nets/planner.h): making one (from a net, from a fixed policy), applying
+/* Plans as data (nets/planner/planner.h): making one (from a net, from a fixed policy), applying
  * it to a net, saving and loading it as a text file, and printing it as a table or JSON.
  *
  * Ownership: plan_init, plan_copy, plan_from_net, plan_policy and plan_load treat their
@@ -29,7 +29,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "nets/planner.h"
+#include "nets/planner/planner.h"
 #include "vdnn/file.h"
 
 #define PLAN_MAGIC "vdnn-plan"
@@ -112,7 +112,7 @@ vdnn_status plan_from_net(const net *n, plan *p)
     vdnn_status st = plan_init(p, n);
     if (st != VDNN_OK) return st;
     /* Unattached, the net has no maps yet: net_attach will plan them by its policy, and
-     * nets/plan.c's budget replay assumes the same, so that is the plan it runs. */
+     * nets/planner/budget.c's budget replay assumes the same, so that is the plan it runs. */
     for (int j = 0; j <= n->nlayers; j++)
         p->offload[j] = (unsigned char)(!n->maps               ? net_policy_map(n, j, n->policy)
                                         : n->maps[j].recompute ? MAP_RECOMPUTE

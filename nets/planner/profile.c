@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "nets/planner.h"
+#include "nets/planner/planner.h"
 #include "nets/solver.h"
 #include "vdnn/file.h"
 #include "vdnn/rng.h"

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "nets/net.h"
-#include "nets/planner.h"
+#include "nets/planner/planner.h"
 
 /* Algorithms that failed to run on the device (layer_algo_failed) are passed over. */
 static int smallest_workspace(const layer *l, int pass)
@@ -28,7 +28,7 @@ static int largest_workspace(const layer *l, int pass)
 }
 
 /* The fastest algorithm per pass, from the net's profile on its device: measured once
- * at the net's batch and then read from the profile cache (nets/planner.h), so that
+ * at the net's batch and then read from the profile cache (nets/planner/planner.h), so that
  * every run on the same device picks the same algorithms. */
 static vdnn_status measure_algos(net *n)
 {

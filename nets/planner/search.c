@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nets/planner.h"
+#include "nets/planner/planner.h"
 
-/* How early copies may run (nets/plan.c orders them fastest first). */
+/* How early copies may run (nets/planner/budget.c orders them fastest first). */
 static const int timing_modes[][2] = {
     {PREFETCH_FAR, 1}, {PREFETCH_NEXT, 1}, {PREFETCH_NEXT, 0}, {PREFETCH_ON_DEMAND, 0},
 };
