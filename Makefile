@@ -207,7 +207,7 @@ sanitize:
 # where no thread of ours does work (layers, readers, the build, the manager, the
 # command line run as a program) and those whose threaded paths a smaller suite here
 # runs too (budget_graph: graph and budget). make test and make sanitize run them all.
-TSAN_SKIP := $(SAN_SKIP) activation batchnorm connected conv dropout loss lrn pool softmax \
+TSAN_SKIP := $(SAN_SKIP) activation batchnorm connected conv dropout loss lrn pooling softmax \
              checkpoint config data mempool net planfile fuzz papernets \
              cuda cli hostile manager sweep budget_graph
 

@@ -4,7 +4,7 @@
 # "tests: N passed, N failed, N skipped". Exits non-zero if any check failed.
 # A suite prints "SKIPPED: ..." for each check it could not run (no GPU); those are
 # counted as skipped, never as passed.
-# VDNN_SKIP_SUITES: suite names (test_pool ...) not run this time, each with one
+# VDNN_SKIP_SUITES: suite names (test_pooling ...) not run this time, each with one
 # "SKIPPED:" line that gives VDNN_SKIP_WHY (make tsan leaves out the single-threaded ones).
 # VDNN_SUITE_TIMEOUT: seconds after which a suite is stopped and counted as failed; set
 # where checks do not fork (CK_FORK=no, the sanitizer passes) and so have no timeout of

@@ -35,7 +35,7 @@
 #include "tests/testnet.h"
 #include "vdnn/config.h"
 #include "vdnn/device.h"
-#include "vdnn/pool.h"
+#include "vdnn/mempool.h"
 #include "vdnn/rng.h"
 
 /* Room for the layer checks: the largest workspace cuDNN reports for these small
@@ -409,7 +409,7 @@ static const lcase other_cases[] = {
     {"maxpool 3x3/2 p1", POOL("maxpool", 3, 2, 1), {2, 4, 9, 10}, 1, 0, TOL_ELEMENTWISE, 1},
     {"maxpool 2x2/1", POOL("maxpool", 2, 1, 0), {2, 3, 7, 7}, 1, 0, TOL_ELEMENTWISE, 1},
     {"avgpool 2x2/2", POOL("avgpool", 2, 2, 0), {2, 3, 8, 6}, 1, 0, TOL_ELEMENTWISE, 1},
-    /* padding counts in the divisor (pool.c: PyTorch's count_include_pad) */
+    /* padding counts in the divisor (pooling.c: PyTorch's count_include_pad) */
     {"avgpool 3x3/2 p1", POOL("avgpool", 3, 2, 1), {2, 4, 9, 10}, 1, 0, TOL_ELEMENTWISE, 1},
     /* Caffe's round-up, rectangular windows, global windows, padding left out */
     {"maxpool 3x3/2 ceil", POOL("maxpool", 3, 2, 0) "ceil_mode = 1\n", {2, 3, 8, 6}, 1, 0, TOL_ELEMENTWISE, 1},

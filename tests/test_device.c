@@ -17,7 +17,7 @@
 
 #include "tests/testnet.h"
 #include "vdnn/device.h"
-#include "vdnn/pool.h"
+#include "vdnn/mempool.h"
 #include "vdnn/status.h"
 
 /* 4 MB at 0.25 GB/s: 16 ms per copy. */

@@ -1,4 +1,4 @@
-/* Check suite for vdnn/pool: the budgeted asynchronous device pool, on its own.
+/* Check suite for vdnn/mempool: the budgeted asynchronous device pool, on its own.
  *
  * The pool deals in offsets and sizes only, so these tests hand it a fake event type
  * (a flag the test sets, plus counters of waits and releases) and never touch memory.
@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "tests/testnet.h"
-#include "vdnn/pool.h"
+#include "vdnn/mempool.h"
 #include "vdnn/rng.h"
 #include "vdnn/status.h"
 

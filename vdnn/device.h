@@ -19,7 +19,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "vdnn/pool.h"
+#include "vdnn/mempool.h"
 #include "vdnn/status.h"
 
 /* DEVICE_SIM replays the iteration on sizes only: its pool is real, its memory is not

@@ -18,8 +18,8 @@
  * A failed request returns VDNN_EBUDGET with a message naming the layer, the tensor,
  * the bytes asked, the bytes free and the largest free block. Not thread-safe: one
  * thread (the one issuing work) owns a pool. */
-#ifndef VDNN_POOL_H
-#define VDNN_POOL_H
+#ifndef VDNN_MEMPOOL_H
+#define VDNN_MEMPOOL_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -4,7 +4,7 @@
  * signature), while our max pooling backward reads only x and recomputes each window's
  * argmax with the CPU's tie rule (the first maximum in row-major order), and average
  * pooling's backward reads neither. Forward uses the same window rules as backward and
- * the CPU (the output size pool.c's setup chose, ceil mode and global windows included;
+ * the CPU (the output size pooling.c's setup chose, ceil mode and global windows included;
  * padded cells never win a max; the average divided by each window's count, padding
  * counted or not as the layer says): cuDNN documents no rule for padded cells in max
  * pooling, rounds output sizes down only, and these kernels give the CPU's bits,
@@ -16,11 +16,11 @@
  * CPU's. */
 #include "vdnn/cuda_util.h"
 
-#include "layers/pool.h"
+#include "layers/pooling.h"
 
 /* The geometry of one call: planes = items * channels of (h, w) in, (oh, ow) out. */
 typedef struct pool_geom {
-    int kh, kw, sh, sw, ph, pw;   /* window, strides, pads (pool.c's resolved ones) */
+    int kh, kw, sh, sw, ph, pw;   /* window, strides, pads (pooling.c's resolved ones) */
     int exclude_pad;              /* average: divide by the real cells only */
     int h, w, oh, ow;
     size_t planes;
@@ -43,7 +43,7 @@ static pool_geom geom_of(const layer *l, const exec_ctx *c)
 }
 
 /* The window of output (i, j), clipped to the real cells: rows [h0, h1), columns
- * [w0, w1), and n the cells an average divides by, as window_of in pool.c. */
+ * [w0, w1), and n the cells an average divides by, as window_of in pooling.c. */
 typedef struct pool_win { int h0, h1, w0, w1, n; } pool_win;
 
 __device__ static pool_win window_of(const pool_geom &g, int i, int j)

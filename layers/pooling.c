@@ -32,7 +32,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "layers/pool.h"
+#include "layers/pooling.h"
 
 /* Loops over fewer window cells than this run on one thread: starting a parallel region
  * costs more than such a loop. */

@@ -1,7 +1,7 @@
-/* Max and average pooling: the per-type state and the CUDA halves (layers/pool.cu),
- * shared by the CPU half's ops tables (layers/pool.c). */
-#ifndef VDNN_LAYERS_POOL_H
-#define VDNN_LAYERS_POOL_H
+/* Max and average pooling: the per-type state and the CUDA halves (layers/pooling.cu),
+ * shared by the CPU half's ops tables (layers/pooling.c). */
+#ifndef VDNN_LAYERS_POOLING_H
+#define VDNN_LAYERS_POOLING_H
 
 #include "layers/layer.h"
 

@@ -6,7 +6,7 @@
  * lowest hole that fits is found in O(log n)), live blocks are found by offset in a
  * hash table, pending frees wait in a queue in the order they were made, and the pool
  * knows its last block. The choices are those of a walk of the list. */
-#include "vdnn/pool.h"
+#include "vdnn/mempool.h"
 
 #include <stdlib.h>
 #include <string.h>
