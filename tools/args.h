@@ -12,7 +12,7 @@ typedef enum { ARG_FLAG, ARG_INT, ARG_FLOAT, ARG_STRING, ARG_BYTES } arg_type;
 typedef struct arg_spec {
     const char *name;      /* "--epochs" */
     arg_type type;
-    void *out;             /* int* (ARG_FLAG, ARG_INT), double*, const char**, size_t* */
+    void *out;             /* int* (ARG_FLAG), long long* (ARG_INT), double*, const char**, size_t* */
     double min, max;       /* ARG_INT, ARG_FLOAT */
     const char *help;
     int seen;
