@@ -296,9 +296,12 @@ START_TEST(test_adaptive_shares)
     double ratio = shares[1] ? (double)shares[0] / shares[1] : 1e9;
     ck_assert_msg(shares[0] + shares[1] == 16 && ratio >= 1.9 && ratio <= 4, "shares %d:%d for a device 2.5x slower",
                   shares[0], shares[1]);
+    /* equal devices stay put; a machine busy with something else for two windows in a
+     * row really does slow one device's thread, and may move one item */
     p = devices_steps(WIDE_NET, "cpu,cpu", "auto", POLICY_NONE, 0, shares, 30);
     free(p.v);
-    ck_assert_msg(shares[0] == 8 && shares[1] == 8, "equal devices moved to %d:%d", shares[0], shares[1]);
+    ck_assert_msg(shares[0] + shares[1] == 16 && abs(shares[0] - shares[1]) <= 2, "equal devices moved to %d:%d",
+                  shares[0], shares[1]);
 }
 END_TEST
 
