@@ -12,7 +12,7 @@
 # VDNN_TEST_JOBS: how many suites run at once (default 1). The sanitizer passes run one
 # per core, where no check times anything; make test runs them one at a time, since
 # some of its checks compare timings that a suite beside them would bend. Each suite's
-# output is printed whole, in the order given, once it has ended.
+# output is printed whole once it has ended.
 # Idle OpenMP threads that spin steal the cores from the suites running beside them.
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 # The suites test the CPU device unless a check asks for a GPU by name (tests/test_cuda.c):
@@ -37,7 +37,7 @@ run_one() {
         "$2" >"$work/$1.out" 2>&1; rc=$?
     fi
     awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b - a}' >"$work/$1.time"
-    echo "$rc" >"$work/$1.rc"
+    echo "$rc" >"$work/$1.rc.part" && mv "$work/$1.rc.part" "$work/$1.rc"
 }
 
 passed=0; failed=0; skipped=0; bad=""
@@ -60,15 +60,22 @@ report() {
     [ $((f + e)) -gt 0 ] && bad="$bad $2"
 }
 
-# Waits for the oldest running suite and reports it.
+# Waits for any running suite to end (its .rc file appears last), reports it and takes
+# it off the list: a long suite does not hold up the slots beside it.
 reap() {
-    first=${running%% *}; running=${running#* }
-    wait "${first#*:}"
-    report "${first%%:*}" "$(cat "$work/${first%%:*}.name")"
+    while :; do
+        for k in $running; do
+            [ -f "$work/$k.rc" ] || continue
+            report "$k" "$(cat "$work/$k.name")"
+            running=$(printf ' %s ' $running | sed "s/ $k / /"); count=$((count - 1))
+            return
+        done
+        sleep 0.2
+    done
 }
 
-# The suites left out first, then every other one, at most $jobs at a time, reported in
-# the order given.
+# The suites left out first, then every other one, at most $jobs at a time, each
+# reported whole as it ends (in the order given when they run one at a time).
 for t in "$@"; do
     case " ${VDNN_SKIP_SUITES:-} " in
     *" ${t##*/} "*)
@@ -82,10 +89,11 @@ for t in "$@"; do
     case " ${VDNN_SKIP_SUITES:-} " in *" ${t##*/} "*) continue ;; esac
     echo "$t" >"$work/$i.name"
     run_one "$i" "$t" &
-    running="$running$i:$! "; count=$((count + 1))
-    if [ "$count" -ge "$jobs" ]; then reap; count=$((count - 1)); fi
+    running="$running $i"; count=$((count + 1))
+    [ "$count" -ge "$jobs" ] && reap
 done
-while [ -n "$running" ]; do reap; done
+while [ "$count" -gt 0 ]; do reap; done
+wait
 [ -n "$bad" ] && echo "failing suites:$bad"
 echo "tests: $passed passed, $failed failed, $skipped skipped"
 [ "$failed" -eq 0 ]
