@@ -88,6 +88,12 @@ for t in "$@"; do
     i=$((i + 1))
     case " ${VDNN_SKIP_SUITES:-} " in *" ${t##*/} "*) continue ;; esac
     echo "$t" >"$work/$i.name"
+    if [ "$jobs" -eq 1 ]; then
+        # in the foreground: nothing else runs beside a suite that times itself
+        run_one "$i" "$t"
+        report "$i" "$t"
+        continue
+    fi
     run_one "$i" "$t" &
     running="$running $i"; count=$((count + 1))
     [ "$count" -ge "$jobs" ] && reap
