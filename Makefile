@@ -206,7 +206,8 @@ sanitize:
 # device threads. The suites in TSAN_SKIP print one SKIPPED line each under it: those
 # where no thread of ours does work (layers, readers, the build, the manager, the
 # command line run as a program) and those whose threaded paths a smaller suite here
-# runs too (budget_graph: graph and budget). make test and make sanitize run them all.
+# runs too (budget_graph: graph and budget). make test runs them all, make sanitize all
+# but the build's (SAN_SKIP).
 TSAN_SKIP := $(SAN_SKIP) activation batchnorm connected conv dropout loss lrn pooling softmax \
              checkpoint config data mempool net planfile fuzz papernets \
              cuda cli hostile manager sweep budget_graph
