@@ -15,6 +15,9 @@
 # FUZZ_CC (clang for `make fuzz`), FUZZ_SECONDS (how long `make fuzz` runs each target,
 # default 60).
 
+# `make` alone builds the program, whatever rule comes first below.
+.DEFAULT_GOAL := all
+
 # Every build compiles one file per core unless -j says otherwise on the command line.
 NPROC   := $(shell nproc 2>/dev/null || echo 1)
 MAKEFLAGS += -j$(NPROC)

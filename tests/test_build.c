@@ -101,6 +101,19 @@ START_TEST(test_mpi_toggle)
 }
 END_TEST
 
+/* `make` with no goal builds the program (the README's quick start runs it so): a dry
+ * run in a scratch folder links BUILD/vdnn. */
+START_TEST(test_default_goal)
+{
+    char vdnn[600], link[700];
+    tn_path(vdnn, sizeof vdnn, "b/vdnn");
+    snprintf(link, sizeof link, "-o %s ", vdnn);
+    tn_run r = make_in("", "-n", "");
+    ck_assert_msg(strstr(r.out, link), "make with no goal does not link %s:\n%s", vdnn, tn_tail(r.out, 2000));
+    tn_run_free(&r);
+}
+END_TEST
+
 /* No include points up a floor (docs/design.md, "Floors"): tools/check_floors.sh passes
  * on the tree, and refuses a scratch tree whose vdnn/ includes a layer. */
 START_TEST(test_floors)
@@ -130,6 +143,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_found_part_rebuilds);
     tcase_add_test(tc, test_mpi_toggle);
+    tcase_add_test(tc, test_default_goal);
     tcase_add_test(tc, test_floors);
     suite_add_tcase(s, tc);
     return tn_run_suite(s);
