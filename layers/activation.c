@@ -6,7 +6,8 @@
  * offload x as soon as the forward is done. For leaky relu this relies on slope >= 0,
  * which makes y > 0 exactly when x > 0; for clip on lo < hi, which makes lo < y < hi
  * exactly when lo < x < hi (the gradient passes there, and is 0 at and beyond the
- * bounds). */
+ * bounds). Every loop reads element i before it writes element i, so each layer runs
+ * in place (y over x, dx over dy: in_place in layers/layer.h). */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -207,6 +208,7 @@ const layer_ops relu_ops = {
     .backward_cuda = CUDA_HALF(relu_backward_cuda),
     .bind_cuda = CUDA_HALF(relu_bind_cuda),
     .unbind_cuda = CUDA_HALF(act_unbind_cuda),
+    .in_place = 1,
 };
 
 const layer_ops leaky_ops = {
@@ -220,6 +222,7 @@ const layer_ops leaky_ops = {
     .describe = leaky_describe,
     .forward_cuda = CUDA_HALF(leaky_forward_cuda),
     .backward_cuda = CUDA_HALF(leaky_backward_cuda),
+    .in_place = 1,
 };
 
 const layer_ops tanh_ops = {
@@ -232,6 +235,7 @@ const layer_ops tanh_ops = {
     .backward_cuda = CUDA_HALF(tanh_backward_cuda),
     .bind_cuda = CUDA_HALF(tanh_bind_cuda),
     .unbind_cuda = CUDA_HALF(act_unbind_cuda),
+    .in_place = 1,
 };
 
 const layer_ops sigmoid_ops = {
@@ -244,6 +248,7 @@ const layer_ops sigmoid_ops = {
     .backward_cuda = CUDA_HALF(sigmoid_backward_cuda),
     .bind_cuda = CUDA_HALF(sigmoid_bind_cuda),
     .unbind_cuda = CUDA_HALF(act_unbind_cuda),
+    .in_place = 1,
 };
 
 const layer_ops clip_ops = {
@@ -257,4 +262,5 @@ const layer_ops clip_ops = {
     .describe = clip_describe,
     .forward_cuda = CUDA_HALF(clip_forward_cuda),
     .backward_cuda = CUDA_HALF(clip_backward_cuda),
+    .in_place = 1,
 };

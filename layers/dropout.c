@@ -6,7 +6,8 @@
  * with layer_seed mixed from the net's seed and the layer index. Backward regenerates
  * the same mask, so it reads neither x nor y (needs_input = needs_output = 0); the mask
  * is the same however the work is split among threads or into micro-batches, and a
- * recomputed forward reproduces it exactly. */
+ * recomputed forward reproduces it exactly. Elementwise, it runs in place (y over x, dx
+ * over dy). */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -87,4 +88,5 @@ const layer_ops dropout_ops = {
     .describe = dropout_describe,
     .forward_cuda = CUDA_HALF(dropout_forward_cuda),
     .backward_cuda = CUDA_HALF(dropout_backward_cuda),
+    .in_place = 1,
 };

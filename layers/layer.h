@@ -9,7 +9,9 @@
  * [concat] read several inputs (l->ninputs, shapes l->ins[k]) through the `_multi`
  * halves. Each layer declares what its backward pass reads: its inputs (needs_input,
  * one bit per input) and/or y (needs_output). These flags drive what the memory
- * manager must keep or offload. All tensor pointers passed to forward/backward are
+ * manager must keep or offload. A layer whose ops set in_place may be run in place: y
+ * is then the very buffer x was, and dx the very buffer dy was (nets/iteration.c decides
+ * when, docs/memory.md). All tensor pointers passed to forward/backward are
  * device memory, NCHW, float32, and hold c->n items (c->n <= l->in.n, the max batch
  * the shapes were inferred for).
  *
@@ -156,6 +158,12 @@ typedef struct layer_ops {
     /* Backward honours c->accumulate_dx (adds into dx[k]); for the other layers the
      * iteration sums a map's gradients itself (layer_accumulate). */
     int accumulates_dx;
+    /* One-input layers whose forward may write y over x and whose backward may write dx
+     * over dy (each element read before it is written, as elementwise maps do) and
+     * reads neither x nor any other input: relu, leaky, tanh, sigmoid, clip, dropout.
+     * The iteration runs them in place (Caffe's top = bottom) where nothing else reads
+     * the map they overwrite. */
+    int in_place;
     /* Loss layers only (NULL elsewhere): the net's last layer, whose labels lie in
      * [0, loss_classes(l)); a value below 2 means the layer cannot be a loss on this
      * input (softmax over one output). */

@@ -127,7 +127,9 @@ static int by_first_reader(const void *a, const void *b, void *ctx)
  * its last backward reader, or after the last recomputation that reads it, whichever
  * comes later. A dropped map x[p] is recomputed before its first backward reader, or
  * earlier when recomputing a later map needs it; it then needs the maps its layer
- * reads at that moment. Also orders the offloaded maps by first reader for fetch_ahead. */
+ * reads at that moment. Then which layers run in place in forward: those whose input
+ * nothing needs after them (net_in_place, and no recomputation reads it). Also orders
+ * the offloaded maps by first reader for fetch_ahead. */
 static void lifetimes(net *n)
 {
     int L = n->nlayers;
@@ -155,6 +157,10 @@ static void lifetimes(net *n)
         if (r < 0) continue;
         n->release_next[j] = n->release_head[r];
         n->release_head[r] = j;
+    }
+    for (int i = 0; i < L; i++) {
+        const fmap *in = &n->maps[n->layers[i]->input[0]];
+        n->fwd_in_place[i] = net_in_place(n, i) && !in->offload && !in->recompute && in->release < 0;
     }
     n->nfetch = 0;
     for (int j = 0; j <= L; j++)
@@ -257,6 +263,16 @@ static void input_ptrs(const net *n, const layer *l, const float **xs)
     for (int k = 0; k < l->ninputs; k++) xs[k] = n->maps[l->input[k]].dev;
 }
 
+/* An in-place layer's output takes over its input's device block: the input is gone
+ * from the device (nothing reads it again), the output is there. */
+static void take_block(fmap *in, fmap *out)
+{
+    out->dev = in->dev;
+    out->state = RES_DEVICE;
+    in->dev = NULL;
+    in->state = RES_NONE;
+}
+
 static vdnn_status forward(net *n, exec_ctx *c, int train)
 {
     for (int i = 0; i < n->nlayers; i++) {
@@ -269,7 +285,11 @@ static vdnn_status forward(net *n, exec_ctx *c, int train)
             if (train && n->maps[j].offload && n->graph[j].first_fwd == i)
                 st = mm_offload(n->dev, &n->maps[j], map_bytes(n, j, c->n), &n->stats);
         }
-        if (st == VDNN_OK) {
+        const float *xs[LAYER_MAX_INPUTS];
+        input_ptrs(n, l, xs);
+        if (st == VDNN_OK && n->fwd_in_place[i]) {
+            take_block(&n->maps[l->input[0]], out);
+        } else if (st == VDNN_OK) {
             char what[48];
             snprintf(what, sizeof what, "output %s", out->name);
             st = device_alloc(n->dev, map_room(n, i + 1), l->name, what, (void **)&out->dev);
@@ -279,8 +299,6 @@ static vdnn_status forward(net *n, exec_ctx *c, int train)
         if (st == VDNN_OK) st = params_fetch(n, i, 0, 0);
         if (st == VDNN_OK) st = params_fetch(n, i + 1, 0, 0);
         if (st == VDNN_OK) params_wait(n, i);
-        const float *xs[LAYER_MAX_INPUTS];
-        input_ptrs(n, l, xs);
         if (st == VDNN_OK) st = layer_forward_n(l, c, xs, out->dev);
         give_workspace(n, c);
         if (st == VDNN_OK) st = params_release(n, i, 0);
@@ -441,15 +459,30 @@ static vdnn_status wait_own(net *n, int i)
     return st;
 }
 
+/* Whether layer i writes its input's gradient over its output's (dx over dy): an
+ * in-place layer whose input's gradient is new here (net_in_place in net.h). */
+static int grad_in_place(const net *n, const layer *l, int i)
+{
+    int j = l->input[0];
+    return n->in_place && l->ops->in_place && l->ninputs == 1 && n->graph[j].grad && !n->dx[j] && n->dx[i + 1] &&
+           map_room(n, j) == map_room(n, i + 1);
+}
+
 /* The gradient buffers layer i's backward writes, one per input (NULL: x[0], or a map
  * no parameter lies before): the map's own, new when this is its first reader in
- * backward; when it is not, the layer adds into it if it can (c->accumulate_dx), else
- * writes a part of its own in `part`, added by add_parts(). */
-static vdnn_status gradient_bufs(net *n, layer *l, exec_ctx *c, float **dxs, float **part)
+ * backward (for an in-place layer, its output's gradient taken over); when it is not,
+ * the layer adds into it if it can (c->accumulate_dx), else writes a part of its own
+ * in `part`, added by add_parts(). */
+static vdnn_status gradient_bufs(net *n, layer *l, int i, exec_ctx *c, float **dxs, float **part)
 {
     vdnn_status st = VDNN_OK;
     c->accumulate_dx = 0;
     for (int k = 0; k < l->ninputs; k++) dxs[k] = part[k] = NULL;
+    if (grad_in_place(n, l, i)) {
+        dxs[0] = n->dx[l->input[0]] = n->dx[i + 1];
+        n->dx[i + 1] = NULL;
+        return VDNN_OK;
+    }
     for (int k = 0; k < l->ninputs && st == VDNN_OK; k++) {
         int j = l->input[k];
         if (!n->graph[j].grad) continue;
@@ -504,17 +537,18 @@ static vdnn_status backward(net *n, exec_ctx *c)
         layer *l = n->layers[i];
         double t0 = vdnn_now_s();
         float *dxs[LAYER_MAX_INPUTS], *part[LAYER_MAX_INPUTS] = {NULL};
+        float *dy = l->is_loss ? NULL : n->dx[i + 1];
         vdnn_status st = fetch_own(n, i, c);
         if (st == VDNN_OK) st = params_fetch(n, i, 1, c->accumulate);
         if (st == VDNN_OK) st = params_fetch(n, i - 1, 1, c->accumulate);
-        if (st == VDNN_OK) st = gradient_bufs(n, l, c, dxs, part);
+        if (st == VDNN_OK) st = gradient_bufs(n, l, i, c, dxs, part);
         if (st == VDNN_OK) st = take_workspace(n, l, PASS_BWD_DATA, c);
         if (st == VDNN_OK) st = fetch_ahead(n, i, c->n, &pos);
         if (st == VDNN_OK) st = wait_own(n, i);
         if (st == VDNN_OK) params_wait(n, i);
         const float *xs[LAYER_MAX_INPUTS];
         input_ptrs(n, l, xs);
-        if (st == VDNN_OK) st = layer_backward_n(l, c, xs, n->maps[i + 1].dev, l->is_loss ? NULL : n->dx[i + 1], dxs);
+        if (st == VDNN_OK) st = layer_backward_n(l, c, xs, n->maps[i + 1].dev, dy, dxs);
         give_workspace(n, c);
         st = add_parts(n, l, c->n, part, st);
         c->accumulate_dx = 0;

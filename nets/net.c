@@ -45,7 +45,7 @@ static const cfg_key no_keys[] = {{NULL, 0, 0, 0, 0, NULL, 0, NULL}};
 
 net_overrides net_no_overrides(void)
 {
-    net_overrides o = {-1, 0, -1, 0, -1, NULL};
+    net_overrides o = {-1, 0, -1, 0, -1, NULL, -1};
     return o;
 }
 
@@ -55,6 +55,7 @@ static const cfg_key memory_keys[] = {
     {"algo", CFG_ENUM, 0, 0, 0, "perf|mem", 0, "convolution algorithms: fastest or smallest workspace (default perf)"},
     {"sync", CFG_BOOL, 0, 0, 1, NULL, 0, "vDNN's per-layer barrier on both streams (default 0)"},
     {"micro_batch", CFG_INT, 0, 1, 65536, NULL, 0, "split each batch into micro-batches of this many items (default: no split)"},
+    {"in_place", CFG_BOOL, 0, 0, 1, NULL, 0, "run relu, leaky, tanh, sigmoid, clip and dropout in place where nothing else reads their input (default 1)"},
     {NULL, 0, 0, 0, 0, NULL, 0, NULL},
 };
 
@@ -287,6 +288,15 @@ int net_policy_map(const net *n, int j, mem_policy p)
 int net_policy_swaps(const net *n, int i, mem_policy p)
 {
     return p == POLICY_SWAP && layer_swappable(n->layers[i]);
+}
+
+int net_in_place(const net *n, int i)
+{
+    if (!n->in_place || i < 0 || i >= n->nlayers) return 0;
+    const layer *l = n->layers[i];
+    int j = l->input[0];
+    return l->ops->in_place && l->ninputs == 1 && j > 0 && n->graph[j].last_fwd == i && n->graph[j].first_bwd < 0 &&
+           shape_per_item(n->layers[j - 1]->out) == shape_per_item(l->out);
 }
 
 int net_first_reader(const net *n, int j)
@@ -603,6 +613,7 @@ static vdnn_status read_memory(const cfg_file *f, net *n)
     const cfg_section *s = find_section(f, "memory");
     n->policy = POLICY_NONE;
     n->algo = ALGO_PERF;
+    n->may_in_place = 1;
     if (!s) return VDNN_OK;
     vdnn_status st = cfg_check(f, s, memory_keys);
     if (st != VDNN_OK) return st;
@@ -615,6 +626,7 @@ static vdnn_status read_memory(const cfg_file *f, net *n)
     n->algo = !strcmp(cfg_str(s, "algo", "perf"), "mem") ? ALGO_MEM : ALGO_PERF;
     n->sync_layers = cfg_int(s, "sync", 0);
     n->micro = cfg_int(s, "micro_batch", 0);
+    n->may_in_place = cfg_int(s, "in_place", 1);
     return VDNN_OK;
 }
 
@@ -636,6 +648,8 @@ static vdnn_status apply_net(net *n, const net_overrides *ov)
     /* the layers are built for the micro-batch; the optimizer steps per batch */
     n->minibatch = n->input.n;
     if (ov->micro_batch > 0) n->micro = ov->micro_batch;
+    if (ov->in_place >= 0) n->may_in_place = ov->in_place != 0;
+    n->in_place = n->may_in_place;
     if (n->micro > n->minibatch)
         return vdnn_fail(VDNN_EINVAL, "%s: micro_batch %d is larger than the batch %d", f->path, n->micro, n->minibatch);
     if (n->micro == n->minibatch) n->micro = 0;
@@ -786,7 +800,9 @@ void net_detach(net *n)
     free(n->release_head);
     free(n->release_next);
     free(n->fetch_order);
+    free(n->fwd_in_place);
     n->release_head = n->release_next = n->fetch_order = NULL;
+    n->fwd_in_place = NULL;
     n->maps = NULL;
     n->dx = NULL;
     n->wev = n->gev = NULL;
@@ -805,7 +821,9 @@ vdnn_status net_attach(net *n, device *d)
     n->release_head = calloc((size_t)n->nlayers, sizeof *n->release_head);
     n->release_next = calloc((size_t)n->nlayers + 1, sizeof *n->release_next);
     n->fetch_order = calloc((size_t)n->nlayers + 1, sizeof *n->fetch_order);
-    if (!n->maps || !n->dx || !n->wev || !n->gev || !n->release_head || !n->release_next || !n->fetch_order)
+    n->fwd_in_place = calloc((size_t)n->nlayers, sizeof *n->fwd_in_place);
+    if (!n->maps || !n->dx || !n->wev || !n->gev || !n->release_head || !n->release_next || !n->fetch_order ||
+        !n->fwd_in_place)
         return vdnn_fail(VDNN_ENOMEM, "out of host memory");
     for (int j = 0; j <= n->nlayers; j++) {
         snprintf(n->maps[j].name, sizeof n->maps[j].name, "x[%d]", j);

@@ -77,6 +77,7 @@ typedef struct net_overrides {
     double lr;
     long long seed;
     const char *data_path;
+    int in_place;             /* 1 or 0: run in-place layers in place or not; < 0: the config's */
 } net_overrides;
 
 /* What the net's graph says of one map x[j]: who reads it in forward and in backward,
@@ -111,6 +112,11 @@ typedef struct net {
     int dyn;                  /* policy dyn: the planner (nets/planner/planner.h) chooses the plan */
     algo_mode algo;           /* [memory] algo or --algo */
     size_t budget_bytes;      /* [memory] budget or --budget; 0: enough for the net */
+    int may_in_place;         /* [memory] in_place or --in-place (default 1): layers whose ops
+                               * allow it may run in place where nothing else reads the map
+                               * they overwrite (net_in_place) */
+    int in_place;             /* they do in the iteration now: may_in_place, unless the budget
+                               * fits better without (net_fit_budget; a plan's in_place) */
     int sync_layers;          /* vDNN's original per-layer barrier on both streams */
     int prefetch_ahead;       /* PREFETCH_FAR (vDNN), PREFETCH_NEXT or PREFETCH_ON_DEMAND */
     int release_lag;          /* layers an offloaded map's memory waits for its copy before reuse */
@@ -121,6 +127,9 @@ typedef struct net {
     int *release_head;        /* (nlayers) the first map dropped after layer i's backward, -1 none */
     int *release_next;        /* (nlayers + 1) the next map dropped after the same layer */
     int *fetch_order;         /* (nlayers + 1) offloaded maps by first_bwd, last reader first */
+    unsigned char *fwd_in_place; /* (nlayers) layer i's output takes its input's block under the
+                               * plan the net runs now (net_in_place, and nothing recomputes or
+                               * offloads the input) */
     int nfetch;
     dev_event **wev;          /* (nlayers) swapped layers: their parameters' copy to the device */
     dev_event **gev;          /* (nlayers) swapped layers: their gradients' copy to the host */
@@ -194,8 +203,11 @@ vdnn_status net_replay(net *m, int items, double *step_s);
 vdnn_status net_min_budget(net *n, size_t *bytes);
 
 /* Chooses how early copies run (prefetch_ahead, release_lag) for `budget` (0: no
- * limit): the fastest setting whose minimum fits; *need is that minimum. VDNN_EBUDGET,
- * with *need the least of them and no message, when none fits. */
+ * limit): the fastest setting whose minimum fits; *need is that minimum. Each setting is
+ * tried with in-place layers (when may_in_place) and then without: both compute the
+ * same bits at the same speed, and where the pool's placement happens to fragment more
+ * with them, without may fit. VDNN_EBUDGET, with *need the least of them and no
+ * message, when none fits. */
 vdnn_status net_fit_budget(net *n, size_t budget, size_t *need);
 
 /* The least budget any copy timing of the net's plan needs (the net keeps its own). */
@@ -224,6 +236,15 @@ int net_recomputable(const net *n, int j, const unsigned char *swap);
  * depth-first walk meets first: x[j]'s own layer, then its inputs in order. One pass
  * over the net, whatever its depth. */
 void net_recompute_runs_swapped(const net *n, const unsigned char *maps, const unsigned char *swap, int *bad);
+
+/* Whether layer i may write its output over its input x[j] in forward: n->in_place is on,
+ * its ops allow it (layers/layer.h), x[j] is a layer's output (not the net's input),
+ * layer i is the last layer whose forward reads it, and no backward pass reads it. A
+ * plan that offloads or recomputes x[j], or recomputes a map from it, keeps x[j] apart
+ * (fwd_in_place). In backward the layer writes its input's gradient over its output's
+ * whenever its input's gradient is new there (it is the first of that map's readers in
+ * backward), in place or not in forward. */
+int net_in_place(const net *n, int i);
 
 /* The first layer, counting backward, whose backward pass reads x[j] (the graph's
  * first_bwd; in a chain: j if layer j reads its input, else j-1 if layer j-1 reads its

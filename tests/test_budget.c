@@ -131,6 +131,7 @@ typedef struct plan_cfg {
     int ahead;
     int lag;
     int sync;
+    int no_in_place;          /* in-place layers run apart (net_fit_budget may choose so) */
 } plan_cfg;
 
 /* Plans n as pc says. Only min_budget_of() measures (net_plan); later plans of the same
@@ -142,6 +143,7 @@ static void plan_as(net *n, const plan_cfg *pc, int measure)
     n->prefetch_ahead = pc->ahead;
     n->release_lag = pc->lag;
     n->sync_layers = pc->sync;
+    n->in_place = n->may_in_place && !pc->no_in_place;
 }
 
 /* Plans `n` (unattached on return) on a roomy device and returns its minimum budget;
@@ -241,9 +243,10 @@ static int sim_fits(const net *n, const plan_cfg *pc, size_t budget)
 /* ---- the exact minimum ---- */
 
 static const plan_cfg all_plans[] = {
-    {POLICY_NONE, ALGO_MEM, PREFETCH_FAR, 1, 0}, {POLICY_ALL, ALGO_MEM, PREFETCH_FAR, 1, 0},  {POLICY_CONV, ALGO_MEM, PREFETCH_FAR, 1, 0},
-    {POLICY_NONE, ALGO_PERF, PREFETCH_FAR, 1, 0}, {POLICY_ALL, ALGO_PERF, PREFETCH_FAR, 1, 0}, {POLICY_CONV, ALGO_PERF, PREFETCH_FAR, 1, 0},
-    {POLICY_ALL, ALGO_MEM, PREFETCH_ON_DEMAND, 0, 0},  {POLICY_CONV, ALGO_PERF, PREFETCH_ON_DEMAND, 0, 0}, {POLICY_ALL, ALGO_MEM, PREFETCH_FAR, 1, 1},
+    {POLICY_NONE, ALGO_MEM, PREFETCH_FAR, 1, 0, 0}, {POLICY_ALL, ALGO_MEM, PREFETCH_FAR, 1, 0, 0},  {POLICY_CONV, ALGO_MEM, PREFETCH_FAR, 1, 0, 0},
+    {POLICY_NONE, ALGO_PERF, PREFETCH_FAR, 1, 0, 0}, {POLICY_ALL, ALGO_PERF, PREFETCH_FAR, 1, 0, 0}, {POLICY_CONV, ALGO_PERF, PREFETCH_FAR, 1, 0, 0},
+    {POLICY_ALL, ALGO_MEM, PREFETCH_ON_DEMAND, 0, 0, 0},  {POLICY_CONV, ALGO_PERF, PREFETCH_ON_DEMAND, 0, 0, 0}, {POLICY_ALL, ALGO_MEM, PREFETCH_FAR, 1, 1, 0},
+    {POLICY_ALL, ALGO_MEM, PREFETCH_FAR, 1, 0, 1},
 };
 #define NPLANS ((int)(sizeof all_plans / sizeof *all_plans))
 
@@ -322,25 +325,27 @@ START_TEST(test_min_budget_exact)
 }
 END_TEST
 
-/* Offloading lowers the minimum where maps dominate (the table `vdnn info` prints:
- * on-demand prefetch, memory reused at once). */
+/* Offloading lowers the minimum where maps dominate (the table `vdnn info` prints: the
+ * least of every copy timing, with in-place layers and without, never above on-demand
+ * prefetch with memory reused at once). */
 START_TEST(test_min_budget_order)
 {
     net *n = tn_parse(NET_WIDE, NULL);
     size_t none, conv, all;
-    plan_cfg pc = {POLICY_NONE, ALGO_MEM, PREFETCH_ON_DEMAND, 0, 0};
+    plan_cfg pc = {POLICY_NONE, ALGO_MEM, PREFETCH_ON_DEMAND, 0, 0, 0};
     none = min_budget_of(n, &pc);
     pc.policy = POLICY_CONV;
     conv = min_budget_of(n, &pc);
     pc.policy = POLICY_ALL;
     all = min_budget_of(n, &pc);
-    ck_assert_msg(all < none * 4 / 5 && conv < none * 4 / 5, "minimum budgets: none %zu, conv %zu, all %zu", none,
-                  conv, all);
     size_t t[POLICY_COUNT][ALGO_MODE_COUNT];
     ck_assert_int_eq(net_budget_table(n, t), VDNN_OK);
-    ck_assert_uint_eq(t[POLICY_NONE][ALGO_MEM], none);
-    ck_assert_uint_eq(t[POLICY_CONV][ALGO_MEM], conv);
-    ck_assert_uint_eq(t[POLICY_ALL][ALGO_MEM], all);
+    ck_assert_uint_le(t[POLICY_NONE][ALGO_MEM], none);
+    ck_assert_uint_le(t[POLICY_CONV][ALGO_MEM], conv);
+    ck_assert_uint_le(t[POLICY_ALL][ALGO_MEM], all);
+    none = t[POLICY_NONE][ALGO_MEM], conv = t[POLICY_CONV][ALGO_MEM], all = t[POLICY_ALL][ALGO_MEM];
+    ck_assert_msg(all < none * 4 / 5 && conv < none * 4 / 5, "minimum budgets: none %zu, conv %zu, all %zu", none,
+                  conv, all);
     net_free(n);
 }
 END_TEST
@@ -357,8 +362,8 @@ START_TEST(test_fit_budget)
     };
     for (int c = 0; c < (int)(sizeof cases / sizeof *cases); c++) {
         net *n = tn_parse(cases[c].text, NULL);
-        plan_cfg frugal = {cases[c].p, ALGO_MEM, PREFETCH_ON_DEMAND, 0, 0};
-        plan_cfg fast = {cases[c].p, ALGO_MEM, PREFETCH_FAR, 1, 0};
+        plan_cfg frugal = {cases[c].p, ALGO_MEM, PREFETCH_ON_DEMAND, 0, 0, 0};
+        plan_cfg fast = {cases[c].p, ALGO_MEM, PREFETCH_FAR, 1, 0, 0};
         size_t lo = min_budget_of(n, &frugal), hi = 2 * min_budget_of(n, &fast), least = 0;
         ck_assert_int_eq(net_least_budget(n, &least), VDNN_OK);
         ck_assert_uint_le(least, lo);
@@ -370,7 +375,7 @@ START_TEST(test_fit_budget)
             ck_assert_int_eq(net_plan_static(n, cases[c].p, ALGO_MEM), VDNN_OK);
             ck_assert_msg(net_fit_budget(n, b, &need) == VDNN_OK, "case %d: no setting for %zu bytes", c, b);
             ck_assert_uint_le(need, b);
-            plan_cfg chosen = {cases[c].p, ALGO_MEM, n->prefetch_ahead, n->release_lag, 0};
+            plan_cfg chosen = {cases[c].p, ALGO_MEM, n->prefetch_ahead, n->release_lag, 0, !n->in_place};
             ck_assert_msg(sim_fits(n, &chosen, b), "case %d: the setting chosen for %zu bytes does not fit", c, b);
         }
         size_t need = 0;
@@ -397,7 +402,7 @@ START_TEST(test_budget_monotonic)
     char report[2048] = "";
     for (int c = 0; c < ncases; c++) {
         net *n = tn_parse(cases[c].text, NULL);
-        plan_cfg pc = {cases[c].p, ALGO_MEM, PREFETCH_ON_DEMAND, 0, 0};
+        plan_cfg pc = {cases[c].p, ALGO_MEM, PREFETCH_ON_DEMAND, 0, 0, 0};
         size_t m = min_budget_of(n, &pc), first_fail = 0, last_fail = 0, fails = 0, tried = 0;
         size_t step = m / 1000 / POOL_ALIGN * POOL_ALIGN;
         if (step < POOL_ALIGN) step = POOL_ALIGN;
@@ -727,7 +732,8 @@ static uint64_t stress_one(int k, uint64_t *s, int *graph)
 {
     char text[16384];
     random_chain(s, text, sizeof text);
-    plan_cfg pc = {(mem_policy)pick(s, POLICY_COUNT), ALGO_MEM, pick(s, 3), pick(s, 2), pick(s, 5) == 0};
+    plan_cfg pc = {(mem_policy)pick(s, POLICY_COUNT), ALGO_MEM, pick(s, 3), pick(s, 2), pick(s, 5) == 0, 0};
+    pc.no_in_place = pick(s, 4) == 0;
     double gbps = pick(s, 3) == 0 ? 1.0 : 0;
 
     net *n = NULL;
@@ -773,7 +779,7 @@ static uint64_t stress_one(int k, uint64_t *s, int *graph)
 
     /* the baseline: everything resident, the same algorithms (pinned or smallest) */
     n = tn_parse(text, &ov);
-    plan_cfg none = {POLICY_NONE, ALGO_MEM, PREFETCH_FAR, 1, 0};
+    plan_cfg none = {POLICY_NONE, ALGO_MEM, PREFETCH_FAR, 1, 0, 0};
     for (int i = 0; i < n->nlayers; i++) n->layers[i]->offload = -1;
     d = make_device(DEVICE_CPU, roomy_budget(n), 0);
     ck_assert_int_eq(net_attach(n, d), VDNN_OK);

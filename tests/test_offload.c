@@ -167,12 +167,14 @@ typedef struct run_cfg {
     int near;                     /* prefetch one layer ahead instead of vDNN's far look-ahead */
     int steps;
     int items;                    /* per step; 0: the batch */
+    int no_in_place;              /* in-place layers run apart ([memory] in_place = 0) */
 } run_cfg;
 
 /* What the run did besides its snapshot. */
 typedef struct run_info {
     size_t budget, peak;
     mm_stats stats;
+    int in_place;                 /* layers whose forward ran in place in the last step */
 } run_info;
 
 /* A budget with room for any plan of n: four times the bound with the largest
@@ -216,7 +218,9 @@ static void pin_algos(net *n)
  * pool's peak and the copy statistics. */
 static void run_net(const char *text, const run_cfg *rc, snapshot *s, run_info *info)
 {
-    net *n = tn_parse(text, NULL);
+    net_overrides ov = net_no_overrides();
+    ov.in_place = !rc->no_in_place;
+    net *n = tn_parse(text, &ov);
     apply_offload(n, rc->offload);
     n->policy = rc->policy;   /* swap places the parameters when they are attached */
     size_t budget = roomy_budget(n);
@@ -254,6 +258,8 @@ static void run_net(const char *text, const run_cfg *rc, snapshot *s, run_info *
         info->budget = budget;
         info->peak = pool_peak_bytes(device_pool(d));
         info->stats = n->stats;
+        info->in_place = 0;
+        for (int i = 0; i < n->nlayers; i++) info->in_place += n->fwd_in_place[i];
     }
     tn_free(n, d);
 }
@@ -931,6 +937,149 @@ START_TEST(test_trace)
 }
 END_TEST
 
+/* ---- in-place layers ---- */
+
+/* In-place layers change no bit: each net trains the same with them (the baseline) and
+ * without, under every policy, at a roomy budget and at the policy's minimum; and with
+ * them some layer of each net does run in place. */
+START_TEST(test_in_place_same_bits)
+{
+    const char *text = inv_nets[_i];
+    snapshot base;
+    baseline(text, ALGO_MEM, &base);
+    char what[96];
+    run_cfg on = {.policy = POLICY_NONE, .algo = ALGO_MEM, .steps = NSTEPS};
+    snapshot s;
+    run_info info;
+    run_net(text, &on, &s, &info);
+    snapshot_free(&s);
+    ck_assert_msg(info.in_place > 0, "net %d: no layer ran in place", _i);
+    for (int p = POLICY_NONE; p < POLICY_COUNT; p++)
+        for (int min = 0; min < 2; min++) {
+            run_cfg rc = {.policy = (mem_policy)p, .algo = ALGO_MEM, .min_budget = min, .steps = NSTEPS,
+                          .no_in_place = 1};
+            snprintf(what, sizeof what, "net %d, policy %s without in-place layers%s", _i,
+                     policy_name((mem_policy)p), min ? ", at its minimum budget" : "");
+            run_net(text, &rc, &s, &info);
+            snapshot_same(&base, &s, what);
+            snapshot_free(&s);
+            ck_assert_msg(info.in_place == 0, "%s: %d layers ran in place", what, info.in_place);
+            ck_assert_msg(info.peak <= info.budget, "%s: pool peak %zu above budget %zu", what, info.peak,
+                          info.budget);
+        }
+    snapshot_free(&base);
+}
+END_TEST
+
+/* Which layers may run in place (net_in_place): a relu reading an [add]'s output and a
+ * sigmoid reading a convolution's, which nothing else reads; not a relu whose input a
+ * later layer reads too (a shortcut) or whose input is the net's input, nor a dropout
+ * whose input a backward pass reads (the sigmoid's output); none when the config says
+ * in_place = 0, unless the overrides say 1; in_place takes 0 or 1 only. */
+#define NET_IN_PLACE                                                                        \
+    "[net]\nbatch = 4\nchannels = 2\nheight = 6\nwidth = 6\n" OT_TRAIN OT_DATA(3)            \
+    "[relu]\n[convolutional]\nfilters = 3\nsize = 3\npad = 1\nname = c\n[relu]\n"              \
+    "[convolutional]\nfilters = 3\nsize = 3\npad = 1\n[add]\ninput = -1, c\n[relu]\n"          \
+    "[convolutional]\nfilters = 3\nsize = 3\npad = 1\n[sigmoid]\n[dropout]\n"                  \
+    "[connected]\noutput = 3\n[softmax]\n"
+
+START_TEST(test_in_place_rules)
+{
+    static const int want[] = {0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0};
+    net *n = tn_parse(NET_IN_PLACE, NULL);
+    ck_assert_int_eq(n->nlayers, 11);
+    for (int i = 0; i < n->nlayers; i++)
+        ck_assert_msg(net_in_place(n, i) == want[i], "%s: net_in_place %d, expected %d", n->layers[i]->name,
+                      net_in_place(n, i), want[i]);
+    net_free(n);
+    n = tn_parse(NET_IN_PLACE "[memory]\nin_place = 0\n", NULL);
+    for (int i = 0; i < n->nlayers; i++) ck_assert_int_eq(net_in_place(n, i), 0);
+    net_free(n);
+    net_overrides ov = net_no_overrides();
+    ov.in_place = 1;
+    n = tn_parse(NET_IN_PLACE "[memory]\nin_place = 0\n", &ov);
+    ck_assert_int_eq(net_in_place(n, 5), 1);
+    net_free(n);
+    tn_parse_fails(NET_IN_PLACE "[memory]\nin_place = 2\n", VDNN_EINVAL, "t.cfg:41: [memory] in_place", "'2' is not 0 or 1");
+}
+END_TEST
+
+/* A plan that recomputes a relu's output keeps that relu's input apart (recomputing
+ * reads it), and still trains bit for bit as the baseline. */
+START_TEST(test_in_place_recompute)
+{
+    snapshot base;
+    baseline(NET_A, ALGO_MEM, &base);
+    net *n = tn_parse(NET_A, NULL);
+    device *d = cpu_device(roomy_budget(n), 0);
+    ck_assert_int_eq(net_attach(n, d), VDNN_OK);
+    ck_assert_int_eq(net_plan(n, POLICY_NONE, ALGO_MEM), VDNN_OK);
+    int relu = -1;
+    for (int i = 0; i < n->nlayers; i++)
+        if (!strcmp(n->layers[i]->ops->type, "relu")) relu = i;
+    ck_assert_int_ge(relu, 0);
+    ck_assert(net_in_place(n, relu));
+    n->maps[relu + 1].recompute = 1;
+    for (int k = 0; k < NSTEPS; k++) {
+        tn_batch b = tn_batch_make(n, n->input.n, 1000 + (uint64_t)k);
+        step_result r;
+        ck_assert_msg(net_train_step(n, b.x, b.y, n->input.n, n->train.learning_rate, &r) == VDNN_OK, "step %d: %s",
+                      k + 1, vdnn_errmsg());
+        tn_batch_free(&b);
+        ck_assert_msg(!n->fwd_in_place[relu], "step %d: %s ran in place though its output is recomputed", k + 1,
+                      n->layers[relu]->name);
+        ck_assert_msg(n->fwd_in_place[2], "step %d: %s after batch norm did not run in place", k + 1,
+                      n->layers[2]->name);
+        ck_assert_msg(!memcmp(&r.loss_sum, &base.loss[k], sizeof r.loss_sum), "step %d: loss %.17g, baseline %.17g",
+                      k + 1, r.loss_sum, base.loss[k]);
+    }
+    snapshot s = {0};
+    s.steps = NSTEPS;
+    memcpy(s.loss, base.loss, sizeof s.loss);
+    memcpy(s.correct, base.correct, sizeof s.correct);
+    snapshot_params(&s, n);
+    snapshot_same(&base, &s, "net A with a recomputed relu output");
+    snapshot_free(&s);
+    snapshot_free(&base);
+    tn_free(n, d);
+}
+END_TEST
+
+/* In place, a chain of convolutions and relus holds less at its peak: apart, relu4's
+ * backward holds four relu-sized maps (the kept x2 and x4, x4's gradient and x3's) and
+ * the input; in place x3's gradient is x4's, and the peak moves to the pooling's
+ * backward: three relu-sized maps and three a quarter of that. So the bytes live at
+ * once in a replayed step (pool_live_peak, fragmentation left out) drop by at least
+ * half a relu output, and the least budget drops too. */
+START_TEST(test_in_place_saves)
+{
+    static const char text[] = "[net]\nbatch = 8\nchannels = 4\nheight = 24\nwidth = 24\n" OT_TRAIN OT_DATA(3)
+                               "[convolutional]\nfilters = 16\nsize = 3\npad = 1\n[relu]\n"
+                               "[convolutional]\nfilters = 16\nsize = 3\npad = 1\n[relu]\n"
+                               "[maxpool]\nsize = 2\n[connected]\noutput = 3\n[softmax]\n";
+    size_t need[2], live[2];
+    for (int on = 0; on < 2; on++) {
+        net_overrides ov = net_no_overrides();
+        ov.in_place = on;
+        net *n = tn_parse(text, &ov);
+        ck_assert_int_eq(net_plan_static(n, POLICY_NONE, ALGO_MEM), VDNN_OK);
+        ck_assert_int_eq(net_min_budget(n, &need[on]), VDNN_OK);
+        device_options o = {.kind = DEVICE_SIM, .budget_bytes = (size_t)1 << 40};
+        device *d = NULL;
+        ck_assert_int_eq(device_create(&o, &d), VDNN_OK);
+        ck_assert_int_eq(net_attach(n, d), VDNN_OK);
+        ck_assert_int_eq(net_plan_static(n, POLICY_NONE, ALGO_MEM), VDNN_OK);
+        ck_assert_msg(net_replay(n, n->input.n, NULL) == VDNN_OK, "replay: %s", vdnn_errmsg());
+        live[on] = pool_live_peak(device_pool(d));
+        tn_free(n, d);
+    }
+    size_t map = pool_round((size_t)8 * 16 * 24 * 24 * sizeof(float));
+    ck_assert_msg(live[1] + map / 2 <= live[0], "bytes live at the peak: %zu in place, %zu apart: not half a map "
+                  "(%zu) less", live[1], live[0], map / 2);
+    ck_assert_msg(need[1] < need[0], "least budget %zu in place, %zu apart", need[1], need[0]);
+}
+END_TEST
+
 static Suite *offload_suite(void)
 {
     Suite *s = suite_create("offload");
@@ -942,6 +1091,14 @@ static Suite *offload_suite(void)
     tcase_add_loop_test(inv, test_invariance_min_budget, 0, NINV);
     tcase_add_loop_test(inv, test_invariance_slow_link, 0, NINV);
     suite_add_tcase(s, inv);
+
+    TCase *ip = tcase_create("in-place");
+    tcase_set_timeout(ip, 120);
+    tcase_add_loop_test(ip, test_in_place_same_bits, 0, NINV);
+    tcase_add_test(ip, test_in_place_rules);
+    tcase_add_test(ip, test_in_place_recompute);
+    tcase_add_test(ip, test_in_place_saves);
+    suite_add_tcase(s, ip);
 
     TCase *res = tcase_create("residency");
     tcase_set_timeout(res, 60);

@@ -7,7 +7,8 @@
  *  - the map sizes the papers give: AlexNet 55, 27, 13 and 6x6x256 after pool5,
  *    GoogLeNet with Caffe's rounded-up pooling 112, 56, 28, 14, 7, OverFeat's table 1,
  *    VGG's five stages;
- *  - `vdnn info` on each new config prints its exact count;
+ *  - `vdnn info` on each new config prints its exact count, and on VGG-16 at batch 256
+ *    the paper's memory headline (network-wide 28 GB, trainable in a 12 GB GPU);
  *  - one training step at batch 1 on synthetic data for AlexNet and OverFeat, and for
  *    VGG-116 at 32x32 (its 113 convolutions at 224x224 take minutes here). */
 #include <check.h>
@@ -228,6 +229,42 @@ START_TEST(test_info)
 }
 END_TEST
 
+/* The number after `key` in text, after `from` (non-NULL). */
+static double number_after(const char *text, const char *from, const char *key)
+{
+    const char *at = strstr(text, from);
+    ck_assert_msg(at != NULL, "no %s in:\n%s", from, tn_tail(text, 2000));
+    at = strstr(at, key);
+    ck_assert_msg(at != NULL, "no %s after %s in:\n%s", key, from, tn_tail(text, 2000));
+    return strtod(at + strlen(key), NULL);
+}
+
+/* The paper's headline: VGG-16 at batch 256 takes 28 GB network-wide and trains on a
+ * 12 GB Titan X under vDNN. With in-place layers vdnn's network-wide allocation (memory-
+ * optimal algorithms) is within 20% of 28 GB and `all` needs less than the 12 GiB, as
+ * `vdnn info` reports it; without them the network-wide figure is twice as large. */
+START_TEST(test_vgg16_paper_memory)
+{
+    double wide[2], all_mem = 0, conv_mem = 0;
+    for (int on = 0; on < 2; on++) {
+        char args[128];
+        snprintf(args, sizeof args, "info configs/vgg16.cfg --batch 256 --json --in-place %s", on ? "on" : "off");
+        tn_run r = tn_vdnn(tn_dir, "", args);
+        tn_run_ok(&r, args);
+        wide[on] = number_after(r.out, "\"network_wide_bytes\"", "\"mem\": ");
+        if (on) {
+            all_mem = number_after(r.out, "\"all\": {", "\"mem\": ");
+            conv_mem = number_after(r.out, "\"conv\": {", "\"mem\": ");
+        }
+        tn_run_free(&r);
+    }
+    ck_assert_msg(fabs(wide[1] / 28e9 - 1) <= 0.2, "network-wide %.3g bytes in place, the paper's 28 GB", wide[1]);
+    ck_assert_msg(wide[0] > 1.8 * wide[1], "network-wide %.3g bytes apart, %.3g in place", wide[0], wide[1]);
+    ck_assert_msg(all_mem < 12.0 * (1 << 30), "all with mem algorithms needs %.4g GiB", all_mem / (1 << 30));
+    ck_assert_msg(conv_mem <= 11.0 * (1 << 30), "conv with mem algorithms needs %.4g GiB", conv_mem / (1 << 30));
+}
+END_TEST
+
 /* One step at batch 1 runs and gives a finite, positive loss. VGG-116 runs at 32x32
  * (its [net] lines replaced in place): the same 116 layers, fc6 reading 512x1x1. */
 START_TEST(test_train_step)
@@ -280,6 +317,7 @@ static Suite *papernets_suite(void)
     tcase_set_timeout(cli, 120);
     tcase_add_checked_fixture(cli, tn_dir_setup, tn_dir_teardown);
     tcase_add_test(cli, test_info);
+    tcase_add_test(cli, test_vgg16_paper_memory);
     suite_add_tcase(s, cli);
 
     TCase *train = tcase_create("train");

@@ -74,6 +74,7 @@ static void plans_equal(const plan *a, const plan *b)
         for (int p = 0; p < PASS_COUNT; p++) ck_assert_int_eq(a->algo[i][p], b->algo[i][p]);
     ck_assert_int_eq(a->prefetch_ahead, b->prefetch_ahead);
     ck_assert_int_eq(a->release_lag, b->release_lag);
+    ck_assert_int_eq(a->in_place, b->in_place);
     ck_assert_str_eq(a->origin, b->origin);
     ck_assert(a->predicted_s == b->predicted_s);
     ck_assert_uint_eq(a->peak_bytes, b->peak_bytes);
@@ -867,11 +868,11 @@ START_TEST(test_load_wrong_layer_name)
 {
     net *n = tn_parse(PF_NET, NULL);
     planfile f = saved_plan(n);
-    edit_fails(n, &f, "conv3 ", "conv9 ", VDNN_EINVAL, "plan.txt:17: ", "conv3 in the net but 'conv9' in the plan");
+    edit_fails(n, &f, "conv3 ", "conv9 ", VDNN_EINVAL, "plan.txt:18: ", "conv3 in the net but 'conv9' in the plan");
     edit_fails(n, &f, "bn4 keep 0 default default default", "bn4 keep 0 default default", VDNN_EFORMAT,
-               "plan.txt:18: ", "has 5 fields");
+               "plan.txt:19: ", "has 5 fields");
     /* a layer line from before swapping: no swap flag */
-    edit_fails(n, &f, "bn4 keep 0 default", "bn4 keep default", VDNN_EFORMAT, "plan.txt:18: ",
+    edit_fails(n, &f, "bn4 keep 0 default", "bn4 keep default", VDNN_EFORMAT, "plan.txt:19: ",
                "'NAME MAP SWAP FWD BWD-DATA BWD-FILTER'");
     planfile_free(&f);
     net_free(n);
@@ -882,13 +883,13 @@ START_TEST(test_load_unknown_algorithm)
 {
     net *n = tn_parse(PF_NET, NULL);
     planfile f = saved_plan(n);
-    edit_fails(n, &f, "conv1 keep 0 im2col", "conv1 keep 0 fft", VDNN_EINVAL, "plan.txt:15: ",
+    edit_fails(n, &f, "conv1 keep 0 im2col", "conv1 keep 0 fft", VDNN_EINVAL, "plan.txt:16: ",
                "conv1: unknown forward algorithm 'fft'");
     tn_msg_has("direct, im2col, im2col-batch, im2col-chunk, im2col-par", NULL);
-    edit_fails(n, &f, "im2col-chunk\n", "winograd\n", VDNN_EINVAL, "plan.txt:15: ", "backward-filter algorithm");
+    edit_fails(n, &f, "im2col-chunk\n", "winograd\n", VDNN_EINVAL, "plan.txt:16: ", "backward-filter algorithm");
     /* a name another layer type has is unknown here */
     edit_fails(n, &f, "relu2 offload 0 default default", "relu2 offload 0 default direct", VDNN_EINVAL,
-               "plan.txt:16: ", "relu2: unknown backward-data algorithm 'direct' (it has: default)");
+               "plan.txt:17: ", "relu2: unknown backward-data algorithm 'direct' (it has: default)");
     planfile_free(&f);
     net_free(n);
 }
@@ -898,22 +899,22 @@ START_TEST(test_load_bad_map)
 {
     net *n = tn_parse(PF_NET, NULL);
     planfile f = saved_plan(n);
-    edit_fails(n, &f, "conv1 keep", "conv1 offload", VDNN_EINVAL, "plan.txt:15: ",
+    edit_fails(n, &f, "conv1 keep", "conv1 offload", VDNN_EINVAL, "plan.txt:16: ",
                "conv1: the plan offloads x[1] (conv1's output), but no backward pass reads it");
-    edit_fails(n, &f, "conv1 keep", "conv1 recompute", VDNN_EINVAL, "plan.txt:15: ",
+    edit_fails(n, &f, "conv1 keep", "conv1 recompute", VDNN_EINVAL, "plan.txt:16: ",
                "conv1: the plan recomputes x[1] (conv1's output), but no backward pass reads it");
-    edit_fails(n, &f, "fc7 keep", "fc7 offload", VDNN_EINVAL, "plan.txt:21: ", "x[7]");
-    edit_fails(n, &f, "softmax8 keep", "softmax8 offload", VDNN_EINVAL, "plan.txt:22: ", "x[8] (the loss output)");
-    edit_fails(n, &f, "softmax8 keep", "softmax8 recompute", VDNN_EINVAL, "plan.txt:22: ", "x[8]");
+    edit_fails(n, &f, "fc7 keep", "fc7 offload", VDNN_EINVAL, "plan.txt:22: ", "x[7]");
+    edit_fails(n, &f, "softmax8 keep", "softmax8 offload", VDNN_EINVAL, "plan.txt:23: ", "x[8] (the loss output)");
+    edit_fails(n, &f, "softmax8 keep", "softmax8 recompute", VDNN_EINVAL, "plan.txt:23: ", "x[8]");
     /* the words, not the flags of the old format, nor anything else */
-    edit_fails(n, &f, "conv3 offload", "conv3 1", VDNN_EFORMAT, "plan.txt:17: ",
+    edit_fails(n, &f, "conv3 offload", "conv3 1", VDNN_EFORMAT, "plan.txt:18: ",
                "conv3: the output map must be keep, offload or recompute, not '1'");
-    edit_fails(n, &f, "conv3 offload", "conv3 offlode", VDNN_EFORMAT, "plan.txt:17: ", "not 'offlode'");
-    edit_fails(n, &f, "conv3 offload", "conv3 Keep", VDNN_EFORMAT, "plan.txt:17: ", "not 'Keep'");
-    edit_fails(n, &f, "data offload", "data Offload", VDNN_EFORMAT, "plan.txt:13: ", "data: the input map");
-    edit_fails(n, &f, "data offload\n", "", VDNN_EFORMAT, "plan.txt:14: ", "expected 'data VALUE'");
+    edit_fails(n, &f, "conv3 offload", "conv3 offlode", VDNN_EFORMAT, "plan.txt:18: ", "not 'offlode'");
+    edit_fails(n, &f, "conv3 offload", "conv3 Keep", VDNN_EFORMAT, "plan.txt:18: ", "not 'Keep'");
+    edit_fails(n, &f, "data offload", "data Offload", VDNN_EFORMAT, "plan.txt:14: ", "data: the input map");
+    edit_fails(n, &f, "data offload\n", "", VDNN_EFORMAT, "plan.txt:15: ", "expected 'data VALUE'");
     /* x[0], the input, is there from the start: nothing computes it again */
-    edit_fails(n, &f, "data offload", "data recompute", VDNN_EINVAL, "plan.txt:13: ",
+    edit_fails(n, &f, "data offload", "data recompute", VDNN_EINVAL, "plan.txt:14: ",
                "x[0], the input, cannot be recomputed");
     planfile_free(&f);
     net_free(n);
@@ -924,10 +925,10 @@ START_TEST(test_load_bad_swap)
 {
     net *n = tn_parse(PF_NET, NULL);
     planfile f = saved_plan(n);
-    edit_fails(n, &f, "conv3 offload 0", "conv3 offload 3", VDNN_EFORMAT, "plan.txt:17: ",
+    edit_fails(n, &f, "conv3 offload 0", "conv3 offload 3", VDNN_EFORMAT, "plan.txt:18: ",
                "conv3: the swap flag must be 0 (resident), 1 (swapped, updated on the host) or 2");
-    edit_fails(n, &f, "conv3 offload 0", "conv3 offload yes", VDNN_EFORMAT, "plan.txt:17: ", "not 'yes'");
-    edit_fails(n, &f, "conv3 offload 0", "conv3 offload 01", VDNN_EFORMAT, "plan.txt:17: ", "not '01'");
+    edit_fails(n, &f, "conv3 offload 0", "conv3 offload yes", VDNN_EFORMAT, "plan.txt:18: ", "not 'yes'");
+    edit_fails(n, &f, "conv3 offload 0", "conv3 offload 01", VDNN_EFORMAT, "plan.txt:18: ", "not '01'");
     /* batch norm's running statistics change in forward: its parameters stay */
     edit_fails(n, &f, "bn4 keep 0", "bn4 keep 1", VDNN_EINVAL, "plan.txt",
                "bn4's parameters cannot be swapped (its forward pass updates state in them)");
@@ -965,6 +966,7 @@ START_TEST(test_load_version1)
         "fc7 offload 0 default default default\nsoftmax8 keep 0 default default default\n";
     tn_write_text(f.path, v1);
     plan want = busy_plan(n), got;
+    want.in_place = 0;   /* a plan made before in-place layers runs without them */
     ck_assert_msg(plan_load(n, f.path, &got) == VDNN_OK, "plan_load: %s", vdnn_errmsg());
     plans_equal(&want, &got);
     plan_free(&got);
@@ -978,6 +980,37 @@ START_TEST(test_load_version1)
     edit2_fails(n, &f, "conv3 offload 0", "conv3 offload 1", "bn4 offload", "bn4 recompute", VDNN_EINVAL, "plan.txt",
                 "recomputing x[3] (conv3's output) would run conv3 again, whose parameters are swapped");
     planfile_free(&f);
+    net_free(n);
+}
+END_TEST
+
+/* Version 2 (no in_place line) reads as a plan without in-place layers; a plan that
+ * runs them is refused by a net that forbids them. */
+START_TEST(test_load_in_place)
+{
+    net *n = tn_parse(PF_NET, NULL);
+    planfile f = saved_plan(n);
+    ck_assert_ptr_nonnull(strstr(f.text, "\nin_place 1\n"));
+    char *v2 = edited(f.text, "vdnn-plan 3", "vdnn-plan 2"), *v2b = edited(v2, "in_place 1\n", "");
+    tn_write_text(f.path, v2b);
+    plan want = busy_plan(n), got;
+    ck_assert_msg(plan_load(n, f.path, &got) == VDNN_OK, "plan_load: %s", vdnn_errmsg());
+    want.in_place = 0;
+    plans_equal(&want, &got);
+    plan_free(&got);
+    plan_free(&want);
+    free(v2);
+    free(v2b);
+    net *apart = tn_parse(PF_NET "[memory]\nin_place = 0\n", NULL);
+    load_fails(apart, &f, f.text, VDNN_EINVAL, "plan.txt", "runs layers in place, and the net forbids it");
+    char *off = edited(f.text, "in_place 1", "in_place 0");
+    tn_write_text(f.path, off);
+    ck_assert_msg(plan_load(apart, f.path, &got) == VDNN_OK, "plan_load: %s", vdnn_errmsg());
+    ck_assert_int_eq(got.in_place, 0);
+    plan_free(&got);
+    free(off);
+    planfile_free(&f);
+    net_free(apart);
     net_free(n);
 }
 END_TEST
@@ -1003,22 +1036,24 @@ START_TEST(test_load_bad_header)
 {
     net *n = tn_parse(PF_NET, NULL);
     planfile f = saved_plan(n);
-    edit_fails(n, &f, "vdnn-plan 2", "vdnn-plot 2", VDNN_EFORMAT, "plan.txt:2: ", "not a vdnn plan");
-    edit_fails(n, &f, "vdnn-plan 2", "vdnn-plan 3", VDNN_EFORMAT, "plan.txt:2: ", "version '3'");
+    edit_fails(n, &f, "vdnn-plan 3", "vdnn-plot 3", VDNN_EFORMAT, "plan.txt:2: ", "not a vdnn plan");
+    edit_fails(n, &f, "vdnn-plan 3", "vdnn-plan 4", VDNN_EFORMAT, "plan.txt:2: ", "version '4'");
     load_fails(n, &f, "", VDNN_EFORMAT, "plan.txt:1: ", "the file ends");
     load_fails(n, &f, "[net]\nbatch = 16\n", VDNN_EFORMAT, "plan.txt:1: ", "not a vdnn plan");
     edit_fails(n, &f, "micro_batch 0", "micro_batch zero", VDNN_EFORMAT, "plan.txt:5: ", "'zero'");
     edit_fails(n, &f, "prefetch next", "prefetch soon", VDNN_EFORMAT, "plan.txt:6: ", "far, next or on-demand");
     edit_fails(n, &f, "release_lag 0", "release_lag -1", VDNN_EFORMAT, "plan.txt:7: ", "release_lag");
     edit_fails(n, &f, "release_lag 0\n", "", VDNN_EFORMAT, "plan.txt:7: ", "expected 'release_lag VALUE'");
-    edit_fails(n, &f, "origin dyn", "origin dyn vdnn", VDNN_EFORMAT, "plan.txt:8: ", "'origin' takes one value");
-    edit_fails(n, &f, "predicted_ms 12.5", "predicted_ms nan", VDNN_EFORMAT, "plan.txt:9: ", "'nan'");
-    edit_fails(n, &f, "peak_bytes 1234567", "peak_bytes -5", VDNN_EFORMAT, "plan.txt:10: ", "byte count");
-    edit_fails(n, &f, "measured_ms 15", "measured_ms -3", VDNN_EFORMAT, "plan.txt:11: ", "measured_ms");
+    edit_fails(n, &f, "in_place 1", "in_place 2", VDNN_EFORMAT, "plan.txt:8: ", "in_place must be an integer in 0..1");
+    edit_fails(n, &f, "in_place 1\n", "", VDNN_EFORMAT, "plan.txt:8: ", "expected 'in_place VALUE'");
+    edit_fails(n, &f, "origin dyn", "origin dyn vdnn", VDNN_EFORMAT, "plan.txt:9: ", "'origin' takes one value");
+    edit_fails(n, &f, "predicted_ms 12.5", "predicted_ms nan", VDNN_EFORMAT, "plan.txt:10: ", "'nan'");
+    edit_fails(n, &f, "peak_bytes 1234567", "peak_bytes -5", VDNN_EFORMAT, "plan.txt:11: ", "byte count");
+    edit_fails(n, &f, "measured_ms 15", "measured_ms -3", VDNN_EFORMAT, "plan.txt:12: ", "measured_ms");
     char *more = malloc(strlen(f.text) + 32);
     strcpy(more, f.text);
     strcat(more, "\n# fine\nconv9 keep 0 a b c\n");
-    load_fails(n, &f, more, VDNN_EFORMAT, "plan.txt:25: ", "unexpected 'conv9' after the last layer");
+    load_fails(n, &f, more, VDNN_EFORMAT, "plan.txt:26: ", "unexpected 'conv9' after the last layer");
     free(more);
     char missing[300];
     tn_join(missing, sizeof missing, f.dir, "none.txt");
@@ -1345,6 +1380,7 @@ static Suite *planfile_suite(void)
     tcase_add_test(file, test_load_unknown_algorithm);
     tcase_add_test(file, test_load_bad_map);
     tcase_add_test(file, test_load_bad_swap);
+    tcase_add_test(file, test_load_in_place);
     tcase_add_test(file, test_load_wrong_batch);
     tcase_add_test(file, test_load_version1);
     tcase_add_test(file, test_load_bad_header);

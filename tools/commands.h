@@ -23,6 +23,10 @@ int cli_error(void);
  * (--math fp32|tf32) and cli_nondeterministic (--nondeterministic). */
 extern const char *cli_math;
 extern int cli_nondeterministic;
+/* --in-place on|off (NULL: the config's [memory] in_place): the overrides with no other
+ * field set but that one; an error names a value that is neither. */
+extern const char *cli_in_place;
+vdnn_status cli_overrides(net_overrides *ov);
 vdnn_status cli_device(const char *name, size_t budget, long long threads, double link_gbps, const net *n,
                        device **out);
 

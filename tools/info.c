@@ -77,6 +77,23 @@ static size_t min_workspace(const net *n)
     return m;
 }
 
+/* vDNN's baseline, the network-wide allocation (Caffe's): every feature map of the net
+ * and the gradient of every map backward computes one for, allocated for the whole run;
+ * an in-place layer's output is its input's storage, and its gradient its output's
+ * (net_in_place), so the two count once. */
+static void network_wide_maps(const net *n, size_t *maps, size_t *grads)
+{
+    *maps = shape_bytes(n->input);
+    *grads = 0;
+    for (int i = 0; i < n->nlayers; i++) {
+        const layer *l = n->layers[i];
+        int shared = n->may_in_place && l->ops->in_place && l->ninputs == 1 && l->input[0] > 0 &&
+                     n->graph[l->input[0]].last_fwd == i;
+        if (!net_in_place(n, i)) *maps += shape_bytes(l->out);
+        if (n->graph[i + 1].grad && !l->is_loss && !shared) *grads += shape_bytes(l->out);
+    }
+}
+
 /* The slab of a device that `info` binds layers to; it runs nothing. */
 #define INFO_DEVICE_BYTES ((size_t)64 << 20)
 
@@ -98,11 +115,13 @@ int cmd_info(int argc, char **argv)
         {"--device", ARG_STRING, &dev_name, 0, 0, "the device whose algorithms to show", 0},
         {"--math", ARG_STRING, &cli_math, 0, 0, "", 0},
         {"--nondeterministic", ARG_FLAG, &cli_nondeterministic, 0, 0, "", 0},
+        {"--in-place", ARG_STRING, &cli_in_place, 0, 0, "on: layers run in place where they may (default); off: never", 0},
         {NULL, 0, NULL, 0, 0, NULL, 0},
     };
-    if (args_parse(argc, argv, 2, specs, &cfg, 1, "vdnn info CFG [--batch N] [--json] [--device D]") != VDNN_OK)
+    if (args_parse(argc, argv, 2, specs, &cfg, 1, "vdnn info CFG [--batch N] [--json] [--device D] [--in-place on|off]") != VDNN_OK)
         return cli_error();
-    net_overrides ov = net_no_overrides();
+    net_overrides ov;
+    if (cli_overrides(&ov) != VDNN_OK) return cli_error();
     ov.batch = (int)batch;
     net *n;
     if (net_load(cfg, &ov, &n) != VDNN_OK) return cli_error();
@@ -147,20 +166,20 @@ int cmd_info(int argc, char **argv)
         device_destroy(d);
         return cli_error();
     }
-    size_t maps = shape_bytes(n->input);
+    size_t maps = shape_bytes(n->input), kept = 0, grads = 0;
     for (int i = 0; i < n->nlayers; i++) maps += shape_bytes(n->layers[i]->out);
+    network_wide_maps(n, &kept, &grads);
     size_t params = net_param_bytes(n), ws = net_max_workspace_bytes(n), bound = net_train_bytes_bound(n);
     size_t count = 0;
     for (int i = 0; i < n->nlayers; i++) count += trainable_count(n->layers[i]);
-    /* vDNN's baseline: every feature map and gradient map allocated for the whole net */
-    size_t network_wide = params + 2 * maps + ws, network_wide_mem = params + 2 * maps + min_workspace(n);
+    size_t network_wide = params + kept + grads + ws, network_wide_mem = params + kept + grads + min_workspace(n);
     if (json) {
         printf("{\n  \"config\": ");
         vdnn_json_str(stdout, cfg);
         printf(", \"device\": ");
         vdnn_json_str(stdout, d ? device_model(d) : "cpu");
-        printf(", \"input\": [%d, %d, %d, %d], \"classes\": %d,\n  \"layers\": [\n", n->input.n, n->input.c,
-               n->input.h, n->input.w, n->classes);
+        printf(", \"input\": [%d, %d, %d, %d], \"classes\": %d, \"in_place\": %s,\n  \"layers\": [\n", n->input.n,
+               n->input.c, n->input.h, n->input.w, n->classes, n->may_in_place ? "true" : "false");
         for (int i = 0; i < n->nlayers; i++) json_layer(stdout, n, n->layers[i], i == n->nlayers - 1);
         printf("  ],\n  \"params\": %zu, \"param_bytes\": %zu, \"feature_map_bytes\": %zu, \"max_workspace_bytes\": %zu, "
                "\"train_bytes_bound\": %zu,\n  \"network_wide_bytes\": {\"perf\": %zu, \"mem\": %zu},\n"
@@ -173,8 +192,9 @@ int cmd_info(int argc, char **argv)
         printf("}\n}\n");
     } else {
         char a[32], b[32], c[32];
-        printf("%s: input %dx%dx%dx%d, %d classes, %d layers; algorithms of %s\n", cfg, n->input.n, n->input.c,
-               n->input.h, n->input.w, n->classes, n->nlayers, d ? device_model(d) : "the cpu");
+        printf("%s: input %dx%dx%dx%d, %d classes, %d layers; algorithms of %s; in-place layers %s\n", cfg,
+               n->input.n, n->input.c, n->input.h, n->input.w, n->classes, n->nlayers,
+               d ? device_model(d) : "the cpu", n->may_in_place ? "on" : "off");
         printf("%3s  %-10s %-13s %-22s %-17s %12s %12s\n", "#", "name", "type", "", "output", "params", "output map");
         for (int i = 0; i < n->nlayers; i++) text_layer(stdout, n, n->layers[i]);
         printf("totals: %.3f M parameters (%zu), params+grads+momenta %s, feature maps %s, largest workspace %s\n",
@@ -194,7 +214,8 @@ int cmd_info(int argc, char **argv)
         for (int k = 0; k < MICROS && micro[k]; k++)
             printf("%s %d: %s", k ? "," : "", micro[k], vdnn_fmt_bytes(micro_least[k], a, sizeof a));
         printf("\n");
-        printf("network-wide allocation (vDNN's baseline: every map and gradient kept): perf %s, mem %s\n",
+        printf("network-wide allocation (vDNN's baseline: every map and gradient kept, in-place layers sharing theirs): "
+               "perf %s, mem %s\n",
                vdnn_fmt_bytes(network_wide, a, sizeof a), vdnn_fmt_bytes(network_wide_mem, b, sizeof b));
     }
     net_free(n);

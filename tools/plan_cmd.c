@@ -168,6 +168,7 @@ int cmd_profile(int argc, char **argv)
         {"--verify", ARG_INT, &f.verify, 0, 1000, "", 0}, {"--link-gbps", ARG_FLOAT, &f.link_gbps, 0.001, 1e4, "", 0},
         {"--threads", ARG_INT, &f.threads, 1, 1024, "", 0}, {"--device", ARG_STRING, &dev_name, 0, 0, "", 0},
         {"--math", ARG_STRING, &cli_math, 0, 0, "", 0}, {"--nondeterministic", ARG_FLAG, &cli_nondeterministic, 0, 0, "", 0},
+        {"--in-place", ARG_STRING, &cli_in_place, 0, 0, "", 0},
         {"--batch", ARG_INT, &batch, 1, 65536, "", 0}, {"--profile-cache", ARG_STRING, &f.cache, 0, 0, "", 0},
         {"--node-limit", ARG_INT, &f.node_limit, 0, 1e12, "", 0}, {"--micro-batch", ARG_INT, &micro, 1, 65536, "", 0},
         {"--search-seconds", ARG_FLOAT, &f.search_seconds, 0, 1e9, "", 0},
@@ -180,13 +181,14 @@ int cmd_profile(int argc, char **argv)
         vdnn_fail(VDNN_EINVAL, "profile needs --budget SIZE (the device memory the plan must fit in)");
         return cli_error();
     }
-    net_overrides ov = net_no_overrides();
+    net_overrides ov;
+    vdnn_status st = cli_overrides(&ov);
     ov.batch = (int)batch;
     ov.micro_batch = (int)micro;
     net *n = NULL;
     device *d = NULL;
     plan p = {0};
-    vdnn_status st = net_load(cfg, &ov, &n);
+    if (st == VDNN_OK) st = net_load(cfg, &ov, &n);
     /* verifying runs real iterations in the budget; predicting only needs the profile,
      * measured on a device of the net's own size */
     if (st == VDNN_OK) st = cli_device(dev_name, f.verify ? f.budget : 0, f.threads, f.link_gbps, n, &d);

@@ -557,6 +557,7 @@ static vdnn_status parse_flags(int argc, char **argv, sweep *s)
         {"--node-limit", ARG_INT, &o->node_limit, 0, 1e12, "", 0}, {"--device", ARG_STRING, &o->device, 0, 0, "", 0},
         {"--search-seconds", ARG_FLOAT, &o->search_seconds, 0, 1e9, "", 0},
         {"--math", ARG_STRING, &cli_math, 0, 0, "", 0}, {"--nondeterministic", ARG_FLAG, &cli_nondeterministic, 0, 0, "", 0},
+        {"--in-place", ARG_STRING, &cli_in_place, 0, 0, "", 0},
         {NULL, 0, NULL, 0, 0, NULL, 0},
     };
     vdnn_status st = args_parse(argc, argv, 2, specs, &o->cfg, 1,
@@ -575,9 +576,10 @@ static vdnn_status parse_flags(int argc, char **argv, sweep *s)
 
 static vdnn_status run_sweep(sweep *s)
 {
-    net_overrides ov = net_no_overrides();
+    net_overrides ov;
+    vdnn_status st = cli_overrides(&ov);
     ov.batch = (int)s->o.batch;
-    vdnn_status st = net_load(s->o.cfg, &ov, &s->n);
+    if (st == VDNN_OK) st = net_load(s->o.cfg, &ov, &s->n);
     if (st == VDNN_OK) st = open_csv(s);
     if (st == VDNN_OK) st = get_profile(s);
     if (st == VDNN_OK && s->auto_count) st = auto_budgets(s);

@@ -40,7 +40,8 @@ static const char usage[] =
     "          [--observe] [--until-idle] [--manager PATH]    share devices fairly among jobs\n"
     "  manager --status [--json] | --plot LOG [--out DIR]\n"
     "  devices   (or --version) the backends built and the GPUs visible\n"
-    "test, info, profile and sweep take --device, --math and --nondeterministic as train does.\n"
+    "test, info, profile and sweep take --device, --math and --nondeterministic as train does,\n"
+    "and info, profile and sweep --in-place.\n"
     "See docs/cli.md.\n";
 
 int cli_error(void)
@@ -77,6 +78,17 @@ static size_t default_budget(const net *n)
 
 const char *cli_math = "fp32";
 int cli_nondeterministic = 0;
+const char *cli_in_place = NULL;
+
+vdnn_status cli_overrides(net_overrides *ov)
+{
+    *ov = net_no_overrides();
+    if (!cli_in_place) return VDNN_OK;
+    if (!strcmp(cli_in_place, "on")) ov->in_place = 1;
+    else if (!strcmp(cli_in_place, "off")) ov->in_place = 0;
+    else return vdnn_fail(VDNN_EINVAL, "--in-place: '%s' is not one of on, off", cli_in_place);
+    return VDNN_OK;
+}
 
 /* One device for --device: a device name (device_parse_name) but cpu:N, which is
  * --devices's; "auto" is resolved before. */
@@ -314,14 +326,15 @@ static double predicted_step_s(net *n)
 static vdnn_status open_all(const char *cfg, run_flags *f, int need_train, net **n, device **d,
                             dataset **train, dataset **test)
 {
-    net_overrides ov = net_no_overrides();
+    net_overrides ov;
+    vdnn_status st = cli_overrides(&ov);
     ov.batch = (int)f->batch;
     ov.micro_batch = (int)f->micro;
     ov.epochs = (int)f->epochs;
     ov.lr = f->lr;
     ov.seed = f->seed;
     ov.data_path = f->data;
-    vdnn_status st = net_load(cfg, &ov, n);
+    if (st == VDNN_OK) st = net_load(cfg, &ov, n);
     if (st == VDNN_OK && need_train) st = check_train_settings(*n);
     if (st == VDNN_OK) st = apply_memory_flags(*n, f);
     if (st == VDNN_OK) st = cli_device(f->device, (*n)->budget_bytes, f->threads, f->link_gbps, *n, d);
@@ -430,13 +443,14 @@ static vdnn_status open_parallel(const char *cfg, run_flags *f, net **n, device 
                          "(use --policy, or dyn)");
     if (f->trace && comm_size(f->comm) > 1)
         return vdnn_fail(VDNN_EINVAL, "--trace traces one process; under mpirun give it to a run of one rank");
-    net_overrides ov = net_no_overrides();
+    net_overrides ov;
+    vdnn_status st = cli_overrides(&ov);
     ov.batch = (int)f->batch;
     ov.epochs = (int)f->epochs;
     ov.lr = f->lr;
     ov.seed = f->seed;
     ov.data_path = f->data;
-    vdnn_status st = net_load(cfg, &ov, &f->model);
+    if (st == VDNN_OK) st = net_load(cfg, &ov, &f->model);
     if (st == VDNN_OK) st = apply_memory_flags(f->model, f);
     char text[4096];
     if (st == VDNN_OK) {
@@ -553,6 +567,7 @@ int cmd_train(int argc, char **argv)
         {"--quiet", ARG_FLAG, &f.quiet, 0, 0, "", 0}, {"--policy", ARG_STRING, &f.policy, 0, 0, "", 0},
         {"--algo", ARG_STRING, &f.algo, 0, 0, "", 0}, {"--link-gbps", ARG_FLOAT, &f.link_gbps, 0.001, 1e4, "", 0},
         {"--sync-layers", ARG_FLAG, &f.sync_layers, 0, 0, "", 0}, {"--trace", ARG_STRING, &f.trace, 0, 0, "", 0},
+        {"--in-place", ARG_STRING, &cli_in_place, 0, 0, "", 0},
         {"--plan", ARG_STRING, &f.plan, 0, 0, "", 0}, {"--search", ARG_STRING, &f.search, 0, 0, "", 0},
         {"--profile-cache", ARG_STRING, &f.cache, 0, 0, "", 0}, {"--node-limit", ARG_INT, &f.node_limit, 0, 1e12, "", 0},
         {"--micro-batch", ARG_INT, &f.micro, 1, 65536, "", 0},

@@ -85,6 +85,7 @@ static void copy_plan(net *m, const net *n)
     m->sync_layers = n->sync_layers;
     m->prefetch_ahead = n->prefetch_ahead;
     m->release_lag = n->release_lag;
+    m->in_place = n->in_place;
     for (int i = 0; i < n->nlayers; i++) memcpy(m->layers[i]->algo, n->layers[i]->algo, sizeof n->layers[i]->algo);
     for (int j = 0; j <= n->nlayers; j++) {
         if (n->maps) m->maps[j].offload = n->maps[j].offload, m->maps[j].recompute = n->maps[j].recompute;
@@ -140,7 +141,7 @@ vdnn_status net_budget_table(net *n, size_t table[POLICY_COUNT][ALGO_MODE_COUNT]
     for (int i = 0; i < n->nlayers; i++) saved_swap[i] = (unsigned char)n->layers[i]->swap;
     mem_policy saved_policy = n->policy;
     algo_mode saved_mode = n->algo;
-    int saved_far = n->prefetch_ahead, saved_lag = n->release_lag;
+    int saved_far = n->prefetch_ahead, saved_lag = n->release_lag, saved_in_place = n->in_place;
     vdnn_status st = VDNN_OK;
     for (int a = 0; a < ALGO_MODE_COUNT && st == VDNN_OK; a++) {
         /* perf keeps the algorithms measured now if the net is in perf mode, else assumes
@@ -164,6 +165,7 @@ vdnn_status net_budget_table(net *n, size_t table[POLICY_COUNT][ALGO_MODE_COUNT]
     n->algo = saved_mode;
     n->prefetch_ahead = saved_far;
     n->release_lag = saved_lag;
+    n->in_place = saved_in_place;
     for (int j = 0; n->maps && j <= n->nlayers; j++) set_map(&n->maps[j], net_policy_map(n, j, saved_policy));
     return st;
 }
@@ -177,23 +179,26 @@ vdnn_status net_fit_budget(net *n, size_t budget, size_t *need)
 {
     size_t least = 0;
     int count = (int)(sizeof overlap_modes / sizeof *overlap_modes);
-    for (int k = 0; k < count; k++) {
-        n->prefetch_ahead = overlap_modes[k].ahead;
-        n->release_lag = overlap_modes[k].lag;
-        vdnn_status st = net_min_budget(n, need);
-        if (st != VDNN_OK) return st;
-        if (!budget || *need <= budget) return VDNN_OK;
-        if (!least || *need < least) least = *need;
-    }
+    for (int k = 0; k < count; k++)
+        for (int in_place = n->may_in_place; in_place >= 0; in_place--) {
+            n->prefetch_ahead = overlap_modes[k].ahead;
+            n->release_lag = overlap_modes[k].lag;
+            n->in_place = in_place;
+            vdnn_status st = net_min_budget(n, need);
+            if (st != VDNN_OK) return st;
+            if (!budget || *need <= budget) return VDNN_OK;
+            if (!least || *need < least) least = *need;
+        }
     *need = least;
     return VDNN_EBUDGET;
 }
 
 vdnn_status net_least_budget(net *n, size_t *bytes)
 {
-    int ahead = n->prefetch_ahead, lag = n->release_lag;
+    int ahead = n->prefetch_ahead, lag = n->release_lag, in_place = n->in_place;
     vdnn_status st = net_fit_budget(n, 1, bytes);
     n->prefetch_ahead = ahead;
     n->release_lag = lag;
+    n->in_place = in_place;
     return st == VDNN_EBUDGET ? VDNN_OK : st;
 }

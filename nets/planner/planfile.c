@@ -6,12 +6,13 @@
  * with plan_free. On failure the output holds nothing (plan_free on it is harmless).
  *
  * The file format (one line each, '#' lines and blank lines ignored):
- *   vdnn-plan 2
+ *   vdnn-plan 3
  *   layers N            must equal the net's
  *   batch B             must equal the net's
  *   micro_batch M       must equal the net's (0: no split)
  *   prefetch far|next|on-demand
  *   release_lag L
+ *   in_place 0|1        in-place layers run in place (the net's config must allow it)
  *   origin WORD         "-" when empty
  *   predicted_ms T      "-" when not simulated
  *   peak_bytes P
@@ -21,7 +22,8 @@
  *                       output map (keep, offload, recompute), its swap flag (0, 1, 2)
  *                       and its algorithms by name
  * Maps are named by the layer that writes them, so a plan reads the same on a chain
- * and on a graph. Version 1 (a chain's, read still) had no data line and gave each
+ * and on a graph. Version 2 (read still) had no in_place line: its plans run without.
+ * Version 1 (a chain's, read still) had neither that nor a data line, and gave each
  * layer line the decision of the layer's input x[i] instead. */
 #include <errno.h>
 #include <math.h>
@@ -33,7 +35,7 @@
 #include "vdnn/file.h"
 
 #define PLAN_MAGIC "vdnn-plan"
-#define PLAN_VERSION 2
+#define PLAN_VERSION 3
 /* Far beyond any useful lag: a bound so that a corrupt file cannot ask for nonsense. */
 #define PLAN_MAX_LAG 1000
 /* The largest plan file read (a pipe is read up to it): a line per layer, and a net has
@@ -60,6 +62,7 @@ vdnn_status plan_init(plan *p, const net *n)
     p->micro = n->micro;
     p->prefetch_ahead = PREFETCH_FAR;
     p->release_lag = 1;
+    p->in_place = n->may_in_place;
     p->predicted_s = -1;
     p->measured_s = -1;
     return VDNN_OK;
@@ -124,6 +127,7 @@ vdnn_status plan_from_net(const net *n, plan *p)
     for (int i = 0; i < n->nlayers; i++) memcpy(p->algo[i], n->layers[i]->algo, sizeof p->algo[i]);
     p->prefetch_ahead = n->prefetch_ahead;
     p->release_lag = n->release_lag;
+    p->in_place = n->in_place;
     /* dyn leaves n->policy at none and the planner's plan in the maps: say who chose */
     snprintf(p->origin, sizeof p->origin, "%s", n->dyn ? "dyn" : policy_name(n->policy));
     return VDNN_OK;
@@ -187,6 +191,9 @@ static vdnn_status plan_check(const plan *p, const net *n, const char *who)
         return vdnn_fail(VDNN_EINVAL, "%s: prefetch mode %d is not one of PREFETCH_*", who, p->prefetch_ahead);
     if (p->release_lag < 0 || p->release_lag > PLAN_MAX_LAG)
         return vdnn_fail(VDNN_EINVAL, "%s: release lag %d is outside 0..%d", who, p->release_lag, PLAN_MAX_LAG);
+    if (p->in_place && !n->may_in_place)
+        return vdnn_fail(VDNN_EINVAL, "%s: the plan runs layers in place, and the net forbids it ([memory] in_place "
+                         "= 0 or --in-place off)", who);
     return VDNN_OK;
 }
 
@@ -211,6 +218,7 @@ vdnn_status plan_apply(net *n, const plan *p)
         if (!n->dev || (p->swap[i] && n->layers[i]->swap)) n->layers[i]->swap = p->swap[i];
     n->prefetch_ahead = p->prefetch_ahead;
     n->release_lag = p->release_lag;
+    n->in_place = p->in_place;
     return VDNN_OK;
 }
 
@@ -313,8 +321,8 @@ static void write_plan(FILE *f, const plan *p, const net *n)
     char t1[40], t2[40], origin[sizeof p->origin + 1];
     origin_word(p->origin, origin, sizeof origin);
     fprintf(f, "# vdnn plan (docs/planner.md)\n%s %d\nlayers %d\nbatch %d\nmicro_batch %d\nprefetch %s\n"
-            "release_lag %d\n", PLAN_MAGIC, PLAN_VERSION, p->nlayers, p->batch, p->micro,
-            prefetch_name(p->prefetch_ahead), p->release_lag);
+            "release_lag %d\nin_place %d\n", PLAN_MAGIC, PLAN_VERSION, p->nlayers, p->batch, p->micro,
+            prefetch_name(p->prefetch_ahead), p->release_lag, p->in_place);
     fprintf(f, "origin %s\npredicted_ms %s\npeak_bytes %zu\nmeasured_ms %s\n", origin,
             fmt_ms(p->predicted_s, t1, sizeof t1), p->peak_bytes, fmt_ms(p->measured_s, t2, sizeof t2));
     fprintf(f, "# map of the net's input: keep or offload\ndata %s\n", map_words[p->offload[0]]);
@@ -457,12 +465,12 @@ static vdnn_status read_bytes(reader *r, const char *key, size_t *out)
 
 static vdnn_status read_magic(reader *r, int *version)
 {
-    if (!next_line(r)) return at_end(r, "'" PLAN_MAGIC " 2'");
+    if (!next_line(r)) return at_end(r, "'" PLAN_MAGIC " 3'");
     if (strcmp(r->tok[0], PLAN_MAGIC) != 0 || r->ntok != 2)
         return vdnn_fail(VDNN_EFORMAT, "%s:%d: not a vdnn plan (its first line must be '%s %d')", r->path, r->line,
                          PLAN_MAGIC, PLAN_VERSION);
-    if (strcmp(r->tok[1], "1") != 0 && strcmp(r->tok[1], "2") != 0)
-        return vdnn_fail(VDNN_EFORMAT, "%s:%d: plan format version '%.20s'; this vdnn reads versions 1 and %d",
+    if (strcmp(r->tok[1], "1") != 0 && strcmp(r->tok[1], "2") != 0 && strcmp(r->tok[1], "3") != 0)
+        return vdnn_fail(VDNN_EFORMAT, "%s:%d: plan format version '%.20s'; this vdnn reads versions 1 to %d",
                          r->path, r->line, r->tok[1], PLAN_VERSION);
     *version = r->tok[1][0] - '0';
     return VDNN_OK;
@@ -489,7 +497,7 @@ static vdnn_status read_shape(reader *r, const net *n)
     return st;
 }
 
-static vdnn_status read_timing(reader *r, plan *p)
+static vdnn_status read_timing(reader *r, int version, plan *p)
 {
     const char *v = NULL;
     vdnn_status st = expect_key(r, "prefetch", &v);
@@ -500,7 +508,10 @@ static vdnn_status read_timing(reader *r, plan *p)
     if (p->prefetch_ahead < 0)
         return vdnn_fail(VDNN_EFORMAT, "%s:%d: prefetch must be far, next or on-demand, not '%.40s'", r->path,
                          r->line, v);
-    return read_int(r, "release_lag", 0, PLAN_MAX_LAG, &p->release_lag);
+    st = read_int(r, "release_lag", 0, PLAN_MAX_LAG, &p->release_lag);
+    p->in_place = 0;
+    if (st == VDNN_OK && version >= 3) st = read_int(r, "in_place", 0, 1, &p->in_place);
+    return st;
 }
 
 static vdnn_status read_results(reader *r, plan *p)
@@ -602,7 +613,7 @@ static vdnn_status read_plan(reader *r, const net *n, plan *p)
     int version = 0;
     vdnn_status st = read_magic(r, &version);
     if (st == VDNN_OK) st = read_shape(r, n);
-    if (st == VDNN_OK) st = read_timing(r, p);
+    if (st == VDNN_OK) st = read_timing(r, version, p);
     if (st == VDNN_OK) st = read_results(r, p);
     if (st == VDNN_OK && version >= 2) st = read_data(r, n, p);
     for (int i = 0; i < n->nlayers && st == VDNN_OK; i++) st = read_layer(r, n, i, version, p);
@@ -714,7 +725,8 @@ static void print_footer(FILE *f, const plan *p, const net *n)
             vdnn_fmt_bytes(bytes[MAP_RECOMPUTE], b2, sizeof b2), layers, vdnn_fmt_bytes(swapped, b3, sizeof b3));
     if (p->micro) fprintf(f, "micro-batches: %d items each, %d per batch of %d\n", p->micro,
                           (p->batch + p->micro - 1) / p->micro, p->batch);
-    fprintf(f, "copy timing: prefetch %s, release lag %d\n", prefetch_name(p->prefetch_ahead), p->release_lag);
+    fprintf(f, "copy timing: prefetch %s, release lag %d; in-place layers %s\n", prefetch_name(p->prefetch_ahead),
+            p->release_lag, p->in_place ? "on" : "off");
     if (p->predicted_s >= 0)
         fprintf(f, "predicted: %.3f ms per iteration, peak %s (%zu bytes)\n", p->predicted_s * 1e3,
                 vdnn_fmt_bytes(p->peak_bytes, b2, sizeof b2), p->peak_bytes);
@@ -798,8 +810,9 @@ void plan_print_json(FILE *f, const plan *p, const net *n, const profile *pr)
     }
     fprintf(f, "{\"origin\":");
     vdnn_json_str(f, p->origin);
-    fprintf(f, ",\"batch\":%d,\"micro_batch\":%d,\"prefetch\":\"%s\",\"release_lag\":%d,\"predicted_ms\":", p->batch, p->micro,
-            prefetch_name(p->prefetch_ahead), p->release_lag);
+    fprintf(f, ",\"batch\":%d,\"micro_batch\":%d,\"prefetch\":\"%s\",\"release_lag\":%d,\"in_place\":%s,"
+            "\"predicted_ms\":", p->batch, p->micro, prefetch_name(p->prefetch_ahead), p->release_lag,
+            p->in_place ? "true" : "false");
     json_num(f, p->predicted_s * 1e3, 1);
     fprintf(f, ",\"peak_bytes\":%zu,\"measured_ms\":", p->peak_bytes);
     json_num(f, p->measured_s * 1e3, 1);

@@ -94,6 +94,7 @@ typedef struct plan {
     int (*algo)[PASS_COUNT];  /* (nlayers): algorithm per pass */
     int prefetch_ahead;       /* PREFETCH_* */
     int release_lag;
+    int in_place;             /* in-place layers run in place (net.h, net_in_place) */
     char origin[24];          /* how it was made: "none", "all", "conv", "dyn", "vdnn", a file name */
     double predicted_s;       /* simulated iteration time; < 0: not simulated */
     size_t peak_bytes;        /* simulated pool peak (the least budget the plan fits) */

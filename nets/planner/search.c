@@ -213,21 +213,26 @@ static vdnn_status branch(search *s)
     return st;
 }
 
+/* The fastest plan of a fixed policy that fits: every copy timing, each with in-place
+ * layers (when the net allows them) and without, as net_fit_budget tries them; on a
+ * tie the earlier wins. */
 static vdnn_status best_policy_plan(search *s, mem_policy pol, algo_mode a, plan *out, int *fits)
 {
     *fits = 0;
     vdnn_status st = VDNN_OK;
-    for (int m = 0; m < TIMING_MODES && st == VDNN_OK; m++) {
-        plan p = {0};
-        st = plan_policy(s->n, s->pr, pol, a, timing_modes[m][0], timing_modes[m][1], &p);
-        if (st == VDNN_OK) st = simulate(s, &p);
-        if (st == VDNN_OK && p.peak_bytes <= s->budget && (!*fits || p.predicted_s < out->predicted_s)) {
-            if (*fits) plan_free(out);
-            st = plan_copy(out, &p);
-            *fits = 1;
+    for (int m = 0; m < TIMING_MODES && st == VDNN_OK; m++)
+        for (int in_place = s->n->may_in_place; in_place >= 0 && st == VDNN_OK; in_place--) {
+            plan p = {0};
+            st = plan_policy(s->n, s->pr, pol, a, timing_modes[m][0], timing_modes[m][1], &p);
+            p.in_place = in_place;
+            if (st == VDNN_OK) st = simulate(s, &p);
+            if (st == VDNN_OK && p.peak_bytes <= s->budget && (!*fits || p.predicted_s < out->predicted_s)) {
+                if (*fits) plan_free(out);
+                st = plan_copy(out, &p);
+                *fits = 1;
+            }
+            plan_free(&p);
         }
-        plan_free(&p);
-    }
     return st;
 }
 
