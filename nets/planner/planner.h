@@ -178,7 +178,8 @@ typedef struct search_stats {
  * fit, else no plan; then none, conv, all with the fastest algorithms; then all with
  * convolutions moved to memory-optimal algorithms one layer at a time; then all +
  * memory-optimal. SEARCH_BB is a branch and bound over the variants of plan_enumerate,
- * the copy timing, every map's keep/offload and every convolution pass's algorithm,
+ * the copy timing (in-place layers on or off included), every map's keep/offload and
+ * every convolution pass's algorithm,
  * seeded by the fixed policies, vDNN-style threshold plans (offload every map below a
  * layer) and hill climbs whose moves also recompute single maps (docs/planner.md).
  * `lim` caps the climbs and the B&B (then the best plan found so far is returned,
@@ -209,7 +210,8 @@ vdnn_status plan_least(const net *n, size_t *bytes);
 
 /* Every plan of the branch and bound's space, enumerated (tests: small nets only):
  * variants (recompute the cheap layers' outputs or not, swap every swappable layer or
- * not) x copy timings x keep/offload per map x every algorithm per pass. Calls `visit`
+ * not) x copy timings (each with in-place layers and without, when the net allows them)
+ * x keep/offload per map x every algorithm per pass. Calls `visit`
  * with each complete plan; stops early when it returns non-zero. Returns the count. */
 long plan_enumerate(const net *n, const profile *pr, int (*visit)(void *ctx, const plan *p), void *ctx);
 

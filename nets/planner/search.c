@@ -6,11 +6,28 @@
 
 #include "nets/planner/planner.h"
 
-/* How early copies may run (nets/planner/budget.c orders them fastest first). */
-static const int timing_modes[][2] = {
-    {PREFETCH_FAR, 1}, {PREFETCH_NEXT, 1}, {PREFETCH_NEXT, 0}, {PREFETCH_ON_DEMAND, 0},
+/* How early copies may run (nets/planner/budget.c orders them fastest first), each
+ * with in-place layers and without (first fit can fragment either way; both compute
+ * the same at the same speed): prefetch, release lag, in-place. */
+static const int timing_modes[][3] = {
+    {PREFETCH_FAR, 1, 1}, {PREFETCH_FAR, 1, 0},  {PREFETCH_NEXT, 1, 1},       {PREFETCH_NEXT, 1, 0},
+    {PREFETCH_NEXT, 0, 1}, {PREFETCH_NEXT, 0, 0}, {PREFETCH_ON_DEMAND, 0, 1}, {PREFETCH_ON_DEMAND, 0, 0},
 };
-#define TIMING_MODES 4
+#define TIMING_MODES 8
+
+/* Mode m repeats another on this net: in place where the net forbids it. */
+static int mode_skipped(const net *n, int m)
+{
+    return timing_modes[m][2] && !n->may_in_place;
+}
+
+/* plan_policy with copy timing m. */
+static vdnn_status timing_plan(const net *n, const profile *pr, mem_policy pol, algo_mode a, int m, plan *p)
+{
+    vdnn_status st = plan_policy(n, pr, pol, a, timing_modes[m][0], timing_modes[m][1], p);
+    p->in_place = timing_modes[m][2];
+    return st;
+}
 
 /* plan_choose measures the best fixed policy too when its prediction is within this
  * factor of the chosen plan's. */
@@ -213,26 +230,24 @@ static vdnn_status branch(search *s)
     return st;
 }
 
-/* The fastest plan of a fixed policy that fits: every copy timing, each with in-place
- * layers (when the net allows them) and without, as net_fit_budget tries them; on a
- * tie the earlier wins. */
+/* The fastest plan of a fixed policy that fits, over every copy timing; on a tie the
+ * earlier wins. */
 static vdnn_status best_policy_plan(search *s, mem_policy pol, algo_mode a, plan *out, int *fits)
 {
     *fits = 0;
     vdnn_status st = VDNN_OK;
-    for (int m = 0; m < TIMING_MODES && st == VDNN_OK; m++)
-        for (int in_place = s->n->may_in_place; in_place >= 0 && st == VDNN_OK; in_place--) {
-            plan p = {0};
-            st = plan_policy(s->n, s->pr, pol, a, timing_modes[m][0], timing_modes[m][1], &p);
-            p.in_place = in_place;
-            if (st == VDNN_OK) st = simulate(s, &p);
-            if (st == VDNN_OK && p.peak_bytes <= s->budget && (!*fits || p.predicted_s < out->predicted_s)) {
-                if (*fits) plan_free(out);
-                st = plan_copy(out, &p);
-                *fits = 1;
-            }
-            plan_free(&p);
+    for (int m = 0; m < TIMING_MODES && st == VDNN_OK; m++) {
+        if (mode_skipped(s->n, m)) continue;
+        plan p = {0};
+        st = timing_plan(s->n, s->pr, pol, a, m, &p);
+        if (st == VDNN_OK) st = simulate(s, &p);
+        if (st == VDNN_OK && p.peak_bytes <= s->budget && (!*fits || p.predicted_s < out->predicted_s)) {
+            if (*fits) plan_free(out);
+            st = plan_copy(out, &p);
+            *fits = 1;
         }
+        plan_free(&p);
+    }
     return st;
 }
 
@@ -259,8 +274,9 @@ static vdnn_status search_vdnn(search *s)
     for (int i = 0; i < s->n->nlayers && st == VDNN_OK; i++) {
         if (!s->n->layers[i]->ops->algo_count) continue;
         for (int m = 0; m < TIMING_MODES && st == VDNN_OK; m++) {
+            if (mode_skipped(s->n, m)) continue;
             plan g = {0};
-            st = plan_policy(s->n, s->pr, POLICY_ALL, ALGO_PERF, timing_modes[m][0], timing_modes[m][1], &g);
+            st = timing_plan(s->n, s->pr, POLICY_ALL, ALGO_PERF, m, &g);
             for (int j = 0; j <= i && st == VDNN_OK; j++) memcpy(g.algo[j], mem.algo[j], sizeof g.algo[j]);
             if (st == VDNN_OK) st = simulate(s, &g);
             if (st == VDNN_OK) st = offer(s, &g);
@@ -338,7 +354,7 @@ static vdnn_status climb(search *s, const plan *start)
 
 static vdnn_status variant_plan(const net *n, const profile *pr, int v, int mode, plan *p)
 {
-    vdnn_status st = plan_policy(n, pr, POLICY_NONE, ALGO_PERF, timing_modes[mode][0], timing_modes[mode][1], p);
+    vdnn_status st = timing_plan(n, pr, POLICY_NONE, ALGO_PERF, mode, p);
     for (int j = 0; st == VDNN_OK && (v & 1) && j <= n->nlayers; j++)
         if (net_policy_map(n, j, POLICY_RECOMPUTE) == MAP_RECOMPUTE) p->offload[j] = MAP_RECOMPUTE;
     for (int i = 0; st == VDNN_OK && (v & 2) && i < n->nlayers; i++) p->swap[i] = (unsigned char)layer_swappable(n->layers[i]);
@@ -364,8 +380,9 @@ static vdnn_status threshold_plans(search *s)
     vdnn_status st = VDNN_OK;
     for (int a = 0; a < ALGO_MODE_COUNT && st == VDNN_OK; a++)
         for (int m = 0; m < TIMING_MODES && st == VDNN_OK; m++) {
+            if (mode_skipped(s->n, m)) continue;
             plan p = {0};
-            st = plan_policy(s->n, s->pr, POLICY_NONE, (algo_mode)a, timing_modes[m][0], timing_modes[m][1], &p);
+            st = timing_plan(s->n, s->pr, POLICY_NONE, (algo_mode)a, m, &p);
             int lo = 0, hi = s->n->nlayers + 1, best = -1;
             while (st == VDNN_OK && lo <= hi) {
                 int t = lo + (hi - lo) / 2;
@@ -414,6 +431,7 @@ static vdnn_status search_bb(search *s)
     for (int v = 0; v < VARIANTS && st == VDNN_OK && !out_of_time(s); v++) {
         if (v && !variant_differs(s->n, v)) continue;
         for (int m = 0; m < TIMING_MODES && st == VDNN_OK && !out_of_time(s); m++) {
+            if (mode_skipped(s->n, m)) continue;
             plan p = {0};
             st = variant_plan(s->n, s->pr, v, m, &p);
             free(s->dec);
@@ -428,6 +446,7 @@ static vdnn_status search_bb(search *s)
     for (int v = 0; v < VARIANTS && st == VDNN_OK && !out_of_time(s); v++) {
         if (v && !variant_differs(s->n, v)) continue;
         for (int m = 0; m < TIMING_MODES && st == VDNN_OK && !out_of_time(s); m++) {
+            if (mode_skipped(s->n, m)) continue;
             plan_free(&s->work);
             st = variant_plan(s->n, s->pr, v, m, &s->work);
             free(s->dec);
@@ -587,6 +606,7 @@ vdnn_status plan_least(const net *n, size_t *bytes)
     for (int v = 0; v < VARIANTS + 1 && st == VDNN_OK; v++) {
         if (v < VARIANTS && v && !variant_differs(n, v)) continue;
         for (int m = 0; m < TIMING_MODES && st == VDNN_OK; m++) {
+            if (mode_skipped(n, m)) continue;
             plan p = {0};
             decision *dec = NULL;
             int ndec = 0;
@@ -640,6 +660,7 @@ long plan_enumerate(const net *n, const profile *pr, int (*visit)(void *ctx, con
     for (int v = 0; v < VARIANTS && !w.stop; v++) {
         if (v && !variant_differs(n, v)) continue;
         for (int m = 0; m < TIMING_MODES && !w.stop; m++) {
+            if (mode_skipped(n, m)) continue;
             plan p = {0};
             decision *dec = NULL;
             int ndec = 0;
