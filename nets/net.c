@@ -657,8 +657,22 @@ static vdnn_status apply_net(net *n, const net_overrides *ov)
     if (ov->epochs > 0) n->train.epochs = ov->epochs;
     if (ov->lr > 0) n->train.learning_rate = ov->lr;
     if (ov->seed >= 0) n->train.seed = (uint64_t)ov->seed;
-    if (ov->data_path) snprintf(n->data.path, sizeof n->data.path, "%s", ov->data_path);
+    if (ov->data_path && strcmp(ov->data_path, NET_DATA_SYNTHETIC))
+        snprintf(n->data.path, sizeof n->data.path, "%s", ov->data_path);
     return VDNN_OK;
+}
+
+/* --data synthetic: seeded class patterns of the net's input shape and classes, eight
+ * batches to train on and one to test, in place of the config's set (its augmentation
+ * and normalisation stay). */
+static void use_synthetic_data(net *n)
+{
+    data_cfg *d = &n->data;
+    snprintf(d->set, sizeof d->set, "synthetic");
+    d->path[0] = 0;
+    d->synthetic_train = 8 * n->minibatch;
+    d->synthetic_test = n->minibatch;
+    d->classes = n->classes;
 }
 
 static vdnn_status net_from_cfg(cfg_file *f, int borrowed, const net_overrides *ov, net **out)
@@ -679,6 +693,7 @@ static vdnn_status net_from_cfg(cfg_file *f, int borrowed, const net_overrides *
     vdnn_status st = check_sections(f);
     if (st == VDNN_OK) st = apply_net(n, ov);
     if (st == VDNN_OK) st = build_layers(n);
+    if (st == VDNN_OK && ov->data_path && !strcmp(ov->data_path, NET_DATA_SYNTHETIC)) use_synthetic_data(n);
     if (st != VDNN_OK) {
         net_free(n);
         return st;

@@ -70,13 +70,17 @@ typedef struct train_cfg {
                                * above are defaults, enough to describe and plan the net */
 } train_cfg;
 
+/* The data path that stands for synthetic data of the net's own shape and classes
+ * (--data synthetic): eight batches to train on, one to test, whatever [data] says. */
+#define NET_DATA_SYNTHETIC "synthetic"
+
 typedef struct net_overrides {
     int batch;
     int micro_batch;          /* items per forward/backward; the batch is split (0: no split) */
     int epochs;
     double lr;
     long long seed;
-    const char *data_path;
+    const char *data_path;    /* NET_DATA_SYNTHETIC: synthetic data of the net's shape */
     int in_place;             /* 1 or 0: run in-place layers in place or not; < 0: the config's */
 } net_overrides;
 

@@ -478,11 +478,47 @@ START_TEST(test_unwritable_outputs)
 }
 END_TEST
 
+/* A missing data set is named with where its path came from (--data, or [data] path
+ * in the config, relative to the current folder) and what to do, before any profiling
+ * or planning (dyn's profile cache stays empty); with several devices --data counts
+ * too (the replicas are built from the config alone). */
 START_TEST(test_missing_data)
 {
-    fails_with("train configs/lenet.cfg --data /nonexistent/vdnn --steps 1 --threads 1", "/nonexistent/vdnn", NULL);
+    fails_with("train configs/lenet.cfg --data /nonexistent/vdnn --steps 1 --threads 1", "/nonexistent/vdnn",
+               "comes from --data /nonexistent/vdnn");
     fails_with("test configs/lenet.cfg --data /nonexistent/vdnn --weights x.ckpt --threads 1", "/nonexistent/vdnn",
-               NULL);
+               "--data synthetic");
+    fails_with("train configs/lenet.cfg --devices cpu,cpu --data /nonexistent/vdnn --steps 1 --threads 1",
+               "/nonexistent/vdnn", "comes from --data");
+    char cfg[512], cache[512], args[2048];
+    write_cfg(cfg, sizeof cfg, "far.cfg", TN_NET TN_TRAIN "[data]\nset = mnist\npath = nowhere/mnist\n"
+              TN_LAYERS);
+    tn_path(cache, sizeof cache, "cache");
+    snprintf(args, sizeof args, "train %s --policy dyn --budget 64M --profile-cache %s --steps 1 --threads 1", cfg,
+             cache);
+    cli_run r = run_cli(args);
+    assert_fails(&r, args, "nowhere/mnist", "comes from [data] path = nowhere/mnist in");
+    ck_assert_msg(strstr(r.err, "relative to") && strstr(r.err, "--data synthetic"), "%s", r.err);
+    run_free(&r);
+    ck_assert_msg(!tn_exists(cache), "the net was profiled before its data was found missing");
+}
+END_TEST
+
+/* --data synthetic trains any config without its data set: eight batches of the net's
+ * own input shape and classes to train on and one to test, on one device or several. */
+START_TEST(test_synthetic_data)
+{
+    static const char *const cmds[] = {
+        "train configs/resnet20.cfg --data synthetic --batch 8 --steps 2 --threads 1",
+        "train configs/resnet20.cfg --data synthetic --batch 8 --steps 1 --threads 1 --devices cpu,cpu",
+    };
+    for (int k = 0; k < 2; k++) {
+        cli_run r = run_cli(cmds[k]);
+        assert_ok(&r, cmds[k]);
+        ck_assert_msg(strstr(r.out, "64 train / 8 test images") && strstr(r.out, "done: "), "`vdnn %s`:\n%s", cmds[k],
+                      r.out);
+        run_free(&r);
+    }
 }
 END_TEST
 
@@ -753,6 +789,7 @@ static Suite *cli_suite(void)
     tcase_add_test(train, test_resume_corrupt);
     tcase_add_test(train, test_unwritable_outputs);
     tcase_add_test(train, test_missing_data);
+    tcase_add_test(train, test_synthetic_data);
     suite_add_tcase(s, train);
 
     TCase *dev = tcase_create("devices");

@@ -323,6 +323,27 @@ static double predicted_step_s(net *n)
     return t;
 }
 
+/* The net's data set (the training split only when training), or an error that says
+ * where the path came from and what to do. */
+static vdnn_status load_data(const char *cfg, const char *flag, const net *n, int need_train, dataset **train,
+                             dataset **test)
+{
+    const data_cfg *dc = &n->data;
+    shape4 in = n->input;
+    vdnn_status st = need_train ? dataset_load(dc, SPLIT_TRAIN, in.c, in.h, in.w, train) : VDNN_OK;
+    if (st == VDNN_OK) st = dataset_load(dc, SPLIT_TEST, in.c, in.h, in.w, test);
+    if (st == VDNN_OK || !strcmp(dc->set, "synthetic")) return st;
+    char where[700], cwd[512];
+    if (flag) snprintf(where, sizeof where, "--data %s", flag);
+    else snprintf(where, sizeof where, "[data] path = %s in %s", dc->path, cfg);
+    if (!getcwd(cwd, sizeof cwd)) snprintf(cwd, sizeof cwd, "the current folder");
+    char msg[2048];
+    snprintf(msg, sizeof msg, "%s", vdnn_errmsg());
+    return vdnn_fail(st, "%s (the %s set's path comes from %s%s%s; give --data PATH, or --data synthetic to train "
+                     "on synthetic data of the net's shape)", msg, dc->set, where,
+                     dc->path[0] == '/' ? "" : ", relative to ", dc->path[0] == '/' ? "" : cwd);
+}
+
 static vdnn_status open_all(const char *cfg, run_flags *f, int need_train, net **n, device **d,
                             dataset **train, dataset **test)
 {
@@ -336,6 +357,8 @@ static vdnn_status open_all(const char *cfg, run_flags *f, int need_train, net *
     ov.data_path = f->data;
     if (st == VDNN_OK) st = net_load(cfg, &ov, n);
     if (st == VDNN_OK && need_train) st = check_train_settings(*n);
+    /* the data first: a wrong path is found before minutes of profiling and planning */
+    if (st == VDNN_OK) st = load_data(cfg, f->data, *n, need_train, train, test);
     if (st == VDNN_OK) st = apply_memory_flags(*n, f);
     if (st == VDNN_OK) st = cli_device(f->device, (*n)->budget_bytes, f->threads, f->link_gbps, *n, d);
     if (st == VDNN_OK) {
@@ -358,10 +381,6 @@ static vdnn_status open_all(const char *cfg, run_flags *f, int need_train, net *
     f->plan_s = vdnn_now_s() - t_plan;
     if (st != VDNN_OK) return st;
     f->predicted_s = f->plan ? -1 : predicted_step_s(*n);
-    const data_cfg *dc = &(*n)->data;
-    shape4 in = (*n)->input;
-    if (need_train) st = dataset_load(dc, SPLIT_TRAIN, in.c, in.h, in.w, train);
-    if (st == VDNN_OK) st = dataset_load(dc, SPLIT_TEST, in.c, in.h, in.w, test);
     return st;
 }
 
@@ -451,6 +470,9 @@ static vdnn_status open_parallel(const char *cfg, run_flags *f, net **n, device 
     ov.seed = f->seed;
     ov.data_path = f->data;
     if (st == VDNN_OK) st = net_load(cfg, &ov, &f->model);
+    /* the data first, from the model's settings (--data included; the replicas are
+     * built from the config alone) */
+    if (st == VDNN_OK) st = load_data(cfg, f->data, f->model, 1, train, test);
     if (st == VDNN_OK) st = apply_memory_flags(f->model, f);
     char text[4096];
     if (st == VDNN_OK) {
@@ -474,11 +496,7 @@ static vdnn_status open_parallel(const char *cfg, run_flags *f, net **n, device 
     if (st != VDNN_OK) return st;
     *n = dp_primary(f->group);
     *d = (*n)->dev;
-    const data_cfg *dc = &(*n)->data;
-    shape4 in = (*n)->input;
-    st = dataset_load(dc, SPLIT_TRAIN, in.c, in.h, in.w, train);
-    if (st == VDNN_OK) st = dataset_load(dc, SPLIT_TEST, in.c, in.h, in.w, test);
-    return st;
+    return VDNN_OK;
 }
 
 static void close_parallel(run_flags *f, dataset *train, dataset *test)
