@@ -7,7 +7,7 @@ bin=${VDNN_BIN:-build/vdnn}
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 start=$(date +%s)
-"$bin" train configs/fmnist.cfg --threads "$threads" --log "$log" --quiet
+"$bin" train --no-save configs/fmnist.cfg --threads "$threads" --log "$log" --quiet
 end=$(date +%s)
 echo "Machine: $(nproc) cores, $(uname -m); $(date -u +%Y-%m-%d); command: sh bench/accuracy.sh $threads"
 echo "Wall time: $((end - start)) s"

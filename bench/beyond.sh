@@ -43,7 +43,7 @@ batch=$1
 micro=$2
 echo '```'
 echo "\$ vdnn train vgg-cifar(synthetic) --batch $batch --micro-batch $micro --policy dyn --budget 128M --steps 1"
-"$bin" train "$tmp/vgg.cfg" --batch "$batch" --micro-batch "$micro" --policy dyn --budget 128M \
+"$bin" train --no-save "$tmp/vgg.cfg" --batch "$batch" --micro-batch "$micro" --policy dyn --budget 128M \
     --steps 1 --threads "$threads" --link-gbps "$link" 2>&1 | grep -E "chosen plan|swapped|^done"
 echo '```'
 echo
@@ -56,9 +56,9 @@ total = j['param_bytes'] + j['feature_map_bytes']
 print(total, total // 4 // 256 * 256)")
 total=$1
 budget=$2
-"$bin" train "$tmp/vgg.cfg" --policy dyn --budget "$budget" --steps 12 --threads "$threads" --link-gbps "$link" \
+"$bin" train --no-save "$tmp/vgg.cfg" --policy dyn --budget "$budget" --steps 12 --threads "$threads" --link-gbps "$link" \
     --log "$tmp/dyn.log" > "$tmp/dyn.out"
-"$bin" train "$tmp/vgg.cfg" --policy none --steps 12 --threads "$threads" --link-gbps "$link" --log "$tmp/none.log" --quiet
+"$bin" train --no-save "$tmp/vgg.cfg" --policy none --steps 12 --threads "$threads" --link-gbps "$link" --log "$tmp/none.log" --quiet
 dyn_ms=$(median_step "$tmp/dyn.log")
 none_ms=$(median_step "$tmp/none.log")
 echo "vgg-cifar, batch 64: parameters (with gradients and momenta) + feature maps = $total bytes; budget $budget bytes (a quarter)."

@@ -22,7 +22,7 @@ synthetic() {
 }
 
 vdnn_ms() {
-    "$bin" train "$1" --steps $((steps + 5)) --threads "$threads" --quiet --log "$tmp/log.json"
+    "$bin" train --no-save "$1" --steps $((steps + 5)) --threads "$threads" --quiet --log "$tmp/log.json"
     tail -n "$steps" "$tmp/log.json" | sed -E 's/.*"step_time_ms": ([0-9.]+).*/\1/' | sort -n |
         awk '{a[NR]=$1} END{print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'
 }

@@ -44,7 +44,7 @@ for n in $depths; do
     [ "${STEPS_ONLY:-0}" = 1 ] || run "$n" info info "$dir/deep.cfg"
     [ "${INFO_ONLY:-0}" = 1 ] && continue
     for p in none all conv swap recompute dyn; do
-        run "$n" "train --policy $p" train "$dir/deep.cfg" --steps 1 --quiet --policy "$p"
+        run "$n" "train --policy $p" train --no-save "$dir/deep.cfg" --steps 1 --quiet --policy "$p"
     done
-    run "$n" "train --devices cpu,cpu" train "$dir/deep.cfg" --steps 1 --quiet --devices cpu,cpu
+    run "$n" "train --devices cpu,cpu" train --no-save "$dir/deep.cfg" --steps 1 --quiet --devices cpu,cpu
 done

@@ -133,7 +133,7 @@ stage_compare() {
             tf32=0
             [ "$math" = tf32 ] && tf32=1
             run_vdnn "compare-vdnn-$net-b$batch-$math" 300 "stage=compare net=$net batch=$batch math=$math policy=none" \
-                train "$out/configs/$net-b$batch.cfg" --device cuda --math "$math" --policy none --algo perf \
+                train --no-save "$out/configs/$net-b$batch.cfg" --device cuda --math "$math" --policy none --algo perf \
                 --steps "$CMP_STEPS" --epochs 1
             run_torch "compare-torch-$net-b$batch-$math" 240 "stage=compare net=$net batch=$batch math=$math" \
                 "$out/configs/$net-b$batch.cfg" --device cuda --tf32 "$tf32" --batch "$batch" --steps "$CMP_STEPS" \
@@ -149,7 +149,7 @@ stage_policies() {
     VDNN_CACHE=$out/profile-cache-policies
     for p in none conv all; do
         run_vdnn "policies-$p" 300 "stage=policies net=vgg16 batch=64 math=fp32 policy=$p" \
-            train "$out/configs/vgg16-b64-policies.cfg" --device cuda --policy "$p" --algo perf --steps "$POL_STEPS" \
+            train --no-save "$out/configs/vgg16-b64-policies.cfg" --device cuda --policy "$p" --algo perf --steps "$POL_STEPS" \
             --epochs 1
     done
     # dyn in half of the memory none used (its pool peak), as bench/planner.md does on the CPU
@@ -158,13 +158,13 @@ peak = [json.loads(l).get("pool_peak_bytes") for l in open(sys.argv[1]) if "pool
 print(peak[-1] // 2 if peak and peak[-1] else "")' "$out/policies-none.log" 2> /dev/null || true)
     if [ -n "$half" ]; then
         run_vdnn policies-dyn 300 "stage=policies net=vgg16 batch=64 math=fp32 policy=dyn budget=$half" \
-            train "$out/configs/vgg16-b64-policies.cfg" --device cuda --policy dyn --budget "$half" \
+            train --no-save "$out/configs/vgg16-b64-policies.cfg" --device cuda --policy dyn --budget "$half" \
             --steps "$POL_STEPS" --epochs 1
     fi
     # one traced run of two steps under all: copies beside compute, a small file
     synth_cfg configs/vgg16.cfg vgg16-b64-trace 64 2
     run_vdnn policies-trace 120 "stage=trace net=vgg16 batch=64 math=fp32 policy=all" \
-        train "$out/configs/vgg16-b64-trace.cfg" --device cuda --policy all --algo perf --steps 2 --epochs 1 \
+        train --no-save "$out/configs/vgg16-b64-trace.cfg" --device cuda --policy all --algo perf --steps 2 --epochs 1 \
         --trace "$out/policies-all-trace.json"
     for f in "$VDNN_CACHE"/profile-*.txt; do
         [ -f "$f" ] && cp "$f" "$out/policies-link-profile.txt"
@@ -177,9 +177,9 @@ stage_big() {
     synth_cfg configs/vgg16.cfg vgg16-b256 256 "$BIG_STEPS"
     # dyn first: none then finds the batch-256 profile it measured in the cache
     run_vdnn big-dyn 390 "stage=big net=vgg16 batch=256 math=fp32 policy=dyn budget=8G" \
-        train "$out/configs/vgg16-b256.cfg" --device cuda --budget 8G --policy dyn --steps "$BIG_STEPS" --epochs 1
+        train --no-save "$out/configs/vgg16-b256.cfg" --device cuda --budget 8G --policy dyn --steps "$BIG_STEPS" --epochs 1
     run_vdnn big-none 150 "stage=big net=vgg16 batch=256 math=fp32 policy=none budget=whole-GPU" \
-        train "$out/configs/vgg16-b256.cfg" --device cuda --policy none --algo perf --steps "$BIG_STEPS" --epochs 1
+        train --no-save "$out/configs/vgg16-b256.cfg" --device cuda --policy none --algo perf --steps "$BIG_STEPS" --epochs 1
 }
 
 # OUTDIR/summary.md from every run in OUTDIR.

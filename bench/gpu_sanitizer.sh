@@ -100,7 +100,7 @@ sanitize() {
     shift 2
     log=$out/sanitizer-$tool-$policy.txt
     # --algo mem: no profiling run, which would time every cuDNN algorithm under the tool
-    set -- "$san" --tool "$tool" "$@" "$bin" train "$cfg" --device cuda --budget 8M --policy "$policy" --algo mem --steps 2
+    set -- "$san" --tool "$tool" "$@" "$bin" train --no-save "$cfg" --device cuda --budget 8M --policy "$policy" --algo mem --steps 2
     rc=0
     timeout "${SAN_TIMEOUT:-150}" "$@" > "$log" 2>&1 || rc=$?
     # memcheck, synccheck: "ERROR SUMMARY: N errors"; racecheck: "RACECHECK SUMMARY: N hazards displayed (N errors, N warnings)"

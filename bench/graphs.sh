@@ -90,8 +90,8 @@ dtr)
     echo
     echo "Measured (median step of 6 after 3 warm-up; planning and verification excluded):"
     echo
-    "$bin" train "$tmp/r.cfg" --batch "$batch" --threads "$threads" --steps 9 --log "$tmp/none.log" --quiet
-    "$bin" train "$tmp/r.cfg" $flags --policy dyn --budget "$hi" --micro-batch "$batch" --steps 9 \
+    "$bin" train --no-save "$tmp/r.cfg" --batch "$batch" --threads "$threads" --steps 9 --log "$tmp/none.log" --quiet
+    "$bin" train --no-save "$tmp/r.cfg" $flags --policy dyn --budget "$hi" --micro-batch "$batch" --steps 9 \
         --log "$tmp/dyn.log" > "$tmp/dyn.out" 2>&1
     grep -E "chosen plan|other candidate|^done" "$tmp/dyn.out" | sed 's/^/    /'
     a=$(median_step "$tmp/none.log"); b=$(median_step "$tmp/dyn.log")
@@ -105,7 +105,7 @@ fmnist)
     threads=${1:-1}
     header "$@"
     start=$(date +%s)
-    "$bin" train configs/resnet-fmnist.cfg --threads "$threads" --log "$tmp/log" --save "$tmp/c.ckpt" --quiet
+    "$bin" train --no-save configs/resnet-fmnist.cfg --threads "$threads" --log "$tmp/log" --save "$tmp/c.ckpt" --quiet
     end=$(date +%s)
     echo "Wall time: $((end - start)) s"
     echo

@@ -42,7 +42,7 @@ busy() {   # "busy total" jiffies of cores 0 and 1
 run_job() {
     sleep "$2"
     t0=$(now)
-    VDNN_CACHE="$run/cache-$1" "$bin" train $(job_args "$1") --devices cpu:0,cpu:1 --shares "$3" --managed \
+    VDNN_CACHE="$run/cache-$1" "$bin" train --no-save $(job_args "$1") --devices cpu:0,cpu:1 --shares "$3" --managed \
         --manager "$4" --quiet --log "$run/$1.jsonl" 2> "$run/$1.err"
     echo "$t0 $(now)" > "$run/$1.time"
 }
@@ -55,7 +55,7 @@ echo
 for j in A B C; do
     rm -rf "$out/solo-cache"
     t0=$(now)
-    VDNN_CACHE="$out/solo-cache" "$bin" train $(job_args $j) --devices cpu:0 --quiet --log "$out/solo-$j.jsonl"
+    VDNN_CACHE="$out/solo-cache" "$bin" train --no-save $(job_args $j) --devices cpu:0 --quiet --log "$out/solo-$j.jsonl"
     echo "$t0 $(now)" > "$out/solo-$j.time"
     echo "- job $j ($(job_args $j)): $(awk '{printf "%.1f", $2 - $1}' "$out/solo-$j.time") s"
 done

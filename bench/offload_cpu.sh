@@ -26,7 +26,7 @@ synthetic() {
 
 # median step time (ms) of a run: drop the first 3 steps (warm-up)
 run() {
-    "$bin" train "$@" --steps "$steps" --threads "$threads" --quiet --log "$tmp/log.json"
+    "$bin" train --no-save "$@" --steps "$steps" --threads "$threads" --quiet --log "$tmp/log.json"
     grep '"step_time_ms"' "$tmp/log.json" | tail -n $((steps - 3)) | sed -E 's/.*"step_time_ms": ([0-9.]+).*/\1/' |
         sort -n | awk '{a[NR]=$1} END{printf "%.1f", (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'
 }

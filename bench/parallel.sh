@@ -37,9 +37,9 @@ for spec in "fmnist 128" "vgg-cifar 64"; do
     set -- $spec
     synthetic "configs/$1.cfg" "$tmp/$1.cfg"
     common="$tmp/$1.cfg --batch $2 --steps $steps --threads 1 --quiet"
-    "$bin" train $common --log "$tmp/one.log"
-    "$bin" train $common --devices cpu,cpu --log "$tmp/two.log"
-    mpirun --oversubscribe -np 2 "$bin" train $common --devices cpu --log "$tmp/mpi.log"
+    "$bin" train --no-save $common --log "$tmp/one.log"
+    "$bin" train --no-save $common --devices cpu,cpu --log "$tmp/two.log"
+    mpirun --oversubscribe -np 2 "$bin" train --no-save $common --devices cpu --log "$tmp/mpi.log"
     one=$(median_field "$tmp/one.log" step_time_ms)
     two=$(median_field "$tmp/two.log" step_time_ms)
     mpi=$(median_field "$tmp/mpi.log" step_time_ms)
@@ -52,9 +52,9 @@ echo "## 2. One device slowed 2x (VDNN_SLOWDOWN=1,2), fmnist at batch 128"
 echo
 synthetic configs/fmnist.cfg "$tmp/fm.cfg"
 common="$tmp/fm.cfg --batch 128 --steps $steps --threads 1 --quiet"
-"$bin" train $common --log "$tmp/one.log"
-VDNN_SLOWDOWN=1,2 "$bin" train $common --devices cpu,cpu --log "$tmp/equal.log"
-VDNN_SLOWDOWN=1,2 "$bin" train $common --devices cpu,cpu --shares auto --share-every 5 --log "$tmp/auto.log"
+"$bin" train --no-save $common --log "$tmp/one.log"
+VDNN_SLOWDOWN=1,2 "$bin" train --no-save $common --devices cpu,cpu --log "$tmp/equal.log"
+VDNN_SLOWDOWN=1,2 "$bin" train --no-save $common --devices cpu,cpu --shares auto --share-every 5 --log "$tmp/auto.log"
 one=$(median_field "$tmp/one.log" step_time_ms)
 eq=$(median_field "$tmp/equal.log" step_time_ms)
 au=$(median_field "$tmp/auto.log" step_time_ms)

@@ -43,8 +43,8 @@ print(','.join(str(p) for p in pts))")
     "$bin" sweep "$cfg" --budgets "$budgets" --policies none,conv,all,dyn,vdnn --iters "$iters" $common \
         --out "$out" > "$out/sweep.log"
     # dyn as `train` runs it (micro-batches allowed) at half of none's peak, against none
-    "$bin" train "$cfg" --policy dyn --budget "$half" --steps 12 $common --log "$tmp/dyn.log" > "$out/train-dyn.log"
-    "$bin" train "$cfg" --policy none --steps 12 --link-gbps "$link" --threads "$threads" --profile-cache "$cache" \
+    "$bin" train --no-save "$cfg" --policy dyn --budget "$half" --steps 12 $common --log "$tmp/dyn.log" > "$out/train-dyn.log"
+    "$bin" train --no-save "$cfg" --policy none --steps 12 --link-gbps "$link" --threads "$threads" --profile-cache "$cache" \
         --log "$tmp/none.log" --quiet
     dyn_ms=$(median_step "$tmp/dyn.log")
     none_ms=$(median_step "$tmp/none.log")

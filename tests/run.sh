@@ -18,8 +18,9 @@ export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 # The suites test the CPU device unless a check asks for a GPU by name (tests/test_cuda.c):
 # `--device auto` would otherwise take the GPU on a machine that has one.
 export VDNN_DEVICE="${VDNN_DEVICE:-cpu}"
-# Measured profiles (nets/planner/planner.h) go to a folder of each suite's own in this run's
-# folder, not to the user's cache; each suite's outputs wait there until printed.
+# Measured profiles (nets/planner/planner.h) and the checkpoints train writes by default
+# (VDNN_RUNS) go to folders of each suite's own in this run's folder, not to the user's
+# cache or the source tree; each suite's outputs wait there until printed.
 work=$(mktemp -d "${TMPDIR:-/tmp}/vdnn-test-run.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 jobs=${VDNN_TEST_JOBS:-1}
@@ -28,7 +29,7 @@ case $jobs in '' | *[!0-9]* | 0) echo "VDNN_TEST_JOBS must be a positive number,
 # Suite number $1, binary $2: its output, exit status and wall time into $work/$1.*.
 run_one() {
     t0=$(date +%s.%N)
-    export VDNN_CACHE="$work/cache.$1"
+    export VDNN_CACHE="$work/cache.$1" VDNN_RUNS="$work/runs.$1"
     mkdir -p "$VDNN_CACHE"
     if [ -n "${VDNN_SUITE_TIMEOUT:-}" ]; then
         timeout -k 10 "$VDNN_SUITE_TIMEOUT" "$2" >"$work/$1.out" 2>&1; rc=$?

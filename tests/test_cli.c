@@ -402,13 +402,71 @@ END_TEST
 
 START_TEST(test_test_needs_weights)
 {
-    char cfg[512], args[1024], ck[512];
+    char cfg[512], args[1024], ck[512], env[700];
     write_cfg(cfg, sizeof cfg, "short.cfg", CLI_SHORT_NET);
     snprintf(args, sizeof args, "test %s", cfg);
-    fails_with(args, "--weights", NULL);
+    snprintf(env, sizeof env, "VDNN_RUNS='%s/none'", tn_dir);
+    cli_run r = tn_vdnn(tn_dir, env, args);
+    assert_fails(&r, args, "--weights", "kept no weights");
+    run_free(&r);
     tn_path(ck, sizeof ck, "absent.ckpt");
     snprintf(args, sizeof args, "test %s --weights %s", cfg, ck);
     fails_with(args, ck, NULL);
+}
+END_TEST
+
+/* Without --save, train keeps its weights in RUNS/CONFIG.ckpt and says so; a second
+ * run takes CONFIG-2.ckpt and leaves the first untouched; test without --weights reads
+ * the newest; --resume keeps writing to the checkpoint it resumed; --no-save keeps
+ * nothing and says so; --save with --no-save is refused. */
+START_TEST(test_default_save)
+{
+    char cfg[512], runs[600], env[700], args[2048], first[700], second[700];
+    write_cfg(cfg, sizeof cfg, "short.cfg", CLI_SHORT_NET);
+    tn_path(runs, sizeof runs, "runs");
+    snprintf(env, sizeof env, "VDNN_RUNS='%s'", runs);
+    snprintf(first, sizeof first, "%s/short.ckpt", runs);
+    snprintf(second, sizeof second, "%s/short-2.ckpt", runs);
+    snprintf(args, sizeof args, "train %s --steps 2 --threads 1", cfg);
+    cli_run r = tn_vdnn(tn_dir, env, args);
+    assert_ok(&r, args);
+    ck_assert_msg(strstr(r.out, "keeping the weights in ") && strstr(r.out, first) && strstr(r.out, "--no-save"),
+                  "%s", r.out);
+    run_free(&r);
+    size_t was_len = 0, now_len = 0;
+    char *was = tn_read(first, &was_len);
+    ck_assert_msg(was && was_len > 0, "no checkpoint at %s", first);
+    r = tn_vdnn(tn_dir, env, args);
+    assert_ok(&r, args);
+    ck_assert_msg(strstr(r.out, second), "%s", r.out);
+    run_free(&r);
+    ck_assert_msg(tn_exists(second), "no second checkpoint");
+    char *now = tn_read(first, &now_len);
+    ck_assert_msg(now && now_len == was_len && !memcmp(was, now, was_len), "the second run changed %s", first);
+    free(was);
+    free(now);
+    snprintf(args, sizeof args, "test %s --threads 1", cfg);
+    r = tn_vdnn(tn_dir, env, args);
+    assert_ok(&r, args);
+    ck_assert_msg(strstr(r.out, second) && strstr(r.out, "test accuracy"), "%s", r.out);
+    run_free(&r);
+    snprintf(args, sizeof args, "train %s --steps 3 --threads 1 --resume %s", cfg, first);
+    r = tn_vdnn(tn_dir, env, args);
+    assert_ok(&r, args);
+    ck_assert_msg(strstr(r.out, "resumed; keeping the weights in ") && strstr(r.out, first), "%s", r.out);
+    run_free(&r);
+    snprintf(args, sizeof args, "train %s --steps 1 --threads 1 --no-save", cfg);
+    r = tn_vdnn(tn_dir, env, args);
+    assert_ok(&r, args);
+    ck_assert_msg(strstr(r.out, "keeping no weights"), "%s", r.out);
+    run_free(&r);
+    char third[700];
+    snprintf(third, sizeof third, "%s/short-3.ckpt", runs);
+    ck_assert_msg(!tn_exists(third), "--no-save wrote %s", third);
+    snprintf(args, sizeof args, "train %s --steps 1 --threads 1 --no-save --save x.ckpt", cfg);
+    r = tn_vdnn(tn_dir, env, args);
+    assert_fails(&r, args, "--no-save", NULL);
+    run_free(&r);
 }
 END_TEST
 
@@ -785,6 +843,7 @@ static Suite *cli_suite(void)
     tcase_add_test(train, test_train_epoch_line);
     tcase_add_test(train, test_test_command);
     tcase_add_test(train, test_test_needs_weights);
+    tcase_add_test(train, test_default_save);
     tcase_add_test(train, test_resume_exact);
     tcase_add_test(train, test_resume_corrupt);
     tcase_add_test(train, test_unwritable_outputs);

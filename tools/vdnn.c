@@ -21,14 +21,14 @@ static const char usage[] =
     "usage: vdnn COMMAND ...\n"
     "  train CFG [--device auto|cpu|cuda[:N]] [--math fp32|tf32] [--nondeterministic]\n"
     "            [--budget SIZE] [--policy none|all|conv|swap|recompute|dyn]\n"
-    "            [--algo perf|mem] [--micro-batch N] [--plan FILE] [--search bb|vdnn]\n"
-    "            [--profile-cache DIR] [--node-limit N] [--search-seconds S]\n"
+    "            [--algo perf|mem] [--in-place on|off] [--micro-batch N] [--plan FILE]\n"
+    "            [--search bb|vdnn] [--profile-cache DIR] [--node-limit N] [--search-seconds S]\n"
     "            [--link-gbps X] [--sync-layers] [--trace FILE] [--data PATH] [--epochs N]\n"
     "            [--steps N] [--batch N] [--lr X] [--seed N] [--threads N] [--save FILE]\n"
-    "            [--resume FILE] [--log FILE] [--quiet]\n"
+    "            [--no-save] [--resume FILE] [--log FILE] [--quiet]\n"
     "            [--devices LIST] [--shares equal|auto|LIST] [--share-every K] [--bucket SIZE]\n"
     "            [--rank-timeout S] [--share-schedule FILE] [--managed [--manager PATH]]\n"
-    "  test CFG --weights FILE [--data PATH] [--batch N] [--device D] [--threads N] [--log FILE]\n"
+    "  test CFG [--weights FILE] [--data PATH] [--batch N] [--device D] [--threads N] [--log FILE]\n"
     "  info CFG [--batch N] [--json] [--device D]\n"
     "  profile CFG --budget SIZE [--json] [--search bb|vdnn] [--save-plan FILE] [--verify N]\n"
     "            [--link-gbps X] [--threads N] [--batch N] [--profile-cache DIR] [--node-limit N]\n"
@@ -270,6 +270,9 @@ typedef struct run_flags {
     double predicted_s;       /* the simulator's step time for the plan run; < 0: none */
     size_t budget;
     int quiet, sync_layers;
+    int no_save;              /* --no-save: no checkpoint (else --save, or runs/CONFIG.ckpt) */
+    int default_save;         /* save names the checkpoint chosen for the run, not --save */
+    char save_buf[1024];
     /* data-parallel training (docs/parallel.md), and the slow-down manager (docs/manager.md) */
     const char *devices, *shares, *share_schedule, *manager;
     int managed;
@@ -524,6 +527,66 @@ static vdnn_status check_managed(const run_flags *f)
     return VDNN_OK;
 }
 
+/* Where train keeps its weights when neither --save nor --no-save is given: the
+ * checkpoint it resumes from, else RUNS/STEM.ckpt (RUNS: $VDNN_RUNS, else runs/ in the
+ * current folder; STEM: the config's file name without .cfg), or, when that holds an
+ * earlier run's weights, RUNS/STEM-2.ckpt, -3, ...: a new run never overwrites one. */
+static vdnn_status default_save(const char *cfg, run_flags *f)
+{
+    if (f->save || f->no_save) return VDNN_OK;
+    f->default_save = 1;
+    struct stat st;
+    if (f->resume) {   /* one that is not a file is refused as the run resumes */
+        if (stat(f->resume, &st) == 0 && S_ISREG(st.st_mode)) f->save = f->resume;
+        return VDNN_OK;
+    }
+    const char *runs = getenv("VDNN_RUNS");
+    if (!runs || !*runs) runs = "runs";
+    if (mkdir(runs, 0777) != 0 && errno != EEXIST)
+        return vdnn_fail(VDNN_EIO, "cannot make %s for the run's checkpoint: %s (give --save FILE, or --no-save)", runs,
+                         strerror(errno));
+    const char *base = strrchr(cfg, '/');
+    base = base ? base + 1 : cfg;
+    size_t stem = strlen(base);
+    if (stem > 4 && !strcmp(base + stem - 4, ".cfg")) stem -= 4;
+    for (int k = 1; k < 10000; k++) {
+        char suffix[16] = "";
+        if (k > 1) snprintf(suffix, sizeof suffix, "-%d", k);
+        snprintf(f->save_buf, sizeof f->save_buf, "%s/%.*s%s.ckpt", runs, (int)stem, base, suffix);
+        if (access(f->save_buf, F_OK) != 0) {
+            f->save = f->save_buf;
+            return VDNN_OK;
+        }
+    }
+    return vdnn_fail(VDNN_EIO, "%s holds 9999 checkpoints of %.*s: give --save FILE", runs, (int)stem, base);
+}
+
+/* The newest checkpoint train kept by default for this config (RUNS/STEM*.ckpt), into
+ * buf; 0 when there is none. */
+static int newest_run(const char *cfg, char *buf, size_t len)
+{
+    const char *runs = getenv("VDNN_RUNS");
+    if (!runs || !*runs) runs = "runs";
+    const char *base = strrchr(cfg, '/');
+    base = base ? base + 1 : cfg;
+    size_t stem = strlen(base);
+    if (stem > 4 && !strcmp(base + stem - 4, ".cfg")) stem -= 4;
+    double newest = -1;
+    for (int k = 1; k < 10000; k++) {
+        char path[1024], suffix[16] = "";
+        if (k > 1) snprintf(suffix, sizeof suffix, "-%d", k);
+        snprintf(path, sizeof path, "%s/%.*s%s.ckpt", runs, (int)stem, base, suffix);
+        struct stat st;
+        if (stat(path, &st) != 0) break;
+        double t = (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec;
+        if (S_ISREG(st.st_mode) && t >= newest) {
+            newest = t;
+            snprintf(buf, len, "%s", path);
+        }
+    }
+    return newest >= 0;
+}
+
 /* Fails now, not after hours of training, when the checkpoint cannot be written. */
 static vdnn_status check_writable(const char *path)
 {
@@ -595,6 +658,7 @@ int cmd_train(int argc, char **argv)
         {"--rank-timeout", ARG_FLOAT, &f.rank_timeout, 1, 1e9, "", 0},
         {"--share-schedule", ARG_STRING, &f.share_schedule, 0, 0, "", 0},
         {"--managed", ARG_FLAG, &f.managed, 0, 0, "", 0}, {"--manager", ARG_STRING, &f.manager, 0, 0, "", 0},
+        {"--no-save", ARG_FLAG, &f.no_save, 0, 0, "", 0},
         {NULL, 0, NULL, 0, 0, NULL, 0},
     };
     if (args_parse(argc, argv, 2, specs, &cfg, 1, "vdnn train CFG [flags] (see vdnn --help)") != VDNN_OK)
@@ -608,6 +672,8 @@ int cmd_train(int argc, char **argv)
     if (st != VDNN_OK) return cli_error();
     int parallel = f.devices || comm_size(f.comm) > 1;
     int rank = comm_rank(f.comm);
+    if (f.save && f.no_save) st = vdnn_fail(VDNN_EINVAL, "--save and --no-save: one of them");
+    if (st == VDNN_OK && rank == 0) st = default_save(cfg, &f);
     if (rank > 0) {   /* rank 0 speaks, logs and saves for the job */
         f.quiet = 1;
         f.log = f.save = NULL;
@@ -663,7 +729,15 @@ int cmd_train(int argc, char **argv)
                 "%s algorithms\n", cfg, device_describe(d), train->count, test->count, n->minibatch,
                 n->micro ? " in micro-batches of " : "", n->micro, n->train.epochs,
                 n->dyn ? "dyn" : f.plan ? f.plan : policy_name(n->policy), algo_mode_name(n->algo));
-    if (st == VDNN_OK && !f.quiet) fflush(o.out);
+    if (st == VDNN_OK && !f.quiet) {
+        if (f.save)
+            fprintf(o.out, "vdnn: %s the weights in %s at every epoch's end and when stopped%s\n",
+                    f.resume && !strcmp(f.save, f.resume) ? "resumed; keeping" : "keeping", f.save,
+                    f.default_save ? " (--save FILE to choose, --no-save for none)" : "");
+        else
+            fprintf(o.out, "vdnn: keeping no weights (--no-save)\n");
+        fflush(o.out);
+    }
     train_summary s;
     struct sigaction sa = {.sa_handler = on_interrupt}, old_int, old_term;
     sigemptyset(&sa.sa_mask);
@@ -700,9 +774,12 @@ int cmd_train(int argc, char **argv)
     int rc = st == VDNN_OK ? 0 : cli_error();
     if (st == VDNN_OK && s.interrupted) {
         /* a rank stopped by another rank's signal exits as that one does */
-        fprintf(stderr, "vdnn: interrupted (%s) after %lld steps%s%s\n",
-                !interrupted ? "a signal to another rank" : interrupted == SIGTERM ? "SIGTERM" : "SIGINT", s.steps,
-                f.save ? "; checkpoint saved to " : "", f.save ? f.save : "");
+        fprintf(stderr, "vdnn: interrupted (%s) after %lld steps; ",
+                !interrupted ? "a signal to another rank" : interrupted == SIGTERM ? "SIGTERM" : "SIGINT", s.steps);
+        if (f.save)
+            fprintf(stderr, "weights saved to %s (continue: vdnn train %s --resume %s)\n", f.save, cfg, f.save);
+        else
+            fprintf(stderr, "%s\n", rank > 0 ? "rank 0 saves the job's weights" : "no weights kept (--no-save)");
         rc = 128 + (interrupted ? interrupted : SIGTERM);
     }
     if (parallel) close_parallel(&f, train, test);
@@ -724,8 +801,16 @@ int cmd_test(int argc, char **argv)
     };
     if (args_parse(argc, argv, 2, specs, &cfg, 1, "vdnn test CFG --weights FILE [--data PATH] [--log FILE]") != VDNN_OK)
         return cli_error();
+    char newest[1024];
+    if (!f.weights && newest_run(cfg, newest, sizeof newest)) {
+        f.weights = newest;
+        printf("vdnn: testing %s, the newest of the weights train kept for %s (--weights FILE to choose)\n", newest,
+               cfg);
+    }
     if (!f.weights) {
-        vdnn_fail(VDNN_EINVAL, "test needs --weights FILE (a checkpoint written by train --save)");
+        vdnn_fail(VDNN_EINVAL, "test needs --weights FILE: train has kept no weights for %s in %s (it keeps them in "
+                  "RUNS/CONFIG.ckpt unless --no-save; RUNS is $VDNN_RUNS, else runs/ in the current folder)", cfg,
+                  getenv("VDNN_RUNS") && *getenv("VDNN_RUNS") ? getenv("VDNN_RUNS") : "runs/");
         return cli_error();
     }
     net *n = NULL;
