@@ -99,6 +99,10 @@ vdnn_status evaluate(net *n, const dataset *d, double *acc, double *loss)
 
 /* ---- progress ---- */
 
+/* The steps the speed and the time left are measured over: this process's own last
+ * steps, so that neither a resumed position nor a slow first step skews them. */
+#define PROGRESS_WINDOW 16
+
 typedef struct progress {
     const train_opts *o;
     const net *n;
@@ -109,8 +113,31 @@ typedef struct progress {
     long long correct, seen;
     mm_stats stats0;          /* the net's copy statistics when the epoch began */
     long long run_steps;      /* steps this run takes in all */
+    long long done_steps;     /* steps this run has taken */
     double last_step_s;       /* the last step's wall seconds; 0 before the first */
+    double win_s[PROGRESS_WINDOW];   /* the last steps' wall seconds and items, a ring */
+    int win_items[PROGRESS_WINDOW];
+    int win_count, win_next;
 } progress;
+
+static void progress_step(progress *p, int items, double secs)
+{
+    p->win_s[p->win_next] = secs;
+    p->win_items[p->win_next] = items;
+    p->win_next = (p->win_next + 1) % PROGRESS_WINDOW;
+    if (p->win_count < PROGRESS_WINDOW) p->win_count++;
+    p->done_steps++;
+}
+
+/* Images per second and seconds per step over the window (0 before the first step). */
+static void progress_rate(const progress *p, double *ips, double *step_s)
+{
+    double s = 0;
+    long long items = 0;
+    for (int k = 0; k < p->win_count; k++) s += p->win_s[k], items += p->win_items[k];
+    *ips = s > 0 ? (double)items / s : 0;
+    *step_s = p->win_count ? s / p->win_count : 0;
+}
 
 static void fmt_time(double s, char *buf, size_t len)
 {
@@ -124,13 +151,15 @@ static void draw_bar(progress *p, int force)
     double now = vdnn_now_s();
     if (!p->o->tty || p->o->quiet || (!force && now - p->last_draw < 0.1)) return;
     p->last_draw = now;
-    double frac = p->epoch_total ? (double)p->epoch_items / (double)p->epoch_total : 0;
-    double el = now - p->epoch_start, ips = el > 0 ? p->epoch_items / el : 0;
+    double frac = p->epoch_total ? (double)p->epoch_items / (double)p->epoch_total : 0, ips, step_s;
+    progress_rate(p, &ips, &step_s);
     char bar[31], eta[16], peak[32];
     int fill = (int)(frac * 30);
     for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '.';
     bar[30] = 0;
-    fmt_time(ips > 0 ? (p->epoch_total - p->epoch_items) / ips : 0, eta, sizeof eta);
+    /* the whole run's steps left (epochs to come included), at the recent pace */
+    long long left = p->run_steps > p->done_steps ? p->run_steps - p->done_steps : 0;
+    fmt_time((double)left * step_s, eta, sizeof eta);
     vdnn_fmt_bytes(p->n->peak_iter_bytes, peak, sizeof peak);
     fprintf(p->o->out, "\repoch %d/%d [%s] %3.0f%%  %.0f img/s  loss %.4f  acc %.1f%%  ETA %s  pool %s \033[K",
             p->epoch + 1, p->epochs, bar, 100 * frac, ips, p->seen ? p->loss_sum / p->seen : 0,
@@ -364,6 +393,7 @@ static vdnn_status run_epoch(net **np, loader *ld, batch_io *b, progress *p, dou
         if (st != VDNN_OK) return st;
         double secs = vdnn_now_s() - t0;
         p->last_step_s = secs;
+        progress_step(p, items, secs);
         p->train_time += secs;
         p->loss_sum += r.loss_sum;
         p->correct += r.correct;
@@ -396,6 +426,11 @@ vdnn_status train_run(net *n, const dataset *train, const dataset *test, const t
         log_final(o, n, &stats0, s, epoch, "error", error);
         log_status(o);
         return vdnn_fail(st, "%s", error);
+    }
+    if (o->resume_path && !o->quiet) {
+        fprintf(o->out, "vdnn: resumed from %s at epoch %d, step %llu (item %d of %d in the epoch)\n", o->resume_path,
+                epoch + 1, (unsigned long long)n->step, index, train->count);
+        fflush(o->out);
     }
     int batch = run_batch(n, o);
     loader_opts lo = {batch, 1, 1, n->train.seed, &n->data};

@@ -470,6 +470,43 @@ START_TEST(test_default_save)
 }
 END_TEST
 
+/* After --resume the first line says where the run resumed, and the progress bar's
+ * speed is this process's own (it once counted the resumed items as done in no time:
+ * 33159 img/s for a real 250). */
+START_TEST(test_resume_progress)
+{
+    char cfg[512], ck[512], args[2048];
+    write_cfg(cfg, sizeof cfg, "bar.cfg",
+              "[net]\nbatch = 16\nchannels = 3\nheight = 48\nwidth = 48\n" TN_TRAIN
+              "[data]\nset = synthetic\ntrain_size = 160\ntest_size = 16\nclasses = 4\n"
+              "[convolutional]\nfilters = 32\nsize = 3\npad = 1\n[relu]\n"
+              "[convolutional]\nfilters = 32\nsize = 3\npad = 1\n[relu]\n[maxpool]\nsize = 2\n"
+              "[connected]\noutput = 4\n[softmax]\n");
+    tn_path(ck, sizeof ck, "bar.ckpt");
+    snprintf(args, sizeof args, "train %s --steps 8 --threads 1 --quiet --save %s", cfg, ck);
+    cli_run r = run_cli(args);
+    assert_ok(&r, args);
+    run_free(&r);
+    snprintf(args, sizeof args, "train %s --steps 10 --threads 1 --resume %s", cfg, ck);
+    r = tn_vdnn(tn_dir, "VDNN_PROGRESS_BAR=1", args);
+    assert_ok(&r, args);
+    ck_assert_msg(strstr(r.err, "resumed from ") && strstr(r.err, "at epoch 1, step 8 (item 128 of 160"), "%s", r.err);
+    const char *done = strstr(r.err, "done: ");
+    ck_assert_msg(done, "no done line:\n%s", r.err);
+    double rate = strtod(strstr(done, "steps, ") + 7, NULL);
+    int bars = 0;
+    for (const char *at = strstr(r.err, "img/s  loss"); at && at < done; at = strstr(at + 1, "img/s  loss")) {
+        const char *num = at - 2;
+        while (num > r.err && num[-1] != ' ') num--;
+        double shown = strtod(num, NULL);
+        ck_assert_msg(shown <= 1.5 * rate, "the bar shows %.0f img/s, the run's rate is %.0f:\n%s", shown, rate, r.err);
+        bars++;
+    }
+    ck_assert_msg(bars > 0, "no progress bar drawn:\n%s", r.err);
+    run_free(&r);
+}
+END_TEST
+
 START_TEST(test_resume_exact)
 {
     /* 10 steps in one go, or 6 then 4 resumed: the same checkpoint. With --algo perf the
@@ -844,6 +881,7 @@ static Suite *cli_suite(void)
     tcase_add_test(train, test_test_command);
     tcase_add_test(train, test_test_needs_weights);
     tcase_add_test(train, test_default_save);
+    tcase_add_test(train, test_resume_progress);
     tcase_add_test(train, test_resume_exact);
     tcase_add_test(train, test_resume_corrupt);
     tcase_add_test(train, test_unwritable_outputs);
