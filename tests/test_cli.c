@@ -475,6 +475,11 @@ END_TEST
  * 33159 img/s for a real 250). */
 START_TEST(test_resume_progress)
 {
+    if (UNDER_SANITIZER) {
+        printf("SKIPPED: test_resume_progress under a sanitizer: it compares the bar's speed with the run's, and "
+               "trains 18 steps of 48x48 convolutions (make test runs it)\n");
+        return;
+    }
     char cfg[512], ck[512], args[2048];
     write_cfg(cfg, sizeof cfg, "bar.cfg",
               "[net]\nbatch = 16\nchannels = 3\nheight = 48\nwidth = 48\n" TN_TRAIN
@@ -607,7 +612,10 @@ START_TEST(test_synthetic_data)
         "train configs/resnet20.cfg --data synthetic --batch 8 --steps 2 --threads 1",
         "train configs/resnet20.cfg --data synthetic --batch 8 --steps 1 --threads 1 --devices cpu,cpu",
     };
-    for (int k = 0; k < 2; k++) {
+    int count = UNDER_SANITIZER ? 1 : 2;
+    if (UNDER_SANITIZER)
+        printf("SKIPPED: test_synthetic_data on two devices under a sanitizer (make test runs it)\n");
+    for (int k = 0; k < count; k++) {
         cli_run r = run_cli(cmds[k]);
         assert_ok(&r, cmds[k]);
         ck_assert_msg(strstr(r.out, "64 train / 8 test images") && strstr(r.out, "done: "), "`vdnn %s`:\n%s", cmds[k],
