@@ -459,8 +459,8 @@ static vdnn_status wait_own(net *n, int i)
     return st;
 }
 
-/* Whether layer i writes its input's gradient over its output's (dx over dy): an
- * in-place layer whose input's gradient is new here (net_in_place in net.h). */
+/* Whether layer i writes its input's gradient in place: an in-place layer whose input's
+ * gradient is new here (net_in_place in net.h). */
 static int grad_in_place(const net *n, const layer *l, int i)
 {
     int j = l->input[0];
@@ -468,19 +468,35 @@ static int grad_in_place(const net *n, const layer *l, int i)
            map_room(n, j) == map_room(n, i + 1);
 }
 
+/* Whether that gradient goes over the layer's output y rather than over y's gradient
+ * (IN_PLACE_OVER_OUTPUT): when the layer reads y (relu, tanh, ...) and this is y's last
+ * use. y's block is then free at once, its gradient's after the layer as usual (VGG-16
+ * at 256 under `all`: no fragmentation at all, against 0.38 GiB over the gradient). */
+static int grad_over_output(const net *n, const layer *l, int i)
+{
+    const fmap *y = &n->maps[i + 1];
+    return n->in_place == IN_PLACE_OVER_OUTPUT && l->needs_output && y->dev && y->release == i &&
+           (y->state == RES_DEVICE || y->state == RES_PREFETCHING);
+}
+
 /* The gradient buffers layer i's backward writes, one per input (NULL: x[0], or a map
  * no parameter lies before): the map's own, new when this is its first reader in
- * backward (for an in-place layer, its output's gradient taken over); when it is not,
- * the layer adds into it if it can (c->accumulate_dx), else writes a part of its own
- * in `part`, added by add_parts(). */
-static vdnn_status gradient_bufs(net *n, layer *l, int i, exec_ctx *c, float **dxs, float **part)
+ * backward (for an in-place layer, its output's block or its output's gradient taken
+ * over: *over_y says which); when it is not, the layer adds into it if it can
+ * (c->accumulate_dx), else writes a part of its own in `part`, added by add_parts(). */
+static vdnn_status gradient_bufs(net *n, layer *l, int i, exec_ctx *c, float **dxs, float **part, int *over_y)
 {
     vdnn_status st = VDNN_OK;
     c->accumulate_dx = 0;
+    *over_y = 0;
     for (int k = 0; k < l->ninputs; k++) dxs[k] = part[k] = NULL;
     if (grad_in_place(n, l, i)) {
-        dxs[0] = n->dx[l->input[0]] = n->dx[i + 1];
-        n->dx[i + 1] = NULL;
+        if ((*over_y = grad_over_output(n, l, i))) {
+            dxs[0] = n->dx[l->input[0]] = n->maps[i + 1].dev;
+        } else {
+            dxs[0] = n->dx[l->input[0]] = n->dx[i + 1];
+            n->dx[i + 1] = NULL;
+        }
         return VDNN_OK;
     }
     for (int k = 0; k < l->ninputs && st == VDNN_OK; k++) {
@@ -538,10 +554,11 @@ static vdnn_status backward(net *n, exec_ctx *c)
         double t0 = vdnn_now_s();
         float *dxs[LAYER_MAX_INPUTS], *part[LAYER_MAX_INPUTS] = {NULL};
         float *dy = l->is_loss ? NULL : n->dx[i + 1];
+        int over_y = 0;
         vdnn_status st = fetch_own(n, i, c);
         if (st == VDNN_OK) st = params_fetch(n, i, 1, c->accumulate);
         if (st == VDNN_OK) st = params_fetch(n, i - 1, 1, c->accumulate);
-        if (st == VDNN_OK) st = gradient_bufs(n, l, i, c, dxs, part);
+        if (st == VDNN_OK) st = gradient_bufs(n, l, i, c, dxs, part, &over_y);
         if (st == VDNN_OK) st = take_workspace(n, l, PASS_BWD_DATA, c);
         if (st == VDNN_OK) st = fetch_ahead(n, i, c->n, &pos);
         if (st == VDNN_OK) st = wait_own(n, i);
@@ -550,6 +567,12 @@ static vdnn_status backward(net *n, exec_ctx *c)
         input_ptrs(n, l, xs);
         if (st == VDNN_OK) st = layer_backward_n(l, c, xs, n->maps[i + 1].dev, dy, dxs);
         give_workspace(n, c);
+        if (over_y && st == VDNN_OK) {   /* the block is the input's gradient now, no longer y */
+            n->maps[i + 1].dev = NULL;
+            n->maps[i + 1].state = RES_NONE;
+        } else if (over_y) {             /* still y's: returned once, with y */
+            n->dx[l->input[0]] = NULL;
+        }
         st = add_parts(n, l, c->n, part, st);
         c->accumulate_dx = 0;
         if (st == VDNN_OK) st = params_release(n, i, 1);

@@ -649,7 +649,7 @@ static vdnn_status apply_net(net *n, const net_overrides *ov)
     n->minibatch = n->input.n;
     if (ov->micro_batch > 0) n->micro = ov->micro_batch;
     if (ov->in_place >= 0) n->may_in_place = ov->in_place != 0;
-    n->in_place = n->may_in_place;
+    n->in_place = n->may_in_place ? IN_PLACE_OVER_OUTPUT : IN_PLACE_OFF;
     if (n->micro > n->minibatch)
         return vdnn_fail(VDNN_EINVAL, "%s: micro_batch %d is larger than the batch %d", f->path, n->micro, n->minibatch);
     if (n->micro == n->minibatch) n->micro = 0;

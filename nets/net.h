@@ -48,6 +48,13 @@ enum { MAP_KEEP = 0, MAP_OFFLOAD = 1, MAP_RECOMPUTE = 2 };
  * its own inputs and waits). Farther overlaps more and holds maps longer. */
 enum { PREFETCH_ON_DEMAND = 0, PREFETCH_NEXT = 1, PREFETCH_FAR = 2 };
 
+/* How in-place layers (net_in_place) run: not at all; in place, an input's gradient
+ * written over the output's gradient; or over the output itself where backward reads
+ * the output last (relu, tanh, ...: its block is then free at once). All three compute
+ * the same bits at the same speed; first fit packs each differently, so the budget
+ * functions try each (most in place first) and keep the first that fits. */
+enum { IN_PLACE_OFF = 0, IN_PLACE_OVER_GRAD = 1, IN_PLACE_OVER_OUTPUT = 2 };
+
 /* Which convolution algorithm each pass uses: fastest measured, or smallest workspace. */
 typedef enum { ALGO_PERF = 0, ALGO_MEM, ALGO_MODE_COUNT } algo_mode;
 
@@ -119,8 +126,8 @@ typedef struct net {
     int may_in_place;         /* [memory] in_place or --in-place (default 1): layers whose ops
                                * allow it may run in place where nothing else reads the map
                                * they overwrite (net_in_place) */
-    int in_place;             /* they do in the iteration now: may_in_place, unless the budget
-                               * fits better without (net_fit_budget; a plan's in_place) */
+    int in_place;             /* how they run in the iteration now (IN_PLACE_*): the first
+                               * whose minimum fits the budget (net_fit_budget), or a plan's */
     int sync_layers;          /* vDNN's original per-layer barrier on both streams */
     int prefetch_ahead;       /* PREFETCH_FAR (vDNN), PREFETCH_NEXT or PREFETCH_ON_DEMAND */
     int release_lag;          /* layers an offloaded map's memory waits for its copy before reuse */
@@ -208,10 +215,10 @@ vdnn_status net_min_budget(net *n, size_t *bytes);
 
 /* Chooses how early copies run (prefetch_ahead, release_lag) for `budget` (0: no
  * limit): the fastest setting whose minimum fits; *need is that minimum. Each setting is
- * tried with in-place layers (when may_in_place) and then without: both compute the
- * same bits at the same speed, and where the pool's placement happens to fragment more
- * with them, without may fit. VDNN_EBUDGET, with *need the least of them and no
- * message, when none fits. */
+ * tried with every way of running in-place layers (IN_PLACE_OVER_OUTPUT, OVER_GRAD, OFF;
+ * only OFF unless may_in_place): they compute the same bits at the same speed, and
+ * where the pool's placement fragments more with one, another may fit. VDNN_EBUDGET,
+ * with *need the least of them and no message, when none fits. */
 vdnn_status net_fit_budget(net *n, size_t budget, size_t *need);
 
 /* The least budget any copy timing of the net's plan needs (the net keeps its own). */
@@ -246,8 +253,9 @@ void net_recompute_runs_swapped(const net *n, const unsigned char *maps, const u
  * layer i is the last layer whose forward reads it, and no backward pass reads it. A
  * plan that offloads or recomputes x[j], or recomputes a map from it, keeps x[j] apart
  * (fwd_in_place). In backward the layer writes its input's gradient over its output's
- * whenever its input's gradient is new there (it is the first of that map's readers in
- * backward), in place or not in forward. */
+ * gradient (IN_PLACE_OVER_GRAD), or over its output when it reads it and that is the
+ * output's last use (IN_PLACE_OVER_OUTPUT), whenever its input's gradient is new there
+ * (it is the first of that map's readers in backward), in place or not in forward. */
 int net_in_place(const net *n, int i);
 
 /* The first layer, counting backward, whose backward pass reads x[j] (the graph's

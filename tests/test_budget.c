@@ -131,7 +131,8 @@ typedef struct plan_cfg {
     int ahead;
     int lag;
     int sync;
-    int no_in_place;          /* in-place layers run apart (net_fit_budget may choose so) */
+    int ip;                   /* how in-place layers run, IN_PLACE_* + 1 (net_fit_budget may
+                               * choose any); 0: the most in place the net allows */
 } plan_cfg;
 
 /* Plans n as pc says. Only min_budget_of() measures (net_plan); later plans of the same
@@ -143,7 +144,8 @@ static void plan_as(net *n, const plan_cfg *pc, int measure)
     n->prefetch_ahead = pc->ahead;
     n->release_lag = pc->lag;
     n->sync_layers = pc->sync;
-    n->in_place = n->may_in_place && !pc->no_in_place;
+    int most = n->may_in_place ? IN_PLACE_OVER_OUTPUT : IN_PLACE_OFF;
+    n->in_place = pc->ip && pc->ip - 1 < most ? pc->ip - 1 : most;
 }
 
 /* Plans `n` (unattached on return) on a roomy device and returns its minimum budget;
@@ -246,7 +248,7 @@ static const plan_cfg all_plans[] = {
     {POLICY_NONE, ALGO_MEM, PREFETCH_FAR, 1, 0, 0}, {POLICY_ALL, ALGO_MEM, PREFETCH_FAR, 1, 0, 0},  {POLICY_CONV, ALGO_MEM, PREFETCH_FAR, 1, 0, 0},
     {POLICY_NONE, ALGO_PERF, PREFETCH_FAR, 1, 0, 0}, {POLICY_ALL, ALGO_PERF, PREFETCH_FAR, 1, 0, 0}, {POLICY_CONV, ALGO_PERF, PREFETCH_FAR, 1, 0, 0},
     {POLICY_ALL, ALGO_MEM, PREFETCH_ON_DEMAND, 0, 0, 0},  {POLICY_CONV, ALGO_PERF, PREFETCH_ON_DEMAND, 0, 0, 0}, {POLICY_ALL, ALGO_MEM, PREFETCH_FAR, 1, 1, 0},
-    {POLICY_ALL, ALGO_MEM, PREFETCH_FAR, 1, 0, 1},
+    {POLICY_ALL, ALGO_MEM, PREFETCH_FAR, 1, 0, IN_PLACE_OFF + 1}, {POLICY_CONV, ALGO_MEM, PREFETCH_NEXT, 1, 0, IN_PLACE_OVER_GRAD + 1},
 };
 #define NPLANS ((int)(sizeof all_plans / sizeof *all_plans))
 
@@ -375,7 +377,7 @@ START_TEST(test_fit_budget)
             ck_assert_int_eq(net_plan_static(n, cases[c].p, ALGO_MEM), VDNN_OK);
             ck_assert_msg(net_fit_budget(n, b, &need) == VDNN_OK, "case %d: no setting for %zu bytes", c, b);
             ck_assert_uint_le(need, b);
-            plan_cfg chosen = {cases[c].p, ALGO_MEM, n->prefetch_ahead, n->release_lag, 0, !n->in_place};
+            plan_cfg chosen = {cases[c].p, ALGO_MEM, n->prefetch_ahead, n->release_lag, 0, n->in_place + 1};
             ck_assert_msg(sim_fits(n, &chosen, b), "case %d: the setting chosen for %zu bytes does not fit", c, b);
         }
         size_t need = 0;
@@ -733,7 +735,7 @@ static uint64_t stress_one(int k, uint64_t *s, int *graph)
     char text[16384];
     random_chain(s, text, sizeof text);
     plan_cfg pc = {(mem_policy)pick(s, POLICY_COUNT), ALGO_MEM, pick(s, 3), pick(s, 2), pick(s, 5) == 0, 0};
-    pc.no_in_place = pick(s, 4) == 0;
+    pc.ip = (int)pick(s, 4);
     double gbps = pick(s, 3) == 0 ? 1.0 : 0;
 
     net *n = NULL;

@@ -168,6 +168,7 @@ typedef struct run_cfg {
     int steps;
     int items;                    /* per step; 0: the batch */
     int no_in_place;              /* in-place layers run apart ([memory] in_place = 0) */
+    int over_grad;                /* in place, gradients over gradients (IN_PLACE_OVER_GRAD) */
 } run_cfg;
 
 /* What the run did besides its snapshot. */
@@ -221,6 +222,7 @@ static void run_net(const char *text, const run_cfg *rc, snapshot *s, run_info *
     net_overrides ov = net_no_overrides();
     ov.in_place = !rc->no_in_place;
     net *n = tn_parse(text, &ov);
+    if (rc->over_grad) n->in_place = IN_PLACE_OVER_GRAD;
     apply_offload(n, rc->offload);
     n->policy = rc->policy;   /* swap places the parameters when they are attached */
     size_t budget = roomy_budget(n);
@@ -939,9 +941,10 @@ END_TEST
 
 /* ---- in-place layers ---- */
 
-/* In-place layers change no bit: each net trains the same with them (the baseline) and
- * without, under every policy, at a roomy budget and at the policy's minimum; and with
- * them some layer of each net does run in place. */
+/* In-place layers change no bit: each net trains the same with them, gradients over
+ * outputs (the baseline), as with gradients over gradients and without them, under
+ * every policy, at a roomy budget and at the policy's minimum; and with them some layer
+ * of each net does run in place. */
 START_TEST(test_in_place_same_bits)
 {
     const char *text = inv_nets[_i];
@@ -955,15 +958,17 @@ START_TEST(test_in_place_same_bits)
     snapshot_free(&s);
     ck_assert_msg(info.in_place > 0, "net %d: no layer ran in place", _i);
     for (int p = POLICY_NONE; p < POLICY_COUNT; p++)
-        for (int min = 0; min < 2; min++) {
+        for (int k = 0; k < 4; k++) {
+            int min = k & 1, over_grad = k >> 1;
             run_cfg rc = {.policy = (mem_policy)p, .algo = ALGO_MEM, .min_budget = min, .steps = NSTEPS,
-                          .no_in_place = 1};
-            snprintf(what, sizeof what, "net %d, policy %s without in-place layers%s", _i,
-                     policy_name((mem_policy)p), min ? ", at its minimum budget" : "");
+                          .no_in_place = !over_grad, .over_grad = over_grad};
+            snprintf(what, sizeof what, "net %d, policy %s %s%s", _i, policy_name((mem_policy)p),
+                     over_grad ? "in place, gradients over gradients" : "without in-place layers",
+                     min ? ", at its minimum budget" : "");
             run_net(text, &rc, &s, &info);
             snapshot_same(&base, &s, what);
             snapshot_free(&s);
-            ck_assert_msg(info.in_place == 0, "%s: %d layers ran in place", what, info.in_place);
+            ck_assert_msg(!over_grad == !info.in_place, "%s: %d layers ran in place", what, info.in_place);
             ck_assert_msg(info.peak <= info.budget, "%s: pool peak %zu above budget %zu", what, info.peak,
                           info.budget);
         }

@@ -241,8 +241,9 @@ static double number_after(const char *text, const char *from, const char *key)
 
 /* The paper's headline: VGG-16 at batch 256 takes 28 GB network-wide and trains on a
  * 12 GB Titan X under vDNN. With in-place layers vdnn's network-wide allocation (memory-
- * optimal algorithms) is within 20% of 28 GB and `all` needs less than the 12 GiB, as
- * `vdnn info` reports it; without them the network-wide figure is twice as large. */
+ * optimal algorithms) is within 20% of 28 GB and `all` needs at most 11 GiB (a GiB left
+ * of the 12 for the CUDA context), as `vdnn info` reports it; without them the
+ * network-wide figure is twice as large. */
 START_TEST(test_vgg16_paper_memory)
 {
     double wide[2], all_mem = 0, conv_mem = 0;
@@ -260,7 +261,7 @@ START_TEST(test_vgg16_paper_memory)
     }
     ck_assert_msg(fabs(wide[1] / 28e9 - 1) <= 0.2, "network-wide %.3g bytes in place, the paper's 28 GB", wide[1]);
     ck_assert_msg(wide[0] > 1.8 * wide[1], "network-wide %.3g bytes apart, %.3g in place", wide[0], wide[1]);
-    ck_assert_msg(all_mem < 12.0 * (1 << 30), "all with mem algorithms needs %.4g GiB", all_mem / (1 << 30));
+    ck_assert_msg(all_mem <= 11.0 * (1 << 30), "all with mem algorithms needs %.4g GiB", all_mem / (1 << 30));
     ck_assert_msg(conv_mem <= 11.0 * (1 << 30), "conv with mem algorithms needs %.4g GiB", conv_mem / (1 << 30));
 }
 END_TEST

@@ -990,8 +990,8 @@ START_TEST(test_load_in_place)
 {
     net *n = tn_parse(PF_NET, NULL);
     planfile f = saved_plan(n);
-    ck_assert_ptr_nonnull(strstr(f.text, "\nin_place 1\n"));
-    char *v2 = edited(f.text, "vdnn-plan 3", "vdnn-plan 2"), *v2b = edited(v2, "in_place 1\n", "");
+    ck_assert_ptr_nonnull(strstr(f.text, "\nin_place 2\n"));
+    char *v2 = edited(f.text, "vdnn-plan 3", "vdnn-plan 2"), *v2b = edited(v2, "in_place 2\n", "");
     tn_write_text(f.path, v2b);
     plan want = busy_plan(n), got;
     ck_assert_msg(plan_load(n, f.path, &got) == VDNN_OK, "plan_load: %s", vdnn_errmsg());
@@ -1003,7 +1003,7 @@ START_TEST(test_load_in_place)
     free(v2b);
     net *apart = tn_parse(PF_NET "[memory]\nin_place = 0\n", NULL);
     load_fails(apart, &f, f.text, VDNN_EINVAL, "plan.txt", "runs layers in place, and the net forbids it");
-    char *off = edited(f.text, "in_place 1", "in_place 0");
+    char *off = edited(f.text, "in_place 2", "in_place 0");
     tn_write_text(f.path, off);
     ck_assert_msg(plan_load(apart, f.path, &got) == VDNN_OK, "plan_load: %s", vdnn_errmsg());
     ck_assert_int_eq(got.in_place, 0);
@@ -1044,8 +1044,8 @@ START_TEST(test_load_bad_header)
     edit_fails(n, &f, "prefetch next", "prefetch soon", VDNN_EFORMAT, "plan.txt:6: ", "far, next or on-demand");
     edit_fails(n, &f, "release_lag 0", "release_lag -1", VDNN_EFORMAT, "plan.txt:7: ", "release_lag");
     edit_fails(n, &f, "release_lag 0\n", "", VDNN_EFORMAT, "plan.txt:7: ", "expected 'release_lag VALUE'");
-    edit_fails(n, &f, "in_place 1", "in_place 2", VDNN_EFORMAT, "plan.txt:8: ", "in_place must be an integer in 0..1");
-    edit_fails(n, &f, "in_place 1\n", "", VDNN_EFORMAT, "plan.txt:8: ", "expected 'in_place VALUE'");
+    edit_fails(n, &f, "in_place 2", "in_place 3", VDNN_EFORMAT, "plan.txt:8: ", "in_place must be an integer in 0..2");
+    edit_fails(n, &f, "in_place 2\n", "", VDNN_EFORMAT, "plan.txt:8: ", "expected 'in_place VALUE'");
     edit_fails(n, &f, "origin dyn", "origin dyn vdnn", VDNN_EFORMAT, "plan.txt:9: ", "'origin' takes one value");
     edit_fails(n, &f, "predicted_ms 12.5", "predicted_ms nan", VDNN_EFORMAT, "plan.txt:10: ", "'nan'");
     edit_fails(n, &f, "peak_bytes 1234567", "peak_bytes -5", VDNN_EFORMAT, "plan.txt:11: ", "byte count");

@@ -212,7 +212,9 @@ static int fits_at(const char *cfg, const char *policies, size_t b)
 }
 
 /* auto:2 of `policies` (npols of them): two budgets, the least in which one of them
- * fits (and one byte less fits none) and none's peak. */
+ * fits (and, for fixed policies and vDNN's ladder, one byte less fits none: the
+ * planner's least plan is the least it tried, and its search may go lower) and none's
+ * peak. */
 static void auto_ends(const char *cfg, const char *policies, int npols, size_t *lo, size_t *hi, sw_csv *c)
 {
     char flags[512], dir[512];
@@ -224,8 +226,8 @@ static void auto_ends(const char *cfg, const char *policies, int npols, size_t *
     ck_assert_msg(*lo < *hi, "auto:2 of %s gave budgets %zu and %zu", policies, *lo, *hi);
     check_rows(c, 0);
     ck_assert_msg(any_fits(c, *lo), "no policy of %s fits the least budget %zu", policies, *lo);
-    ck_assert_msg(!fits_at(cfg, policies, *lo - 1), "%s fits %zu, below the least budget %zu", policies, *lo - 1,
-                  *lo);
+    ck_assert_msg(strstr(policies, "dyn") || !fits_at(cfg, policies, *lo - 1), "%s fits %zu, below the least budget %zu",
+                  policies, *lo - 1, *lo);
 }
 
 /* auto:2 spans the least budget of the fixed policies asked for to what none needs;
@@ -280,7 +282,8 @@ END_TEST
 
 /* The low end of auto:K is the least budget of the policies asked for, not of every
  * policy: a fixed policy's own least; dyn's, the least of every fixed policy (its
- * branch and bound starts from each); vdnn's, all-mem's (its ladder needs all-mem). */
+ * branch and bound starts from each) or the planner's least plan, which may be lower;
+ * vdnn's, all-mem's (its ladder needs all-mem). */
 START_TEST(test_auto_low_end)
 {
     char cfg[512];
@@ -297,7 +300,7 @@ START_TEST(test_auto_low_end)
      * offload can: the least of every fixed policy is below all-mem's */
     ck_assert_msg(lo_fixed < lo_all, "every fixed policy: %zu, all-mem: %zu", lo_fixed, lo_all);
     auto_ends(cfg, "dyn", 1, &lo_dyn, &h, &c);
-    ck_assert_uint_eq(lo_dyn, lo_fixed);
+    ck_assert_msg(lo_dyn <= lo_fixed, "dyn's least %zu, above every fixed policy's %zu", lo_dyn, lo_fixed);
     ck_assert_msg(find(&c, lo_dyn, "dyn")->fits, "dyn does not fit its least budget %zu", lo_dyn);
     auto_ends(cfg, "vdnn", 1, &lo_vdnn, &h, &c);
     ck_assert_uint_eq(lo_vdnn, lo_all);

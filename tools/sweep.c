@@ -311,13 +311,22 @@ static int covers(const sweep_policy *sp, mem_policy pol, algo_mode a)
 }
 
 /* The least budget in which some policy of the sweep has a plan: the least of the fixed
- * policies they cover. Which fixed policy needs least depends on the net (all with the
- * smallest workspaces usually; swap when the parameters dominate; none when the maps
- * are small next to what offloading holds back for its copies), so each is asked. */
+ * policies they cover, and with dyn the planner's least plan (plan_least, as `vdnn
+ * info` reports it), which can go below them. Which fixed policy needs least depends
+ * on the net (all with the smallest workspaces usually; swap when the parameters
+ * dominate; none when the maps are small next to what offloading holds back for its
+ * copies), so each is asked. */
 static vdnn_status least_budget(sweep *s, size_t *least)
 {
     vdnn_status st = VDNN_OK;
     *least = (size_t)-1;
+    for (int k = 0; k < s->npols && st == VDNN_OK; k++)
+        if (s->pols[k]->search && s->pols[k]->kind == SEARCH_BB) {
+            size_t b = 0;
+            st = plan_least(s->n, &b);
+            if (st == VDNN_OK && b && b < *least) *least = b;
+            break;
+        }
     for (int pol = 0; pol < POLICY_COUNT && st == VDNN_OK; pol++)
         for (int a = 0; a < ALGO_MODE_COUNT && st == VDNN_OK; a++) {
             int wanted = 0;

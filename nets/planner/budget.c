@@ -180,7 +180,7 @@ vdnn_status net_fit_budget(net *n, size_t budget, size_t *need)
     size_t least = 0;
     int count = (int)(sizeof overlap_modes / sizeof *overlap_modes);
     for (int k = 0; k < count; k++)
-        for (int in_place = n->may_in_place; in_place >= 0; in_place--) {
+        for (int in_place = n->may_in_place ? IN_PLACE_OVER_OUTPUT : IN_PLACE_OFF; in_place >= 0; in_place--) {
             n->prefetch_ahead = overlap_modes[k].ahead;
             n->release_lag = overlap_modes[k].lag;
             n->in_place = in_place;

@@ -12,7 +12,8 @@
  *   micro_batch M       must equal the net's (0: no split)
  *   prefetch far|next|on-demand
  *   release_lag L
- *   in_place 0|1        in-place layers run in place (the net's config must allow it)
+ *   in_place 0|1|2      in-place layers: off, over the output's gradient, over the output
+ *                       (IN_PLACE_*; 1 and 2 need a net that allows them)
  *   origin WORD         "-" when empty
  *   predicted_ms T      "-" when not simulated
  *   peak_bytes P
@@ -44,6 +45,13 @@
 
 static const char *const pass_names[PASS_COUNT] = {"forward", "backward-data", "backward-filter"};
 
+static const char *in_place_name(int in_place)
+{
+    return in_place == IN_PLACE_OVER_OUTPUT ? "on (gradients over outputs)"
+           : in_place == IN_PLACE_OVER_GRAD ? "on (gradients over gradients)"
+                                            : "off";
+}
+
 /* ---- making, copying, freeing ------------------------------------------------------ */
 
 vdnn_status plan_init(plan *p, const net *n)
@@ -62,7 +70,7 @@ vdnn_status plan_init(plan *p, const net *n)
     p->micro = n->micro;
     p->prefetch_ahead = PREFETCH_FAR;
     p->release_lag = 1;
-    p->in_place = n->may_in_place;
+    p->in_place = n->may_in_place ? IN_PLACE_OVER_OUTPUT : IN_PLACE_OFF;
     p->predicted_s = -1;
     p->measured_s = -1;
     return VDNN_OK;
@@ -510,7 +518,7 @@ static vdnn_status read_timing(reader *r, int version, plan *p)
                          r->line, v);
     st = read_int(r, "release_lag", 0, PLAN_MAX_LAG, &p->release_lag);
     p->in_place = 0;
-    if (st == VDNN_OK && version >= 3) st = read_int(r, "in_place", 0, 1, &p->in_place);
+    if (st == VDNN_OK && version >= 3) st = read_int(r, "in_place", IN_PLACE_OFF, IN_PLACE_OVER_OUTPUT, &p->in_place);
     return st;
 }
 
@@ -726,7 +734,7 @@ static void print_footer(FILE *f, const plan *p, const net *n)
     if (p->micro) fprintf(f, "micro-batches: %d items each, %d per batch of %d\n", p->micro,
                           (p->batch + p->micro - 1) / p->micro, p->batch);
     fprintf(f, "copy timing: prefetch %s, release lag %d; in-place layers %s\n", prefetch_name(p->prefetch_ahead),
-            p->release_lag, p->in_place ? "on" : "off");
+            p->release_lag, in_place_name(p->in_place));
     if (p->predicted_s >= 0)
         fprintf(f, "predicted: %.3f ms per iteration, peak %s (%zu bytes)\n", p->predicted_s * 1e3,
                 vdnn_fmt_bytes(p->peak_bytes, b2, sizeof b2), p->peak_bytes);
@@ -810,9 +818,8 @@ void plan_print_json(FILE *f, const plan *p, const net *n, const profile *pr)
     }
     fprintf(f, "{\"origin\":");
     vdnn_json_str(f, p->origin);
-    fprintf(f, ",\"batch\":%d,\"micro_batch\":%d,\"prefetch\":\"%s\",\"release_lag\":%d,\"in_place\":%s,"
-            "\"predicted_ms\":", p->batch, p->micro, prefetch_name(p->prefetch_ahead), p->release_lag,
-            p->in_place ? "true" : "false");
+    fprintf(f, ",\"batch\":%d,\"micro_batch\":%d,\"prefetch\":\"%s\",\"release_lag\":%d,\"in_place\":%d,"
+            "\"predicted_ms\":", p->batch, p->micro, prefetch_name(p->prefetch_ahead), p->release_lag, p->in_place);
     json_num(f, p->predicted_s * 1e3, 1);
     fprintf(f, ",\"peak_bytes\":%zu,\"measured_ms\":", p->peak_bytes);
     json_num(f, p->measured_s * 1e3, 1);

@@ -94,7 +94,7 @@ typedef struct plan {
     int (*algo)[PASS_COUNT];  /* (nlayers): algorithm per pass */
     int prefetch_ahead;       /* PREFETCH_* */
     int release_lag;
-    int in_place;             /* in-place layers run in place (net.h, net_in_place) */
+    int in_place;             /* how in-place layers run: IN_PLACE_* (net.h, net_in_place) */
     char origin[24];          /* how it was made: "none", "all", "conv", "dyn", "vdnn", a file name */
     double predicted_s;       /* simulated iteration time; < 0: not simulated */
     size_t peak_bytes;        /* simulated pool peak (the least budget the plan fits) */
@@ -178,7 +178,7 @@ typedef struct search_stats {
  * fit, else no plan; then none, conv, all with the fastest algorithms; then all with
  * convolutions moved to memory-optimal algorithms one layer at a time; then all +
  * memory-optimal. SEARCH_BB is a branch and bound over the variants of plan_enumerate,
- * the copy timing (in-place layers on or off included), every map's keep/offload and
+ * the copy timing (how in-place layers run included), every map's keep/offload and
  * every convolution pass's algorithm,
  * seeded by the fixed policies, vDNN-style threshold plans (offload every map below a
  * layer) and hill climbs whose moves also recompute single maps (docs/planner.md).
@@ -210,7 +210,7 @@ vdnn_status plan_least(const net *n, size_t *bytes);
 
 /* Every plan of the branch and bound's space, enumerated (tests: small nets only):
  * variants (recompute the cheap layers' outputs or not, swap every swappable layer or
- * not) x copy timings (each with in-place layers and without, when the net allows them)
+ * not) x copy timings (each with the ways of running in-place layers the net allows)
  * x keep/offload per map x every algorithm per pass. Calls `visit`
  * with each complete plan; stops early when it returns non-zero. Returns the count. */
 long plan_enumerate(const net *n, const profile *pr, int (*visit)(void *ctx, const plan *p), void *ctx);

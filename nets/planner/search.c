@@ -7,13 +7,17 @@
 #include "nets/planner/planner.h"
 
 /* How early copies may run (nets/planner/budget.c orders them fastest first), each
- * with in-place layers and without (first fit can fragment either way; both compute
- * the same at the same speed): prefetch, release lag, in-place. */
+ * with every way of running in-place layers (IN_PLACE_*: first fit packs each
+ * differently; all compute the same at the same speed): prefetch, release lag, in-place. */
 static const int timing_modes[][3] = {
-    {PREFETCH_FAR, 1, 1}, {PREFETCH_FAR, 1, 0},  {PREFETCH_NEXT, 1, 1},       {PREFETCH_NEXT, 1, 0},
-    {PREFETCH_NEXT, 0, 1}, {PREFETCH_NEXT, 0, 0}, {PREFETCH_ON_DEMAND, 0, 1}, {PREFETCH_ON_DEMAND, 0, 0},
+    {PREFETCH_FAR, 1, IN_PLACE_OVER_OUTPUT},       {PREFETCH_FAR, 1, IN_PLACE_OVER_GRAD},
+    {PREFETCH_FAR, 1, IN_PLACE_OFF},               {PREFETCH_NEXT, 1, IN_PLACE_OVER_OUTPUT},
+    {PREFETCH_NEXT, 1, IN_PLACE_OVER_GRAD},        {PREFETCH_NEXT, 1, IN_PLACE_OFF},
+    {PREFETCH_NEXT, 0, IN_PLACE_OVER_OUTPUT},      {PREFETCH_NEXT, 0, IN_PLACE_OVER_GRAD},
+    {PREFETCH_NEXT, 0, IN_PLACE_OFF},              {PREFETCH_ON_DEMAND, 0, IN_PLACE_OVER_OUTPUT},
+    {PREFETCH_ON_DEMAND, 0, IN_PLACE_OVER_GRAD},   {PREFETCH_ON_DEMAND, 0, IN_PLACE_OFF},
 };
-#define TIMING_MODES 8
+#define TIMING_MODES 12
 
 /* Mode m repeats another on this net: in place where the net forbids it. */
 static int mode_skipped(const net *n, int m)
