@@ -527,10 +527,30 @@ static vdnn_status check_managed(const run_flags *f)
     return VDNN_OK;
 }
 
+/* The folder train keeps checkpoints in by default: $VDNN_RUNS, else runs/ in the
+ * current folder. */
+static const char *runs_dir(void)
+{
+    const char *runs = getenv("VDNN_RUNS");
+    return runs && *runs ? runs : "runs";
+}
+
+/* The k-th default checkpoint of config cfg: RUNS/STEM.ckpt for k = 1, RUNS/STEM-k.ckpt
+ * after (STEM: the config's file name without .cfg). */
+static void run_ckpt(const char *cfg, int k, char *buf, size_t len)
+{
+    const char *base = strrchr(cfg, '/');
+    base = base ? base + 1 : cfg;
+    size_t stem = strlen(base);
+    if (stem > 4 && !strcmp(base + stem - 4, ".cfg")) stem -= 4;
+    char suffix[16] = "";
+    if (k > 1) snprintf(suffix, sizeof suffix, "-%d", k);
+    snprintf(buf, len, "%s/%.*s%s.ckpt", runs_dir(), (int)stem, base, suffix);
+}
+
 /* Where train keeps its weights when neither --save nor --no-save is given: the
- * checkpoint it resumes from, else RUNS/STEM.ckpt (RUNS: $VDNN_RUNS, else runs/ in the
- * current folder; STEM: the config's file name without .cfg), or, when that holds an
- * earlier run's weights, RUNS/STEM-2.ckpt, -3, ...: a new run never overwrites one. */
+ * checkpoint it resumes from, else the first default checkpoint (run_ckpt) that does
+ * not exist yet: a new run never overwrites an earlier one's. */
 static vdnn_status default_save(const char *cfg, run_flags *f)
 {
     if (f->save || f->no_save) return VDNN_OK;
@@ -540,42 +560,27 @@ static vdnn_status default_save(const char *cfg, run_flags *f)
         if (stat(f->resume, &st) == 0 && S_ISREG(st.st_mode)) f->save = f->resume;
         return VDNN_OK;
     }
-    const char *runs = getenv("VDNN_RUNS");
-    if (!runs || !*runs) runs = "runs";
-    if (mkdir(runs, 0777) != 0 && errno != EEXIST)
-        return vdnn_fail(VDNN_EIO, "cannot make %s for the run's checkpoint: %s (give --save FILE, or --no-save)", runs,
-                         strerror(errno));
-    const char *base = strrchr(cfg, '/');
-    base = base ? base + 1 : cfg;
-    size_t stem = strlen(base);
-    if (stem > 4 && !strcmp(base + stem - 4, ".cfg")) stem -= 4;
+    if (mkdir(runs_dir(), 0777) != 0 && errno != EEXIST)
+        return vdnn_fail(VDNN_EIO, "cannot make %s for the run's checkpoint: %s (give --save FILE, or --no-save)",
+                         runs_dir(), strerror(errno));
     for (int k = 1; k < 10000; k++) {
-        char suffix[16] = "";
-        if (k > 1) snprintf(suffix, sizeof suffix, "-%d", k);
-        snprintf(f->save_buf, sizeof f->save_buf, "%s/%.*s%s.ckpt", runs, (int)stem, base, suffix);
+        run_ckpt(cfg, k, f->save_buf, sizeof f->save_buf);
         if (access(f->save_buf, F_OK) != 0) {
             f->save = f->save_buf;
             return VDNN_OK;
         }
     }
-    return vdnn_fail(VDNN_EIO, "%s holds 9999 checkpoints of %.*s: give --save FILE", runs, (int)stem, base);
+    return vdnn_fail(VDNN_EIO, "%s holds 9999 checkpoints of %s: give --save FILE", runs_dir(), cfg);
 }
 
-/* The newest checkpoint train kept by default for this config (RUNS/STEM*.ckpt), into
- * buf; 0 when there is none. */
+/* The newest default checkpoint train kept for this config, into buf; 0 when there is
+ * none. */
 static int newest_run(const char *cfg, char *buf, size_t len)
 {
-    const char *runs = getenv("VDNN_RUNS");
-    if (!runs || !*runs) runs = "runs";
-    const char *base = strrchr(cfg, '/');
-    base = base ? base + 1 : cfg;
-    size_t stem = strlen(base);
-    if (stem > 4 && !strcmp(base + stem - 4, ".cfg")) stem -= 4;
     double newest = -1;
     for (int k = 1; k < 10000; k++) {
-        char path[1024], suffix[16] = "";
-        if (k > 1) snprintf(suffix, sizeof suffix, "-%d", k);
-        snprintf(path, sizeof path, "%s/%.*s%s.ckpt", runs, (int)stem, base, suffix);
+        char path[1024];
+        run_ckpt(cfg, k, path, sizeof path);
         struct stat st;
         if (stat(path, &st) != 0) break;
         double t = (double)st.st_mtim.tv_sec + 1e-9 * (double)st.st_mtim.tv_nsec;
@@ -812,7 +817,7 @@ int cmd_test(int argc, char **argv)
     if (!f.weights) {
         vdnn_fail(VDNN_EINVAL, "test needs --weights FILE: train has kept no weights for %s in %s (it keeps them in "
                   "RUNS/CONFIG.ckpt unless --no-save; RUNS is $VDNN_RUNS, else runs/ in the current folder)", cfg,
-                  getenv("VDNN_RUNS") && *getenv("VDNN_RUNS") ? getenv("VDNN_RUNS") : "runs/");
+                  runs_dir());
         return cli_error();
     }
     net *n = NULL;
