@@ -181,7 +181,7 @@ vdnn_status layer_alloc_params(layer *l, device *d, uint64_t seed)
             }
         }
         if (st != VDNN_OK) return st;
-        if (device_get_kind(d) == DEVICE_SIM) continue;
+        if (device_get_code(d) == DEVICE_CODE_NONE) continue;   /* no memory to fill */
         float *h = malloc(bytes);
         if (!h) return vdnn_fail(VDNN_ENOMEM, "out of host memory initialising %s.%s", l->name, p->name);
         rng r;
@@ -209,7 +209,7 @@ vdnn_status layer_alloc_params_host(layer *l, device *d, uint64_t seed)
         p->host_momentum = device_host_alloc(d, bytes);
         if (!p->host_value || !p->host_grad || !p->host_momentum)
             return vdnn_fail(VDNN_ENOMEM, "out of host memory for the swapped %s.%s", l->name, p->name);
-        if (device_get_kind(d) == DEVICE_SIM) continue;
+        if (device_get_code(d) == DEVICE_CODE_NONE) continue;
         rng r;
         rng_seed(&r, rng_hash(seed, (uint64_t)l->index, (uint64_t)i));
         fill_init(p, p->host_value, count, &r);
@@ -253,14 +253,14 @@ static vdnn_status repin(layer *l, char names[PASS_COUNT][40], const char *where
 
 vdnn_status layer_bind(layer *l, device *d)
 {
-    device_kind k = device_get_kind(d);
-    if (k == DEVICE_SIM) return VDNN_OK;
+    device_code k = device_get_code(d);
+    if (k == DEVICE_CODE_NONE) return VDNN_OK;
     char names[PASS_COUNT][40];
     for (int p = 0; p < PASS_COUNT; p++)
         snprintf(names[p], sizeof names[p], "%s", l->algo_pinned[p] >= 0 ? layer_algo_name(l, p, l->algo_pinned[p]) : "");
     int had_table = l->algos != NULL;
     unbind(l);
-    if (k == DEVICE_CUDA) {
+    if (k == DEVICE_CODE_CUDA) {
         int multi = l->ops->max_inputs > 1;
         if (multi ? !l->ops->forward_multi_cuda || !l->ops->backward_multi_cuda
                   : !l->ops->forward_cuda || !l->ops->backward_cuda)
@@ -306,26 +306,32 @@ vdnn_status layer_backward(layer *l, const exec_ctx *c, const float *x, const fl
     return layer_backward_n(l, c, &x, y, dy, &dx);
 }
 
+static vdnn_status no_half(const layer *l, const device *d)
+{
+    return vdnn_fail(VDNN_EDEVICE, "%s: the %s layer has no %s implementation in this build", l->name, l->ops->type,
+                     device_code_name(device_get_code(d)));
+}
+
 vdnn_status layer_forward_n(layer *l, const exec_ctx *c, const float *const *x, float *y)
 {
     const layer_ops *o = l->ops;
-    device_kind k = device_get_kind(c->dev);
-    if (k == DEVICE_SIM) {
-        device_sim_layer(c->dev, l, SIM_FWD);
-        return VDNN_OK;
-    }
     int multi = o->max_inputs > 1;
-    vdnn_status st = VDNN_EDEVICE;
-    if (k == DEVICE_CPU) {
+    vdnn_status st;
+    switch (device_get_code(c->dev)) {
+    case DEVICE_CODE_NONE:
+        device_sim_advance(c->dev, layer_cost_s(l, COST_FWD));
+        return VDNN_OK;
+    case DEVICE_CODE_HOST: {
         double t0 = vdnn_thread_cpu_s();
         st = multi ? o->forward_multi_cpu(l, c, x, y) : o->forward_cpu(l, c, x[0], y);
         device_throttle(c->dev, t0);
-    } else if (k == DEVICE_CUDA && multi && o->forward_multi_cuda) {
-        st = o->forward_multi_cuda(l, c, x, y);
-    } else if (k == DEVICE_CUDA && !multi && o->forward_cuda) {
-        st = o->forward_cuda(l, c, x[0], y);
-    } else {
-        return vdnn_fail(VDNN_EDEVICE, "%s: no implementation for this device", l->name);
+        break;
+    }
+    case DEVICE_CODE_CUDA:
+        if (multi ? !o->forward_multi_cuda : !o->forward_cuda) return no_half(l, c->dev);
+        st = multi ? o->forward_multi_cuda(l, c, x, y) : o->forward_cuda(l, c, x[0], y);
+        break;
+    default: return no_half(l, c->dev);
     }
     if (st == VDNN_OK) device_fault_after(c->dev, l->name, "forward");
     return st;
@@ -335,28 +341,56 @@ vdnn_status layer_backward_n(layer *l, const exec_ctx *c, const float *const *x,
                              const float *dy, float *const *dx)
 {
     const layer_ops *o = l->ops;
-    device_kind k = device_get_kind(c->dev);
-    if (k == DEVICE_SIM) {
+    int multi = o->max_inputs > 1;
+    vdnn_status st;
+    switch (device_get_code(c->dev)) {
+    case DEVICE_CODE_NONE: {
         int any = 0;
         for (int i = 0; i < l->ninputs; i++) any |= dx[i] != NULL;
-        device_sim_layer(c->dev, l, any ? SIM_BWD : SIM_BWD_NO_DX);
+        device_sim_advance(c->dev, layer_cost_s(l, any ? COST_BWD : COST_BWD_NO_DX));
         return VDNN_OK;
     }
-    int multi = o->max_inputs > 1;
-    vdnn_status st = VDNN_EDEVICE;
-    if (k == DEVICE_CPU) {
+    case DEVICE_CODE_HOST: {
         double t0 = vdnn_thread_cpu_s();
         st = multi ? o->backward_multi_cpu(l, c, x, y, dy, dx) : o->backward_cpu(l, c, x[0], y, dy, dx[0]);
         device_throttle(c->dev, t0);
-    } else if (k == DEVICE_CUDA && multi && o->backward_multi_cuda) {
-        st = o->backward_multi_cuda(l, c, x, y, dy, dx);
-    } else if (k == DEVICE_CUDA && !multi && o->backward_cuda) {
-        st = o->backward_cuda(l, c, x[0], y, dy, dx[0]);
-    } else {
-        return vdnn_fail(VDNN_EDEVICE, "%s: no implementation for this device", l->name);
+        break;
+    }
+    case DEVICE_CODE_CUDA:
+        if (multi ? !o->backward_multi_cuda : !o->backward_cuda) return no_half(l, c->dev);
+        st = multi ? o->backward_multi_cuda(l, c, x, y, dy, dx) : o->backward_cuda(l, c, x[0], y, dy, dx[0]);
+        break;
+    default: return no_half(l, c->dev);
     }
     if (st == VDNN_OK) device_fault_after(c->dev, l->name, "backward");
     return st;
+}
+
+double layer_cost_s(const layer *l, int what)
+{
+    const layer_cost *c = l->cost;
+    if (!c) return 0;
+    const int *a = l->algo;
+    switch (what) {
+    case COST_FWD: return c->fwd_s[a[PASS_FWD]];
+    case COST_BWD: return c->bwd_data_s[a[PASS_BWD_DATA]] + c->bwd_filter_s[a[PASS_BWD_FILTER]];
+    case COST_BWD_NO_DX: return l->ops->algo_count ? c->bwd_filter_s[a[PASS_BWD_FILTER]] : c->bwd_data_s[0];
+    case COST_UPDATE: return c->update_s;
+    case COST_ACCUM: return c->accum_s;
+    }
+    return 0;
+}
+
+int layer_has_search(const layer *l, const device *d)
+{
+    return device_get_code(d) == DEVICE_CODE_CUDA && l->ops->find_cuda;
+}
+
+vdnn_status layer_search(layer *l, const exec_ctx *c, const float *x, float *y, const float *dy, float *dx,
+                         double secs[PASS_COUNT][LAYER_MAX_ALGOS])
+{
+    if (!layer_has_search(l, c->dev)) return vdnn_fail(VDNN_EDEVICE, "%s: no algorithm search on this device", l->name);
+    return l->ops->find_cuda(l, c, x, y, dy, dx, secs);
 }
 
 void layer_input_label(const cfg_section *s, int k, char *buf, size_t len)
@@ -376,19 +410,14 @@ void layer_input_label(const cfg_section *s, int k, char *buf, size_t len)
 
 vdnn_status layer_accumulate(const layer *l, device *d, float *dst, const float *src, size_t count)
 {
-    device_kind k = device_get_kind(d);
-    if (k == DEVICE_SIM) {
-        device_sim_layer(d, l, SIM_ACCUM);
-        return VDNN_OK;
-    }
-    if (k == DEVICE_CPU) {
-        add_accumulate_cpu(dst, src, count);
-        return VDNN_OK;
-    }
+    switch (device_get_code(d)) {
+    case DEVICE_CODE_NONE: device_sim_advance(d, layer_cost_s(l, COST_ACCUM)); return VDNN_OK;
+    case DEVICE_CODE_HOST: add_accumulate_cpu(dst, src, count); return VDNN_OK;
 #ifdef VDNN_CUDA
-    if (k == DEVICE_CUDA) return add_accumulate_cuda(d, dst, src, count);
+    case DEVICE_CODE_CUDA: return add_accumulate_cuda(d, dst, src, count);
 #endif
-    return vdnn_fail(VDNN_EDEVICE, "%s: no gradient sum for this device", l->name);
+    default: return vdnn_fail(VDNN_EDEVICE, "%s: no gradient sum for this device", l->name);
+    }
 }
 
 int layer_algo_count(const layer *l, int pass)

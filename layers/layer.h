@@ -87,6 +87,23 @@ typedef struct layer_algos {
     layer_algo a[PASS_COUNT][LAYER_MAX_ALGOS];
 } layer_algos;
 
+/* What a layer's work takes on a device, per algorithm where a pass has several (the
+ * planner's profile measures it): the simulated device's clock advances by it. */
+typedef struct layer_cost {
+    double fwd_s[LAYER_MAX_ALGOS];
+    /* Backward = bwd_data_s[data algo] + bwd_filter_s[filter algo]. For layers with one
+     * algorithm, bwd_data_s[0] is the whole backward and bwd_filter_s[0] is 0. For the
+     * first layer, bwd_data_s is 0: no input gradient is computed. */
+    double bwd_data_s[LAYER_MAX_ALGOS];
+    double bwd_filter_s[LAYER_MAX_ALGOS];
+    double update_s;          /* the optimizer step on its parameters */
+    double accum_s;           /* adding a second reader's part into its input's gradient (0
+                               * where the layer adds into it itself, or never needs to) */
+} layer_cost;
+
+/* Which work of a layer a cost is asked for (layer_cost_s). */
+enum { COST_FWD = 0, COST_BWD, COST_BWD_NO_DX, COST_UPDATE, COST_ACCUM };
+
 /* What one forward or backward call runs with. */
 typedef struct exec_ctx {
     device *dev;
@@ -195,6 +212,8 @@ struct layer {
     void *priv;               /* priv_bytes of per-type state; owned by the layer */
     void *gpu;                /* the CUDA half's state (bind_cuda); owned; NULL elsewhere */
     layer_algos *algos;       /* the device's algorithm table, or NULL: the ops' own; owned */
+    const layer_cost *cost;   /* what its work takes, for the simulated device (the
+                               * planner's profile sets it); NULL: no time; not owned */
     unsigned algo_failed[PASS_COUNT]; /* bit a: algorithm a could not run on this device
                                        * (layer_algo_failed); no plan picks it again */
 };
@@ -268,6 +287,19 @@ static inline int layer_reads_input(const layer *l, int k) { return (l->needs_in
  * layers read it. `l` is the layer whose gradient is added (the simulated device
  * charges the time its profile gives). */
 vdnn_status layer_accumulate(const layer *l, device *d, float *dst, const float *src, size_t count);
+
+/* Seconds the layer's work `what` (COST_*) takes with its current algorithms, by
+ * l->cost (0 without one). */
+double layer_cost_s(const layer *l, int what);
+
+/* Whether the layer can time every algorithm of its table on device `d` in one go, by
+ * the vendor library's own search (cuDNN's cudnnFind...Ex), and that search on these
+ * buffers (c->n items, c->workspace), in seconds per pass and table index; an algorithm
+ * left unmeasured (its workspace does not fit) gets LAYER_UNMEASURED. dx NULL: no data
+ * pass. */
+int layer_has_search(const layer *l, const device *d);
+vdnn_status layer_search(layer *l, const exec_ctx *c, const float *x, float *y, const float *dy, float *dx,
+                         double secs[PASS_COUNT][LAYER_MAX_ALGOS]);
 
 /* Prepares the layer for device `d`: on a CUDA device its CUDA state and algorithm
  * table (chosen algorithms are reset to 0 when the table changes); on the CPU device

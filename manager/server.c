@@ -737,7 +737,7 @@ static vdnn_status fix_devices(server *sv, const char *text)
         char name[32];
         device_options_name(&list[k], name, sizeof name);
         snprintf(sv->dev[k].name, sizeof sv->dev[k].name, "%s", name);
-        if (list[k].kind == DEVICE_CPU) snprintf(sv->dev[k].key, sizeof sv->dev[k].key, "%s", name);
+        device_options_identity(&list[k], sv->dev[k].key, sizeof sv->dev[k].key);
     }
     free(list);
     if (st != VDNN_OK) return st;

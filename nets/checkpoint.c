@@ -12,7 +12,7 @@
 #define CKPT_DTYPE_F32 0u
 #define CKPT_DTYPE_I32 1u
 /* (layers, 3) int32: each pass's convolution algorithm, as an index into the algorithm
- * table of the device kind the run used: "plan.algorithms" for the CPU's (the name since
+ * table of the code the run computed with: "plan.algorithms" for the host's (the name since
  * version 1), CKPT_ALGOS ".cuda" for cuDNN's. A table of another kind is skipped on
  * loading: its indices name another device's algorithms. */
 #define CKPT_ALGOS "plan.algorithms"
@@ -115,7 +115,7 @@ static vdnn_status put_tensor(net *n, buf *b, const tensor_ref *t, float *host)
 
 static const char *algos_record(const net *n)
 {
-    return n->dev && device_get_kind(n->dev) == DEVICE_CUDA ? CKPT_ALGOS ".cuda" : CKPT_ALGOS;
+    return n->dev && device_get_code(n->dev) == DEVICE_CODE_CUDA ? CKPT_ALGOS ".cuda" : CKPT_ALGOS;
 }
 
 /* The algorithms in use: with --algo perf they come from timing, so a resumed run must

@@ -97,7 +97,7 @@ static vdnn_status check_device(net *n, const layer *l, const char *pass)
 static void trace_pass(net *n, const layer *l, const char *cat, double t0)
 {
     if (!n->trace) return;
-    if (device_get_kind(n->dev) == DEVICE_CUDA) device_stream_sync(n->dev, STREAM_COMPUTE);
+    if (device_is_async(n->dev)) device_stream_sync(n->dev, STREAM_COMPUTE);
     double t1 = vdnn_now_s();
     trace_slice(n->trace, TRACE_TRACK_COMPUTE, l->name, cat, t0, t1);
     trace_counter(n->trace, "pool bytes in use", t1, (double)pool_used_bytes(device_pool(n->dev)));
@@ -372,7 +372,7 @@ static vdnn_status redo_layer(net *n, int j, exec_ctx *c)
     input_ptrs(n, l, xs);
     if (st == VDNN_OK) st = layer_forward_n(l, &rc, xs, out->dev);
     give_workspace(n, &rc);
-    if (n->trace && device_get_kind(n->dev) == DEVICE_CUDA) device_stream_sync(n->dev, STREAM_COMPUTE);
+    if (n->trace && device_is_async(n->dev)) device_stream_sync(n->dev, STREAM_COMPUTE);
     if (n->trace) trace_slice(n->trace, TRACE_TRACK_COMPUTE, l->name, "recompute", t0, vdnn_now_s());
     return st;
 }

@@ -712,12 +712,12 @@ vdnn_status net_load(const char *path, const net_overrides *ov, net **out)
 }
 
 /* A clone sees the algorithms of n's device: the same table at the same batch, or,
- * when n is on a CUDA device and the clone's batch differs, the table that device
- * gives at the clone's batch (workspaces grow with it). */
+ * when the device's tables depend on the batch (a GPU's library sizes workspaces for
+ * it) and the clone's batch differs, the table that device gives at the clone's. */
 static vdnn_status clone_algos(const net *n, net **out)
 {
     net *m = *out;
-    int rebind = n->dev && device_get_kind(n->dev) == DEVICE_CUDA && m->input.n != n->input.n;
+    int rebind = n->dev && device_algos_by_batch(n->dev) && m->input.n != n->input.n;
     vdnn_status st = VDNN_OK;
     for (int i = 0; i < n->nlayers && st == VDNN_OK; i++)
         st = rebind ? layer_bind(m->layers[i], n->dev) : layer_copy_algos(m->layers[i], n->layers[i]);

@@ -17,22 +17,24 @@ static void sgd_cpu(float *w, const float *g, float *v, size_t count, float lr, 
 
 vdnn_status solver_update(device *d, param *p, double lr, double momentum, double weight_decay)
 {
-    if (!p->trainable || device_get_kind(d) == DEVICE_SIM) return VDNN_OK;
+    if (!p->trainable) return VDNN_OK;
     float wd = p->decay ? (float)weight_decay : 0.0f;
-    if (device_get_kind(d) == DEVICE_CPU) {
+    switch (device_get_code(d)) {
+    case DEVICE_CODE_NONE: return VDNN_OK;
+    case DEVICE_CODE_HOST:
         sgd_cpu(p->value, p->grad, p->momentum, shape_count(p->shape), (float)lr, (float)momentum, wd);
         return VDNN_OK;
-    }
 #ifdef VDNN_CUDA
-    if (device_get_kind(d) == DEVICE_CUDA) return solver_update_cuda(d, p, (float)lr, (float)momentum, wd);
+    case DEVICE_CODE_CUDA: return solver_update_cuda(d, p, (float)lr, (float)momentum, wd);
 #endif
-    return vdnn_fail(VDNN_EDEVICE, "solver: no implementation for this device");
+    default: return vdnn_fail(VDNN_EDEVICE, "solver: no implementation for this device");
+    }
 }
 
 vdnn_status solver_update_layer(device *d, layer *l, double lr, double momentum, double weight_decay)
 {
-    if (device_get_kind(d) == DEVICE_SIM) {
-        device_sim_layer(d, l, SIM_UPDATE);
+    if (device_get_code(d) == DEVICE_CODE_NONE) {
+        device_sim_advance(d, layer_cost_s(l, COST_UPDATE));
         return VDNN_OK;
     }
     vdnn_status st = VDNN_OK;
@@ -43,8 +45,8 @@ vdnn_status solver_update_layer(device *d, layer *l, double lr, double momentum,
 
 vdnn_status solver_update_host(device *d, layer *l, double lr, double momentum, double weight_decay)
 {
-    if (device_get_kind(d) == DEVICE_SIM) {
-        device_sim_layer(d, l, SIM_UPDATE);
+    if (device_get_code(d) == DEVICE_CODE_NONE) {
+        device_sim_advance(d, layer_cost_s(l, COST_UPDATE));
         return VDNN_OK;
     }
     for (int k = 0; k < l->nparams; k++) {

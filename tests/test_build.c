@@ -115,7 +115,8 @@ START_TEST(test_default_goal)
 END_TEST
 
 /* No include points up a floor (docs/design.md, "Floors"): tools/check_floors.sh passes
- * on the tree, and refuses a scratch tree whose vdnn/ includes a layer. */
+ * on the tree, and refuses a scratch tree whose vdnn/ includes a layer or names one, or
+ * whose nets/ asks a device its kind (but not one that creates a simulated device). */
 START_TEST(test_floors)
 {
     tn_run r = tn_shell(tn_dir, "sh tools/check_floors.sh");
@@ -131,6 +132,18 @@ START_TEST(test_floors)
     r = tn_shell(tn_dir, cmd);
     ck_assert_msg(r.status == 1, "an include of layers/ from vdnn/ was not refused (%d):\n%s", r.status, r.out);
     ck_assert_msg(strstr(r.out, "vdnn/x.h:2: includes layers/layer.h") && !strstr(r.out, "ok.h"), "%s", r.out);
+    tn_run_free(&r);
+    snprintf(cmd, sizeof cmd,
+             "rm -rf '%s/t' && mkdir -p '%s/t/vdnn' '%s/t/nets' '%s/t/tools' && cp tools/check_floors.sh '%s/t/tools/' && "
+             "printf 'struct layer;\n' > '%s/t/vdnn/y.h' && "
+             "printf 'int a(device *d) {\n  return device_get_kind(d) == DEVICE_CUDA;\n}\n' > '%s/t/nets/k.c' && "
+             "printf 'device_options o = {.kind = DEVICE_SIM};\n' > '%s/t/nets/sim.c' && cd '%s/t' && "
+             "sh tools/check_floors.sh",
+             tn_dir, tn_dir, tn_dir, tn_dir, tn_dir, tn_dir, tn_dir, tn_dir, tn_dir);
+    r = tn_shell(tn_dir, cmd);
+    ck_assert_msg(r.status == 1, "a device kind asked above vdnn/ was not refused (%d):\n%s", r.status, r.out);
+    ck_assert_msg(strstr(r.out, "vdnn/y.h:1: names struct layer"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "nets/k.c:2: asks a device its kind") && !strstr(r.out, "sim.c"), "%s", r.out);
     tn_run_free(&r);
 }
 END_TEST

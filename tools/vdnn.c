@@ -50,15 +50,6 @@ int cli_error(void)
     return 1;
 }
 
-/* On a GPU with no budget given: what is free, less a reserve for cuDNN's and cuBLAS's
- * own memory (their handles and libraries take a few hundred MiB). */
-static size_t cuda_default_budget(int index)
-{
-    size_t free_bytes = device_cuda_free_bytes(index), reserve = (size_t)1 << 30;
-    return free_bytes > 2 * reserve ? pool_round(free_bytes - reserve - free_bytes / 16) - POOL_ALIGN
-                                    : free_bytes / 2 / POOL_ALIGN * POOL_ALIGN;
-}
-
 /* With no budget given: room for the plan with the largest-workspace algorithms (what
  * the perf measurement can pick at most), and an eighth more for the placement of
  * whatever algorithms it does pick. */
@@ -115,10 +106,7 @@ vdnn_status cli_device(const char *name, size_t budget, long long threads, doubl
     if (!strcmp(name, "auto")) name = link_gbps <= 0 && device_cuda_count() > 0 ? "cuda" : "cpu";
     vdnn_status st = parse_one_device(name == env ? "VDNN_DEVICE" : "--device", name, &o);
     if (st != VDNN_OK) return st;
-    if (o.kind == DEVICE_CUDA && link_gbps > 0)
-        return vdnn_fail(VDNN_EINVAL, "--link-gbps emulates a link on the CPU device; a GPU has its own (drop it, "
-                                      "or use --device cpu)");
-    o.budget_bytes = budget ? budget : o.kind == DEVICE_CUDA ? cuda_default_budget(o.cuda_index) : 0;
+    o.budget_bytes = budget ? budget : device_default_budget(&o);
     if (!o.budget_bytes) o.budget_bytes = default_budget(n);   /* no GPU: device_create says so */
     o.threads = (int)threads;
     o.link_gbps = link_gbps;
@@ -436,7 +424,7 @@ static void settings_text(const net *n, const run_flags *f, char *buf, size_t le
 }
 
 /* --devices with no --budget: when every device is a GPU, what the one with the least
- * free memory can take (cuda_default_budget); else, and when a GPU is not there (which
+ * free memory can take (device_default_budget); else, and when a GPU is not there (which
  * device_create then says, as for --device), the net's own default. A list that does
  * not parse gets the default too: dp_create reports it. */
 static size_t parallel_default_budget(const char *devices, const net *n)
@@ -446,7 +434,7 @@ static size_t parallel_default_budget(const char *devices, const net *n)
     size_t least = 0;
     if (device_parse_list("--devices", devices ? devices : "cpu", NULL, 0, &list, &count) != VDNN_OK) count = 0;
     for (int k = 0; k < count; k++) {
-        size_t b = list[k].kind == DEVICE_CUDA ? cuda_default_budget(list[k].cuda_index) : 0;
+        size_t b = device_default_budget(&list[k]);
         if (!b) {
             least = 0;
             break;
@@ -757,7 +745,7 @@ int cmd_train(int argc, char **argv)
         char peak[32];
         fprintf(o.out, "done: %lld steps, %.0f img/s, pool peak %s", s.steps, s.images_per_s,
                 vdnn_fmt_bytes(s.pool_peak_bytes, peak, sizeof peak));
-        if (device_get_kind(d) == DEVICE_CUDA)
+        if (device_vendor_bytes(d))
             fprintf(o.out, " (+ %s held by the CUDA runtime, cuDNN and cuBLAS)",
                     vdnn_fmt_bytes(device_vendor_bytes(d), peak, sizeof peak));
         if (s.test_acc >= 0) fprintf(o.out, ", test accuracy %.2f%%", 100 * s.test_acc);

@@ -14,7 +14,7 @@
  * The pool makes the same choices either way; the host just does not stall. */
 static int ordered_on_device(const device *d, const dev_event *ev)
 {
-    return d->kind == DEVICE_CUDA && ev && ev->stream == STREAM_COMPUTE;
+    return d->impl->async && ev && ev->stream == STREAM_COMPUTE;
 }
 
 static int sync_done(void *ctx, void *ev) { return ordered_on_device(ctx, ev) || device_event_done(ctx, ev); }
@@ -33,14 +33,63 @@ vdnn_status device_init_pool(device *d)
     return VDNN_OK;
 }
 
+/* On a GPU with no budget given: what is free, less a reserve for cuDNN's and cuBLAS's
+ * own memory (their handles and libraries take a few hundred MiB). */
+static size_t cuda_default_budget(const device_options *o)
+{
+    size_t free_bytes = device_cuda_free_bytes(o->cuda_index), reserve = (size_t)1 << 30;
+    return free_bytes > 2 * reserve ? pool_round(free_bytes - reserve - free_bytes / 16) - POOL_ALIGN
+                                    : free_bytes / 2 / POOL_ALIGN * POOL_ALIGN;
+}
+
+/* The kinds of device: what creates one, and what differs between them before one
+ * exists. Adding a kind is a file (device_KIND.c with its device_impl) and a line here. */
+typedef struct kind_entry {
+    device_kind kind;
+    vdnn_status (*create)(const device_options *opt, device **out);
+    size_t (*default_budget)(const device_options *o);   /* NULL: none of its own */
+    int emulates_link;     /* takes link_gbps */
+} kind_entry;
+
+static const kind_entry kinds[] = {
+    {DEVICE_CPU, device_create_cpu, NULL, 1},
+    {DEVICE_CUDA, device_create_cuda, cuda_default_budget, 0},
+    {DEVICE_SIM, device_create_sim, NULL, 0},
+};
+
+static const kind_entry *kind_of(const device_options *o)
+{
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        if (kinds[k].kind == o->kind) return &kinds[k];
+    return NULL;
+}
+
+size_t device_default_budget(const device_options *o)
+{
+    const kind_entry *k = kind_of(o);
+    return k && k->default_budget ? k->default_budget(o) : 0;
+}
+
+const char *device_options_identity(const device_options *o, char *buf, size_t len)
+{
+    if (o->kind == DEVICE_CPU && o->emulated) return device_options_name(o, buf, len);
+    if (len) buf[0] = 0;
+    return buf;
+}
+
 vdnn_status device_create(const device_options *opt, device **out)
 {
     *out = NULL;
+    const kind_entry *k = kind_of(opt);
+    if (!k) return vdnn_fail(VDNN_EINVAL, "device kind %d is not one this build knows", (int)opt->kind);
     if (opt->budget_bytes < POOL_ALIGN)
         return vdnn_fail(VDNN_EINVAL, "device budget of %zu bytes is too small", opt->budget_bytes);
-    vdnn_status st = opt->kind == DEVICE_CUDA  ? device_create_cuda(opt, out)
-                     : opt->kind == DEVICE_SIM ? device_create_sim(opt, out)
-                                               : device_create_cpu(opt, out);
+    if (opt->link_gbps > 0 && !k->emulates_link) {
+        char name[32];
+        return vdnn_fail(VDNN_EINVAL, "a link speed (--link-gbps) emulates a link on the CPU device; %s has its "
+                         "own (drop it, or use the CPU device)", device_options_name(opt, name, sizeof name));
+    }
+    vdnn_status st = k->create(opt, out);
     if (st != VDNN_OK) return st;
     (*out)->opt = *opt;
     const char *faults = getenv("VDNN_FAULTS");
@@ -99,6 +148,15 @@ vdnn_status device_destroy(device *d)
 }
 
 device_kind device_get_kind(const device *d) { return d->kind; }
+device_code device_get_code(const device *d) { return d->impl->code; }
+int device_is_async(const device *d) { return d->impl->async; }
+int device_memory_is_host(const device *d) { return d->impl->host_memory; }
+int device_algos_by_batch(const device *d) { return d->impl->algos_by_batch; }
+
+const char *device_code_name(device_code c)
+{
+    return c == DEVICE_CODE_HOST ? "host" : c == DEVICE_CODE_CUDA ? "cuda" : "none";
+}
 const char *device_describe(const device *d) { return d->desc; }
 const char *device_model(const device *d) { return d->model[0] ? d->model : d->desc; }
 pool *device_pool(device *d) { return d->pool; }

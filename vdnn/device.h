@@ -1,10 +1,12 @@
 /* The device: memory spaces, streams and events, behind one interface.
  *
- * Two implementations, chosen at run time: the CPU device (an emulated GPU: a device
+ * Three implementations, chosen at run time: the CPU device (an emulated GPU: a device
  * arena capped at the budget, host memory apart from it, compute on the calling
- * thread, and a copy-engine thread as the memory-manager stream), and later CUDA.
- * Code above this interface never asks which one it has, except to dispatch a layer to
- * its CPU or CUDA half.
+ * thread, and a copy-engine thread as the memory-manager stream), CUDA, and the
+ * simulated device the planner replays iterations on. Code above this interface never
+ * asks which one it has: it asks the device what it is (device_get_code: which halves
+ * of the layers run on it; device_is_async, device_memory_is_host, ...), so that a new
+ * device kind is one file and one entry in device.c's table of kinds.
  *
  * Streams: STREAM_COMPUTE runs layers; STREAM_MEMORY runs copies asynchronously. On the
  * CPU device, compute-stream work runs synchronously on the caller's thread, so an
@@ -60,6 +62,16 @@ typedef struct device_options {
 #define DEVICE_CPU_INDEX_MAX 4096
 #define DEVICE_CUDA_INDEX_MAX 1024
 
+/* The budget a device takes when none is given: on a GPU what is free, less a reserve
+ * for the vendor libraries' own memory; 0 where the device has no memory of its own to
+ * size a budget by (the CPU device: the caller sizes one for the net). */
+size_t device_default_budget(const device_options *o);
+
+/* What names the device o names the same way in every process before it exists (as
+ * device_identity does after): an emulated CPU device's "cpu:N"; "" where only the
+ * device itself can tell (a GPU's PCI bus id) or none names it (plain cpu). */
+const char *device_options_identity(const device_options *o, char *buf, size_t len);
+
 /* Sets o's kind, cuda_index, emulated and cpu_index from the `len` bytes of `name`, the
  * rest of *o untouched. `what` (e.g. "--device") begins the error message. */
 vdnn_status device_parse_name(const char *what, const char *name, size_t len, device_options *o);
@@ -83,6 +95,24 @@ vdnn_status device_create(const device_options *opt, device **out);
 vdnn_status device_destroy(device *d);
 
 device_kind device_get_kind(const device *d);
+
+/* What computes on a device, which picks the halves of the layers and of the solver
+ * that run on it (layers/layer.c, nets/solver.c): nothing (sizes and modelled time
+ * only: the simulated device), host code on host addresses (the CPU devices), or CUDA
+ * kernels and libraries on the device's streams. */
+typedef enum { DEVICE_CODE_NONE = 0, DEVICE_CODE_HOST = 1, DEVICE_CODE_CUDA = 2 } device_code;
+device_code device_get_code(const device *d);
+/* "none", "host" or "cuda". */
+const char *device_code_name(device_code c);
+/* Whether compute-stream work returns before it is done (a GPU's), so that timing a
+ * layer on the host needs a stream sync. */
+int device_is_async(const device *d);
+/* Whether the device's memory is the host's (the CPU device's arena), so that a second
+ * device beside it takes none of its budget; a GPU's slab might leave no room for one. */
+int device_memory_is_host(const device *d);
+/* Whether the algorithm tables the device gives a layer (layer_bind) depend on the
+ * batch, as a GPU library's workspaces do: a clone at another batch binds anew. */
+int device_algos_by_batch(const device *d);
 /* The options the device was created with. */
 const device_options *device_get_options(const device *d);
 const char *device_describe(const device *d);   /* e.g. "cpu (2 threads, link 12 GB/s)" */
@@ -188,24 +218,20 @@ int device_fault_algo(const device *d, const char *layer, const char *pass, cons
 void device_fault_after(device *d, const char *layer, const char *pass);
 
 /* The simulated device's clocks, for the planner's simulator. Each stream has a clock;
- * a layer pass advances the compute clock by its modelled cost, a memory-stream copy
- * starts when both the memory stream and the issuing host (at the compute clock) are
- * free and takes latency + bytes / bandwidth, events carry the clock of their stream,
- * and every wait moves the waiting clock forward to the event's. On other devices these
- * calls do nothing. */
-struct layer;
-/* SIM_ACCUM: adding a gradient of the layer's input size into another (layer_accumulate) */
-enum { SIM_FWD = 0, SIM_BWD, SIM_BWD_NO_DX, SIM_UPDATE, SIM_ACCUM };
+ * work on the compute stream advances its clock by the cost its caller looked up
+ * (device_sim_advance: a layer's pass by its profiled time, layers/layer.h), a
+ * memory-stream copy starts when both the memory stream and the issuing host (at the
+ * compute clock) are free and takes latency + bytes / bandwidth, events carry the clock
+ * of their stream, and every wait moves the waiting clock forward to the event's. On
+ * other devices these calls do nothing. */
 typedef struct sim_model {
     double h2d_bytes_per_s, d2h_bytes_per_s;   /* 0: copies take no time */
     double copy_latency_s;                     /* per memory-stream copy */
-    /* seconds of one layer's work (SIM_*), with its current algorithms; NULL: free */
-    double (*layer_s)(void *ctx, const struct layer *l, int what);
-    void *ctx;
 } sim_model;
 /* Sets the model (copied) and resets both clocks to 0. */
 void device_sim_set_model(device *d, const sim_model *m);
-void device_sim_layer(device *d, const struct layer *l, int what);
+/* The compute stream works `seconds` more. */
+void device_sim_advance(device *d, double seconds);
 /* When the last work on either stream ends. */
 double device_sim_elapsed(const device *d);
 

@@ -265,6 +265,8 @@ static vdnn_status emulated_cores(int index, int threads, cpu_set_t *out)
 }
 
 static const device_impl cpu_impl = {
+    .code = DEVICE_CODE_HOST,
+    .host_memory = 1,
     .set_trace = cpu_set_trace,
     .destroy = cpu_destroy,
     .host_alloc = cpu_host_alloc,

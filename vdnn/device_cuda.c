@@ -543,6 +543,9 @@ static void cuda_destroy(device *d)
 }
 
 static const device_impl cuda_impl = {
+    .code = DEVICE_CODE_CUDA,
+    .async = 1,
+    .algos_by_batch = 1,
     .destroy = cuda_destroy,
     .host_alloc = cuda_host_alloc,
     .host_free = cuda_host_free,

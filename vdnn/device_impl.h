@@ -16,6 +16,11 @@ struct dev_event {
 };
 
 typedef struct device_impl {
+    /* What the device is (device.h's questions). */
+    device_code code;
+    int async;             /* compute-stream work returns before it is done */
+    int host_memory;       /* its memory is the host's */
+    int algos_by_batch;    /* the tables it gives a layer depend on the batch */
     void (*destroy)(device *d);
     void *(*host_alloc)(device *d, size_t bytes);
     void (*host_free)(device *d, void *ptr);

@@ -73,7 +73,7 @@ vdnn_status net_plan_static(net *n, mem_policy p, algo_mode a)
 vdnn_status net_plan(net *n, mem_policy p, algo_mode a)
 {
     net_plan_static(n, p, a);
-    if (a == ALGO_PERF && n->dev && device_get_kind(n->dev) != DEVICE_SIM) return measure_algos(n);
+    if (a == ALGO_PERF && n->dev && device_get_code(n->dev) != DEVICE_CODE_NONE) return measure_algos(n);
     return VDNN_OK;
 }
 

@@ -26,20 +26,10 @@
 
 #include "nets/net.h"
 
-#define PLAN_MAX_ALGOS 16
+#define PLAN_MAX_ALGOS LAYER_MAX_ALGOS
 
 /* Seconds of one layer's passes, per algorithm (index < the layer's algo_count). */
-typedef struct layer_cost {
-    double fwd_s[PLAN_MAX_ALGOS];
-    /* Backward = bwd_data_s[data algo] + bwd_filter_s[filter algo]. For layers with one
-     * algorithm, bwd_data_s[0] is the whole backward and bwd_filter_s[0] is 0. For the
-     * first layer, bwd_data_s is 0: no input gradient is computed. */
-    double bwd_data_s[PLAN_MAX_ALGOS];
-    double bwd_filter_s[PLAN_MAX_ALGOS];
-    double update_s;          /* the optimizer step on its parameters */
-    double accum_s;           /* adding a second reader's part into its input's gradient (0
-                               * where the layer adds into it itself, or never needs to) */
-} layer_cost;
+/* Per-layer costs are layer_cost (layers/layer.h), per algorithm up to PLAN_MAX_ALGOS. */
 
 typedef struct profile {
     char device[160];         /* device_describe() of the device measured, budget left out */

@@ -240,13 +240,13 @@ static void scale_cost(layer_cost *lc, double k)
  * timed call by call like any other). */
 static int find_all(layer *l, device *d, bench_bufs *b, int items, unsigned with_dx, layer_cost *lc)
 {
-    if (device_get_kind(d) != DEVICE_CUDA || !l->ops->find_cuda) return 0;
+    if (!layer_has_search(l, d)) return 0;
     double t[PASS_COUNT][LAYER_MAX_ALGOS];
     double loss = 0;
     int correct = 0;
     exec_ctx c = {.dev = d, .n = items, .train = 1, .workspace = b->ws, .workspace_bytes = b->ws_bytes,
                   .labels = b->labels, .grad_scale = 1.0f / (float)items, .loss_sum = &loss, .correct = &correct};
-    if (l->ops->find_cuda(l, &c, b->x[0], b->y, b->dy, with_dx ? b->dx[0] : NULL, t) != VDNN_OK) return 0;
+    if (layer_search(l, &c, b->x[0], b->y, b->dy, with_dx ? b->dx[0] : NULL, t) != VDNN_OK) return 0;
     for (int a = 0; a < algos(l, PASS_FWD); a++) lc->fwd_s[a] = t[PASS_FWD][a];
     for (int a = 0; a < algos(l, PASS_BWD_FILTER); a++) lc->bwd_filter_s[a] = t[PASS_BWD_FILTER][a];
     for (int a = 0; a < algos(l, PASS_BWD_DATA); a++) lc->bwd_data_s[a] = with_dx ? t[PASS_BWD_DATA][a] : 0;
@@ -394,9 +394,11 @@ static vdnn_status measure_link(device *d, size_t bytes, profile *p)
     return st;
 }
 
+/* A device whose memory is the host's is measured on a fresh one of `threads` threads
+ * and that link: the key names them. Another is measured on itself: its model. */
 static void device_key(const device *d, double link_gbps, int threads, char *buf, size_t len)
 {
-    if (device_get_kind(d) == DEVICE_CPU)
+    if (device_memory_is_host(d))
         snprintf(buf, len, "cpu threads=%d link_gbps=%g", threads, link_gbps);
     else
         snprintf(buf, len, "%s", device_model(d));
@@ -418,11 +420,11 @@ vdnn_status profile_measure(const net *n, device *d, double link_gbps, int threa
     }
     size_t link_bytes = largest_map < ((size_t)1 << 20) ? (size_t)1 << 20 : largest_map > ((size_t)64 << 20) ? (size_t)64 << 20 : largest_map;
     if (link_bytes + POOL_ALIGN > need) need = link_bytes + POOL_ALIGN;
-    device_options o = {.kind = device_get_kind(d), .budget_bytes = need + POOL_ALIGN, .threads = threads,
+    device_options o = {.kind = device_get_options(d)->kind, .budget_bytes = need + POOL_ALIGN, .threads = threads,
                         .link_gbps = link_gbps};
     /* A GPU measures in its own pool (a second slab might not fit beside the first); the
      * CPU device in a fresh arena of its own. */
-    int own = device_get_kind(d) != DEVICE_CUDA;
+    int own = device_memory_is_host(d);
     device *s = own ? NULL : d;
     if (own) st = device_create(&o, &s);
     out->layers = calloc((size_t)m->nlayers, sizeof *out->layers);

@@ -15,23 +15,6 @@ struct simulator {
     size_t used_peak;         /* the last run's high-water mark of bytes in use */
 };
 
-static double layer_s(void *ctx, const layer *l, int what)
-{
-    const profile *pr = ctx;
-    if (l->index < 0 || l->index >= pr->nlayers) return 0;
-    const layer_cost *c = &pr->layers[l->index];
-    const int *a = l->algo;
-    switch (what) {
-    case SIM_FWD: return c->fwd_s[a[PASS_FWD]];
-    case SIM_BWD: return c->bwd_data_s[a[PASS_BWD_DATA]] + c->bwd_filter_s[a[PASS_BWD_FILTER]];
-    case SIM_BWD_NO_DX:
-        return l->ops->algo_count ? c->bwd_filter_s[a[PASS_BWD_FILTER]] : c->bwd_data_s[0];
-    case SIM_UPDATE: return c->update_s;
-    case SIM_ACCUM: return c->accum_s;
-    }
-    return 0;
-}
-
 vdnn_status sim_create(const net *n, const profile *pr, simulator **out)
 {
     *out = NULL;
@@ -47,6 +30,7 @@ vdnn_status sim_create(const net *n, const profile *pr, simulator **out)
         return st;
     }
     s->m->sync_layers = n->sync_layers;
+    for (int i = 0; pr && i < s->m->nlayers; i++) s->m->layers[i]->cost = &pr->layers[i];
     *out = s;
     return VDNN_OK;
 }
@@ -82,8 +66,6 @@ vdnn_status sim_run(simulator *s, const plan *p, double *time_s, size_t *peak_by
         model.h2d_bytes_per_s = s->pr->h2d_bytes_per_s;
         model.d2h_bytes_per_s = s->pr->d2h_bytes_per_s;
         model.copy_latency_s = s->pr->copy_latency_s;
-        model.layer_s = layer_s;
-        model.ctx = (void *)s->pr;
     }
     device_sim_set_model(s->d, &model);
     st = net_replay(s->m, s->m->minibatch, time_s);
