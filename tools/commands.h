@@ -30,29 +30,6 @@ vdnn_status cli_overrides(net_overrides *ov);
 vdnn_status cli_device(const char *name, size_t budget, long long threads, double link_gbps, const net *n,
                        device **out);
 
-/* Attaches n to d (net_attach); with `--policy dyn`, when the parameters do not fit,
- * with every swappable layer's parameters in host memory: the planner then decides
- * which to bring back. */
-vdnn_status cli_attach(net *n, device *d);
-
-/* Plans the attached net (policy, algorithms) and checks that the budget (0: none
- * given) holds its iteration; if not, the error lists every policy's minimum. */
-vdnn_status cli_plan(net *n, size_t budget);
-
-/* How `--policy dyn` and `vdnn profile` plan (tools/plan_cmd.c). */
-typedef struct planner_flags {
-    size_t budget;            /* bytes the plan must fit; 0: no limit */
-    const char *search;       /* "bb" (default) or "vdnn" */
-    const char *cache;        /* --profile-cache DIR; NULL: the default cache */
-    long long node_limit;     /* branch and bound nodes; 0: no limit */
-    double search_seconds;    /* wall time of one search; 0: no limit */
-    int fixed_split;          /* --micro-batch was given: plan that split only (the batch: none) */
-    long long verify;         /* real iterations to verify with; 0: none */
-    double link_gbps;         /* the device's settings, for the profile's key */
-    long long threads;
-    int json;                 /* print the plan as JSON on stdout */
-} planner_flags;
-
 int cmd_profile(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);
 int cmd_manager(int argc, char **argv);
@@ -63,15 +40,5 @@ int cmd_manager(int argc, char **argv);
 void cli_gp_quote(const char *text, char *buf, size_t len);
 int cli_on_path(const char *prog);
 vdnn_status cli_gnuplot(const char *dir, const char *script, const char *data);
-
-struct plan;
-/* Profiles the attached net (cached), searches for the fastest plan under f->budget
- * (when none fits the batch, in micro-batches: *np is then replaced by the net rebuilt
- * for them), verifies it with real iterations, applies it, and prints what it did to
- * `out` (NULL: quiet). *chosen (may be NULL) receives the plan; free with plan_free(). */
-vdnn_status cli_dyn_plan(net **np, const planner_flags *f, FILE *out, struct plan *chosen);
-/* Loads a plan file for the attached net and applies it; fails when its simulated
- * peak exceeds `budget` (0: no limit). */
-vdnn_status cli_load_plan(net *n, const char *path, size_t budget);
 
 #endif

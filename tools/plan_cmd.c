@@ -1,167 +1,17 @@
-/* The planner on the command line: `--policy dyn` and `--plan FILE` for train, and
- * `vdnn profile`, which prints the plan the planner picks for a budget and its
- * prediction (docs/planner.md). */
+/* `vdnn profile`: prints the plan the planner picks for a budget and its prediction
+ * (docs/planner.md); the planner's driver is nets/planner/driver.c. */
 #include <stdio.h>
 #include <string.h>
 
 #include "nets/planner/planner.h"
 #include "tools/commands.h"
 
-vdnn_status cli_search_kind(const char *name, search_kind *k)
-{
-    if (!name || !strcmp(name, "bb")) *k = SEARCH_BB;
-    else if (!strcmp(name, "vdnn")) *k = SEARCH_VDNN;
-    else return vdnn_fail(VDNN_EINVAL, "--search: '%s' is not one of bb, vdnn", name);
-    return VDNN_OK;
-}
-
-static void summary(FILE *out, const plan *p, const char *what)
-{
-    char b[32];
-    fprintf(out, "  %-22s predicted %8.2f ms", what, 1e3 * p->predicted_s);
-    if (p->measured_s >= 0) fprintf(out, ", measured %8.2f ms (%+.1f%%)", 1e3 * p->measured_s,
-                                   100 * (p->measured_s / p->predicted_s - 1));
-    fprintf(out, ", peak %s\n", vdnn_fmt_bytes(p->peak_bytes, b, sizeof b));
-}
-
-/* The micro-batch size (0: none) to plan with: the whole batch when its best plan is
- * within MICRO_SLACK of the net's speed with unlimited memory; else the split (batch/2,
- * /4, ...) whose best plan is predicted fastest per batch, each profiled at its size.
- * Prediction only: the chosen one is verified afterwards. */
-#define MICRO_SLACK 1.05
-
-/* The search limits of the flags. */
-static search_limits limits_of(const planner_flags *f)
-{
-    search_limits lim = {(long)f->node_limit, f->search_seconds};
-    return lim;
-}
-
-static vdnn_status pick_micro(const net *n, const planner_flags *f, search_kind k, const profile *pr, int *micro)
-{
-    plan p = {0}, ideal = {0};
-    *micro = 0;
-    vdnn_status st = plan_search(n, pr, f->budget, k, limits_of(f), &p, NULL);
-    if (st != VDNN_OK && st != VDNN_EBUDGET) return st;
-    double best = st == VDNN_OK ? p.predicted_s : 1e300;
-    plan_free(&p);
-    if (plan_fit_policy(n, pr, 0, POLICY_NONE, ALGO_PERF, &ideal) == VDNN_OK && best <= MICRO_SLACK * ideal.predicted_s)
-        best = -1;   /* the whole batch is good enough */
-    double target = MICRO_SLACK * ideal.predicted_s;
-    plan_free(&ideal);
-    for (int m = n->minibatch / 2; best >= 0 && m >= 1; m /= 2) {
-        net *c = NULL;
-        profile cp = {0};
-        int cached = 0;
-        st = net_clone_micro(n, m, &c);
-        if (st == VDNN_OK) st = profile_get(c, n->dev, f->link_gbps, (int)f->threads, f->cache, &cp, &cached);
-        if (st == VDNN_OK) st = plan_search(c, &cp, f->budget, k, limits_of(f), &p, NULL);
-        /* smaller micro-batches only get slower once one fits: stop at the first
-         * that fits and is no better, or that is as good as unlimited memory */
-        int done = st == VDNN_OK && (p.predicted_s >= best || p.predicted_s <= target);
-        if (st == VDNN_OK && p.predicted_s < best) {
-            best = p.predicted_s;
-            *micro = m;
-        }
-        if (st == VDNN_OK) plan_free(&p);
-        profile_free(&cp);
-        net_free(c);
-        if (st != VDNN_OK && st != VDNN_EBUDGET) return st;
-        if (done) break;
-    }
-    if (best >= 1e300) return VDNN_EBUDGET;
-    return VDNN_OK;
-}
-
-/* The net rebuilt for micro-batches of `micro` items, attached where n was, with its
- * parameters placed as the whole-batch net could place them (swapped where they do not
- * fit: the plan for the micro-batches decides again). */
-static vdnn_status remake(net **np, int micro)
-{
-    net *n = *np, *m = NULL;
-    device *d = n->dev;
-    net_detach(n);
-    vdnn_status st = net_remake(n, micro, &m);
-    if (st != VDNN_OK) return st;
-    net_free(n);
-    *np = m;
-    return cli_attach(m, d);
-}
-
-vdnn_status cli_dyn_plan(net **np, const planner_flags *f, FILE *out, plan *chosen)
-{
-    search_kind k = SEARCH_BB;
-    vdnn_status st = cli_search_kind(f->search, &k);
-    if (st != VDNN_OK) return st;
-    net *n = *np;
-    profile pr = {0};
-    int cached = 0, micro = 0;
-    double t0 = vdnn_now_s();
-    st = profile_get(n, n->dev, f->link_gbps, (int)f->threads, f->cache, &pr, &cached);
-    if (st != VDNN_OK) return vdnn_wrap(st, "profiling the net");
-    double t1 = vdnn_now_s();
-    plan best = {0}, alt = {0};
-    search_stats ss = {0};
-    if (!f->fixed_split && !n->micro && n->minibatch > 1 && k == SEARCH_BB) st = pick_micro(n, f, k, &pr, &micro);
-    if (st == VDNN_OK && micro) {
-        st = remake(np, micro);
-        n = *np;
-        profile_free(&pr);
-        int again = 0;   /* measured while choosing the split: cached by now */
-        if (st == VDNN_OK) st = profile_get(n, n->dev, f->link_gbps, (int)f->threads, f->cache, &pr, &again);
-    }
-    double t_micro = vdnn_now_s();
-    if (st == VDNN_OK) st = plan_choose(n, &pr, f->budget, k, limits_of(f), (int)f->verify, &best, &alt, &ss);
-    if (st == VDNN_EBUDGET && k == SEARCH_BB && !n->micro)
-        vdnn_wrap(st, "not even in micro-batches of one item");
-    double t2 = vdnn_now_s();
-    if (st == VDNN_OK && out) {
-        fprintf(out, "vdnn: planner (%s search): profile %s (%.2f s), micro-batch choice %.2f s, search %.3f s over "
-                "%ld simulations%s, verification %.2f s\n", k == SEARCH_BB ? "branch-and-bound" : "vDNN",
-                cached ? "cached" : "measured", t1 - t0, t_micro - t1, ss.seconds, ss.simulations,
-                k != SEARCH_BB || ss.complete ? "" : ss.timed_out ? " (time limit reached: --search-seconds)"
-                                                                  : " (node limit reached: --node-limit)",
-                t2 - t_micro - ss.seconds);
-        if (micro) fprintf(out, "  micro-batches of %d items: faster (or the only fit) in this budget\n", micro);
-        summary(out, &best, "chosen plan:");
-        if (alt.nlayers) summary(out, &alt, "other candidate:");
-    }
-    if (alt.nlayers) plan_free(&alt);
-    /* without verification the net may hold its parameters otherwise: nothing to apply */
-    if (st == VDNN_OK && f->verify) st = plan_apply(n, &best);
-    if (st == VDNN_OK && f->json) plan_print_json(stdout, &best, n, &pr);
-    else if (st == VDNN_OK && out) plan_print(out, &best, n, &pr);
-    if (st == VDNN_OK && chosen) *chosen = best;
-    else plan_free(&best);
-    profile_free(&pr);
-    return st;
-}
-
-vdnn_status cli_load_plan(net *n, const char *path, size_t budget)
-{
-    plan p = {0};
-    vdnn_status st = plan_load(n, path, &p);
-    if (st != VDNN_OK) return st;
-    simulator *s = NULL;
-    double t;
-    st = sim_create(n, NULL, &s);
-    if (st == VDNN_OK) st = sim_run(s, &p, &t, &p.peak_bytes);
-    sim_destroy(s);
-    char b[48], need[48];
-    if (st == VDNN_OK && budget && p.peak_bytes > budget)
-        st = vdnn_fail(VDNN_EBUDGET, "--plan %s needs %s of device memory, more than the budget of %s", path,
-                       vdnn_fmt_bytes_exact(p.peak_bytes, need, sizeof need), vdnn_fmt_bytes_exact(budget, b, sizeof b));
-    if (st == VDNN_OK) st = plan_apply(n, &p);
-    plan_free(&p);
-    return st;
-}
-
 int cmd_profile(int argc, char **argv)
 {
     const char *cfg = NULL, *dev_name = "auto", *save = NULL;
     long long batch = -1, micro = 0;
     int json = 0;
-    planner_flags f = {.verify = 0, .node_limit = PLAN_NODE_LIMIT, .search_seconds = PLAN_SEARCH_SECONDS};
+    planner_opts f = {.verify = 0, .node_limit = PLAN_NODE_LIMIT, .search_seconds = PLAN_SEARCH_SECONDS};
     arg_spec specs[] = {
         {"--budget", ARG_BYTES, &f.budget, 0, 0, "", 0}, {"--json", ARG_FLAG, &json, 0, 0, "", 0},
         {"--search", ARG_STRING, &f.search, 0, 0, "", 0}, {"--save-plan", ARG_STRING, &save, 0, 0, "", 0},
@@ -198,7 +48,7 @@ int cmd_profile(int argc, char **argv)
     }
     f.json = json;
     f.fixed_split = micro > 0;
-    if (st == VDNN_OK) st = cli_dyn_plan(&n, &f, json ? NULL : stdout, &p);
+    if (st == VDNN_OK) st = plan_dyn(&n, &f, json ? NULL : stdout, &p);
     if (st == VDNN_OK && save) {
         st = plan_save(&p, n, save);
         if (st == VDNN_OK && !json) printf("plan saved to %s (train with --plan %s)\n", save, save);

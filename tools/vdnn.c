@@ -115,138 +115,6 @@ vdnn_status cli_device(const char *name, size_t budget, long long threads, doubl
     return device_create(&o, out);
 }
 
-/* Every fixed policy and algorithm mode, in the usual order of speed: suggestions take
- * the first that fits. */
-static const struct { mem_policy p; algo_mode a; } by_speed[] = {
-    {POLICY_NONE, ALGO_PERF}, {POLICY_CONV, ALGO_PERF}, {POLICY_ALL, ALGO_PERF}, {POLICY_RECOMPUTE, ALGO_PERF},
-    {POLICY_NONE, ALGO_MEM},  {POLICY_CONV, ALGO_MEM},  {POLICY_ALL, ALGO_MEM},  {POLICY_RECOMPUTE, ALGO_MEM},
-    {POLICY_SWAP, ALGO_PERF}, {POLICY_SWAP, ALGO_MEM},
-};
-#define NBY_SPEED ((int)(sizeof by_speed / sizeof *by_speed))
-
-/* The first of by_speed whose minimum in `t` fits `budget`, or -1; *least is the least
- * minimum of them all, *at its index. */
-static int first_fit(size_t t[POLICY_COUNT][ALGO_MODE_COUNT], size_t budget, size_t *least, int *at)
-{
-    int fit = -1;
-    *at = 0;
-    for (int i = 0; i < NBY_SPEED; i++) {
-        size_t need = t[by_speed[i].p][by_speed[i].a];
-        if (fit < 0 && need <= budget) fit = i;
-        if (need < t[by_speed[*at].p][by_speed[*at].a]) *at = i;
-    }
-    *least = t[by_speed[*at].p][by_speed[*at].a];
-    return fit;
-}
-
-/* When no policy fits the whole batch: the largest split (batch/2, /4, ... 1) in which
- * one fits, and the least budget any split needs. */
-typedef struct micro_fit {
-    int micro, fit;            /* the micro-batch and by_speed index that fit; micro 0: none */
-    size_t need;               /* what that fit needs */
-    int least_micro, least_at; /* the split and by_speed index of the least budget */
-    size_t least;
-} micro_fit;
-
-static vdnn_status find_micro_fit(const net *n, size_t budget, micro_fit *mf)
-{
-    memset(mf, 0, sizeof *mf);
-    vdnn_status st = VDNN_OK;
-    for (int m = n->minibatch / 2; m >= 1 && st == VDNN_OK; m /= 2) {
-        net *c = NULL;
-        size_t t[POLICY_COUNT][ALGO_MODE_COUNT], least;
-        int at;
-        st = net_clone_micro(n, m, &c);
-        /* a run with --micro-batch measures its own perf algorithms: the table bounds
-         * them by the largest workspaces, as for a net not yet measured */
-        if (st == VDNN_OK) c->algo = ALGO_MEM;
-        if (st == VDNN_OK) st = net_budget_table(c, t);
-        net_free(c);
-        if (st != VDNN_OK) break;
-        int fit = first_fit(t, budget, &least, &at);
-        if (!mf->least || least < mf->least) {
-            mf->least = least;
-            mf->least_micro = m;
-            mf->least_at = at;
-        }
-        if (fit >= 0 && !mf->micro) {
-            mf->micro = m;
-            mf->fit = fit;
-            mf->need = t[by_speed[fit].p][by_speed[fit].a];
-        }
-    }
-    return st;
-}
-
-/* The error for a budget below what the plan needs (need 0: below the parameters):
- * every policy's minimum, and the fastest one that fits, or how to split the batch so
- * that one does, or the least budget that works. A suggestion is always one the same
- * command accepts at this budget. */
-static vdnn_status budget_error(net *n, size_t budget, size_t need)
-{
-    size_t t[POLICY_COUNT][ALGO_MODE_COUNT], least;
-    /* below the parameters, the net was never planned: no perf algorithm was measured,
-     * so the table bounds them by the largest workspaces */
-    algo_mode mode = n->algo;
-    if (!need) n->algo = ALGO_MEM;
-    vdnn_status st = net_budget_table(n, t);
-    n->algo = mode;
-    if (st != VDNN_OK) return st;
-    char msg[1536], b[48], c[48], micro[48] = "";
-    if (n->micro) snprintf(micro, sizeof micro, " --micro-batch %d", n->micro);
-    int len = snprintf(msg, sizeof msg, "budget %s is below the %s", vdnn_fmt_bytes_exact(budget, b, sizeof b),
-                       need ? "" : "parameters; ");
-    if (need) len += snprintf(msg + len, sizeof msg - len, "%s needed by policy %s with %s algorithms; ",
-                              vdnn_fmt_bytes_exact(need, b, sizeof b), policy_name(n->policy), algo_mode_name(n->algo));
-    len += snprintf(msg + len, sizeof msg - len, "minimum budgets:");
-    for (int i = 0; i < NBY_SPEED; i++)
-        len += snprintf(msg + len, sizeof msg - len, " %s/%s %s%s", policy_name(by_speed[i].p),
-                        algo_mode_name(by_speed[i].a), vdnn_fmt_bytes(t[by_speed[i].p][by_speed[i].a], b, sizeof b),
-                        i + 1 < NBY_SPEED ? "," : "");
-    int at, fit = first_fit(t, budget, &least, &at);
-    if (fit >= 0) {
-        snprintf(msg + len, sizeof msg - len, "; the fastest that fits: --policy %s --algo %s%s",
-                 policy_name(by_speed[fit].p), algo_mode_name(by_speed[fit].a), micro);
-        return vdnn_fail(VDNN_EBUDGET, "%s", msg);
-    }
-    micro_fit mf = {0};
-    if (!n->micro && (st = find_micro_fit(n, budget, &mf)) != VDNN_OK) return st;
-    if (mf.micro)
-        snprintf(msg + len, sizeof msg - len, "; none fits the whole batch: --policy dyn splits it, as does "
-                 "--micro-batch %d --policy %s --algo %s (%s)", mf.micro, policy_name(by_speed[mf.fit].p),
-                 algo_mode_name(by_speed[mf.fit].a), vdnn_fmt_bytes_exact(mf.need, b, sizeof b));
-    else if (mf.least && mf.least < least)
-        snprintf(msg + len, sizeof msg - len, "; none fits, not even in micro-batches: raise --budget to at least "
-                 "%s with --micro-batch %d --policy %s --algo %s (the whole batch needs %s)",
-                 vdnn_fmt_bytes_exact(mf.least, b, sizeof b), mf.least_micro, policy_name(by_speed[mf.least_at].p),
-                 algo_mode_name(by_speed[mf.least_at].a), vdnn_fmt_bytes_exact(least, c, sizeof c));
-    else
-        snprintf(msg + len, sizeof msg - len, "; none fits: raise --budget to at least %s (--policy %s --algo %s%s)",
-                 vdnn_fmt_bytes_exact(least, b, sizeof b), policy_name(by_speed[at].p), algo_mode_name(by_speed[at].a),
-                 micro);
-    return vdnn_fail(VDNN_EBUDGET, "%s", msg);
-}
-
-vdnn_status cli_attach(net *n, device *d)
-{
-    vdnn_status st = net_attach(n, d);
-    /* the planner may swap parameters that do not fit: it places them as it plans */
-    if (st == VDNN_EBUDGET && n->dyn) {
-        net_detach(n);
-        for (int i = 0; i < n->nlayers; i++) n->layers[i]->swap = layer_swappable(n->layers[i]);
-        st = net_attach(n, d);
-    }
-    return st;
-}
-
-vdnn_status cli_plan(net *n, size_t budget)
-{
-    size_t need = 0;
-    vdnn_status st = net_plan(n, n->policy, n->algo);
-    if (st == VDNN_OK) st = net_fit_budget(n, budget, &need);
-    return st == VDNN_EBUDGET ? budget_error(n, budget, need) : st;
-}
-
 typedef struct run_flags {
     const char *device, *data, *save, *resume, *log, *weights, *policy, *algo, *trace;
     const char *plan, *search, *cache;
@@ -270,7 +138,17 @@ typedef struct run_flags {
     comm *comm;               /* the job's ranks (one without mpirun) */
     dp_group *group;          /* NULL: one device */
     net *model;               /* the loaded config the group's replicas are built from */
+    planner_opts planner;     /* how the group plans its replicas (plan_replica) */
 } run_flags;
+
+/* The planner's settings from train's flags (the budget is the device's). */
+static planner_opts planner_of(const run_flags *f)
+{
+    planner_opts o = {.search = f->search, .cache = f->cache, .node_limit = f->node_limit,
+                      .search_seconds = f->search_seconds, .fixed_split = f->micro > 0, .verify = 3,
+                      .link_gbps = f->link_gbps, .threads = f->threads};
+    return o;
+}
 
 static vdnn_status apply_memory_flags(net *n, const run_flags *f)
 {
@@ -353,21 +231,19 @@ static vdnn_status open_all(const char *cfg, run_flags *f, int need_train, net *
     if (st == VDNN_OK) st = apply_memory_flags(*n, f);
     if (st == VDNN_OK) st = cli_device(f->device, (*n)->budget_bytes, f->threads, f->link_gbps, *n, d);
     if (st == VDNN_OK) {
-        st = cli_attach(*n, *d);
-        if (st == VDNN_EBUDGET) st = budget_error(*n, (*n)->budget_bytes, 0);
+        st = plan_attach(*n, *d);
+        if (st == VDNN_EBUDGET) st = plan_budget_error(*n, (*n)->budget_bytes, 0);
     }
     double t_plan = vdnn_now_s();
-    if (st == VDNN_OK && f->plan) st = cli_load_plan(*n, f->plan, (*n)->budget_bytes);
+    if (st == VDNN_OK && f->plan) st = plan_load_fit(*n, f->plan, (*n)->budget_bytes);
     else if (st == VDNN_OK && (*n)->dyn) {
         pool_stats ps;
         pool_get_stats(device_pool(*d), &ps);
-        planner_flags pf = {.budget = (*n)->budget_bytes ? (*n)->budget_bytes : ps.capacity_bytes,
-                            .search = f->search, .cache = f->cache, .node_limit = f->node_limit,
-                            .search_seconds = f->search_seconds, .fixed_split = f->micro > 0, .verify = 3,
-                            .link_gbps = f->link_gbps, .threads = f->threads};
-        st = cli_dyn_plan(n, &pf, f->quiet ? NULL : stdout, NULL);
+        planner_opts pf = planner_of(f);
+        pf.budget = (*n)->budget_bytes ? (*n)->budget_bytes : ps.capacity_bytes;
+        st = plan_dyn(n, &pf, f->quiet ? NULL : stdout, NULL);
     } else if (st == VDNN_OK) {
-        st = cli_plan(*n, (*n)->budget_bytes);
+        st = plan_fixed(*n, (*n)->budget_bytes);
     }
     f->plan_s = vdnn_now_s() - t_plan;
     if (st != VDNN_OK) return st;
@@ -384,30 +260,6 @@ static void close_all(net *n, device *d, dataset *train, dataset *test)
 }
 
 /* ---- data-parallel training (nets/parallel.h) ---- */
-
-/* dp_plan_fn: a replica planned as one device would be: by the planner for dyn (quietly),
- * else its policy and algorithms in its budget. A replica rebuilt for a new share keeps
- * the algorithms measured for the old one where they fit, rather than measuring every
- * algorithm again at a batch size it may hold for a few steps only. */
-static vdnn_status plan_replica(void *ctx, net **np, const int (*algos)[PASS_COUNT])
-{
-    const run_flags *f = ctx;
-    net *n = *np;
-    size_t budget = device_get_options(n->dev)->budget_bytes;
-    if (!n->dyn && algos && n->algo == ALGO_PERF) {
-        vdnn_status st = net_plan_static(n, n->policy, ALGO_PERF);
-        for (int i = 0; i < n->nlayers; i++)
-            for (int p = 0; p < PASS_COUNT; p++)
-                if (layer_algo_usable(n->layers[i], p, algos[i][p])) n->layers[i]->algo[p] = algos[i][p];
-        size_t need = 0;
-        if (st == VDNN_OK && net_fit_budget(n, budget, &need) == VDNN_OK) return VDNN_OK;
-    }
-    if (!n->dyn) return cli_plan(n, budget);
-    planner_flags pf = {.budget = budget, .search = f->search, .cache = f->cache, .node_limit = f->node_limit,
-                        .search_seconds = f->search_seconds, .fixed_split = f->micro > 0, .verify = 3,
-                        .link_gbps = f->link_gbps, .threads = f->threads};
-    return cli_dyn_plan(np, &pf, NULL, NULL);
-}
 
 /* What every rank must agree on, as "key=value" lines (comm_check_same). */
 static void settings_text(const net *n, const run_flags *f, char *buf, size_t len)
@@ -472,8 +324,9 @@ static vdnn_status open_parallel(const char *cfg, run_flags *f, net **n, device 
         f->model->micro = 0;
         st = comm_check_same(f->comm, text);
     }
+    f->planner = planner_of(f);
     dp_opts o = {.devices = f->devices, .shares = f->shares, .share_every = (int)f->share_every,
-                 .bucket_bytes = f->bucket, .plan = plan_replica, .plan_ctx = f};
+                 .bucket_bytes = f->bucket, .plan = plan_replica, .plan_ctx = &f->planner};
     o.dev.threads = (int)f->threads;
     o.dev.link_gbps = f->link_gbps;
     o.dev.tf32 = !strcmp(cli_math, "tf32");

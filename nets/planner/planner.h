@@ -211,4 +211,57 @@ long plan_enumerate(const net *n, const profile *pr, int (*visit)(void *ctx, con
  * reset (the measurement is not part of training). */
 vdnn_status plan_measure(net *n, plan *p, int iters);
 
+/* ---- the driver: planning a run (driver.c, advice.c) ---- */
+
+/* How a run is planned with `--policy dyn` (and `vdnn profile`). */
+typedef struct planner_opts {
+    size_t budget;            /* bytes the plan must fit; 0: no limit */
+    const char *search;       /* "bb" (default) or "vdnn" */
+    const char *cache;        /* profile cache folder; NULL: the default cache */
+    long long node_limit;     /* branch and bound nodes; 0: no limit */
+    double search_seconds;    /* wall time of one search; 0: no limit */
+    int fixed_split;          /* the micro-batch split was given: plan that split only (the batch: none) */
+    long long verify;         /* real iterations to verify with; 0: none */
+    double link_gbps;         /* the device's settings, for the profile's key */
+    long long threads;
+    int json;                 /* print the plan as JSON on stdout */
+} planner_opts;
+
+/* "bb" (or NULL) and "vdnn"; an error names any other. */
+vdnn_status plan_search_kind(const char *name, search_kind *k);
+
+/* Attaches n to d (net_attach); with `--policy dyn`, when the parameters do not fit,
+ * with every swappable layer's parameters in host memory: the planner then decides
+ * which to bring back. */
+vdnn_status plan_attach(net *n, device *d);
+
+/* Plans the attached net by its fixed policy and algorithm mode and checks that the
+ * budget (0: none given) holds its iteration; if not, plan_budget_error's refusal. */
+vdnn_status plan_fixed(net *n, size_t budget);
+
+/* The refusal of a budget below what the net's plan needs (need 0: below the
+ * parameters), as VDNN_EBUDGET with a message: every fixed policy's minimum, and the
+ * fastest that fits, or how to split the batch so that one does, or the least budget
+ * that works. A suggestion is always one the same command accepts at this budget. */
+vdnn_status plan_budget_error(net *n, size_t budget, size_t need);
+
+/* `--policy dyn`: profiles the attached net (cached), searches for the fastest plan
+ * under o->budget (when none fits the batch, in micro-batches: *np is then replaced by
+ * the net rebuilt for them), verifies it with real iterations, applies it, and prints
+ * what it did to `out` (NULL: quiet). *chosen (may be NULL) receives the plan; free
+ * with plan_free(). */
+vdnn_status plan_dyn(net **np, const planner_opts *o, FILE *out, plan *chosen);
+
+/* Loads a plan file for the attached net and applies it; fails when its simulated peak
+ * exceeds `budget` (0: no limit). */
+vdnn_status plan_load_fit(net *n, const char *path, size_t budget);
+
+/* A data-parallel replica, planned as one device would be for its device's budget: by
+ * plan_dyn (quietly, with the settings of the planner_opts `opts`) for dyn, else by
+ * plan_fixed. It may replace *np by the net rebuilt for micro-batches. `algos` (one row
+ * per layer, or NULL) are the algorithms of the replica it replaces when a share
+ * changed: measured at the old share, they are kept where the budget holds them. A
+ * dp_plan_fn (nets/parallel.h): dp_opts.plan = plan_replica, .plan_ctx = the opts. */
+vdnn_status plan_replica(void *opts, net **np, const int (*algos)[PASS_COUNT]);
+
 #endif
