@@ -66,6 +66,49 @@ static void lost(mgr_client *c, const train_tick *t, const char *why)
     }
 }
 
+/* The job's devices as the manager names them: `names` (their descriptions' first
+ * words) and `keys` (device_identity), comma-separated. */
+static vdnn_status device_lists(dp_group *g, int n, char *names, size_t nlen, char *keys, size_t klen)
+{
+    size_t ln = 0, lk = 0;
+    for (int k = 0; k < n; k++) {
+        device *d = dp_device(g, k);
+        const char *key = device_identity(d);
+        if (!*key)
+            return vdnn_fail(VDNN_EINVAL, "--managed: device %d (%s) has no name the manager can share: give "
+                             "--devices as cpu:N (emulated devices, a core each) or cuda:N", k, device_describe(d));
+        const char *desc = device_describe(d);
+        ln += (size_t)snprintf(names + ln, nlen - ln, "%s%.*s", k ? "," : "", (int)strcspn(desc, " "), desc);
+        lk += (size_t)snprintf(keys + lk, klen - lk, "%s%s", k ? "," : "", key);
+    }
+    return VDNN_OK;
+}
+
+/* Says hello on c->fd and reads the welcome (c->id, c->units), or the refusal. */
+static vdnn_status greet(mgr_client *c, const char *socket, const char *name, const char *names, const char *keys)
+{
+    char msg[4096], weights[1024] = "";
+    size_t lw = 0;
+    for (int k = 0; k < c->ndev; k++)
+        lw += (size_t)snprintf(weights + lw, sizeof weights - lw, "%s%.9g", k ? "," : "", dp_weights(c->g)[k]);
+    char safe[512];
+    snprintf(safe, sizeof safe, "%s", name);
+    for (char *p = safe; *p; p++)
+        if (*p == ' ' || *p == '\n' || *p == '=') *p = '_';
+    snprintf(msg, sizeof msg, "hello pid=%ld name=%s devices=%s keys=%s dr=%s", (long)getpid(), safe, names, keys,
+             weights);
+    int got = mgr_request(c->fd, msg, msg, sizeof msg, WELCOME_WAIT_MS);
+    char why[1024], shown[4096];
+    if (got > 0 && mgr_refusal(msg, why, sizeof why))
+        return vdnn_fail(VDNN_EINVAL, "--managed: the manager at %s refused this job: %s", socket,
+                         mgr_text_escape(why, shown, sizeof shown));
+    if (got <= 0 || !mgr_parse_welcome(msg, &c->id, &c->units))
+        return vdnn_fail(VDNN_EIO, "--managed: the manager at %s did not welcome this job (%s)", socket,
+                         got > 0 ? "an answer it does not understand" : got == 0 ? "it closed the connection"
+                         : errno == EAGAIN ? "no answer in 10 s" : strerror(errno));
+    return VDNN_OK;
+}
+
 vdnn_status mgr_client_open(const char *socket, const char *name, dp_group *g, int every, int quiet,
                             mgr_client **out)
 {
@@ -76,17 +119,8 @@ vdnn_status mgr_client_open(const char *socket, const char *name, dp_group *g, i
                          "give its devices to --devices instead of starting ranks with mpirun");
     if (n > MGR_MAX_DEVICES) return vdnn_fail(VDNN_EINVAL, "--managed: at most %d devices", MGR_MAX_DEVICES);
     char names[1024] = "", keys[2048] = "";
-    size_t ln = 0, lk = 0;
-    for (int k = 0; k < n; k++) {
-        device *d = dp_device(g, k);
-        const char *key = device_identity(d);
-        if (!*key)
-            return vdnn_fail(VDNN_EINVAL, "--managed: device %d (%s) has no name the manager can share: give "
-                             "--devices as cpu:N (emulated devices, a core each) or cuda:N", k, device_describe(d));
-        const char *desc = device_describe(d);
-        ln += (size_t)snprintf(names + ln, sizeof names - ln, "%s%.*s", k ? "," : "", (int)strcspn(desc, " "), desc);
-        lk += (size_t)snprintf(keys + lk, sizeof keys - lk, "%s%s", k ? "," : "", key);
-    }
+    vdnn_status st = device_lists(g, n, names, sizeof names, keys, sizeof keys);
+    if (st != VDNN_OK) return st;
     mgr_client *c = calloc(1, sizeof *c);
     if (!c) return vdnn_fail(VDNN_ENOMEM, "out of host memory");
     c->g = g;
@@ -95,30 +129,12 @@ vdnn_status mgr_client_open(const char *socket, const char *name, dp_group *g, i
     c->quiet = quiet;
     c->fd = -1;
     snprintf(c->socket, sizeof c->socket, "%s", socket);
-    vdnn_status st = mgr_dial(socket, &c->fd);
+    st = mgr_dial(socket, &c->fd);
     if (st != VDNN_OK) {
         free(c);
         return vdnn_wrap(st, "--managed");
     }
-    char msg[4096], weights[1024] = "";
-    size_t lw = 0;
-    for (int k = 0; k < n; k++) lw += (size_t)snprintf(weights + lw, sizeof weights - lw, "%s%.9g", k ? "," : "", dp_weights(g)[k]);
-    char safe[512];
-    snprintf(safe, sizeof safe, "%s", name);
-    for (char *p = safe; *p; p++)
-        if (*p == ' ' || *p == '\n' || *p == '=') *p = '_';
-    snprintf(msg, sizeof msg, "hello pid=%ld name=%s devices=%s keys=%s dr=%s", (long)getpid(), safe, names, keys,
-             weights);
-    int got = mgr_request(c->fd, msg, msg, sizeof msg, WELCOME_WAIT_MS);
-    char why[1024], shown[4096];
-    if (got > 0 && mgr_refusal(msg, why, sizeof why)) {
-        st = vdnn_fail(VDNN_EINVAL, "--managed: the manager at %s refused this job: %s", socket,
-                       mgr_text_escape(why, shown, sizeof shown));
-    } else if (got <= 0 || !mgr_parse_welcome(msg, &c->id, &c->units)) {
-        st = vdnn_fail(VDNN_EIO, "--managed: the manager at %s did not welcome this job (%s)", socket,
-                       got > 0 ? "an answer it does not understand" : got == 0 ? "it closed the connection"
-                       : errno == EAGAIN ? "no answer in 10 s" : strerror(errno));
-    }
+    st = greet(c, socket, name, names, keys);
     if (st != VDNN_OK) {
         close(c->fd);
         free(c);

@@ -495,33 +495,84 @@ static void log_hold(server *sv, sjob *j, const mgr_decision *dec)
     log_end(sv);
 }
 
-static void decide(server *sv)
+/* The jobs settled since the last decision, into idx (their slots); -1 when a job is
+ * still starting or has not posted since: no decision yet. */
+static int settled_jobs(server *sv, double now, int idx[MAX_CONN])
 {
-    double now = now_s(sv);
-    if (sv->o->observe || now - sv->last_decision < sv->o->period_s) return;
-    int idx[MAX_CONN], n = 0;
+    int n = 0;
     for (int i = 0; i < MAX_CONN; i++) {
         sjob *j = &sv->job[i];
         /* a job still starting (its first window holds the start-up) counts in every rule
          * (rule 1 counts jobs): wait for its second post, unless it has gone quiet */
         double seen = j->t_post > j->t_conn ? j->t_post : j->t_conn;
-        if (j->fd >= 0 && j->id && j->posts < 2 && now - seen < sv->o->stale_s) return;
+        if (j->fd >= 0 && j->id && j->posts < 2 && now - seen < sv->o->stale_s) return -1;
         if (!live(sv, j, now) || j->posts < 2) continue;
-        if (j->pending || j->t_post <= sv->last_decision) return;   /* not settled since the last decision */
+        if (j->pending || j->t_post <= sv->last_decision) return -1;   /* not settled since the last decision */
         idx[n++] = i;
     }
-    if (!n) return;
+    return n;
+}
+
+/* What the rules see of job j. */
+static void view_of(const server *sv, const sjob *j, mgr_view *v)
+{
+    v->sd = j->sd;
+    memcpy(v->dr, j->dr, sizeof v->dr);
+    memcpy(v->last_move, j->last_move, sizeof v->last_move);
+    v->last_slower = j->iter_ms > j->iter_before;   /* iter_ms is the new DR's by now */
+    for (int k = 0; k < sv->ndev; k++) v->own[k] = j->rate[k];
+    for (int d = 0; d < j->ndev; d++) v->allowed[j->dev[d]] = 1;
+}
+
+static void log_change(server *sv, const sjob *j, const mgr_decision *dec, const mgr_change *ch, const int *idx,
+                       const mgr_view *views, int n)
+{
+    log_head(sv, "decision");
+    log_job(sv, j);
+    fprintf(sv->o->log, ", \"rule\": \"%s\", \"gap\": %.6g, \"sd\": %.6g, \"from\": ", mgr_rule_name(dec->rule),
+            dec->gap, j->sd);
+    json_ints(sv->o->log, j->dr, sv->ndev);
+    fprintf(sv->o->log, ", \"to\": ");
+    json_ints(sv->o->log, ch->dr, sv->ndev);
+    if (ch->moved)
+        fprintf(sv->o->log, ", \"moved\": %d, \"from_device\": \"%s\", \"to_device\": \"%s\"", ch->moved,
+                sv->dev[ch->from].name, sv->dev[ch->to].name);
+    fprintf(sv->o->log, ", \"sds\": {");
+    for (int a = 0; a < n; a++) fprintf(sv->o->log, "%s\"%d\": %.6g", a ? ", " : "", sv->job[idx[a]].id, views[a].sd);
+    fprintf(sv->o->log, "}, \"util\": ");
+    json_utils(sv->o->log, sv);
+    log_end(sv);
+}
+
+/* Sends job j its new DR; 0 when it is gone (its close drops it). */
+static int send_change(server *sv, sjob *j, const mgr_decision *dec, const mgr_change *ch)
+{
+    char to[256], from[256], msg[300];
+    dr_text(j, ch->dr, to, sizeof to);
+    dr_text(j, j->dr, from, sizeof from);
+    snprintf(msg, sizeof msg, "dr %s", to);
+    if (mgr_send(j->fd, msg) != 0) return 0;
+    j->pending = 1;
+    j->posts_since_sent = 0;
+    memcpy(j->sent, ch->dr, sizeof j->sent);
+    for (int k = 0; k < MGR_MAX_DEVICES; k++) j->last_move[k] = ch->dr[k] - j->dr[k];
+    j->iter_before = j->iter_ms;
+    j->hold_logged = 0;
+    say(sv, "job %d (SD %.2f, largest gap %.2f): DR %s -> %s by the %s rule", j->id, j->sd, dec->gap, from, to,
+        mgr_rule_name(dec->rule));
+    return 1;
+}
+
+static void decide(server *sv)
+{
+    double now = now_s(sv);
+    if (sv->o->observe || now - sv->last_decision < sv->o->period_s) return;
+    int idx[MAX_CONN];
+    int n = settled_jobs(sv, now, idx);
+    if (n <= 0) return;
     mgr_view *views = calloc((size_t)n, sizeof *views);
     if (!views) return;
-    for (int a = 0; a < n; a++) {
-        const sjob *j = &sv->job[idx[a]];
-        views[a].sd = j->sd;
-        memcpy(views[a].dr, j->dr, sizeof views[a].dr);
-        memcpy(views[a].last_move, j->last_move, sizeof views[a].last_move);
-        views[a].last_slower = j->iter_ms > j->iter_before;   /* iter_ms is the new DR's by now */
-        for (int k = 0; k < sv->ndev; k++) views[a].own[k] = j->rate[k];
-        for (int d = 0; d < j->ndev; d++) views[a].allowed[j->dev[d]] = 1;
-    }
+    for (int a = 0; a < n; a++) view_of(sv, &sv->job[idx[a]], &views[a]);
     double util[MGR_MAX_DEVICES];
     update_util(sv);
     for (int k = 0; k < sv->ndev; k++) util[k] = sv->dev[k].util;
@@ -531,35 +582,8 @@ static void decide(server *sv)
     for (int c = 0; c < dec.nchanges; c++) {
         const mgr_change *ch = &dec.change[c];
         sjob *j = &sv->job[idx[ch->job]];
-        char to[256], from[256], msg[300];
-        dr_text(j, ch->dr, to, sizeof to);
-        dr_text(j, j->dr, from, sizeof from);
-        snprintf(msg, sizeof msg, "dr %s", to);
-        if (mgr_send(j->fd, msg) != 0) continue;   /* gone: its close drops it */
-        j->pending = 1;
-        j->posts_since_sent = 0;
-        memcpy(j->sent, ch->dr, sizeof j->sent);
-        for (int k = 0; k < MGR_MAX_DEVICES; k++) j->last_move[k] = ch->dr[k] - j->dr[k];
-        j->iter_before = j->iter_ms;
-        j->hold_logged = 0;
-        say(sv, "job %d (SD %.2f, largest gap %.2f): DR %s -> %s by the %s rule", j->id, j->sd, dec.gap, from, to,
-            mgr_rule_name(dec.rule));
-        if (!sv->o->log) continue;
-        log_head(sv, "decision");
-        log_job(sv, j);
-        fprintf(sv->o->log, ", \"rule\": \"%s\", \"gap\": %.6g, \"sd\": %.6g, \"from\": ", mgr_rule_name(dec.rule),
-                dec.gap, j->sd);
-        json_ints(sv->o->log, j->dr, sv->ndev);
-        fprintf(sv->o->log, ", \"to\": ");
-        json_ints(sv->o->log, ch->dr, sv->ndev);
-        if (ch->moved)
-            fprintf(sv->o->log, ", \"moved\": %d, \"from_device\": \"%s\", \"to_device\": \"%s\"", ch->moved,
-                    sv->dev[ch->from].name, sv->dev[ch->to].name);
-        fprintf(sv->o->log, ", \"sds\": {");
-        for (int a = 0; a < n; a++) fprintf(sv->o->log, "%s\"%d\": %.6g", a ? ", " : "", sv->job[idx[a]].id, views[a].sd);
-        fprintf(sv->o->log, "}, \"util\": ");
-        json_utils(sv->o->log, sv);
-        log_end(sv);
+        if (!send_change(sv, j, &dec, ch)) continue;
+        if (sv->o->log) log_change(sv, j, &dec, ch, idx, views, n);
     }
     if (dec.nchanges) sv->last_decision = now;
     free(views);

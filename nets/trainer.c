@@ -410,28 +410,84 @@ static vdnn_status run_epoch(net **np, loader *ld, batch_io *b, progress *p, dou
     }
 }
 
-vdnn_status train_run(net *n, const dataset *train, const dataset *test, const train_opts *o, train_summary *s)
+/* The checks before a run and the resumption: on failure the log's final record says
+ * so. */
+static vdnn_status begin_run(net *n, const dataset *train, const dataset *test, const train_opts *o,
+                             train_summary *s, int *epoch, int *index)
 {
-    memset(s, 0, sizeof *s);
-    s->test_acc = -1;
     vdnn_status st = check_train_settings(n);
     if (st == VDNN_OK) st = check_classes(n, train);
     if (st == VDNN_OK && test) st = check_classes(n, test);
-    int epoch = 0, index = 0;
     mm_stats stats0 = n->stats;
-    if (st == VDNN_OK) st = resume(n, o, train->count, &epoch, &index);
+    if (st == VDNN_OK) st = resume(n, o, train->count, epoch, index);
     if (st != VDNN_OK) {
         char error[1024];
         snprintf(error, sizeof error, "%s", vdnn_errmsg());
-        log_final(o, n, &stats0, s, epoch, "error", error);
+        log_final(o, n, &stats0, s, *epoch, "error", error);
         log_status(o);
         return vdnn_fail(st, "%s", error);
     }
     if (o->resume_path && !o->quiet) {
         fprintf(o->out, "vdnn: resumed from %s at epoch %d, step %llu (item %d of %d in the epoch)\n", o->resume_path,
-                epoch + 1, (unsigned long long)n->step, index, train->count);
+                *epoch + 1, (unsigned long long)n->step, *index, train->count);
         fflush(o->out);
     }
+    return VDNN_OK;
+}
+
+/* The steps this run takes from item `index` of epoch `epoch` (the progress bar's end). */
+static long long steps_ahead(const net *n, const train_opts *o, int count, int batch, int epoch, int index)
+{
+    if (epoch >= n->train.epochs || batch <= 0) return 0;
+    long long per_epoch = (count + batch - 1) / batch;
+    long long steps = (count - index + batch - 1) / batch + (long long)(n->train.epochs - epoch - 1) * per_epoch;
+    return o->max_steps > 0 && o->max_steps < steps ? o->max_steps : steps;
+}
+
+/* The epochs from `epoch` on, each ended by its evaluation, report and checkpoint;
+ * *stop as run_epoch sets it (or 2 for an interrupt during an evaluation), *seen and
+ * *train_time summed over the run. */
+static vdnn_status run_epochs(net **np, const dataset *train, const dataset *test, const train_opts *o, loader *ld,
+                              batch_io *b, progress *p, int epoch, int index, train_summary *s, int *stop,
+                              long long *seen, double *train_time)
+{
+    vdnn_status st = VDNN_OK;
+    for (; st == VDNN_OK && !*stop && epoch < (*np)->train.epochs; epoch++) {
+        net *n = *np;
+        double lr = net_lr_at(&n->train, epoch);
+        p->epoch = epoch;
+        p->epoch_items = index;
+        p->epoch_total = train->count;
+        p->epoch_start = p->last_draw = vdnn_now_s();
+        p->train_time = p->loss_sum = 0;
+        p->correct = p->seen = 0;
+        p->stats0 = n->stats;
+        index = 0;
+        st = run_epoch(np, ld, b, p, lr, &s->steps, stop);
+        n = *np;
+        *train_time += p->train_time;
+        *seen += p->seen;
+        s->train_loss = p->seen ? p->loss_sum / p->seen : 0;
+        if (st != VDNN_OK || (*stop && !epoch_done(ld, train->count))) break;
+        if (test) st = evaluate(n, test, &s->test_acc, &s->test_loss);
+        if (st == VDNN_OK) report_epoch(p, s->test_acc, s->test_loss, lr);
+        if (st == VDNN_OK) st = save(n, o, ld, train->count);
+        /* the checkpoint first: a log that cannot be written stops training after it */
+        if (st == VDNN_OK) st = log_status(o);
+        if (*stop) break;
+        if (interrupted(o)) *stop = 2;   /* during the evaluation */
+    }
+    return st;
+}
+
+vdnn_status train_run(net *n, const dataset *train, const dataset *test, const train_opts *o, train_summary *s)
+{
+    memset(s, 0, sizeof *s);
+    s->test_acc = -1;
+    int epoch = 0, index = 0;
+    mm_stats stats0 = n->stats;
+    vdnn_status st = begin_run(n, train, test, o, s, &epoch, &index);
+    if (st != VDNN_OK) return st;
     int batch = run_batch(n, o);
     loader_opts lo = {batch, 1, 1, n->train.seed, &n->data};
     loader *ld = NULL;
@@ -440,37 +496,11 @@ vdnn_status train_run(net *n, const dataset *train, const dataset *test, const t
     if (st == VDNN_OK) st = loader_create(train, &lo, &ld);
     if (st == VDNN_OK) loader_seek(ld, epoch, index);
     progress p = {.o = o, .n = n, .epochs = n->train.epochs};
-    if (epoch < n->train.epochs && batch > 0) {   /* the steps this run takes */
-        long long per_epoch = (train->count + batch - 1) / batch;
-        p.run_steps = (train->count - index + batch - 1) / batch + (long long)(n->train.epochs - epoch - 1) * per_epoch;
-        if (o->max_steps > 0 && o->max_steps < p.run_steps) p.run_steps = o->max_steps;
-    }
+    p.run_steps = steps_ahead(n, o, train->count, batch, epoch, index);
     double train_time = 0;
     long long seen = 0;
     int stop = 0;
-    for (; st == VDNN_OK && !stop && epoch < n->train.epochs; epoch++) {
-        double lr = net_lr_at(&n->train, epoch);
-        p.epoch = epoch;
-        p.epoch_items = index;
-        p.epoch_total = train->count;
-        p.epoch_start = p.last_draw = vdnn_now_s();
-        p.train_time = p.loss_sum = 0;
-        p.correct = p.seen = 0;
-        p.stats0 = n->stats;
-        index = 0;
-        st = run_epoch(&n, ld, &b, &p, lr, &s->steps, &stop);
-        train_time += p.train_time;
-        seen += p.seen;
-        s->train_loss = p.seen ? p.loss_sum / p.seen : 0;
-        if (st != VDNN_OK || (stop && !epoch_done(ld, train->count))) break;
-        if (test) st = evaluate(n, test, &s->test_acc, &s->test_loss);
-        if (st == VDNN_OK) report_epoch(&p, s->test_acc, s->test_loss, lr);
-        if (st == VDNN_OK) st = save(n, o, ld, train->count);
-        /* the checkpoint first: a log that cannot be written stops training after it */
-        if (st == VDNN_OK) st = log_status(o);
-        if (stop) break;
-        if (interrupted(o)) stop = 2;   /* during the evaluation */
-    }
+    if (st == VDNN_OK) st = run_epochs(&n, train, test, o, ld, &b, &p, epoch, index, s, &stop, &seen, &train_time);
     if (st == VDNN_OK && stop && !epoch_done(ld, train->count)) {
         if (o->tty && !o->quiet) fprintf(o->out, "\r\033[K");
         st = save(n, o, ld, train->count);

@@ -104,6 +104,111 @@ static vdnn_status bind_all(net *n, device *d)
     return st;
 }
 
+enum { MICROS = 4 };
+
+/* What `vdnn info` shows of a net beside its layers. */
+typedef struct info_figures {
+    size_t mins[POLICY_COUNT][ALGO_MODE_COUNT];   /* every fixed policy's minimum budget */
+    int micro[MICROS];                             /* batch/2, /4, ... (0: none) */
+    size_t micro_least[MICROS];                    /* the least budget of any policy at each */
+    size_t dyn_least;                              /* the planner's least plan */
+    size_t maps, params, ws, bound, count;
+    size_t network_wide, network_wide_mem;         /* vDNN's baseline, perf and mem algorithms */
+} info_figures;
+
+/* The least budget of every policy when the batch is split in 2, 4, ... */
+static vdnn_status micro_figures(net *n, device *d, info_figures *f)
+{
+    for (int k = 0, m = n->minibatch / 2; k < MICROS && m >= 1; k++, m /= 2) {
+        net *c = NULL;
+        size_t t[POLICY_COUNT][ALGO_MODE_COUNT];
+        vdnn_status st = net_clone_micro(n, m, &c);
+        if (st == VDNN_OK && d) st = bind_all(c, d);
+        if (st == VDNN_OK) st = net_plan(c, c->policy, ALGO_PERF);
+        if (st == VDNN_OK) st = net_budget_table(c, t);
+        net_free(c);
+        if (st != VDNN_OK) return st;
+        f->micro[k] = m;
+        f->micro_least[k] = t[0][0];
+        for (int p = 0; p < POLICY_COUNT; p++)
+            for (int a = 0; a < ALGO_MODE_COUNT; a++)
+                if (t[p][a] < f->micro_least[k]) f->micro_least[k] = t[p][a];
+    }
+    return VDNN_OK;
+}
+
+static vdnn_status gather(net *n, device *d, info_figures *f)
+{
+    memset(f, 0, sizeof *f);
+    vdnn_status st = net_plan(n, n->policy, ALGO_PERF);
+    if (st == VDNN_OK) st = net_budget_table(n, f->mins);
+    if (st == VDNN_OK) st = micro_figures(n, d, f);
+    if (st == VDNN_OK) st = plan_least(n, &f->dyn_least);
+    if (st != VDNN_OK) return st;
+    size_t kept = 0, grads = 0;
+    f->maps = shape_bytes(n->input);
+    for (int i = 0; i < n->nlayers; i++) f->maps += shape_bytes(n->layers[i]->out);
+    network_wide_maps(n, &kept, &grads);
+    f->params = net_param_bytes(n);
+    f->ws = net_max_workspace_bytes(n);
+    f->bound = net_train_bytes_bound(n);
+    for (int i = 0; i < n->nlayers; i++) f->count += trainable_count(n->layers[i]);
+    f->network_wide = f->params + kept + grads + f->ws;
+    f->network_wide_mem = f->params + kept + grads + min_workspace(n);
+    return VDNN_OK;
+}
+
+static void print_json(const char *cfg, const net *n, device *d, const info_figures *f)
+{
+    printf("{\n  \"config\": ");
+    vdnn_json_str(stdout, cfg);
+    printf(", \"device\": ");
+    vdnn_json_str(stdout, d ? device_model(d) : "cpu");
+    printf(", \"input\": [%d, %d, %d, %d], \"classes\": %d, \"in_place\": %s,\n  \"layers\": [\n", n->input.n,
+           n->input.c, n->input.h, n->input.w, n->classes, n->may_in_place ? "true" : "false");
+    for (int i = 0; i < n->nlayers; i++) json_layer(stdout, n, n->layers[i], i == n->nlayers - 1);
+    printf("  ],\n  \"params\": %zu, \"param_bytes\": %zu, \"feature_map_bytes\": %zu, \"max_workspace_bytes\": %zu, "
+           "\"train_bytes_bound\": %zu,\n  \"network_wide_bytes\": {\"perf\": %zu, \"mem\": %zu},\n"
+           "  \"min_budget_bytes\": {", f->count, f->params, f->maps, f->ws, f->bound, f->network_wide,
+           f->network_wide_mem);
+    for (int p = 0; p < POLICY_COUNT; p++)
+        printf("%s\"%s\": {\"perf\": %zu, \"mem\": %zu}", p ? ", " : "", policy_name((mem_policy)p),
+               f->mins[p][ALGO_PERF], f->mins[p][ALGO_MEM]);
+    printf("},\n  \"dyn_min_budget_bytes\": %zu,\n  \"micro_batch_min_budget_bytes\": {", f->dyn_least);
+    for (int k = 0; k < MICROS && f->micro[k]; k++) printf("%s\"%d\": %zu", k ? ", " : "", f->micro[k], f->micro_least[k]);
+    printf("}\n}\n");
+}
+
+static void print_text(const char *cfg, const net *n, device *d, const info_figures *f)
+{
+    char a[32], b[32], c[32];
+    size_t none = f->mins[POLICY_NONE][ALGO_PERF];
+    printf("%s: input %dx%dx%dx%d, %d classes, %d layers; algorithms of %s; in-place layers %s\n", cfg,
+           n->input.n, n->input.c, n->input.h, n->input.w, n->classes, n->nlayers,
+           d ? device_model(d) : "the cpu", n->may_in_place ? "on" : "off");
+    printf("%3s  %-10s %-13s %-22s %-17s %12s %12s\n", "#", "name", "type", "", "output", "params", "output map");
+    for (int i = 0; i < n->nlayers; i++) text_layer(stdout, n, n->layers[i]);
+    printf("totals: %.3f M parameters (%zu), params+grads+momenta %s, feature maps %s, largest workspace %s\n",
+           (double)f->count / 1e6, f->count, vdnn_fmt_bytes(f->params, a, sizeof a),
+           vdnn_fmt_bytes(f->maps, b, sizeof b), vdnn_fmt_bytes(f->ws, c, sizeof c));
+    printf("minimum budget of one training iteration (exact, fragmentation included):\n");
+    printf("  %-9s %14s %14s   %s\n", "policy", "perf algos", "mem algos", "mem saved vs none/perf");
+    for (int p = 0; p < POLICY_COUNT; p++)
+        printf("  %-9s %14s %14s   %5.1f%% %5.1f%%\n", policy_name((mem_policy)p),
+               vdnn_fmt_bytes(f->mins[p][ALGO_PERF], a, sizeof a), vdnn_fmt_bytes(f->mins[p][ALGO_MEM], b, sizeof b),
+               100.0 * (1 - (double)f->mins[p][ALGO_PERF] / none), 100.0 * (1 - (double)f->mins[p][ALGO_MEM] / none));
+    printf("  %-9s %14s %14s          %5.1f%%   (the planner's smallest plan at this batch)\n", "dyn", "-",
+           vdnn_fmt_bytes(f->dyn_least, b, sizeof b), 100.0 * (1 - (double)f->dyn_least / none));
+    printf("  (perf assumes the largest-workspace algorithms; training measures them and may need less)\n");
+    printf("least budget of any policy in micro-batches (--micro-batch N):");
+    for (int k = 0; k < MICROS && f->micro[k]; k++)
+        printf("%s %d: %s", k ? "," : "", f->micro[k], vdnn_fmt_bytes(f->micro_least[k], a, sizeof a));
+    printf("\n");
+    printf("network-wide allocation (vDNN's baseline: every map and gradient kept, in-place layers sharing theirs): "
+           "perf %s, mem %s\n",
+           vdnn_fmt_bytes(f->network_wide, a, sizeof a), vdnn_fmt_bytes(f->network_wide_mem, b, sizeof b));
+}
+
 int cmd_info(int argc, char **argv)
 {
     long long batch = -1;
@@ -126,99 +231,15 @@ int cmd_info(int argc, char **argv)
     net *n;
     if (net_load(cfg, &ov, &n) != VDNN_OK) return cli_error();
     /* A device's own algorithms and workspaces (cuDNN's on a GPU): the layers are bound to
-     * it, which allocates nothing; the figures below then are that device's. */
+     * it, which allocates nothing; the figures then are that device's. */
     device *d = NULL;
     vdnn_status st = dev_name ? cli_device(dev_name, INFO_DEVICE_BYTES, 0, 0, n, &d) : VDNN_OK;
     if (st == VDNN_OK && d) st = bind_all(n, d);
-    size_t mins[POLICY_COUNT][ALGO_MODE_COUNT];
-    if (st != VDNN_OK || net_plan(n, n->policy, ALGO_PERF) != VDNN_OK || net_budget_table(n, mins) != VDNN_OK) {
-        net_free(n);
-        device_destroy(d);
-        return cli_error();
-    }
-    /* the least budget of every policy when the batch is split in 2, 4, ... */
-    enum { MICROS = 4 };
-    int micro[MICROS] = {0};
-    size_t micro_least[MICROS] = {0};
-    for (int k = 0, m = n->minibatch / 2; k < MICROS && m >= 1; k++, m /= 2) {
-        net *c = NULL;
-        size_t t[POLICY_COUNT][ALGO_MODE_COUNT];
-        st = net_clone_micro(n, m, &c);
-        if (st == VDNN_OK && d) st = bind_all(c, d);
-        if (st == VDNN_OK) st = net_plan(c, c->policy, ALGO_PERF);
-        if (st == VDNN_OK) st = net_budget_table(c, t);
-        net_free(c);
-        if (st != VDNN_OK) {
-            net_free(n);
-            device_destroy(d);
-            return cli_error();
-        }
-        micro[k] = m;
-        micro_least[k] = t[0][0];
-        for (int p = 0; p < POLICY_COUNT; p++)
-            for (int a = 0; a < ALGO_MODE_COUNT; a++)
-                if (t[p][a] < micro_least[k]) micro_least[k] = t[p][a];
-    }
-    size_t dyn_least = 0;
-    st = plan_least(n, &dyn_least);
-    if (st != VDNN_OK) {
-        net_free(n);
-        device_destroy(d);
-        return cli_error();
-    }
-    size_t maps = shape_bytes(n->input), kept = 0, grads = 0;
-    for (int i = 0; i < n->nlayers; i++) maps += shape_bytes(n->layers[i]->out);
-    network_wide_maps(n, &kept, &grads);
-    size_t params = net_param_bytes(n), ws = net_max_workspace_bytes(n), bound = net_train_bytes_bound(n);
-    size_t count = 0;
-    for (int i = 0; i < n->nlayers; i++) count += trainable_count(n->layers[i]);
-    size_t network_wide = params + kept + grads + ws, network_wide_mem = params + kept + grads + min_workspace(n);
-    if (json) {
-        printf("{\n  \"config\": ");
-        vdnn_json_str(stdout, cfg);
-        printf(", \"device\": ");
-        vdnn_json_str(stdout, d ? device_model(d) : "cpu");
-        printf(", \"input\": [%d, %d, %d, %d], \"classes\": %d, \"in_place\": %s,\n  \"layers\": [\n", n->input.n,
-               n->input.c, n->input.h, n->input.w, n->classes, n->may_in_place ? "true" : "false");
-        for (int i = 0; i < n->nlayers; i++) json_layer(stdout, n, n->layers[i], i == n->nlayers - 1);
-        printf("  ],\n  \"params\": %zu, \"param_bytes\": %zu, \"feature_map_bytes\": %zu, \"max_workspace_bytes\": %zu, "
-               "\"train_bytes_bound\": %zu,\n  \"network_wide_bytes\": {\"perf\": %zu, \"mem\": %zu},\n"
-               "  \"min_budget_bytes\": {", count, params, maps, ws, bound, network_wide, network_wide_mem);
-        for (int p = 0; p < POLICY_COUNT; p++)
-            printf("%s\"%s\": {\"perf\": %zu, \"mem\": %zu}", p ? ", " : "", policy_name((mem_policy)p),
-                   mins[p][ALGO_PERF], mins[p][ALGO_MEM]);
-        printf("},\n  \"dyn_min_budget_bytes\": %zu,\n  \"micro_batch_min_budget_bytes\": {", dyn_least);
-        for (int k = 0; k < MICROS && micro[k]; k++) printf("%s\"%d\": %zu", k ? ", " : "", micro[k], micro_least[k]);
-        printf("}\n}\n");
-    } else {
-        char a[32], b[32], c[32];
-        printf("%s: input %dx%dx%dx%d, %d classes, %d layers; algorithms of %s; in-place layers %s\n", cfg,
-               n->input.n, n->input.c, n->input.h, n->input.w, n->classes, n->nlayers,
-               d ? device_model(d) : "the cpu", n->may_in_place ? "on" : "off");
-        printf("%3s  %-10s %-13s %-22s %-17s %12s %12s\n", "#", "name", "type", "", "output", "params", "output map");
-        for (int i = 0; i < n->nlayers; i++) text_layer(stdout, n, n->layers[i]);
-        printf("totals: %.3f M parameters (%zu), params+grads+momenta %s, feature maps %s, largest workspace %s\n",
-               (double)count / 1e6, count, vdnn_fmt_bytes(params, a, sizeof a), vdnn_fmt_bytes(maps, b, sizeof b),
-               vdnn_fmt_bytes(ws, c, sizeof c));
-        printf("minimum budget of one training iteration (exact, fragmentation included):\n");
-        printf("  %-9s %14s %14s   %s\n", "policy", "perf algos", "mem algos", "mem saved vs none/perf");
-        for (int p = 0; p < POLICY_COUNT; p++)
-            printf("  %-9s %14s %14s   %5.1f%% %5.1f%%\n", policy_name((mem_policy)p),
-                   vdnn_fmt_bytes(mins[p][ALGO_PERF], a, sizeof a), vdnn_fmt_bytes(mins[p][ALGO_MEM], b, sizeof b),
-                   100.0 * (1 - (double)mins[p][ALGO_PERF] / mins[POLICY_NONE][ALGO_PERF]),
-                   100.0 * (1 - (double)mins[p][ALGO_MEM] / mins[POLICY_NONE][ALGO_PERF]));
-        printf("  %-9s %14s %14s          %5.1f%%   (the planner's smallest plan at this batch)\n", "dyn", "-",
-               vdnn_fmt_bytes(dyn_least, b, sizeof b), 100.0 * (1 - (double)dyn_least / mins[POLICY_NONE][ALGO_PERF]));
-        printf("  (perf assumes the largest-workspace algorithms; training measures them and may need less)\n");
-        printf("least budget of any policy in micro-batches (--micro-batch N):");
-        for (int k = 0; k < MICROS && micro[k]; k++)
-            printf("%s %d: %s", k ? "," : "", micro[k], vdnn_fmt_bytes(micro_least[k], a, sizeof a));
-        printf("\n");
-        printf("network-wide allocation (vDNN's baseline: every map and gradient kept, in-place layers sharing theirs): "
-               "perf %s, mem %s\n",
-               vdnn_fmt_bytes(network_wide, a, sizeof a), vdnn_fmt_bytes(network_wide_mem, b, sizeof b));
-    }
+    info_figures f;
+    if (st == VDNN_OK) st = gather(n, d, &f);
+    if (st == VDNN_OK && json) print_json(cfg, n, d, &f);
+    else if (st == VDNN_OK) print_text(cfg, n, d, &f);
     net_free(n);
     device_destroy(d);
-    return 0;
+    return st == VDNN_OK ? 0 : cli_error();
 }

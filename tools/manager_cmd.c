@@ -55,75 +55,87 @@ static void json_text(const char *line, const char *key, char *out, size_t len)
     out[k] = 0;
 }
 
-static vdnn_status write_plot(const char *log, const char *dir)
-{
-    char *text = NULL;
-    size_t len = 0;
-    vdnn_status st = vdnn_file_read(log, "manager log", LOG_MAX_BYTES, VDNN_FILE_TEXT, &text, &len);
-    if (st != VDNN_OK) return vdnn_wrap(st, "--plot");
-    char path[1200];
+/* What the log's posts and decisions make: each job's SD over time (a temporary file
+ * per job), util.dat and decisions.dat. */
+typedef struct plot_data {
     plot_job jobs[PLOT_MAX_JOBS];
-    int njobs = 0, ndev = 0, posts = 0, ndec = 0;
-    snprintf(path, sizeof path, "%s/util.dat", dir);
-    FILE *util = fopen(path, "w");
-    snprintf(path, sizeof path, "%s/decisions.dat", dir);
-    FILE *dec = fopen(path, "w");
-    if (!util || !dec) st = vdnn_fail(VDNN_EIO, "--out: cannot write in %s: %s", dir, strerror(errno));
+    int njobs, ndev, posts, ndec;
+    FILE *util, *dec;
+} plot_data;
+
+/* The job of `id`, added (with the line's name) when new; NULL past PLOT_MAX_JOBS. */
+static plot_job *job_of(plot_data *pd, int id, const char *line, vdnn_status *st)
+{
+    int j = 0;
+    while (j < pd->njobs && pd->jobs[j].id != id) j++;
+    if (j < pd->njobs) return &pd->jobs[j];
+    if (pd->njobs == PLOT_MAX_JOBS) return NULL;
+    plot_job *pj = &pd->jobs[pd->njobs++];
+    pj->id = id;
+    json_text(line, "name", pj->name, sizeof pj->name);
+    pj->f = tmpfile();
+    if (!pj->f) *st = vdnn_fail(VDNN_EIO, "cannot make a temporary file: %s", strerror(errno));
+    return pj;
+}
+
+/* A post's devices' utilizations, as one line of util.dat. */
+static void util_line(plot_data *pd, double t, const char *u)
+{
+    fprintf(pd->util, "%.4f", t);
+    int k = 0;
+    for (char *p = (char *)u + 9, *end; *p && *p != ']'; p = end + (*end == ',')) {
+        double v = strtod(p, &end);
+        if (end == p) break;
+        fprintf(pd->util, " %.4f", 100 * v);
+        k++;
+    }
+    fputc('\n', pd->util);
+    if (k > pd->ndev) pd->ndev = k;
+}
+
+static vdnn_status read_log(char *text, plot_data *pd)
+{
+    vdnn_status st = VDNN_OK;
     char *save = NULL;
     for (char *line = strtok_r(text, "\n", &save); line && st == VDNN_OK; line = strtok_r(NULL, "\n", &save)) {
         double t = 0, id = 0, sd = 0;
         if (!json_num(line, "t", &t) || !json_num(line, "job", &id)) continue;
         if (strstr(line, "\"event\": \"decision\"") && json_num(line, "sd", &sd)) {
-            fprintf(dec, "%.4f %.6g\n", t, sd);
-            ndec++;
+            fprintf(pd->dec, "%.4f %.6g\n", t, sd);
+            pd->ndec++;
             continue;
         }
         if (!strstr(line, "\"event\": \"post\"") || !json_num(line, "sd", &sd)) continue;
-        int j = 0;
-        while (j < njobs && jobs[j].id != (int)id) j++;
-        if (j == njobs) {
-            if (njobs == PLOT_MAX_JOBS) continue;
-            jobs[j].id = (int)id;
-            json_text(line, "name", jobs[j].name, sizeof jobs[j].name);
-            jobs[j].f = tmpfile();
-            if (!jobs[j].f) st = vdnn_fail(VDNN_EIO, "cannot make a temporary file: %s", strerror(errno));
-            njobs++;
-        }
-        if (jobs[j].f) fprintf(jobs[j].f, "%.4f %.6g\n", t, sd);
+        plot_job *pj = job_of(pd, (int)id, line, &st);
+        if (pj && pj->f) fprintf(pj->f, "%.4f %.6g\n", t, sd);
         const char *u = strstr(line, "\"util\": [");
-        if (u) {
-            fprintf(util, "%.4f", t);
-            int k = 0;
-            for (char *p = (char *)u + 9, *end; *p && *p != ']'; p = end + (*end == ',')) {
-                double v = strtod(p, &end);
-                if (end == p) break;
-                fprintf(util, " %.4f", 100 * v);
-                k++;
-            }
-            fputc('\n', util);
-            if (k > ndev) ndev = k;
-        }
-        posts++;
+        if (u) util_line(pd, t, u);
+        pd->posts++;
     }
-    free(text);
-    if (st == VDNN_OK && !posts) st = vdnn_fail(VDNN_EINVAL, "--plot %s: no posts of any job in this log", log);
-    /* sd.dat: one block per job (gnuplot's `index`) */
+    return st;
+}
+
+/* sd.dat: one block per job (gnuplot's `index`). */
+static vdnn_status write_sd(const plot_data *pd, const char *dir)
+{
+    char path[1200];
     snprintf(path, sizeof path, "%s/sd.dat", dir);
-    FILE *sd = st == VDNN_OK ? fopen(path, "w") : NULL;
-    if (st == VDNN_OK && !sd) st = vdnn_fail(VDNN_EIO, "--out: cannot write %s: %s", path, strerror(errno));
-    for (int j = 0; j < njobs && st == VDNN_OK; j++) {
-        fprintf(sd, "# job %d %s\n", jobs[j].id, jobs[j].name);
-        rewind(jobs[j].f);
+    FILE *sd = fopen(path, "w");
+    if (!sd) return vdnn_fail(VDNN_EIO, "--out: cannot write %s: %s", path, strerror(errno));
+    for (int j = 0; j < pd->njobs; j++) {
+        fprintf(sd, "# job %d %s\n", pd->jobs[j].id, pd->jobs[j].name);
+        rewind(pd->jobs[j].f);
         char buf[256];
-        while (fgets(buf, sizeof buf, jobs[j].f)) fputs(buf, sd);
+        while (fgets(buf, sizeof buf, pd->jobs[j].f)) fputs(buf, sd);
         fprintf(sd, "\n\n");
     }
-    for (int j = 0; j < njobs; j++)
-        if (jobs[j].f) fclose(jobs[j].f);
-    if (sd && fclose(sd) != 0 && st == VDNN_OK) st = vdnn_fail(VDNN_EIO, "--out: writing %s failed", path);
-    if (util && fclose(util) != 0 && st == VDNN_OK) st = vdnn_fail(VDNN_EIO, "--out: writing util.dat failed");
-    if (dec && fclose(dec) != 0 && st == VDNN_OK) st = vdnn_fail(VDNN_EIO, "--out: writing decisions.dat failed");
-    if (st != VDNN_OK) return st;
+    if (fclose(sd) != 0) return vdnn_fail(VDNN_EIO, "--out: writing %s failed", path);
+    return VDNN_OK;
+}
+
+static vdnn_status write_script(const plot_data *pd, const char *dir)
+{
+    char path[1200];
     snprintf(path, sizeof path, "%s/manager.gp", dir);
     FILE *gp = fopen(path, "w");
     if (!gp) return vdnn_fail(VDNN_EIO, "--out: cannot write %s: %s", path, strerror(errno));
@@ -138,27 +150,54 @@ static vdnn_status write_plot(const char *log, const char *dir)
                 "set multiplot layout 2,1 title 'slow-down manager: each job''s SD, and each device''s utilization'\n"
                 "set grid\nset key outside right top\nset xlabel 'seconds since the manager started'\n"
                 "set ylabel 'SD (slow-down)'\nset yrange [0:*]\nplot ");
-    for (int j = 0; j < njobs; j++) {
+    for (int j = 0; j < pd->njobs; j++) {
         char name[600];
-        cli_gp_quote(jobs[j].name, name, sizeof name);
+        cli_gp_quote(pd->jobs[j].name, name, sizeof name);
         fprintf(gp, "%s'sd.dat' index %d using 1:2 with linespoints pt 7 ps 0.5 title \"job %d: %s\"",
-                j ? ", \\\n     " : "", j, jobs[j].id, name);
+                j ? ", \\\n     " : "", j, pd->jobs[j].id, name);
     }
-    if (ndec)   /* an observing manager's log has none */
+    if (pd->ndec)   /* an observing manager's log has none */
         fprintf(gp, ", \\\n     'decisions.dat' using 1:2 with points pt 6 ps 2 lc rgb 'black' title 'its DR changed'");
     fprintf(gp, "\nset ylabel 'utilization (%%)'\nset yrange [0:105]\nplot ");
-    for (int k = 0; k < ndev; k++)
+    for (int k = 0; k < pd->ndev; k++)
         fprintf(gp, "%s'util.dat' using 1:%d with lines lw 2 title 'device %d'", k ? ", \\\n     " : "", k + 2, k);
-    if (!ndev) fprintf(gp, "NaN notitle");
+    if (!pd->ndev) fprintf(gp, "NaN notitle");
     fprintf(gp, "\nunset multiplot\n");
     if (fclose(gp) != 0) return vdnn_fail(VDNN_EIO, "--out: writing %s failed", path);
+    return VDNN_OK;
+}
+
+static vdnn_status write_plot(const char *log, const char *dir)
+{
+    char *text = NULL;
+    size_t len = 0;
+    vdnn_status st = vdnn_file_read(log, "manager log", LOG_MAX_BYTES, VDNN_FILE_TEXT, &text, &len);
+    if (st != VDNN_OK) return vdnn_wrap(st, "--plot");
+    char path[1200];
+    plot_data pd = {0};
+    snprintf(path, sizeof path, "%s/util.dat", dir);
+    pd.util = fopen(path, "w");
+    snprintf(path, sizeof path, "%s/decisions.dat", dir);
+    pd.dec = fopen(path, "w");
+    if (!pd.util || !pd.dec) st = vdnn_fail(VDNN_EIO, "--out: cannot write in %s: %s", dir, strerror(errno));
+    if (st == VDNN_OK) st = read_log(text, &pd);
+    free(text);
+    if (st == VDNN_OK && !pd.posts) st = vdnn_fail(VDNN_EINVAL, "--plot %s: no posts of any job in this log", log);
+    if (st == VDNN_OK) st = write_sd(&pd, dir);
+    for (int j = 0; j < pd.njobs; j++)
+        if (pd.jobs[j].f) fclose(pd.jobs[j].f);
+    if (pd.util && fclose(pd.util) != 0 && st == VDNN_OK) st = vdnn_fail(VDNN_EIO, "--out: writing util.dat failed");
+    if (pd.dec && fclose(pd.dec) != 0 && st == VDNN_OK) st = vdnn_fail(VDNN_EIO, "--out: writing decisions.dat failed");
+    if (st == VDNN_OK) st = write_script(&pd, dir);
+    if (st != VDNN_OK) return st;
     if (!cli_on_path("gnuplot")) {
         printf("plot skipped: gnuplot is not on PATH (install it, e.g. apt-get install gnuplot-nox, then run "
                "`gnuplot manager.gp` in %s)\n", dir);
         return VDNN_OK;
     }
     st = cli_gnuplot(dir, "manager.gp", "the numbers are in sd.dat and util.dat");
-    if (st == VDNN_OK) printf("wrote %s/manager.png (script %s/manager.gp; %d jobs, %d posts)\n", dir, dir, njobs, posts);
+    if (st == VDNN_OK)
+        printf("wrote %s/manager.png (script %s/manager.gp; %d jobs, %d posts)\n", dir, dir, pd.njobs, pd.posts);
     return st;
 }
 
