@@ -127,7 +127,7 @@ $(BUILD_CONFIG):
 	@mkdir -p $(dir $@)
 	$(file >$@,$(BUILD_CONFIG_TEXT))
 
-LIB_SRC   := $(sort $(wildcard vdnn/*.c layers/*.c nets/*.c nets/planner/*.c data/*.c manager/*.c))
+LIB_SRC   := $(sort $(wildcard vdnn/*.c layers/*.c nets/*.c nets/*/*.c data/*.c manager/*.c))
 TOOL_SRC  := $(sort $(wildcard tools/*.c))
 TEST_UTIL := $(sort $(filter-out tests/test_%.c,$(wildcard tests/*.c)))
 TEST_SRC  := $(sort $(wildcard tests/test_*.c))

@@ -16,7 +16,7 @@
 #ifndef VDNN_MGR_CLIENT_H
 #define VDNN_MGR_CLIENT_H
 
-#include "nets/parallel.h"
+#include "nets/parallel/parallel.h"
 #include "nets/trainer.h"
 
 typedef struct mgr_client mgr_client;

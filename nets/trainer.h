@@ -9,7 +9,7 @@
 
 #include "data/data.h"
 #include "nets/net.h"
-#include "nets/parallel.h"
+#include "nets/parallel/parallel.h"
 
 /* What the trainer tells a before_step hook. */
 typedef struct train_tick {
@@ -30,7 +30,7 @@ typedef struct train_opts {
     int quiet;                /* nothing on stdout/stderr but errors */
     FILE *out;                /* progress and epoch lines (stderr when a terminal bar is drawn) */
     int tty;                  /* draw a live progress bar */
-    /* Data-parallel training (nets/parallel.h): the net passed is the group's primary
+    /* Data-parallel training (nets/parallel/parallel.h): the net passed is the group's primary
      * replica, batches are the group's, and steps are the group's. Only the job's rank 0
      * (`rank`) prints, logs, reads and writes checkpoints; the others get the state it
      * read. NULL: one device. */

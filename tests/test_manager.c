@@ -40,7 +40,7 @@
 #include "manager/proto.h"
 #include "manager/rules.h"
 #include "nets/checkpoint.h"
-#include "nets/parallel.h"
+#include "nets/parallel/parallel.h"
 #include "tests/testnet.h"
 
 /* ---- the rules ---- */

@@ -1,4 +1,4 @@
-/* Check suite for data-parallel training (nets/parallel.c, vdnn/comm.c) on the CPU
+/* Check suite for data-parallel training (nets/parallel/parallel.c, vdnn/comm.c) on the CPU
  * backend, one thread per emulated device:
  *
  *  - the split of a batch by shares (proportional, capped, remainders to the largest);
@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "nets/checkpoint.h"
-#include "nets/parallel.h"
+#include "nets/parallel/parallel.h"
 #include "tests/testnet.h"
 #include "tests/tsan.h"
 

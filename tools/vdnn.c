@@ -10,8 +10,8 @@
 #include "manager/client.h"
 #include "manager/proto.h"
 #include "nets/checkpoint.h"
-#include "nets/parallel.h"
-#include "nets/shares.h"
+#include "nets/parallel/parallel.h"
+#include "nets/parallel/shares.h"
 #include "nets/planner/planner.h"
 #include "nets/trainer.h"
 #include "vdnn/comm.h"
@@ -259,7 +259,7 @@ static void close_all(net *n, device *d, dataset *train, dataset *test)
     device_destroy(d);
 }
 
-/* ---- data-parallel training (nets/parallel.h) ---- */
+/* ---- data-parallel training (nets/parallel/parallel.h) ---- */
 
 /* What every rank must agree on, as "key=value" lines (comm_check_same). */
 static void settings_text(const net *n, const run_flags *f, char *buf, size_t len)

@@ -1,5 +1,5 @@
 /* Splitting a number of items (a mini-batch's images, the manager's units of data) over
- * devices by weights: what data-parallel training (nets/parallel.c) and the slow-down
+ * devices by weights: what data-parallel training (nets/parallel/parallel.c) and the slow-down
  * manager (manager/) both use. */
 #ifndef VDNN_SPLIT_H
 #define VDNN_SPLIT_H

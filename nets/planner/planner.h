@@ -261,7 +261,7 @@ vdnn_status plan_load_fit(net *n, const char *path, size_t budget);
  * plan_fixed. It may replace *np by the net rebuilt for micro-batches. `algos` (one row
  * per layer, or NULL) are the algorithms of the replica it replaces when a share
  * changed: measured at the old share, they are kept where the budget holds them. A
- * dp_plan_fn (nets/parallel.h): dp_opts.plan = plan_replica, .plan_ctx = the opts. */
+ * dp_plan_fn (nets/parallel/parallel.h): dp_opts.plan = plan_replica, .plan_ctx = the opts. */
 vdnn_status plan_replica(void *opts, net **np, const int (*algos)[PASS_COUNT]);
 
 #endif

@@ -2,7 +2,7 @@
  * replica's forward and backward; the calling thread sums the gradients in buckets as
  * they are announced (net.h, grads_ready), in device order across the job's ranks
  * (vdnn/comm.h), and hands the sums back; then every replica steps. */
-#include "nets/parallel.h"
+#include "nets/parallel/parallel.h"
 
 #include <math.h>
 #include <pthread.h>

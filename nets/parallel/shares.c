@@ -1,5 +1,5 @@
 /* Share schedules (see shares.h). */
-#include "nets/shares.h"
+#include "nets/parallel/shares.h"
 
 #include <ctype.h>
 #include <errno.h>

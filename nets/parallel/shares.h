@@ -9,7 +9,7 @@
 #ifndef VDNN_SHARES_H
 #define VDNN_SHARES_H
 
-#include "nets/parallel.h"
+#include "nets/parallel/parallel.h"
 #include "nets/trainer.h"
 
 typedef struct shares_schedule shares_schedule;
