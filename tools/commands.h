@@ -13,8 +13,13 @@ int cmd_train(int argc, char **argv);
 int cmd_test(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 
+/* Shared by the subcommands (tools/cli.c). */
+
 /* Prints "vdnn: <message>" to stderr; returns the exit code for errors (1). */
 int cli_error(void);
+/* With no budget given on the CPU: room for the net's plan with the largest-workspace
+ * algorithms, and an eighth more. */
+size_t cli_default_budget(const net *n);
 
 /* Creates the device named by --device ("auto", "cpu", "cuda", "cuda:N"; auto is the
  * GPU when there is one and no --link-gbps, else the CPU; the VDNN_DEVICE variable

@@ -1,0 +1,78 @@
+/* What the subcommands share: the error line, the device of --device, the overrides of
+ * --in-place, and the math settings (tools/commands.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tools/commands.h"
+
+int cli_error(void)
+{
+    fprintf(stderr, "vdnn: %s\n", vdnn_errmsg());
+    return 1;
+}
+
+/* With no budget given: room for the plan with the largest-workspace algorithms (what
+ * the perf measurement can pick at most), and an eighth more for the placement of
+ * whatever algorithms it does pick. */
+size_t cli_default_budget(const net *n)
+{
+    net *m = NULL;
+    size_t need = net_train_bytes_bound(n);
+    if (net_clone(n, &m) == VDNN_OK) {
+        size_t sim = 0;
+        m->policy = n->policy;
+        if (net_plan(m, n->policy, ALGO_PERF) == VDNN_OK && net_min_budget(m, &sim) == VDNN_OK && sim > need)
+            need = sim;
+    }
+    net_free(m);
+    return pool_round(need + need / 8);
+}
+
+const char *cli_math = "fp32";
+int cli_nondeterministic = 0;
+const char *cli_in_place = NULL;
+
+vdnn_status cli_overrides(net_overrides *ov)
+{
+    *ov = net_no_overrides();
+    if (!cli_in_place) return VDNN_OK;
+    if (!strcmp(cli_in_place, "on")) ov->in_place = 1;
+    else if (!strcmp(cli_in_place, "off")) ov->in_place = 0;
+    else return vdnn_fail(VDNN_EINVAL, "--in-place: '%s' is not one of on, off", cli_in_place);
+    return VDNN_OK;
+}
+
+/* One device for --device: a device name (device_parse_name) but cpu:N, which is
+ * --devices's; "auto" is resolved before. */
+static vdnn_status parse_one_device(const char *what, const char *name, device_options *o)
+{
+    vdnn_status st = device_parse_name(what, name, strlen(name), o);
+    if (st == VDNN_OK && !o->emulated) return VDNN_OK;
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", st != VDNN_OK ? vdnn_errmsg() : "");
+    if (st != VDNN_OK) return vdnn_fail(st, "%s; %s takes auto, cpu, cuda or cuda:N", msg, what);
+    return vdnn_fail(VDNN_EINVAL, "%s %s: an emulated device of its own cores is for --devices (--devices %s "
+                     "trains on it alone); %s takes auto, cpu, cuda or cuda:N", what, name, name, what);
+}
+
+vdnn_status cli_device(const char *name, size_t budget, long long threads, double link_gbps, const net *n,
+                       device **out)
+{
+    device_options o = {0};
+    const char *env = getenv("VDNN_DEVICE");
+    if (!strcmp(name, "auto") && env && *env) name = env;
+    if (strcmp(cli_math, "fp32") && strcmp(cli_math, "tf32"))
+        return vdnn_fail(VDNN_EINVAL, "--math: '%s' is not one of fp32, tf32", cli_math);
+    /* auto takes the GPU when there is one, unless a link speed asks for the CPU's emulated link */
+    if (!strcmp(name, "auto")) name = link_gbps <= 0 && device_cuda_count() > 0 ? "cuda" : "cpu";
+    vdnn_status st = parse_one_device(name == env ? "VDNN_DEVICE" : "--device", name, &o);
+    if (st != VDNN_OK) return st;
+    o.budget_bytes = budget ? budget : device_default_budget(&o);
+    if (!o.budget_bytes) o.budget_bytes = cli_default_budget(n);   /* no GPU: device_create says so */
+    o.threads = (int)threads;
+    o.link_gbps = link_gbps;
+    o.tf32 = !strcmp(cli_math, "tf32");
+    o.nondeterministic = cli_nondeterministic;
+    return device_create(&o, out);
+}
