@@ -380,161 +380,214 @@ static void on_interrupt(int sig)
     signal(sig, SIG_DFL);
 }
 
+/* train's flags into *f and the config's path into *cfg. */
+static vdnn_status parse_train(int argc, char **argv, run_flags *f, const char **cfg)
+{
+    arg_spec specs[] = {
+        {"--device", ARG_STRING, &f->device, 0, 0, "", 0},
+        {"--math", ARG_STRING, &cli_math, 0, 0, "", 0}, {"--nondeterministic", ARG_FLAG, &cli_nondeterministic, 0, 0, "", 0},
+        {"--budget", ARG_BYTES, &f->budget, 0, 0, "", 0},
+        {"--data", ARG_STRING, &f->data, 0, 0, "", 0}, {"--epochs", ARG_INT, &f->epochs, 1, 1e6, "", 0},
+        {"--steps", ARG_INT, &f->steps, 1, 1e12, "", 0}, {"--batch", ARG_INT, &f->batch, 1, 65536, "", 0},
+        {"--lr", ARG_FLOAT, &f->lr, 1e-12, 100, "", 0}, {"--seed", ARG_INT, &f->seed, 0, 2147483647, "", 0},
+        {"--threads", ARG_INT, &f->threads, 1, 1024, "", 0}, {"--save", ARG_STRING, &f->save, 0, 0, "", 0},
+        {"--resume", ARG_STRING, &f->resume, 0, 0, "", 0}, {"--log", ARG_STRING, &f->log, 0, 0, "", 0},
+        {"--quiet", ARG_FLAG, &f->quiet, 0, 0, "", 0}, {"--policy", ARG_STRING, &f->policy, 0, 0, "", 0},
+        {"--algo", ARG_STRING, &f->algo, 0, 0, "", 0}, {"--link-gbps", ARG_FLOAT, &f->link_gbps, 0.001, 1e4, "", 0},
+        {"--sync-layers", ARG_FLAG, &f->sync_layers, 0, 0, "", 0}, {"--trace", ARG_STRING, &f->trace, 0, 0, "", 0},
+        {"--in-place", ARG_STRING, &cli_in_place, 0, 0, "", 0},
+        {"--plan", ARG_STRING, &f->plan, 0, 0, "", 0}, {"--search", ARG_STRING, &f->search, 0, 0, "", 0},
+        {"--profile-cache", ARG_STRING, &f->cache, 0, 0, "", 0}, {"--node-limit", ARG_INT, &f->node_limit, 0, 1e12, "", 0},
+        {"--micro-batch", ARG_INT, &f->micro, 1, 65536, "", 0},
+        {"--search-seconds", ARG_FLOAT, &f->search_seconds, 0, 1e9, "", 0},
+        {"--devices", ARG_STRING, &f->devices, 0, 0, "", 0}, {"--shares", ARG_STRING, &f->shares, 0, 0, "", 0},
+        {"--share-every", ARG_INT, &f->share_every, 1, 1e9, "", 0}, {"--bucket", ARG_BYTES, &f->bucket, 0, 0, "", 0},
+        {"--rank-timeout", ARG_FLOAT, &f->rank_timeout, 1, 1e9, "", 0},
+        {"--share-schedule", ARG_STRING, &f->share_schedule, 0, 0, "", 0},
+        {"--managed", ARG_FLAG, &f->managed, 0, 0, "", 0}, {"--manager", ARG_STRING, &f->manager, 0, 0, "", 0},
+        {"--no-save", ARG_FLAG, &f->no_save, 0, 0, "", 0},
+        {NULL, 0, NULL, 0, 0, NULL, 0},
+    };
+    return args_parse(argc, argv, 2, specs, cfg, 1, "vdnn train CFG [flags] (see vdnn --help)");
+}
+
+/* What a run holds from its start to its end. */
+typedef struct train_run_state {
+    net *n;
+    device *d;
+    dataset *train, *test;
+    FILE *log;
+    trace *tr;
+    mgr_client *client;
+    shares_schedule *schedule;
+    int parallel, rank;
+} train_run_state;
+
+/* The ranks, the checkpoint's name, the net, device and data, the log's first record
+ * (the planning time) and the trace. */
+static vdnn_status open_run(const char *cfg, run_flags *f, train_run_state *r)
+{
+    vdnn_status st = VDNN_OK;
+    if (f->save && f->no_save) st = vdnn_fail(VDNN_EINVAL, "--save and --no-save: one of them");
+    if (st == VDNN_OK && r->rank == 0) st = default_save(cfg, f);
+    if (r->rank > 0) {   /* rank 0 speaks, logs and saves for the job */
+        f->quiet = 1;
+        f->log = f->save = NULL;
+    }
+    if (!r->parallel && (f->shares || f->share_every || f->bucket || f->share_schedule || f->managed))
+        st = vdnn_fail(VDNN_EINVAL, "--shares, --share-every, --share-schedule, --bucket and --managed are for "
+                       "data-parallel training (--devices, or mpirun)");
+    if (st == VDNN_OK) st = check_managed(f);
+    if (st == VDNN_OK)
+        st = r->parallel ? open_parallel(cfg, f, &r->n, &r->d, &r->train, &r->test)
+                         : open_all(cfg, f, 1, &r->n, &r->d, &r->train, &r->test);
+    if (st == VDNN_OK && f->log && !(r->log = open_log(f->log))) st = VDNN_EIO;
+    /* planning (a profile measured or read from the cache, a search) before any step */
+    if (st == VDNN_OK && r->log) {
+        fprintf(r->log, "{\"plan_s\": %.6g", f->plan_s);
+        if (f->predicted_s >= 0) fprintf(r->log, ", \"predicted_step_ms\": %.6g", 1e3 * f->predicted_s);
+        fprintf(r->log, "}\n");
+    }
+    if (st == VDNN_OK && f->save) st = check_writable(f->save);
+    if (st == VDNN_OK && f->trace) st = trace_open(f->trace, &r->tr);
+    if (st == VDNN_OK && r->tr) {
+        r->n->trace = r->tr;
+        device_set_trace(r->d, r->tr);
+    }
+    return st;
+}
+
+/* The shares changed by the manager, or by hand at given steps. */
+static vdnn_status open_share_hooks(const char *cfg, const run_flags *f, train_run_state *r, train_opts *o)
+{
+    vdnn_status st = VDNN_OK;
+    if (f->share_schedule && (st = shares_load(f->share_schedule, f->group, &r->schedule)) == VDNN_OK) {
+        o->before_step = shares_tick;
+        o->hook_ctx = r->schedule;
+    }
+    if (st == VDNN_OK && f->managed) {
+        char path[256];
+        st = mgr_socket_path(f->manager, 0, path, sizeof path);
+        if (st == VDNN_OK) st = mgr_client_open(path, cfg, f->group, (int)f->share_every, f->quiet, &r->client);
+        o->before_step = mgr_client_tick;
+        o->hook_ctx = r->client;
+    }
+    return st;
+}
+
+/* The lines before the first step: what trains where, and where its weights go. */
+static void announce(const char *cfg, const run_flags *f, const train_run_state *r, FILE *out)
+{
+    const net *n = r->n;
+    if (f->group) {
+        fprintf(out, "vdnn: training %s on %d devices (%d rank%s; this rank's first: %s): %d train / %d test images, "
+                "batch %d, shares", cfg, dp_devices(f->group), comm_size(f->comm), comm_size(f->comm) == 1 ? "" : "s",
+                device_describe(r->d), r->train->count, r->test->count, dp_batch(f->group));
+        for (int k = 0; k < dp_devices(f->group); k++) fprintf(out, "%s%d", k ? ":" : " ", dp_shares(f->group)[k]);
+        fprintf(out, "%s, %d epochs, policy %s, %s algorithms\n", f->shares && !strcmp(f->shares, "auto") ? " (auto)" : "",
+                n->train.epochs, n->dyn ? "dyn" : policy_name(n->policy), algo_mode_name(n->algo));
+    } else {
+        fprintf(out, "vdnn: training %s on %s: %d train / %d test images, batch %d%s%.0d, %d epochs, policy %s, "
+                "%s algorithms\n", cfg, device_describe(r->d), r->train->count, r->test->count, n->minibatch,
+                n->micro ? " in micro-batches of " : "", n->micro, n->train.epochs,
+                n->dyn ? "dyn" : f->plan ? f->plan : policy_name(n->policy), algo_mode_name(n->algo));
+    }
+    if (f->save)
+        fprintf(out, "vdnn: %s the weights in %s at every epoch's end and when stopped%s\n",
+                f->resume && !strcmp(f->save, f->resume) ? "resumed; keeping" : "keeping", f->save,
+                f->default_save ? " (--save FILE to choose, --no-save for none)" : "");
+    else
+        fprintf(out, "vdnn: keeping no weights (--no-save)\n");
+    fflush(out);
+}
+
+/* train_run with SIGINT and SIGTERM asking it to stop at the next step. */
+static vdnn_status run_until_signal(train_run_state *r, const train_opts *o, train_summary *s)
+{
+    struct sigaction sa = {.sa_handler = on_interrupt}, old_int, old_term;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    vdnn_status st = train_run(r->n, r->train, r->test, o, s);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    return st;
+}
+
+static void report_done(const run_flags *f, device *d, const train_summary *s, FILE *out)
+{
+    char peak[32];
+    fprintf(out, "done: %lld steps, %.0f img/s, pool peak %s", s->steps, s->images_per_s,
+            vdnn_fmt_bytes(s->pool_peak_bytes, peak, sizeof peak));
+    if (device_vendor_bytes(d))
+        fprintf(out, " (+ %s held by the CUDA runtime, cuDNN and cuBLAS)",
+                vdnn_fmt_bytes(device_vendor_bytes(d), peak, sizeof peak));
+    if (s->test_acc >= 0) fprintf(out, ", test accuracy %.2f%%", 100 * s->test_acc);
+    fprintf(out, "%s%s\n", f->save ? ", saved " : "", f->save ? f->save : "");
+}
+
+/* Closes what the run opened but the net, device and data; returns st or the first
+ * failure closing them. A failing rank of several ends the job. */
+static vdnn_status close_run(run_flags *f, train_run_state *r, vdnn_status st, const train_summary *s)
+{
+    if (r->tr) {
+        device_stream_sync(r->d, STREAM_MEMORY);
+        device_set_trace(r->d, NULL);
+        vdnn_status tst = trace_close(r->tr);
+        if (st == VDNN_OK) st = tst;
+    }
+    mgr_client_close(r->client, st != VDNN_OK ? "failed" : s->interrupted ? "stopped" : "finished");
+    shares_free(r->schedule);
+    st = close_log(r->log, f->log, st);
+    if (st != VDNN_OK && comm_size(f->comm) > 1) {
+        /* the other ranks would wait for this one: end the job */
+        fprintf(stderr, "vdnn: rank %d: %s\n", r->rank, vdnn_errmsg());
+        fflush(stderr);
+        comm_abort(f->comm, 1);
+    }
+    return st;
+}
+
+/* The exit code of an interrupted run, after saying what was kept and how to go on. */
+static int interrupted_exit(const char *cfg, const run_flags *f, int rank, const train_summary *s)
+{
+    /* a rank stopped by another rank's signal exits as that one does */
+    fprintf(stderr, "vdnn: interrupted (%s) after %lld steps; ",
+            !interrupted ? "a signal to another rank" : interrupted == SIGTERM ? "SIGTERM" : "SIGINT", s->steps);
+    if (f->save)
+        fprintf(stderr, "weights saved to %s (continue: vdnn train %s --resume %s)\n", f->save, cfg, f->save);
+    else
+        fprintf(stderr, "%s\n", rank > 0 ? "rank 0 saves the job's weights" : "no weights kept (--no-save)");
+    return 128 + (interrupted ? interrupted : SIGTERM);
+}
+
 int cmd_train(int argc, char **argv)
 {
     run_flags f = {.device = "auto", .epochs = -1, .steps = -1, .batch = -1, .seed = -1,
                    .node_limit = PLAN_NODE_LIMIT, .search_seconds = PLAN_SEARCH_SECONDS, .rank_timeout = 300};
     const char *cfg = NULL;
-    arg_spec specs[] = {
-        {"--device", ARG_STRING, &f.device, 0, 0, "", 0},
-        {"--math", ARG_STRING, &cli_math, 0, 0, "", 0}, {"--nondeterministic", ARG_FLAG, &cli_nondeterministic, 0, 0, "", 0},
-        {"--budget", ARG_BYTES, &f.budget, 0, 0, "", 0},
-        {"--data", ARG_STRING, &f.data, 0, 0, "", 0}, {"--epochs", ARG_INT, &f.epochs, 1, 1e6, "", 0},
-        {"--steps", ARG_INT, &f.steps, 1, 1e12, "", 0}, {"--batch", ARG_INT, &f.batch, 1, 65536, "", 0},
-        {"--lr", ARG_FLOAT, &f.lr, 1e-12, 100, "", 0}, {"--seed", ARG_INT, &f.seed, 0, 2147483647, "", 0},
-        {"--threads", ARG_INT, &f.threads, 1, 1024, "", 0}, {"--save", ARG_STRING, &f.save, 0, 0, "", 0},
-        {"--resume", ARG_STRING, &f.resume, 0, 0, "", 0}, {"--log", ARG_STRING, &f.log, 0, 0, "", 0},
-        {"--quiet", ARG_FLAG, &f.quiet, 0, 0, "", 0}, {"--policy", ARG_STRING, &f.policy, 0, 0, "", 0},
-        {"--algo", ARG_STRING, &f.algo, 0, 0, "", 0}, {"--link-gbps", ARG_FLOAT, &f.link_gbps, 0.001, 1e4, "", 0},
-        {"--sync-layers", ARG_FLAG, &f.sync_layers, 0, 0, "", 0}, {"--trace", ARG_STRING, &f.trace, 0, 0, "", 0},
-        {"--in-place", ARG_STRING, &cli_in_place, 0, 0, "", 0},
-        {"--plan", ARG_STRING, &f.plan, 0, 0, "", 0}, {"--search", ARG_STRING, &f.search, 0, 0, "", 0},
-        {"--profile-cache", ARG_STRING, &f.cache, 0, 0, "", 0}, {"--node-limit", ARG_INT, &f.node_limit, 0, 1e12, "", 0},
-        {"--micro-batch", ARG_INT, &f.micro, 1, 65536, "", 0},
-        {"--search-seconds", ARG_FLOAT, &f.search_seconds, 0, 1e9, "", 0},
-        {"--devices", ARG_STRING, &f.devices, 0, 0, "", 0}, {"--shares", ARG_STRING, &f.shares, 0, 0, "", 0},
-        {"--share-every", ARG_INT, &f.share_every, 1, 1e9, "", 0}, {"--bucket", ARG_BYTES, &f.bucket, 0, 0, "", 0},
-        {"--rank-timeout", ARG_FLOAT, &f.rank_timeout, 1, 1e9, "", 0},
-        {"--share-schedule", ARG_STRING, &f.share_schedule, 0, 0, "", 0},
-        {"--managed", ARG_FLAG, &f.managed, 0, 0, "", 0}, {"--manager", ARG_STRING, &f.manager, 0, 0, "", 0},
-        {"--no-save", ARG_FLAG, &f.no_save, 0, 0, "", 0},
-        {NULL, 0, NULL, 0, 0, NULL, 0},
-    };
-    if (args_parse(argc, argv, 2, specs, &cfg, 1, "vdnn train CFG [flags] (see vdnn --help)") != VDNN_OK)
-        return cli_error();
-    net *n = NULL;
-    device *d = NULL;
-    dataset *train = NULL, *test = NULL;
-    FILE *log = NULL;
-    trace *tr = NULL;
-    vdnn_status st = comm_open(f.rank_timeout, &f.comm);
-    if (st != VDNN_OK) return cli_error();
-    int parallel = f.devices || comm_size(f.comm) > 1;
-    int rank = comm_rank(f.comm);
-    if (f.save && f.no_save) st = vdnn_fail(VDNN_EINVAL, "--save and --no-save: one of them");
-    if (st == VDNN_OK && rank == 0) st = default_save(cfg, &f);
-    if (rank > 0) {   /* rank 0 speaks, logs and saves for the job */
-        f.quiet = 1;
-        f.log = f.save = NULL;
-    }
-    if (!parallel && (f.shares || f.share_every || f.bucket || f.share_schedule || f.managed))
-        st = vdnn_fail(VDNN_EINVAL, "--shares, --share-every, --share-schedule, --bucket and --managed are for "
-                       "data-parallel training (--devices, or mpirun)");
-    if (st == VDNN_OK) st = check_managed(&f);
-    if (st == VDNN_OK)
-        st = parallel ? open_parallel(cfg, &f, &n, &d, &train, &test) : open_all(cfg, &f, 1, &n, &d, &train, &test);
-    if (st == VDNN_OK && f.log && !(log = open_log(f.log))) st = VDNN_EIO;
-    /* planning (a profile measured or read from the cache, a search) before any step */
-    if (st == VDNN_OK && log) {
-        fprintf(log, "{\"plan_s\": %.6g", f.plan_s);
-        if (f.predicted_s >= 0) fprintf(log, ", \"predicted_step_ms\": %.6g", 1e3 * f.predicted_s);
-        fprintf(log, "}\n");
-    }
-    if (st == VDNN_OK && f.save) st = check_writable(f.save);
-    if (st == VDNN_OK && f.trace) st = trace_open(f.trace, &tr);
-    if (st == VDNN_OK && tr) {
-        n->trace = tr;
-        device_set_trace(d, tr);
-    }
-    train_opts o = {.max_steps = f.steps, .save_path = f.save, .resume_path = f.resume, .log = log, .quiet = f.quiet,
+    if (parse_train(argc, argv, &f, &cfg) != VDNN_OK) return cli_error();
+    if (comm_open(f.rank_timeout, &f.comm) != VDNN_OK) return cli_error();
+    train_run_state r = {.parallel = f.devices || comm_size(f.comm) > 1, .rank = comm_rank(f.comm)};
+    vdnn_status st = open_run(cfg, &f, &r);
+    train_opts o = {.max_steps = f.steps, .save_path = f.save, .resume_path = f.resume, .log = r.log, .quiet = f.quiet,
                     .out = stdout, .group = f.group, .comm = f.comm, .log_path = f.log, .interrupt = &interrupted};
-    /* the shares changed by the manager, or by hand at given steps */
-    mgr_client *client = NULL;
-    shares_schedule *schedule = NULL;
-    if (st == VDNN_OK && f.share_schedule && (st = shares_load(f.share_schedule, f.group, &schedule)) == VDNN_OK) {
-        o.before_step = shares_tick;
-        o.hook_ctx = schedule;
-    }
-    if (st == VDNN_OK && f.managed) {
-        char path[256];
-        st = mgr_socket_path(f.manager, 0, path, sizeof path);
-        if (st == VDNN_OK) st = mgr_client_open(path, cfg, f.group, (int)f.share_every, f.quiet, &client);
-        o.before_step = mgr_client_tick;
-        o.hook_ctx = client;
-    }
+    if (st == VDNN_OK) st = open_share_hooks(cfg, &f, &r, &o);
     /* VDNN_PROGRESS_BAR=1 (tests): the bar as on a terminal */
     const char *bar = getenv("VDNN_PROGRESS_BAR");
     if (st == VDNN_OK && (isatty(fileno(stderr)) || (bar && !strcmp(bar, "1"))) && !f.quiet) {
         o.tty = 1;
         o.out = stderr;
     }
-    if (st == VDNN_OK && !f.quiet && f.group) {
-        fprintf(o.out, "vdnn: training %s on %d devices (%d rank%s; this rank's first: %s): %d train / %d test images, "
-                "batch %d, shares", cfg, dp_devices(f.group), comm_size(f.comm), comm_size(f.comm) == 1 ? "" : "s",
-                device_describe(d), train->count, test->count, dp_batch(f.group));
-        for (int k = 0; k < dp_devices(f.group); k++) fprintf(o.out, "%s%d", k ? ":" : " ", dp_shares(f.group)[k]);
-        fprintf(o.out, "%s, %d epochs, policy %s, %s algorithms\n", f.shares && !strcmp(f.shares, "auto") ? " (auto)" : "",
-                n->train.epochs, n->dyn ? "dyn" : policy_name(n->policy), algo_mode_name(n->algo));
-    } else if (st == VDNN_OK && !f.quiet)
-        fprintf(o.out, "vdnn: training %s on %s: %d train / %d test images, batch %d%s%.0d, %d epochs, policy %s, "
-                "%s algorithms\n", cfg, device_describe(d), train->count, test->count, n->minibatch,
-                n->micro ? " in micro-batches of " : "", n->micro, n->train.epochs,
-                n->dyn ? "dyn" : f.plan ? f.plan : policy_name(n->policy), algo_mode_name(n->algo));
-    if (st == VDNN_OK && !f.quiet) {
-        if (f.save)
-            fprintf(o.out, "vdnn: %s the weights in %s at every epoch's end and when stopped%s\n",
-                    f.resume && !strcmp(f.save, f.resume) ? "resumed; keeping" : "keeping", f.save,
-                    f.default_save ? " (--save FILE to choose, --no-save for none)" : "");
-        else
-            fprintf(o.out, "vdnn: keeping no weights (--no-save)\n");
-        fflush(o.out);
-    }
-    train_summary s;
-    struct sigaction sa = {.sa_handler = on_interrupt}, old_int, old_term;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-    if (st == VDNN_OK) st = train_run(n, train, test, &o, &s);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
-    if (st == VDNN_OK && !f.quiet) {
-        char peak[32];
-        fprintf(o.out, "done: %lld steps, %.0f img/s, pool peak %s", s.steps, s.images_per_s,
-                vdnn_fmt_bytes(s.pool_peak_bytes, peak, sizeof peak));
-        if (device_vendor_bytes(d))
-            fprintf(o.out, " (+ %s held by the CUDA runtime, cuDNN and cuBLAS)",
-                    vdnn_fmt_bytes(device_vendor_bytes(d), peak, sizeof peak));
-        if (s.test_acc >= 0) fprintf(o.out, ", test accuracy %.2f%%", 100 * s.test_acc);
-        fprintf(o.out, "%s%s\n", f.save ? ", saved " : "", f.save ? f.save : "");
-    }
-    if (tr) {
-        device_stream_sync(d, STREAM_MEMORY);
-        device_set_trace(d, NULL);
-        vdnn_status tst = trace_close(tr);
-        if (st == VDNN_OK) st = tst;
-    }
-    mgr_client_close(client, st != VDNN_OK ? "failed" : s.interrupted ? "stopped" : "finished");
-    shares_free(schedule);
-    st = close_log(log, f.log, st);
-    if (st != VDNN_OK && comm_size(f.comm) > 1) {
-        /* the other ranks would wait for this one: end the job */
-        fprintf(stderr, "vdnn: rank %d: %s\n", rank, vdnn_errmsg());
-        fflush(stderr);
-        comm_abort(f.comm, 1);
-    }
+    if (st == VDNN_OK && !f.quiet) announce(cfg, &f, &r, o.out);
+    train_summary s = {0};
+    if (st == VDNN_OK) st = run_until_signal(&r, &o, &s);
+    if (st == VDNN_OK && !f.quiet) report_done(&f, r.d, &s, o.out);
+    st = close_run(&f, &r, st, &s);
     int rc = st == VDNN_OK ? 0 : cli_error();
-    if (st == VDNN_OK && s.interrupted) {
-        /* a rank stopped by another rank's signal exits as that one does */
-        fprintf(stderr, "vdnn: interrupted (%s) after %lld steps; ",
-                !interrupted ? "a signal to another rank" : interrupted == SIGTERM ? "SIGTERM" : "SIGINT", s.steps);
-        if (f.save)
-            fprintf(stderr, "weights saved to %s (continue: vdnn train %s --resume %s)\n", f.save, cfg, f.save);
-        else
-            fprintf(stderr, "%s\n", rank > 0 ? "rank 0 saves the job's weights" : "no weights kept (--no-save)");
-        rc = 128 + (interrupted ? interrupted : SIGTERM);
-    }
-    if (parallel) close_parallel(&f, train, test);
-    else close_all(n, d, train, test);
+    if (st == VDNN_OK && s.interrupted) rc = interrupted_exit(cfg, &f, r.rank, &s);
+    if (r.parallel) close_parallel(&f, r.train, r.test);
+    else close_all(r.n, r.d, r.train, r.test);
     comm_close(f.comm);
     return rc;
 }
