@@ -2,8 +2,9 @@
  * checkpoint writes the same bytes as an uninterrupted one, mid-epoch and at an epoch
  * boundary, with dropout, batch norm and augmentation in the net), learning (the loss falls and test
  * accuracy beats chance, on synthetic data and on Fashion-MNIST when it is installed),
- * the class check, and divergence (a NaN stops training with ENUMERIC and the last
- * checkpoint stays as it was). */
+ * the class check, divergence (a NaN stops training with ENUMERIC and the last
+ * checkpoint stays as it was), and golden bits (shipped configs train to recorded
+ * checkpoints, where OpenBLAS is the one they were recorded with). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include "nets/checkpoint.h"
 #include "nets/trainer.h"
 #include "tests/testnet.h"
+#include "tests/tsan.h"
 
 #define FMNIST_DIR "/usr/share/datasets/fashion-mnist"
 
@@ -608,6 +610,62 @@ START_TEST(test_steps_end_at_epoch_end)
 }
 END_TEST
 
+/* ---- golden bits ---- */
+
+/* OpenBLAS's own words for its build and the kernels it picked for this CPU: the bits of
+ * a GEMM depend on them. */
+extern char *openblas_get_config(void);
+
+/* Shipped configs trained the way the quick start would, made deterministic (one thread,
+ * --algo mem: no timing decides anything), and the CRC-32 that ends the checkpoint,
+ * which covers every weight, momentum, the step and the algorithms. Recorded with
+ *   build/vdnn train configs/CFG.cfg --data synthetic --steps 3 --threads 1 --algo mem \
+ *       --device cpu --save X.ckpt --quiet; tail -c 4 X.ckpt | od -An -tx4
+ * on GOLDEN_BLAS, before and after the restructuring of the source tree (issue 21):
+ * the same bits both times. A change that alters training's arithmetic on purpose
+ * records new values, and says so. */
+#define GOLDEN_BLAS "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY USE_OPENMP Haswell MAX_THREADS=64"
+static const struct {
+    const char *cfg;
+    uint32_t crc;
+    int slow;                 /* skipped under the sanitizers */
+} golden[] = {
+    {"lenet", 0x20053fe1u, 0},
+    {"fmnist", 0x4e0baff0u, 1},
+    {"resnet-fmnist", 0x0a6ecc38u, 1},
+};
+
+START_TEST(test_golden_bits)
+{
+    const char *cfg = golden[_i].cfg;
+    const char *blas = openblas_get_config();
+    if (strcmp(blas, GOLDEN_BLAS)) {
+        printf("SKIPPED: golden bits of %s: recorded with %s; this machine's OpenBLAS is %s\n", cfg, GOLDEN_BLAS, blas);
+        return;
+    }
+    if (golden[_i].slow && UNDER_SANITIZER) {
+        printf("SKIPPED: golden bits of %s (slow under a sanitizer; lenet's stand for it)\n", cfg);
+        return;
+    }
+    char ckpt[700], args[1600];
+    tn_path(ckpt, sizeof ckpt, "golden.ckpt");
+    snprintf(args, sizeof args,
+             "train configs/%s.cfg --data synthetic --steps 3 --threads 1 --algo mem --device cpu --save %s --quiet", cfg,
+             ckpt);
+    tn_run r = tn_vdnn(tn_dir, "", args);
+    tn_run_ok(&r, args);
+    tn_run_free(&r);
+    size_t len = 0;
+    unsigned char *b = (unsigned char *)tn_read(ckpt, &len);
+    ck_assert_msg(b && len > 4, "no checkpoint at %s", ckpt);
+    uint32_t crc = (uint32_t)b[len - 4] | (uint32_t)b[len - 3] << 8 | (uint32_t)b[len - 2] << 16 |
+                   (uint32_t)b[len - 1] << 24;
+    free(b);
+    ck_assert_msg(crc == golden[_i].crc, "configs/%s.cfg trained to other bits: checkpoint CRC %08x, recorded %08x",
+                  cfg, crc, golden[_i].crc);
+}
+END_TEST
+
 static Suite *train_suite(void)
 {
     Suite *s = suite_create("train");
@@ -645,6 +703,12 @@ static Suite *train_suite(void)
     tcase_add_test(checks, test_step_items);
     tcase_add_test(checks, test_train_without_test_set);
     suite_add_tcase(s, checks);
+
+    TCase *gold = tcase_create("golden");
+    tcase_add_checked_fixture(gold, tn_dir_setup, tn_dir_teardown);
+    tcase_set_timeout(gold, 120);
+    tcase_add_loop_test(gold, test_golden_bits, 0, (int)(sizeof golden / sizeof golden[0]));
+    suite_add_tcase(s, gold);
     return s;
 }
 
