@@ -634,6 +634,81 @@ static vdnn_status open_devices(dp_group *g)
     return st;
 }
 
+/* The group's per-device arrays, and the share weights: equal, or as --shares gives them. */
+static vdnn_status alloc_shares(dp_group *g, const dp_opts *o)
+{
+    int n = g->njob;
+    g->weights = calloc((size_t)n, sizeof *g->weights);
+    g->cap = calloc((size_t)n, sizeof *g->cap);
+    g->shares = calloc((size_t)n, sizeof *g->shares);
+    g->rates = calloc((size_t)n * (size_t)g->every, sizeof *g->rates);
+    g->speed = calloc((size_t)n, sizeof *g->speed);
+    if (!g->weights || !g->cap || !g->shares || !g->rates || !g->speed)
+        return vdnn_fail(VDNN_ENOMEM, "out of host memory");
+    g->automatic = o->shares && !strcmp(o->shares, "auto");
+    for (int k = 0; k < n; k++) g->weights[k] = 1;
+    if (o->shares && strcmp(o->shares, "auto") && strcmp(o->shares, "equal"))
+        return parse_weights(o->shares, n, g->weights);
+    return VDNN_OK;
+}
+
+/* The largest share each device's plan fits (shares never exceed it), agreed by every
+ * rank; an error when the job's devices cannot hold the batch. */
+static vdnn_status find_caps(dp_group *g)
+{
+    int n = g->njob;
+    double *caps = calloc((size_t)n, sizeof *caps);
+    if (!caps) return vdnn_fail(VDNN_ENOMEM, "out of host memory");
+    vdnn_status st = VDNN_OK;
+    for (int k = 0; k < g->nlocal && st == VDNN_OK; k++) {
+        int cap = 0;
+        st = largest_share(g, &g->w[k], &cap);
+        caps[g->w[k].global] = cap;
+    }
+    if (st == VDNN_OK) st = comm_sum_doubles(g->comm, caps, (size_t)n);
+    long total_cap = 0;
+    for (int k = 0; k < n && st == VDNN_OK; k++) {
+        g->cap[k] = (int)caps[k];
+        total_cap += g->cap[k];
+    }
+    free(caps);
+    if (st == VDNN_OK && total_cap < g->batch)
+        st = vdnn_fail(VDNN_EBUDGET, "the job's %d devices fit %ld items of the batch of %d in their budgets: "
+                       "more devices, a larger --budget or a smaller --batch", n, total_cap, g->batch);
+    return st;
+}
+
+/* Replicas for their shares of the whole batch, every one in the state of the first. */
+static vdnn_status build_replicas(dp_group *g)
+{
+    int n = g->njob;
+    int *full = malloc((size_t)n * sizeof *full);
+    if (!full) return vdnn_fail(VDNN_ENOMEM, "out of host memory");
+    dp_split(g->batch, g->weights, g->cap, n, full);
+    for (int k = 0; k < n; k++) g->shares[k] = full[k];
+    vdnn_status st = VDNN_OK;
+    for (int k = 0; k < g->nlocal && st == VDNN_OK; k++) {
+        worker *w = &g->w[k];
+        st = build(g, w, full[w->global] ? full[w->global] : 1, NULL);
+    }
+    free(full);
+    return st;
+}
+
+/* The host buffers the reduction sums in: the largest bucket or parameter, plus one. */
+static vdnn_status alloc_reduce_buffers(dp_group *g)
+{
+    size_t most = g->max_floats;
+    const net *n = g->w[0].n;
+    for (int i = 0; i < n->nlayers; i++)
+        for (int p = 0; p < n->layers[i]->nparams; p++)
+            if (shape_count(n->layers[i]->params[p].shape) > most) most = shape_count(n->layers[i]->params[p].shape);
+    g->acc = malloc((most + 1) * sizeof *g->acc);
+    g->tmp = malloc((most + 1) * sizeof *g->tmp);
+    if (!g->acc || !g->tmp) return vdnn_fail(VDNN_ENOMEM, "out of host memory");
+    return VDNN_OK;
+}
+
 vdnn_status dp_create(net *model, comm *c, const dp_opts *o, dp_group **out)
 {
     *out = NULL;
@@ -648,59 +723,11 @@ vdnn_status dp_create(net *model, comm *c, const dp_opts *o, dp_group **out)
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->cv, NULL);
     vdnn_status st = open_devices(g);
-    int n = g->njob;
-    if (st == VDNN_OK) {
-        g->weights = calloc((size_t)n, sizeof *g->weights);
-        g->cap = calloc((size_t)n, sizeof *g->cap);
-        g->shares = calloc((size_t)n, sizeof *g->shares);
-        g->rates = calloc((size_t)n * (size_t)g->every, sizeof *g->rates);
-        g->speed = calloc((size_t)n, sizeof *g->speed);
-        if (!g->weights || !g->cap || !g->shares || !g->rates || !g->speed)
-            st = vdnn_fail(VDNN_ENOMEM, "out of host memory");
-    }
-    g->automatic = o->shares && !strcmp(o->shares, "auto");
-    for (int k = 0; k < n && st == VDNN_OK; k++) g->weights[k] = 1;
-    if (st == VDNN_OK && o->shares && strcmp(o->shares, "auto") && strcmp(o->shares, "equal"))
-        st = parse_weights(o->shares, n, g->weights);
-    /* the largest share each device's plan fits: shares never exceed it */
-    double *caps = st == VDNN_OK ? calloc((size_t)n, sizeof *caps) : NULL;
-    if (st == VDNN_OK && !caps) st = vdnn_fail(VDNN_ENOMEM, "out of host memory");
-    for (int k = 0; k < g->nlocal && st == VDNN_OK; k++) {
-        int cap = 0;
-        st = largest_share(g, &g->w[k], &cap);
-        caps[g->w[k].global] = cap;
-    }
-    if (st == VDNN_OK) st = comm_sum_doubles(c, caps, (size_t)n);
-    long total_cap = 0;
-    for (int k = 0; k < n && st == VDNN_OK; k++) {
-        g->cap[k] = (int)caps[k];
-        total_cap += g->cap[k];
-    }
-    free(caps);
-    if (st == VDNN_OK && total_cap < g->batch)
-        st = vdnn_fail(VDNN_EBUDGET, "the job's %d devices fit %ld items of the batch of %d in their budgets: "
-                       "more devices, a larger --budget or a smaller --batch", n, total_cap, g->batch);
-    /* replicas for their shares of the whole batch, every one in the state of the first */
-    int *full = st == VDNN_OK ? malloc((size_t)n * sizeof *full) : NULL;
-    if (st == VDNN_OK && !full) st = vdnn_fail(VDNN_ENOMEM, "out of host memory");
-    if (st == VDNN_OK) dp_split(g->batch, g->weights, g->cap, n, full);
-    for (int k = 0; k < n && st == VDNN_OK; k++) g->shares[k] = full[k];
-    for (int k = 0; k < g->nlocal && st == VDNN_OK; k++) {
-        worker *w = &g->w[k];
-        st = build(g, w, full[w->global] ? full[w->global] : 1, NULL);
-    }
-    free(full);
+    if (st == VDNN_OK) st = alloc_shares(g, o);
+    if (st == VDNN_OK) st = find_caps(g);
+    if (st == VDNN_OK) st = build_replicas(g);
     if (st == VDNN_OK) st = make_buckets(g);
-    if (st == VDNN_OK) {
-        size_t most = g->max_floats;
-        for (int i = 0; i < g->w[0].n->nlayers; i++)
-            for (int p = 0; p < g->w[0].n->layers[i]->nparams; p++)
-                if (shape_count(g->w[0].n->layers[i]->params[p].shape) > most)
-                    most = shape_count(g->w[0].n->layers[i]->params[p].shape);
-        g->acc = malloc((most + 1) * sizeof *g->acc);
-        g->tmp = malloc((most + 1) * sizeof *g->tmp);
-        if (!g->acc || !g->tmp) st = vdnn_fail(VDNN_ENOMEM, "out of host memory");
-    }
+    if (st == VDNN_OK) st = alloc_reduce_buffers(g);
     for (int k = 0; k < g->nlocal && st == VDNN_OK; k++) {
         if (pthread_create(&g->w[k].thread, NULL, worker_main, &g->w[k]) != 0)
             st = vdnn_fail(VDNN_EDEVICE, "could not start the thread of device %d", g->w[k].global);
