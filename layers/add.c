@@ -66,16 +66,11 @@ static vdnn_status add_backward(layer *l, const exec_ctx *c, const float *const 
     return VDNN_OK;
 }
 
-static void add_describe(const layer *l, char *buf, size_t len)
-{
-    snprintf(buf, len, "%d inputs", l->ninputs);
-}
-
 const layer_ops add_ops = {
     .type = "add",
     .prefix = "add",
     .setup = add_setup,
-    .describe = add_describe,
+    .describe = layer_describe_inputs,
     .min_inputs = 2,
     .max_inputs = LAYER_MAX_INPUTS,
     .forward_multi_cpu = add_forward,

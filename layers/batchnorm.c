@@ -28,16 +28,6 @@ typedef struct bn_chan {
     double mean, var, inv_std;
 } bn_chan;
 
-static void declare(param *p, const char *name, int c, param_init init, int trainable)
-{
-    snprintf(p->name, sizeof p->name, "%s", name);
-    p->shape = shape_make(c, 1, 1, 1);
-    p->init = init;
-    p->fan_in = 0;
-    p->trainable = trainable;
-    p->decay = 0;
-}
-
 static vdnn_status bn_setup(layer *l, const cfg_file *f, const cfg_section *s)
 {
     bn_priv *p = l->priv;
@@ -57,10 +47,11 @@ static vdnn_status bn_setup(layer *l, const cfg_file *f, const cfg_section *s)
     l->needs_input = 1;
     l->needs_output = 0;
     l->nparams = BN_NPARAMS;
-    declare(&l->params[BN_GAMMA], "gamma", l->in.c, INIT_ONE, 1);
-    declare(&l->params[BN_BETA], "beta", l->in.c, INIT_ZERO, 1);
-    declare(&l->params[BN_MEAN], "running_mean", l->in.c, INIT_ZERO, 0);
-    declare(&l->params[BN_VAR], "running_var", l->in.c, INIT_ONE, 0);
+    shape4 per_channel = shape_make(l->in.c, 1, 1, 1);
+    layer_declare_param(&l->params[BN_GAMMA], "gamma", per_channel, INIT_ONE, 0, 1, 0);
+    layer_declare_param(&l->params[BN_BETA], "beta", per_channel, INIT_ZERO, 0, 1, 0);
+    layer_declare_param(&l->params[BN_MEAN], "running_mean", per_channel, INIT_ZERO, 0, 0, 0);
+    layer_declare_param(&l->params[BN_VAR], "running_var", per_channel, INIT_ONE, 0, 0, 0);
     return VDNN_OK;
 }
 

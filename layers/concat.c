@@ -83,16 +83,11 @@ static vdnn_status concat_backward(layer *l, const exec_ctx *c, const float *con
     return VDNN_OK;
 }
 
-static void concat_describe(const layer *l, char *buf, size_t len)
-{
-    snprintf(buf, len, "%d inputs", l->ninputs);
-}
-
 const layer_ops concat_ops = {
     .type = "concat",
     .prefix = "concat",
     .setup = concat_setup,
-    .describe = concat_describe,
+    .describe = layer_describe_inputs,
     .min_inputs = 2,
     .max_inputs = LAYER_MAX_INPUTS,
     .forward_multi_cpu = concat_forward,

@@ -21,17 +21,6 @@ static const cfg_key connected_keys[] = {
     {NULL, 0, 0, 0, 0, NULL, 0, NULL},
 };
 
-static void declare_param(param *p, const char *name, shape4 shape, param_init init,
-                          int fan_in, int decay)
-{
-    snprintf(p->name, sizeof p->name, "%s", name);
-    p->shape = shape;
-    p->init = init;
-    p->fan_in = fan_in;
-    p->trainable = 1;
-    p->decay = decay;
-}
-
 static vdnn_status connected_setup(layer *l, const cfg_file *f, const cfg_section *s)
 {
     connected_priv *p = l->priv;
@@ -54,11 +43,10 @@ static vdnn_status connected_setup(layer *l, const cfg_file *f, const cfg_sectio
     l->needs_input = 1;
     l->needs_output = 0;
     l->nparams = p->bias ? 2 : 1;
-    declare_param(&l->params[FC_WEIGHTS], "weights", shape_make(p->outputs, (int)in, 1, 1),
-                  INIT_HE, (int)in, 1);
+    layer_declare_param(&l->params[FC_WEIGHTS], "weights", shape_make(p->outputs, (int)in, 1, 1), INIT_HE,
+                        (int)in, 1, 1);
     if (p->bias)
-        declare_param(&l->params[FC_BIAS], "bias", shape_make(p->outputs, 1, 1, 1), INIT_ZERO,
-                      0, 0);
+        layer_declare_param(&l->params[FC_BIAS], "bias", shape_make(p->outputs, 1, 1, 1), INIT_ZERO, 0, 1, 0);
     return VDNN_OK;
 }
 

@@ -232,17 +232,6 @@ static void resolve_params(conv_params *p)
     p->groups = or_default(p->groups, 1);
 }
 
-static void declare_param(param *p, const char *name, shape4 shape, param_init init,
-                          int fan_in, int decay)
-{
-    snprintf(p->name, sizeof p->name, "%s", name);
-    p->shape = shape;
-    p->init = init;
-    p->fan_in = fan_in;
-    p->trainable = 1;
-    p->decay = decay;
-}
-
 /* The kernel, groups and output shape against the input; l->out on success. */
 static vdnn_status infer_shape(layer *l, const cfg_file *f, const cfg_section *s)
 {
@@ -282,12 +271,10 @@ static vdnn_status conv_setup(layer *l, const cfg_file *f, const cfg_section *s)
     l->needs_input = 1;
     l->needs_output = 0;
     l->nparams = p->bias ? 2 : 1;
-    declare_param(&l->params[CONV_WEIGHTS], "weights",
-                  shape_make(p->filters, icg, p->size_h, p->size_w), INIT_HE,
-                  icg * p->size_h * p->size_w, 1);
+    layer_declare_param(&l->params[CONV_WEIGHTS], "weights", shape_make(p->filters, icg, p->size_h, p->size_w),
+                        INIT_HE, icg * p->size_h * p->size_w, 1, 1);
     if (p->bias)
-        declare_param(&l->params[CONV_BIAS], "bias", shape_make(p->filters, 1, 1, 1), INIT_ZERO,
-                      0, 0);
+        layer_declare_param(&l->params[CONV_BIAS], "bias", shape_make(p->filters, 1, 1, 1), INIT_ZERO, 0, 1, 0);
     return VDNN_OK;
 }
 

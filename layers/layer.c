@@ -393,6 +393,19 @@ vdnn_status layer_search(layer *l, const exec_ctx *c, const float *x, float *y, 
     return l->ops->find_cuda(l, c, x, y, dy, dx, secs);
 }
 
+void layer_declare_param(param *p, const char *name, shape4 shape, param_init init, int fan_in, int trainable,
+                         int decay)
+{
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->shape = shape;
+    p->init = init;
+    p->fan_in = fan_in;
+    p->trainable = trainable;
+    p->decay = decay;
+}
+
+void layer_describe_inputs(const layer *l, char *buf, size_t len) { snprintf(buf, len, "%d inputs", l->ninputs); }
+
 void layer_input_label(const cfg_section *s, int k, char *buf, size_t len)
 {
     snprintf(buf, len, "input %d", k + 1);

@@ -279,6 +279,13 @@ vdnn_status layer_backward_n(layer *l, const exec_ctx *c, const float *const *x,
  * section's `input` list (s may be NULL: then "input K"). */
 void layer_input_label(const cfg_section *s, int k, char *buf, size_t len);
 
+/* Declares a parameter in a layer's setup: its name, shape, initialisation (fan_in for
+ * INIT_HE), whether the solver trains it and whether weight decay applies. */
+void layer_declare_param(param *p, const char *name, shape4 shape, param_init init, int fan_in, int trainable,
+                         int decay);
+/* A multi-input layer's line for `vdnn info` (layer_ops.describe): "N inputs". */
+void layer_describe_inputs(const layer *l, char *buf, size_t len);
+
 /* Whether backward reads input k. */
 static inline int layer_reads_input(const layer *l, int k) { return (l->needs_input >> k) & 1; }
 
