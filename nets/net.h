@@ -31,7 +31,7 @@
 #include "layers/layer.h"
 #include "vdnn/config.h"
 #include "vdnn/device.h"
-#include "vdnn/mm.h"
+#include "vdnn/memory_manager.h"
 #include "vdnn/trace.h"
 
 /* Which feature maps leave the device between forward and backward, and where the

@@ -1,4 +1,4 @@
-/* Check suite for offloading inside the iteration (nets/iteration.c, vdnn/mm.c) on the
+/* Check suite for offloading inside the iteration (nets/iteration.c, vdnn/memory_manager.c) on the
  * CPU device, against docs/design.md's "The iteration" and its invariants:
  *
  *  - policy invariance: with the same convolution algorithms, training under none,

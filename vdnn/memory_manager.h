@@ -9,8 +9,8 @@
  *
  * Host buffers are allocated once per map (pinned on CUDA, through device_host_alloc)
  * and reused by every iteration. */
-#ifndef VDNN_MM_H
-#define VDNN_MM_H
+#ifndef VDNN_MEMORY_MANAGER_H
+#define VDNN_MEMORY_MANAGER_H
 
 #include <stdint.h>
 

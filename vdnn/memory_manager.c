@@ -1,5 +1,5 @@
-/* The memory manager (see mm.h). */
-#include "vdnn/mm.h"
+/* The memory manager (see memory_manager.h). */
+#include "vdnn/memory_manager.h"
 
 #include <stdio.h>
 
