@@ -39,6 +39,19 @@ void add_accumulate_cpu(float *dst, const float *src, size_t count)
     for (ptrdiff_t e = 0; e < n; e++) dst[e] += src[e];
 }
 
+/* layer_accumulate (layers/layer.h): the add layer's sum, for the iteration. */
+vdnn_status layer_accumulate(const layer *l, device *d, float *dst, const float *src, size_t count)
+{
+    switch (device_get_code(d)) {
+    case DEVICE_CODE_NONE: device_sim_advance(d, layer_cost_s(l, COST_ACCUM)); return VDNN_OK;
+    case DEVICE_CODE_HOST: add_accumulate_cpu(dst, src, count); return VDNN_OK;
+#ifdef VDNN_CUDA
+    case DEVICE_CODE_CUDA: return add_accumulate_cuda(d, dst, src, count);
+#endif
+    default: return vdnn_fail(VDNN_EDEVICE, "%s: no gradient sum for this device", l->name);
+    }
+}
+
 static vdnn_status add_forward(layer *l, const exec_ctx *c, const float *const *x, float *y)
 {
     const ptrdiff_t n = (ptrdiff_t)((size_t)c->n * shape_per_item(l->out));

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "layers/add.h"
 #include "vdnn/rng.h"
 
 static vdnn_status finish_create(layer *l, const cfg_file *f, const cfg_section *s)
@@ -419,18 +418,6 @@ void layer_input_label(const cfg_section *s, int k, char *buf, size_t len)
     while (*p == ' ' || *p == '\t') p++;
     size_t n = strcspn(p, ", \t");
     if (n) snprintf(buf, len, "%.*s", (int)n, p);
-}
-
-vdnn_status layer_accumulate(const layer *l, device *d, float *dst, const float *src, size_t count)
-{
-    switch (device_get_code(d)) {
-    case DEVICE_CODE_NONE: device_sim_advance(d, layer_cost_s(l, COST_ACCUM)); return VDNN_OK;
-    case DEVICE_CODE_HOST: add_accumulate_cpu(dst, src, count); return VDNN_OK;
-#ifdef VDNN_CUDA
-    case DEVICE_CODE_CUDA: return add_accumulate_cuda(d, dst, src, count);
-#endif
-    default: return vdnn_fail(VDNN_EDEVICE, "%s: no gradient sum for this device", l->name);
-    }
 }
 
 int layer_algo_count(const layer *l, int pass)

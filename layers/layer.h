@@ -292,7 +292,8 @@ static inline int layer_reads_input(const layer *l, int k) { return (l->needs_in
 /* dst += src over `count` floats of device memory, on the compute stream, in a fixed
  * order (the same bits on every device): the sum of a map's gradients when several
  * layers read it. `l` is the layer whose gradient is added (the simulated device
- * charges the time its profile gives). */
+ * charges the time its profile gives). Defined with the add layer (layers/add.c), whose
+ * sum it is. */
 vdnn_status layer_accumulate(const layer *l, device *d, float *dst, const float *src, size_t count);
 
 /* Seconds the layer's work `what` (COST_*) takes with its current algorithms, by

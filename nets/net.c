@@ -904,3 +904,52 @@ double net_lr_at(const train_cfg *t, int epoch)
     }
     return t->learning_rate;
 }
+
+/* ---- the fixed policies' plans, without measuring ---- */
+
+/* Algorithms that failed to run on the device (layer_algo_failed) are passed over. */
+static int smallest_workspace(const layer *l, int pass)
+{
+    int best = 0;
+    for (int a = 1; a < layer_algo_count(l, pass); a++)
+        if (layer_algo_usable(l, pass, a) &&
+            (!layer_algo_usable(l, pass, best) || layer_workspace_bytes(l, pass, a) < layer_workspace_bytes(l, pass, best)))
+            best = a;
+    return best;
+}
+
+static int largest_workspace(const layer *l, int pass)
+{
+    int best = 0;
+    for (int a = 1; a < layer_algo_count(l, pass); a++)
+        if (layer_algo_usable(l, pass, a) &&
+            (!layer_algo_usable(l, pass, best) || layer_workspace_bytes(l, pass, a) > layer_workspace_bytes(l, pass, best)))
+            best = a;
+    return best;
+}
+
+void net_set_map(fmap *m, int what)
+{
+    m->offload = what == MAP_OFFLOAD;
+    m->recompute = what == MAP_RECOMPUTE;
+}
+
+void net_pick_algos(net *n, algo_mode a)
+{
+    for (int i = 0; i < n->nlayers; i++) {
+        layer *l = n->layers[i];
+        for (int p = 0; p < PASS_COUNT; p++) {
+            int pick = a == ALGO_MEM ? smallest_workspace(l, p) : largest_workspace(l, p);
+            l->algo[p] = l->algo_pinned[p] >= 0 ? l->algo_pinned[p] : pick;
+        }
+    }
+}
+
+vdnn_status net_plan_static(net *n, mem_policy p, algo_mode a)
+{
+    n->policy = p;
+    n->algo = a;
+    for (int j = 0; n->maps && j <= n->nlayers; j++) net_set_map(&n->maps[j], net_policy_map(n, j, p));
+    net_pick_algos(n, a);
+    return VDNN_OK;
+}

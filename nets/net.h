@@ -190,44 +190,17 @@ vdnn_status net_attach(net *n, device *d);
 /* Returns everything the net holds on its device (parameters, host buffers). */
 void net_detach(net *n);
 
-/* Sets the policy and plans which maps to offload: per-layer `offload=` overrides win.
- * Sets each convolution's algorithm per pass for the mode (per-layer `algo` overrides
- * win); ALGO_PERF measures on the attached device (or, unattached, assumes the
- * largest-workspace algorithm is the fastest, an upper bound for memory). */
-vdnn_status net_plan(net *n, mem_policy p, algo_mode a);
-/* As net_plan, without measuring: perf takes the largest-workspace algorithms.
- * net_attach() applies it with the config's policy and mode. */
+/* Sets the policy and plans which maps to offload (per-layer `offload=` overrides win)
+ * and each convolution's algorithm per pass for the mode (per-layer `algo` overrides
+ * win) without measuring: perf takes the largest-workspace algorithms, mem the
+ * smallest. net_attach() applies it with the config's policy and mode; the planner's
+ * net_plan (nets/planner/planner.h) measures perf's algorithms on the device. */
 vdnn_status net_plan_static(net *n, mem_policy p, algo_mode a);
-
-/* Replays on m's simulated device what a run of the plan asks of the pool: a training
- * step of `items` items (*step_s, if non-NULL, gets the simulated clock after it), then
- * the evaluation of a batch, whose calls differ (nothing offloaded, maps freed after
- * their last reader), so a budget that holds the step may not hold it. A smaller batch
- * makes the same calls as a full one (maps take the room of a full batch), so these two
- * are every pattern a run has. */
-vdnn_status net_replay(net *m, int items, double *step_s);
-
-/* The smallest budget (bytes, a multiple of POOL_ALIGN) in which the net, planned as it
- * is now, trains and evaluates: found by net_replay on a simulated device. The pool's
- * choices depend neither on timing nor on its capacity, so a run fits in exactly the
- * budgets >= this one, and a real device reaches the same pool state. */
-vdnn_status net_min_budget(net *n, size_t *bytes);
-
-/* Chooses how early copies run (prefetch_ahead, release_lag) for `budget` (0: no
- * limit): the fastest setting whose minimum fits; *need is that minimum. Each setting is
- * tried with every way of running in-place layers (IN_PLACE_OVER_OUTPUT, OVER_GRAD, OFF;
- * only OFF unless may_in_place): they compute the same bits at the same speed, and
- * where the pool's placement fragments more with one, another may fit. VDNN_EBUDGET,
- * with *need the least of them and no message, when none fits. */
-vdnn_status net_fit_budget(net *n, size_t budget, size_t *need);
-
-/* The least budget any copy timing of the net's plan needs (the net keeps its own). */
-vdnn_status net_least_budget(net *n, size_t *bytes);
-
-/* The least budget of every policy and algorithm mode (net_least_budget): perf with the algorithms the
- * net has now (measured once attached; before that the largest-workspace ones, an upper
- * bound), mem with the smallest-workspace ones. The net's own plan is left as it was. */
-vdnn_status net_budget_table(net *n, size_t table[POLICY_COUNT][ALGO_MODE_COUNT]);
+/* Each convolution pass's algorithm for the mode without measuring (per-layer pins
+ * win): mem the smallest workspace, perf the largest. */
+void net_pick_algos(net *n, algo_mode a);
+/* Sets a map's offload and recompute flags from a MAP_* (net_policy_map). */
+void net_set_map(fmap *m, int what);
 
 /* The `offload =` of x[j]'s readers: -1 none, 0 keep, 1 offload. */
 int net_map_override(const net *n, int j);

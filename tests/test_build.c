@@ -148,6 +148,34 @@ START_TEST(test_floors)
 }
 END_TEST
 
+/* No circle of calls between source files (docs/design.md, "Floors"):
+ * tools/check_cycles.sh passes on this build, and finds the circle in a scratch tree
+ * whose two files call each other (and not the file beside them that only calls). */
+START_TEST(test_no_cycles)
+{
+    const char *bin = getenv("VDNN_BIN");
+    char build[512] = "build";
+    if (bin && strrchr(bin, '/')) snprintf(build, sizeof build, "%.*s", (int)(strrchr(bin, '/') - bin), bin);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "sh tools/check_cycles.sh '%s'", build);
+    tn_run r = tn_shell(tn_dir, cmd);
+    ck_assert_msg(r.status == 0 && strstr(r.out, "no circle of calls"), "%s%s", r.out, r.err);
+    tn_run_free(&r);
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p '%s/t/vdnn' '%s/t/tools' '%s/t/b/obj/vdnn' && cp tools/check_cycles.sh '%s/t/tools/' && cd '%s/t' && "
+             "printf 'int b(int);\nint a(int x) { return x ? b(x - 1) : 0; }\n' > vdnn/a.c && "
+             "printf 'int a(int);\nint b(int x) { return a(x); }\n' > vdnn/b.c && "
+             "printf 'int a(int);\nint c(void) { return a(3); }\n' > vdnn/c.c && "
+             "for f in a b c; do cc -c vdnn/$f.c -o b/obj/vdnn/$f.o || exit 3; done && sh tools/check_cycles.sh b",
+             tn_dir, tn_dir, tn_dir, tn_dir, tn_dir);
+    r = tn_shell(tn_dir, cmd);
+    ck_assert_msg(r.status == 1, "a circle of calls was not refused (%d):\n%s%s", r.status, r.out, r.err);
+    ck_assert_msg((strstr(r.out, "circle: vdnn/a.c vdnn/b.c") || strstr(r.out, "circle: vdnn/b.c vdnn/a.c")) &&
+                  !strstr(r.out, "c.c"), "%s", r.out);
+    tn_run_free(&r);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("build");
@@ -158,6 +186,7 @@ int main(void)
     tcase_add_test(tc, test_mpi_toggle);
     tcase_add_test(tc, test_default_goal);
     tcase_add_test(tc, test_floors);
+    tcase_add_test(tc, test_no_cycles);
     suite_add_tcase(s, tc);
     return tn_run_suite(s);
 }

@@ -118,7 +118,7 @@ typedef struct plan_with {
 } plan_with;
 
 /* dp_plan_fn: a fixed policy, smallest workspaces, and a split of the device's share. */
-static vdnn_status plan_replica(void *ctx, net **np, const int (*algos)[PASS_COUNT])
+static vdnn_status plan_split_replica(void *ctx, net **np, const int (*algos)[PASS_COUNT])
 {
     (void)algos;   /* smallest workspaces: the same at every share */
     const plan_with *p = ctx;
@@ -147,7 +147,7 @@ static params devices_steps(const char *text, const char *list, const char *shar
     comm *c = NULL;
     ck_assert_int_eq(comm_open(30, &c), VDNN_OK);
     plan_with pw = {pol, micro};
-    dp_opts o = {.devices = list, .shares = shares, .share_every = 5, .bucket_bytes = 1024, .plan = plan_replica,
+    dp_opts o = {.devices = list, .shares = shares, .share_every = 5, .bucket_bytes = 1024, .plan = plan_split_replica,
                  .plan_ctx = &pw};
     o.dev.threads = 1;
     o.dev.budget_bytes = 4 * net_train_bytes_bound(model) + (1 << 20);

@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 #include "nets/net.h"
+#include "nets/planner/planner.h"
 #include "vdnn/device.h"
 
 /* The name net_parse() gets, so messages read "t.cfg:LINE: ...". */

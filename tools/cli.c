@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nets/planner/planner.h"
 #include "tools/commands.h"
 
 int cli_error(void)

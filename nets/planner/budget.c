@@ -1,31 +1,11 @@
-/* The memory plan of a net: which feature maps are offloaded, which algorithm each
- * convolution pass uses, and the smallest budget the resulting iteration fits in. */
+/* The fixed policies' plans with measured algorithms (net_plan), and the smallest
+ * budget a net's plan fits in, found by replaying it on the simulated device (planner.h;
+ * the plans without measuring are nets/net.c's net_plan_static). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "nets/net.h"
 #include "nets/planner/planner.h"
-
-/* Algorithms that failed to run on the device (layer_algo_failed) are passed over. */
-static int smallest_workspace(const layer *l, int pass)
-{
-    int best = 0;
-    for (int a = 1; a < layer_algo_count(l, pass); a++)
-        if (layer_algo_usable(l, pass, a) &&
-            (!layer_algo_usable(l, pass, best) || layer_workspace_bytes(l, pass, a) < layer_workspace_bytes(l, pass, best)))
-            best = a;
-    return best;
-}
-
-static int largest_workspace(const layer *l, int pass)
-{
-    int best = 0;
-    for (int a = 1; a < layer_algo_count(l, pass); a++)
-        if (layer_algo_usable(l, pass, a) &&
-            (!layer_algo_usable(l, pass, best) || layer_workspace_bytes(l, pass, a) > layer_workspace_bytes(l, pass, best)))
-            best = a;
-    return best;
-}
 
 /* The fastest algorithm per pass, from the net's profile on its device: measured once
  * at the net's batch and then read from the profile cache (nets/planner/planner.h), so that
@@ -41,32 +21,6 @@ static vdnn_status measure_algos(net *n)
         for (int p = 0; p < PASS_COUNT; p++)
             n->layers[i]->algo[p] = plan_choose_algo(n->layers[i], p, ALGO_PERF, &pr.layers[i]);
     profile_free(&pr);
-    return VDNN_OK;
-}
-
-static void set_map(fmap *m, int what)
-{
-    m->offload = what == MAP_OFFLOAD;
-    m->recompute = what == MAP_RECOMPUTE;
-}
-
-static void choose_without_measuring(net *n, algo_mode a)
-{
-    for (int i = 0; i < n->nlayers; i++) {
-        layer *l = n->layers[i];
-        for (int p = 0; p < PASS_COUNT; p++) {
-            int pick = a == ALGO_MEM ? smallest_workspace(l, p) : largest_workspace(l, p);
-            l->algo[p] = l->algo_pinned[p] >= 0 ? l->algo_pinned[p] : pick;
-        }
-    }
-}
-
-vdnn_status net_plan_static(net *n, mem_policy p, algo_mode a)
-{
-    n->policy = p;
-    n->algo = a;
-    for (int j = 0; n->maps && j <= n->nlayers; j++) set_map(&n->maps[j], net_policy_map(n, j, p));
-    choose_without_measuring(n, a);
     return VDNN_OK;
 }
 
@@ -89,7 +43,7 @@ static void copy_plan(net *m, const net *n)
     for (int i = 0; i < n->nlayers; i++) memcpy(m->layers[i]->algo, n->layers[i]->algo, sizeof n->layers[i]->algo);
     for (int j = 0; j <= n->nlayers; j++) {
         if (n->maps) m->maps[j].offload = n->maps[j].offload, m->maps[j].recompute = n->maps[j].recompute;
-        else set_map(&m->maps[j], net_policy_map(n, j, n->policy));
+        else net_set_map(&m->maps[j], net_policy_map(n, j, n->policy));
     }
 }
 
@@ -146,10 +100,10 @@ vdnn_status net_budget_table(net *n, size_t table[POLICY_COUNT][ALGO_MODE_COUNT]
     for (int a = 0; a < ALGO_MODE_COUNT && st == VDNN_OK; a++) {
         /* perf keeps the algorithms measured now if the net is in perf mode, else assumes
          * the largest-workspace ones; mem takes the smallest */
-        if (a == ALGO_MEM || saved_mode != ALGO_PERF) choose_without_measuring(n, (algo_mode)a);
+        if (a == ALGO_MEM || saved_mode != ALGO_PERF) net_pick_algos(n, (algo_mode)a);
         for (int p = 0; p < POLICY_COUNT && st == VDNN_OK; p++) {
             n->policy = (mem_policy)p;
-            for (int j = 0; n->maps && j <= n->nlayers; j++) set_map(&n->maps[j], net_policy_map(n, j, (mem_policy)p));
+            for (int j = 0; n->maps && j <= n->nlayers; j++) net_set_map(&n->maps[j], net_policy_map(n, j, (mem_policy)p));
             /* each policy with its own placement of the parameters, whatever the net's is
              * (the replay reads only the flags: nothing on the device moves) */
             for (int i = 0; i < n->nlayers; i++)
@@ -166,7 +120,7 @@ vdnn_status net_budget_table(net *n, size_t table[POLICY_COUNT][ALGO_MODE_COUNT]
     n->prefetch_ahead = saved_far;
     n->release_lag = saved_lag;
     n->in_place = saved_in_place;
-    for (int j = 0; n->maps && j <= n->nlayers; j++) set_map(&n->maps[j], net_policy_map(n, j, saved_policy));
+    for (int j = 0; n->maps && j <= n->nlayers; j++) net_set_map(&n->maps[j], net_policy_map(n, j, saved_policy));
     return st;
 }
 

@@ -211,6 +211,42 @@ long plan_enumerate(const net *n, const profile *pr, int (*visit)(void *ctx, con
  * reset (the measurement is not part of training). */
 vdnn_status plan_measure(net *n, plan *p, int iters);
 
+/* ---- the fixed policies' plans and their minimum budgets (budget.c) ---- */
+
+/* net_plan_static (nets/net.h), but ALGO_PERF measures on the attached device (the
+ * profile: the fastest algorithm per pass); unattached, or on the simulated device,
+ * it assumes the largest-workspace algorithm is the fastest, an upper bound for memory. */
+vdnn_status net_plan(net *n, mem_policy p, algo_mode a);
+/* Replays on m's simulated device what a run of the plan asks of the pool: a training
+ * step of `items` items (*step_s, if non-NULL, gets the simulated clock after it), then
+ * the evaluation of a batch, whose calls differ (nothing offloaded, maps freed after
+ * their last reader), so a budget that holds the step may not hold it. A smaller batch
+ * makes the same calls as a full one (maps take the room of a full batch), so these two
+ * are every pattern a run has. */
+vdnn_status net_replay(net *m, int items, double *step_s);
+
+/* The smallest budget (bytes, a multiple of POOL_ALIGN) in which the net, planned as it
+ * is now, trains and evaluates: found by net_replay on a simulated device. The pool's
+ * choices depend neither on timing nor on its capacity, so a run fits in exactly the
+ * budgets >= this one, and a real device reaches the same pool state. */
+vdnn_status net_min_budget(net *n, size_t *bytes);
+
+/* Chooses how early copies run (prefetch_ahead, release_lag) for `budget` (0: no
+ * limit): the fastest setting whose minimum fits; *need is that minimum. Each setting is
+ * tried with every way of running in-place layers (IN_PLACE_OVER_OUTPUT, OVER_GRAD, OFF;
+ * only OFF unless may_in_place): they compute the same bits at the same speed, and
+ * where the pool's placement fragments more with one, another may fit. VDNN_EBUDGET,
+ * with *need the least of them and no message, when none fits. */
+vdnn_status net_fit_budget(net *n, size_t budget, size_t *need);
+
+/* The least budget any copy timing of the net's plan needs (the net keeps its own). */
+vdnn_status net_least_budget(net *n, size_t *bytes);
+
+/* The least budget of every policy and algorithm mode (net_least_budget): perf with the algorithms the
+ * net has now (measured once attached; before that the largest-workspace ones, an upper
+ * bound), mem with the smallest-workspace ones. The net's own plan is left as it was. */
+vdnn_status net_budget_table(net *n, size_t table[POLICY_COUNT][ALGO_MODE_COUNT]);
+
 /* ---- the driver: planning a run (driver.c, advice.c) ---- */
 
 /* How a run is planned with `--policy dyn` (and `vdnn profile`). */

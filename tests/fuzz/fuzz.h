@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "nets/net.h"
+#include "nets/planner/planner.h"
 #include "vdnn/device.h"
 
 #ifdef FUZZ_REPLAY
