@@ -141,6 +141,12 @@ vdnn_status mgr_client_open(const char *socket, const char *name, dp_group *g, i
         return st;
     }
     weights_to_units(dp_weights(g), n, c->units, c->dr);
+    if (!quiet) {
+        char dr[256];
+        list_ints(dr, sizeof dr, c->dr, n);
+        fprintf(stderr, "vdnn: managed by the slow-down manager at %s as job %d: it sets this job's shares "
+                "(DR %s now)\n", socket, c->id, dr);
+    }
     c->t_start = c->t_window = vdnn_now_s();
     c->applied = 1;
     c->window_first = 1;
@@ -239,6 +245,13 @@ vdnn_status mgr_client_tick(void *ctx, const train_tick *t)
     for (int k = 0; k < c->ndev; k++) w[k] = dr[k];
     vdnn_status st = dp_set_weights(c->g, w);
     if (st != VDNN_OK) return vdnn_wrap(st, "applying the manager's DR before step %llu", (unsigned long long)t->next);
+    if (!c->quiet) {
+        char from[256], to[256];
+        list_ints(from, sizeof from, c->dr, c->ndev);
+        list_ints(to, sizeof to, dr, c->ndev);
+        fprintf(stderr, "%svdnn: the manager moved this job's shares from step %llu: DR %s -> %s\n",
+                isatty(fileno(stderr)) ? "\r\033[K" : "", (unsigned long long)t->next, from, to);
+    }
     memcpy(c->dr, dr, (size_t)c->ndev * sizeof *dr);
     c->applied = t->next;
     c->iter_sum = 0;

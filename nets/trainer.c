@@ -103,6 +103,14 @@ vdnn_status evaluate(net *n, const dataset *d, double *acc, double *loss)
  * steps, so that neither a resumed position nor a slow first step skews them. */
 #define PROGRESS_WINDOW 16
 
+/* The prediction check: the median of this many full steps after the first, and the
+ * miss past which it warns. */
+#define PREDICT_STEPS 5
+#define PREDICT_MISS 0.25
+/* Below this a step's fixed costs (launches, the host's bookkeeping) outweigh what the
+ * profile measures: no check. */
+#define PREDICT_MIN_S 2e-3
+
 typedef struct progress {
     const train_opts *o;
     const net *n;
@@ -118,7 +126,38 @@ typedef struct progress {
     double win_s[PROGRESS_WINDOW];   /* the last steps' wall seconds and items, a ring */
     int win_items[PROGRESS_WINDOW];
     int win_count, win_next;
+    int batch;                /* a full step's items */
+    double check_s[PREDICT_STEPS];   /* full steps 2.. of the run, for the prediction check */
+    int nchecked;
 } progress;
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The prediction check (train_opts.predicted_step_s), after each step. */
+static void check_prediction(progress *p, int items, double secs)
+{
+    const train_opts *o = p->o;
+    if (!(o->predicted_step_s >= PREDICT_MIN_S) || o->quiet || p->nchecked >= PREDICT_STEPS) return;
+    if (p->done_steps <= 1 || items != p->batch) return;   /* the first warms up; a short last step differs */
+    p->check_s[p->nchecked++] = secs;
+    if (p->nchecked < PREDICT_STEPS) return;
+    double s[PREDICT_STEPS];
+    memcpy(s, p->check_s, sizeof s);
+    qsort(s, PREDICT_STEPS, sizeof *s, cmp_double);
+    double median = s[PREDICT_STEPS / 2], miss = median / o->predicted_step_s - 1;
+    if (fabs(miss) <= PREDICT_MISS) return;
+    if (o->tty) fprintf(o->out, "\r\033[K");
+    fprintf(o->out,
+            "vdnn: warning: steps take %.1f ms, %.0f%% %s than the plan's prediction of %.1f ms: %s was likely "
+            "measured while the machine was %s than now; --reprofile measures it again\n",
+            1e3 * median, 100 * fabs(miss), miss > 0 ? "slower" : "faster", 1e3 * o->predicted_step_s,
+            o->prediction_source ? o->prediction_source : "the profile", miss > 0 ? "less busy" : "busier");
+    fflush(o->out);
+}
 
 static void progress_step(progress *p, int items, double secs)
 {
@@ -394,6 +433,7 @@ static vdnn_status run_epoch(net **np, loader *ld, batch_io *b, progress *p, dou
         double secs = vdnn_now_s() - t0;
         p->last_step_s = secs;
         progress_step(p, items, secs);
+        check_prediction(p, items, secs);
         p->train_time += secs;
         p->loss_sum += r.loss_sum;
         p->correct += r.correct;
@@ -495,7 +535,7 @@ vdnn_status train_run(net *n, const dataset *train, const dataset *test, const t
     st = io_open(n, batch, &b);
     if (st == VDNN_OK) st = loader_create(train, &lo, &ld);
     if (st == VDNN_OK) loader_seek(ld, epoch, index);
-    progress p = {.o = o, .n = n, .epochs = n->train.epochs};
+    progress p = {.o = o, .n = n, .epochs = n->train.epochs, .batch = batch};
     p.run_steps = steps_ahead(n, o, train->count, batch, epoch, index);
     double train_time = 0;
     long long seen = 0;

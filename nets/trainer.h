@@ -44,6 +44,13 @@ typedef struct train_opts {
      * NULL: none. A failure stops training as a failed step does. */
     vdnn_status (*before_step)(void *ctx, const train_tick *t);
     void *hook_ctx;
+    /* The planner's prediction of a step of the plan that runs (<= 0: none), and what it
+     * came from ("the profile PATH, measured ..."): when the median of the run's full
+     * steps 2 to 6 misses it by more than a quarter, a warning says so, names the likely
+     * cause and the fix (--reprofile). Not for steps predicted under 2 ms, whose fixed
+     * costs the profile does not see. */
+    double predicted_step_s;
+    const char *prediction_source;
 } train_opts;
 
 typedef struct train_summary {

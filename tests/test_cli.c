@@ -8,6 +8,7 @@
  * on stdout; `test` evaluates a checkpoint; resuming continues exactly; a corrupt
  * checkpoint, a tiny budget or a missing device fail cleanly, never with a crash. */
 #include <check.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +96,29 @@ START_TEST(test_help)
 }
 END_TEST
 
+/* Every subcommand takes --help (or -h): its usage and every flag it knows, on stdout,
+ * exit 0, before anything else is read (no config needed). */
+START_TEST(test_subcommand_help)
+{
+    static const struct { const char *args, *flag; } cases[] = {
+        {"train --help", "--budget SIZE"},   {"train configs/none.cfg -h", "--policy TEXT"},
+        {"test --help", "--weights"},        {"info --help", "--json"},
+        {"profile --help", "--save-plan"},   {"sweep --help", "--budgets"},
+        {"manager --help", "--period"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        cli_run r = run_cli(cases[k].args);
+        assert_ok(&r, cases[k].args);
+        ck_assert_msg(strstr(r.out, "usage: vdnn ") && strstr(r.out, cases[k].flag) && strstr(r.out, "flags:"),
+                      "`vdnn %s` printed:\n%s", cases[k].args, r.out);
+        run_free(&r);
+    }
+    cli_run r = run_cli("train --help");
+    ck_assert_msg(strstr(r.out, "none, all, conv, swap, recompute or dyn"), "train's flags come without help:\n%s", r.out);
+    run_free(&r);
+}
+END_TEST
+
 START_TEST(test_unknown_command)
 {
     fails_with("frobnicate configs/fmnist.cfg", "frobnicate", NULL);
@@ -127,6 +151,9 @@ START_TEST(test_bad_flag_values)
     fails_with(args, "--lr", "fast");
     snprintf(args, sizeof args, "train %s --budget 12Q", cfg);
     fails_with(args, "--budget", NULL);
+    /* MB is 10^6 bytes to some: refused, with what to write instead */
+    snprintf(args, sizeof args, "train %s --budget 56MB", cfg);
+    fails_with(args, "--budget: '56MB' is ambiguous", "write 56M or 56MiB");
     snprintf(args, sizeof args, "train %s --steps", cfg);
     fails_with(args, "--steps", NULL);
     snprintf(args, sizeof args, "train %s --steps 1 --steps 2", cfg);
@@ -784,6 +811,102 @@ START_TEST(test_profile_plan_and_train)
 }
 END_TEST
 
+/* Each profile in `dir` rewritten with every time `k` times as long (a profile measured
+ * on a loaded machine); returns how many. */
+static int scale_profiles(const char *dir, double k)
+{
+    DIR *dp = opendir(dir);
+    int count = 0;
+    for (struct dirent *e; dp && (e = readdir(dp)) != NULL;) {
+        if (strncmp(e->d_name, "profile-", 8)) continue;
+        char path[1200];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        profile p;
+        ck_assert_msg(profile_load(path, &p) == VDNN_OK, "%s", vdnn_errmsg());
+        for (int i = 0; i < p.nlayers; i++) {
+            layer_cost *c = &p.layers[i];
+            for (int a = 0; a < PLAN_MAX_ALGOS; a++) {
+                if (c->fwd_s[a] < 1e29) c->fwd_s[a] *= k;
+                if (c->bwd_data_s[a] < 1e29) c->bwd_data_s[a] *= k;
+                if (c->bwd_filter_s[a] < 1e29) c->bwd_filter_s[a] *= k;
+            }
+            c->update_s *= k;
+            c->accum_s *= k;
+        }
+        ck_assert(profile_save(&p, path) == VDNN_OK);
+        profile_free(&p);
+        count++;
+    }
+    if (dp) closedir(dp);
+    return count;
+}
+
+/* Measuring a profile says what it measures, how far it is and about how long is left,
+ * on one line redrawn (as on a terminal: VDNN_PROGRESS_BAR=1) and cleared at the end. */
+START_TEST(test_profile_progress)
+{
+    if (UNDER_SANITIZER) {
+        printf("SKIPPED: test_profile_progress (a profile of seconds is minutes under a sanitizer)\n");
+        return;
+    }
+    char cache[512], args[2048];
+    tn_path(cache, sizeof cache, "cache");
+    snprintf(args, sizeof args, "profile configs/lenet.cfg --batch 256 --budget 400M --threads 1 --profile-cache %s",
+             cache);
+    tn_run r = tn_vdnn(tn_dir, "VDNN_PROGRESS_BAR=1", args);
+    tn_run_ok(&r, args);
+    ck_assert_msg(strstr(r.err, "\rvdnn: profiling ") && strstr(r.err, " of 10), ") && strstr(r.err, " s so far") &&
+                  strstr(r.err, "\r\033[K"), "no progress while profiling (stderr):\n%s", r.err);
+    tn_run_free(&r);
+    /* read from the cache: nothing to show */
+    r = tn_vdnn(tn_dir, "VDNN_PROGRESS_BAR=1", args);
+    tn_run_ok(&r, args);
+    ck_assert_msg(!strstr(r.err, "profiling"), "%s", r.err);
+    tn_run_free(&r);
+}
+END_TEST
+
+/* Profiles say when and under what load they were measured, --reprofile measures them
+ * again, and a run whose steps miss the plan's prediction by more than a quarter says
+ * so, with the likely cause and the fix. */
+START_TEST(test_profile_age_and_prediction)
+{
+    char cfg[512], cache[512], args[2048];
+    write_cfg(cfg, sizeof cfg, "net.cfg", CLI_NET);
+    tn_path(cache, sizeof cache, "cache");
+    snprintf(args, sizeof args, "profile %s --budget 1M --threads 1 --profile-cache %s", cfg, cache);
+    cli_run r = run_cli(args);
+    assert_ok(&r, args);
+    ck_assert_msg(strstr(r.out, "profile measured"), "%s", r.out);
+    run_free(&r);
+    r = run_cli(args);
+    assert_ok(&r, args);
+    ck_assert_msg(strstr(r.out, "profile cached") && strstr(r.out, "the cached profile was measured 2") &&
+                  strstr(r.out, " on ") && strstr(r.out, "--reprofile"), "the cached profile's age:\n%s", r.out);
+    run_free(&r);
+    snprintf(args, sizeof args, "profile %s --budget 1M --threads 1 --profile-cache %s --reprofile", cfg, cache);
+    r = run_cli(args);
+    assert_ok(&r, args);
+    ck_assert_msg(strstr(r.out, "profile measured"), "--reprofile measures again:\n%s", r.out);
+    run_free(&r);
+    /* a profile that says every pass takes a thousand times as long as it does */
+    ck_assert_int_ge(scale_profiles(cache, 1000), 1);
+    snprintf(args, sizeof args, "train %s --steps 8 --threads 1 --no-save --profile-cache %s", cfg, cache);
+    r = run_cli(args);
+    assert_ok(&r, args);
+    ck_assert_msg(strstr(r.out, "vdnn: warning: steps take") && strstr(r.out, "faster than the plan's prediction") &&
+                  strstr(r.out, "the profile ") && strstr(r.out, "--reprofile measures it again"),
+                  "no warning for a prediction 1000 times too slow:\n%s", r.out);
+    run_free(&r);
+    /* measured again, the prediction holds (or the steps are too short to check) */
+    snprintf(args, sizeof args, "train %s --steps 8 --threads 1 --no-save --profile-cache %s --reprofile", cfg, cache);
+    r = run_cli(args);
+    assert_ok(&r, args);
+    ck_assert_msg(!strstr(r.out, "faster than the plan's prediction"), "a fresh profile still warns:\n%s", r.out);
+    run_free(&r);
+}
+END_TEST
+
 START_TEST(test_plan_errors)
 {
     char cfg[512], other[512], plan_file[512], args[2048];
@@ -863,6 +986,7 @@ static Suite *cli_suite(void)
     tcase_set_timeout(bad, 60);
     tcase_add_test(bad, test_no_args);
     tcase_add_test(bad, test_help);
+    tcase_add_test(bad, test_subcommand_help);
     tcase_add_test(bad, test_unknown_command);
     tcase_add_test(bad, test_unknown_flag);
     tcase_add_test(bad, test_bad_flag_values);
@@ -907,6 +1031,8 @@ static Suite *cli_suite(void)
     tcase_add_test(dev, test_devices_cuda_missing);
     tcase_add_test(dev, test_manager_devices);
     tcase_add_test(dev, test_profile_plan_and_train);
+    tcase_add_test(dev, test_profile_age_and_prediction);
+    tcase_add_test(dev, test_profile_progress);
     tcase_add_test(dev, test_plan_errors);
     tcase_add_test(dev, test_swap_recompute_micro);
     suite_add_tcase(s, dev);

@@ -418,9 +418,16 @@ START_TEST(test_bad_bytes)
     value_fails("budget", "-1K", "not a size");
     value_fails("budget", "512", "512 is out of range [1.00 KiB, 1.00 GiB]");
     value_fails("budget", "2G", "out of range [1.00 KiB, 1.00 GiB]");
+    value_fails("budget", "56MB", "'56MB' is ambiguous (MB is 1000^2 bytes to some, 1024^2 to others): write 56M "
+                                  "or 56MiB for powers of 1024, or the bytes");
+    value_fails("budget", "1gb", "write 1G or 1GiB");
+    value_fails("budget", "64Mi", "trailing characters");
     value_ok("budget", "1K");
     value_ok("budget", "512M");
+    value_ok("budget", "512MiB");
+    value_ok("budget", "512mib");
     value_ok("budget", "1G");
+    value_ok("budget", "1048576B");
 }
 END_TEST
 

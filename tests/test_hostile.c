@@ -493,7 +493,7 @@ START_TEST(dyn_micro_batches_keep_data_flag)
     tn_run_free(&r);
     r = run("train %s --steps 1 --threads 1 --policy dyn --budget %zu --data synthetic", cfg, pool_round(micro + 4096));
     ok(&r);
-    ck_assert_msg(strstr(r.out, "micro-batches of") && strstr(r.out, "done: 1 steps"), "dyn did not split the batch "
+    ck_assert_msg(strstr(r.out, "micro-batches of") && strstr(r.out, "done: 1 step,"), "dyn did not split the batch "
                   "and train:\n%s", r.out);
     tn_run_free(&r);
 }

@@ -396,7 +396,7 @@ START_TEST(test_managed_jobs_same_as_by_hand)
     pid_t jobs[3];
     for (int j = 0; j < 3; j++) {
         snprintf(args, sizeof args, "train %s --devices cpu:0,cpu:1 --shares %s --epochs %d --managed --manager %s "
-                 "--share-every 2 --save %s/job%d.ckpt --log %s/job%d.jsonl --quiet", cfg, initial[j], epochs[j], sock,
+                 "--share-every 2 --save %s/job%d.ckpt --log %s/job%d.jsonl", cfg, initial[j], epochs[j], sock,
                  tn_dir, j, tn_dir, j);
         char name[16];
         snprintf(name, sizeof name, "job%d", j);
@@ -410,6 +410,14 @@ START_TEST(test_managed_jobs_same_as_by_hand)
         snprintf(name, sizeof name, "job%d.err", j);
         char *err = read_tmp(name);
         ck_assert_msg(rc == 0, "job %d exited %d:\n%s", j, rc, tn_tail(err, 2000));
+        /* a managed job says so, and says when the manager moves its shares */
+        ck_assert_msg(strstr(err, "vdnn: managed by the slow-down manager at ") && strstr(err, " as job "),
+                      "job %d does not say it is managed:\n%s", j, tn_tail(err, 2000));
+        snprintf(name, sizeof name, "job%d.jsonl", j);
+        char *jlog = read_tmp(name);
+        ck_assert_msg(!strstr(jlog, "{\"manager\": \"dr\"") || strstr(err, "the manager moved this job's shares from step"),
+                      "job %d's shares moved without a word:\n%s", j, tn_tail(err, 2000));
+        free(jlog);
         free(err);
     }
     ck_assert_int_eq(wait_for(mgr, 30, "the manager (--until-idle)"), 0);

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,10 +38,27 @@ static vdnn_status parse_value(arg_spec *s, const char *v)
     return VDNN_OK;
 }
 
+static void print_help(const arg_spec *specs, const char *usage)
+{
+    static const char *const kinds[] = {"", " N", " X", " TEXT", " SIZE"};   /* by arg_type */
+    printf("usage: %s\nflags:\n", usage);
+    for (const arg_spec *s = specs; s->name; s++) {
+        char flag[64];
+        snprintf(flag, sizeof flag, "%s%s", s->name, kinds[s->type]);
+        printf("  %-24s%s%s\n", flag, s->help && *s->help ? " " : "", s->help ? s->help : "");
+    }
+    printf("SIZE: bytes, or with K, M, G, T (or KiB, MiB, GiB, TiB): powers of 1024. See docs/cli.md.\n");
+}
+
 vdnn_status args_parse(int argc, char **argv, int first, arg_spec *specs, const char **pos, int npos,
                        const char *usage)
 {
     int got = 0;
+    for (int i = first; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            print_help(specs, usage);
+            exit(0);
+        }
     for (int i = first; i < argc; i++) {
         const char *a = argv[i];
         if (a[0] != '-' || a[1] == 0) {

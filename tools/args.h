@@ -19,7 +19,8 @@ typedef struct arg_spec {
 } arg_spec;
 
 /* Parses argv[first..argc) into the specs; exactly `npos` positional arguments go to
- * pos[0..npos). */
+ * pos[0..npos). --help or -h anywhere prints `usage` and every flag (with its value's
+ * kind and its help, where it has one) on stdout, and exits 0. */
 vdnn_status args_parse(int argc, char **argv, int first, arg_spec *specs, const char **pos, int npos,
                        const char *usage);
 

@@ -3,9 +3,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "nets/planner/planner.h"
 #include "tools/commands.h"
+
+int cli_progress_tty(void)
+{
+    const char *bar = getenv("VDNN_PROGRESS_BAR");
+    return isatty(fileno(stderr)) || (bar && !strcmp(bar, "1"));
+}
 
 int cli_error(void)
 {

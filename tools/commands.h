@@ -15,6 +15,9 @@ int cmd_info(int argc, char **argv);
 
 /* Shared by the subcommands (tools/cli.c). */
 
+/* Whether progress is drawn as on a terminal: stderr is one, or VDNN_PROGRESS_BAR=1
+ * (tests) says to. */
+int cli_progress_tty(void);
 /* Prints "vdnn: <message>" to stderr; returns the exit code for errors (1). */
 int cli_error(void);
 /* With no budget given on the CPU: room for the net's plan with the largest-workspace

@@ -2,6 +2,7 @@
  * (docs/planner.md); the planner's driver is nets/planner/driver.c. */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "nets/planner/planner.h"
 #include "tools/commands.h"
@@ -10,7 +11,7 @@ int cmd_profile(int argc, char **argv)
 {
     const char *cfg = NULL, *dev_name = "auto", *save = NULL;
     long long batch = -1, micro = 0;
-    int json = 0;
+    int json = 0, reprofile = 0;
     planner_opts f = {.verify = 0, .node_limit = PLAN_NODE_LIMIT, .search_seconds = PLAN_SEARCH_SECONDS};
     arg_spec specs[] = {
         {"--budget", ARG_BYTES, &f.budget, 0, 0, "", 0}, {"--json", ARG_FLAG, &json, 0, 0, "", 0},
@@ -22,11 +23,14 @@ int cmd_profile(int argc, char **argv)
         {"--batch", ARG_INT, &batch, 1, 65536, "", 0}, {"--profile-cache", ARG_STRING, &f.cache, 0, 0, "", 0},
         {"--node-limit", ARG_INT, &f.node_limit, 0, 1e12, "", 0}, {"--micro-batch", ARG_INT, &micro, 1, 65536, "", 0},
         {"--search-seconds", ARG_FLOAT, &f.search_seconds, 0, 1e9, "", 0},
+        {"--reprofile", ARG_FLAG, &reprofile, 0, 0, "measure the profile again instead of reading the cached one", 0},
         {NULL, 0, NULL, 0, 0, NULL, 0},
     };
     if (args_parse(argc, argv, 2, specs, &cfg, 1,
                    "vdnn profile CFG --budget SIZE [--json] [--search bb|vdnn] [--save-plan FILE] [--verify N]") != VDNN_OK)
         return cli_error();
+    if (reprofile) profile_refresh_before((double)time(NULL));
+    if (!json) profile_show_progress(stderr, cli_progress_tty());
     if (!f.budget) {
         vdnn_fail(VDNN_EINVAL, "profile needs --budget SIZE (the device memory the plan must fit in)");
         return cli_error();

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -52,6 +53,7 @@ typedef struct sweep_opts {
     long long threads, batch, node_limit;
     double link_gbps, search_seconds;
     int simulate;
+    int reprofile;            /* --reprofile: measure the profile again */
 } sweep_opts;
 
 typedef struct sweep_row {
@@ -567,11 +569,14 @@ static vdnn_status parse_flags(int argc, char **argv, sweep *s)
         {"--search-seconds", ARG_FLOAT, &o->search_seconds, 0, 1e9, "", 0},
         {"--math", ARG_STRING, &cli_math, 0, 0, "", 0}, {"--nondeterministic", ARG_FLAG, &cli_nondeterministic, 0, 0, "", 0},
         {"--in-place", ARG_STRING, &cli_in_place, 0, 0, "", 0},
+        {"--reprofile", ARG_FLAG, &o->reprofile, 0, 0, "measure the profile again instead of reading the cached one", 0},
         {NULL, 0, NULL, 0, 0, NULL, 0},
     };
     vdnn_status st = args_parse(argc, argv, 2, specs, &o->cfg, 1,
                                 "vdnn sweep CFG --budgets LIST --policies LIST [--out DIR] [--simulate] [--iters N]");
     if (st != VDNN_OK) return st;
+    if (o->reprofile) profile_refresh_before((double)time(NULL));
+    profile_show_progress(stderr, cli_progress_tty());
     if (!o->budgets)
         return vdnn_fail(VDNN_EINVAL, "sweep needs --budgets LIST (sizes such as 256M,512M,1G, or auto:K)");
     if (!o->policies) return vdnn_fail(VDNN_EINVAL, "sweep needs --policies LIST (from " SWEEP_VALID ")");

@@ -118,5 +118,5 @@ unshare --mount sh -c '
     for f in "$@"; do mount --bind /dev/null "$f" || exit 3; done
     env -u LD_LIBRARY_PATH "$bin" --version && \
         env -u LD_LIBRARY_PATH VDNN_CACHE=$(dirname "$cfg")/cache "$bin" train --no-save "$cfg" --device cpu --steps 1 --algo perf
-' sh "$bin" "$cfg" $hide > "$work/run.log" 2>&1 && grep -q '^done: 1 steps' "$work/run.log" || fail "with this machine's copies hidden ($hide), the sysroot build does not run: $work/run.log"
+' sh "$bin" "$cfg" $hide > "$work/run.log" 2>&1 && grep -q '^done: 1 step,' "$work/run.log" || fail "with this machine's copies hidden ($hide), the sysroot build does not run: $work/run.log"
 echo "sysroot_check: 3. ran with this machine's copies hidden:$hide"

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "manager/client.h"
@@ -27,6 +28,8 @@ typedef struct run_flags {
     double lr, link_gbps;
     double plan_s;            /* wall time of planning: measuring the profile, searching */
     double predicted_s;       /* the simulator's step time for the plan run; < 0: none */
+    char prediction_source[1400];   /* the profile it came from, for the trainer's check */
+    int reprofile;            /* --reprofile */
     size_t budget;
     int quiet, sync_layers;
     int no_save;              /* --no-save: no checkpoint (else --save, or runs/CONFIG.ckpt) */
@@ -76,9 +79,12 @@ static vdnn_status apply_memory_flags(net *n, const run_flags *f)
 /* The simulator's iteration time for the plan the net runs, from the profile that
  * --algo perf measured (read back from the cache), so that a run's log holds the
  * prediction beside the measured steps; -1 in mem mode (nothing measured) or on failure. */
-static double predicted_step_s(net *n)
+/* The simulator's step time for the plan the net runs, from the profile that perf's
+ * algorithms or dyn's plan came from (read from the cache by now; none is measured for
+ * a plan of memory-optimal algorithms only), and in *source where it came from. */
+static double predicted_step_s(net *n, const char *cache, char *source, size_t len)
 {
-    if (n->algo != ALGO_PERF || n->dyn) return -1;
+    if (n->algo != ALGO_PERF && !n->dyn) return -1;
     const device_options *o = device_get_options(n->dev);
     profile pr;
     plan p = {0};
@@ -86,7 +92,10 @@ static double predicted_step_s(net *n)
     int cached = 0;
     double t = -1;
     size_t peak = 0;
-    if (profile_get(n, n->dev, o->link_gbps, o->threads, NULL, &pr, &cached) != VDNN_OK) return -1;
+    if (profile_get(n, n->dev, o->link_gbps, o->threads, cache, &pr, &cached) != VDNN_OK) return -1;
+    char when[128];
+    profile_describe(&pr, when, sizeof when);
+    snprintf(source, len, "the profile %s (%s)", pr.path[0] ? pr.path : "(not cached)", when);
     if (plan_from_net(n, &p) == VDNN_OK && sim_create(n, &pr, &sim) == VDNN_OK && sim_run(sim, &p, &t, &peak) != VDNN_OK)
         t = -1;
     sim_destroy(sim);
@@ -150,7 +159,7 @@ static vdnn_status open_all(const char *cfg, run_flags *f, int need_train, net *
     }
     f->plan_s = vdnn_now_s() - t_plan;
     if (st != VDNN_OK) return st;
-    f->predicted_s = f->plan ? -1 : predicted_step_s(*n);
+    f->predicted_s = f->plan ? -1 : predicted_step_s(*n, f->cache, f->prediction_source, sizeof f->prediction_source);
     return st;
 }
 
@@ -384,31 +393,46 @@ static void on_interrupt(int sig)
 static vdnn_status parse_train(int argc, char **argv, run_flags *f, const char **cfg)
 {
     arg_spec specs[] = {
-        {"--device", ARG_STRING, &f->device, 0, 0, "", 0},
-        {"--math", ARG_STRING, &cli_math, 0, 0, "", 0}, {"--nondeterministic", ARG_FLAG, &cli_nondeterministic, 0, 0, "", 0},
-        {"--budget", ARG_BYTES, &f->budget, 0, 0, "", 0},
-        {"--data", ARG_STRING, &f->data, 0, 0, "", 0}, {"--epochs", ARG_INT, &f->epochs, 1, 1e6, "", 0},
-        {"--steps", ARG_INT, &f->steps, 1, 1e12, "", 0}, {"--batch", ARG_INT, &f->batch, 1, 65536, "", 0},
-        {"--lr", ARG_FLOAT, &f->lr, 1e-12, 100, "", 0}, {"--seed", ARG_INT, &f->seed, 0, 2147483647, "", 0},
-        {"--threads", ARG_INT, &f->threads, 1, 1024, "", 0}, {"--save", ARG_STRING, &f->save, 0, 0, "", 0},
-        {"--resume", ARG_STRING, &f->resume, 0, 0, "", 0}, {"--log", ARG_STRING, &f->log, 0, 0, "", 0},
-        {"--quiet", ARG_FLAG, &f->quiet, 0, 0, "", 0}, {"--policy", ARG_STRING, &f->policy, 0, 0, "", 0},
-        {"--algo", ARG_STRING, &f->algo, 0, 0, "", 0}, {"--link-gbps", ARG_FLOAT, &f->link_gbps, 0.001, 1e4, "", 0},
-        {"--sync-layers", ARG_FLAG, &f->sync_layers, 0, 0, "", 0}, {"--trace", ARG_STRING, &f->trace, 0, 0, "", 0},
-        {"--in-place", ARG_STRING, &cli_in_place, 0, 0, "", 0},
-        {"--plan", ARG_STRING, &f->plan, 0, 0, "", 0}, {"--search", ARG_STRING, &f->search, 0, 0, "", 0},
-        {"--profile-cache", ARG_STRING, &f->cache, 0, 0, "", 0}, {"--node-limit", ARG_INT, &f->node_limit, 0, 1e12, "", 0},
-        {"--micro-batch", ARG_INT, &f->micro, 1, 65536, "", 0},
-        {"--search-seconds", ARG_FLOAT, &f->search_seconds, 0, 1e9, "", 0},
-        {"--devices", ARG_STRING, &f->devices, 0, 0, "", 0}, {"--shares", ARG_STRING, &f->shares, 0, 0, "", 0},
-        {"--share-every", ARG_INT, &f->share_every, 1, 1e9, "", 0}, {"--bucket", ARG_BYTES, &f->bucket, 0, 0, "", 0},
-        {"--rank-timeout", ARG_FLOAT, &f->rank_timeout, 1, 1e9, "", 0},
-        {"--share-schedule", ARG_STRING, &f->share_schedule, 0, 0, "", 0},
-        {"--managed", ARG_FLAG, &f->managed, 0, 0, "", 0}, {"--manager", ARG_STRING, &f->manager, 0, 0, "", 0},
-        {"--no-save", ARG_FLAG, &f->no_save, 0, 0, "", 0},
+        {"--device", ARG_STRING, &f->device, 0, 0, "auto (a GPU if there is one), cpu, cuda or cuda:N", 0},
+        {"--math", ARG_STRING, &cli_math, 0, 0, "fp32 (default) or tf32 (GPU tensor cores)", 0},
+        {"--nondeterministic", ARG_FLAG, &cli_nondeterministic, 0, 0, "let cuDNN use its nondeterministic algorithms too", 0},
+        {"--budget", ARG_BYTES, &f->budget, 0, 0, "device memory the run must fit in", 0},
+        {"--data", ARG_STRING, &f->data, 0, 0, "the data set's folder or file, or synthetic (data of the config's shape)", 0},
+        {"--epochs", ARG_INT, &f->epochs, 1, 1e6, "override [train] epochs", 0},
+        {"--steps", ARG_INT, &f->steps, 1, 1e12, "stop after this many optimizer steps", 0},
+        {"--batch", ARG_INT, &f->batch, 1, 65536, "override [net] batch", 0},
+        {"--lr", ARG_FLOAT, &f->lr, 1e-12, 100, "override [train] learning_rate", 0},
+        {"--seed", ARG_INT, &f->seed, 0, 2147483647, "override [train] seed", 0},
+        {"--threads", ARG_INT, &f->threads, 1, 1024, "CPU compute threads (default: all cores)", 0},
+        {"--save", ARG_STRING, &f->save, 0, 0, "the checkpoint to keep (default runs/CONFIG.ckpt)", 0},
+        {"--resume", ARG_STRING, &f->resume, 0, 0, "continue from this checkpoint, bit for bit", 0},
+        {"--log", ARG_STRING, &f->log, 0, 0, "one JSON line per step and epoch", 0},
+        {"--quiet", ARG_FLAG, &f->quiet, 0, 0, "print nothing but errors", 0},
+        {"--policy", ARG_STRING, &f->policy, 0, 0, "none, all, conv, swap, recompute or dyn (the planner)", 0},
+        {"--algo", ARG_STRING, &f->algo, 0, 0, "perf (fastest, measured) or mem (least workspace) convolutions", 0},
+        {"--link-gbps", ARG_FLOAT, &f->link_gbps, 0.001, 1e4, "CPU device: throttle host-device copies to this many GB/s", 0},
+        {"--sync-layers", ARG_FLAG, &f->sync_layers, 0, 0, "wait for each layer (timing, debugging)", 0},
+        {"--trace", ARG_STRING, &f->trace, 0, 0, "a Chrome/Perfetto trace of compute and copies", 0},
+        {"--in-place", ARG_STRING, &cli_in_place, 0, 0, "on (default) or off: activations and dropout run in place", 0},
+        {"--plan", ARG_STRING, &f->plan, 0, 0, "run a plan file (vdnn profile --save-plan)", 0},
+        {"--search", ARG_STRING, &f->search, 0, 0, "dyn's search: bb (branch and bound, default) or vdnn", 0},
+        {"--profile-cache", ARG_STRING, &f->cache, 0, 0, "where measured profiles are kept", 0},
+        {"--node-limit", ARG_INT, &f->node_limit, 0, 1e12, "dyn: branch-and-bound nodes (0: no limit)", 0},
+        {"--micro-batch", ARG_INT, &f->micro, 1, 65536, "split each batch into micro-batches of N items", 0},
+        {"--search-seconds", ARG_FLOAT, &f->search_seconds, 0, 1e9, "dyn: wall time of one search (0: no limit)", 0},
+        {"--devices", ARG_STRING, &f->devices, 0, 0, "data-parallel over these devices, e.g. cpu:0,cpu:1 or cuda:0,cuda:1", 0},
+        {"--shares", ARG_STRING, &f->shares, 0, 0, "equal, auto, or one weight per device", 0},
+        {"--share-every", ARG_INT, &f->share_every, 1, 1e9, "auto shares: steps between rebalancings", 0},
+        {"--bucket", ARG_BYTES, &f->bucket, 0, 0, "gradients reduced in buckets of about this size", 0},
+        {"--rank-timeout", ARG_FLOAT, &f->rank_timeout, 1, 1e9, "seconds a rank waits for the others before the job ends", 0},
+        {"--share-schedule", ARG_STRING, &f->share_schedule, 0, 0, "a file of steps and shares to switch to", 0},
+        {"--managed", ARG_FLAG, &f->managed, 0, 0, "let the slow-down manager set the shares", 0},
+        {"--manager", ARG_STRING, &f->manager, 0, 0, "the manager's socket (default: the user's)", 0},
+        {"--no-save", ARG_FLAG, &f->no_save, 0, 0, "keep no checkpoint", 0},
+        {"--reprofile", ARG_FLAG, &f->reprofile, 0, 0, "measure the profile again instead of reading the cached one", 0},
         {NULL, 0, NULL, 0, 0, NULL, 0},
     };
-    return args_parse(argc, argv, 2, specs, cfg, 1, "vdnn train CFG [flags] (see vdnn --help)");
+    return args_parse(argc, argv, 2, specs, cfg, 1, "vdnn train CFG [flags]");
 }
 
 /* What a run holds from its start to its end. */
@@ -438,6 +462,7 @@ static vdnn_status open_run(const char *cfg, run_flags *f, train_run_state *r)
         st = vdnn_fail(VDNN_EINVAL, "--shares, --share-every, --share-schedule, --bucket and --managed are for "
                        "data-parallel training (--devices, or mpirun)");
     if (st == VDNN_OK) st = check_managed(f);
+    if (!f->quiet) profile_show_progress(stderr, cli_progress_tty());
     if (st == VDNN_OK)
         st = r->parallel ? open_parallel(cfg, f, &r->n, &r->d, &r->train, &r->test)
                          : open_all(cfg, f, 1, &r->n, &r->d, &r->train, &r->test);
@@ -484,7 +509,8 @@ static void announce(const char *cfg, const run_flags *f, const train_run_state 
                 "batch %d, shares", cfg, dp_devices(f->group), comm_size(f->comm), comm_size(f->comm) == 1 ? "" : "s",
                 device_describe(r->d), r->train->count, r->test->count, dp_batch(f->group));
         for (int k = 0; k < dp_devices(f->group); k++) fprintf(out, "%s%d", k ? ":" : " ", dp_shares(f->group)[k]);
-        fprintf(out, "%s, %d epochs, policy %s, %s algorithms\n", f->shares && !strcmp(f->shares, "auto") ? " (auto)" : "",
+        fprintf(out, "%s, %d epochs, policy %s, %s algorithms\n",
+                f->managed ? " (the manager's to set)" : f->shares && !strcmp(f->shares, "auto") ? " (auto)" : "",
                 n->train.epochs, n->dyn ? "dyn" : policy_name(n->policy), algo_mode_name(n->algo));
     } else {
         fprintf(out, "vdnn: training %s on %s: %d train / %d test images, batch %d%s%.0d, %d epochs, policy %s, "
@@ -517,7 +543,7 @@ static vdnn_status run_until_signal(train_run_state *r, const train_opts *o, tra
 static void report_done(const run_flags *f, device *d, const train_summary *s, FILE *out)
 {
     char peak[32];
-    fprintf(out, "done: %lld steps, %.0f img/s, pool peak %s", s->steps, s->images_per_s,
+    fprintf(out, "done: %lld step%s, %.0f img/s, pool peak %s", s->steps, s->steps == 1 ? "" : "s", s->images_per_s,
             vdnn_fmt_bytes(s->pool_peak_bytes, peak, sizeof peak));
     if (device_vendor_bytes(d))
         fprintf(out, " (+ %s held by the CUDA runtime, cuDNN and cuBLAS)",
@@ -567,15 +593,15 @@ int cmd_train(int argc, char **argv)
                    .node_limit = PLAN_NODE_LIMIT, .search_seconds = PLAN_SEARCH_SECONDS, .rank_timeout = 300};
     const char *cfg = NULL;
     if (parse_train(argc, argv, &f, &cfg) != VDNN_OK) return cli_error();
+    if (f.reprofile) profile_refresh_before((double)time(NULL));
     if (comm_open(f.rank_timeout, &f.comm) != VDNN_OK) return cli_error();
     train_run_state r = {.parallel = f.devices || comm_size(f.comm) > 1, .rank = comm_rank(f.comm)};
     vdnn_status st = open_run(cfg, &f, &r);
     train_opts o = {.max_steps = f.steps, .save_path = f.save, .resume_path = f.resume, .log = r.log, .quiet = f.quiet,
-                    .out = stdout, .group = f.group, .comm = f.comm, .log_path = f.log, .interrupt = &interrupted};
+                    .out = stdout, .group = f.group, .comm = f.comm, .log_path = f.log, .interrupt = &interrupted,
+                    .predicted_step_s = f.predicted_s, .prediction_source = f.prediction_source};
     if (st == VDNN_OK) st = open_share_hooks(cfg, &f, &r, &o);
-    /* VDNN_PROGRESS_BAR=1 (tests): the bar as on a terminal */
-    const char *bar = getenv("VDNN_PROGRESS_BAR");
-    if (st == VDNN_OK && (isatty(fileno(stderr)) || (bar && !strcmp(bar, "1"))) && !f.quiet) {
+    if (st == VDNN_OK && cli_progress_tty() && !f.quiet) {
         o.tty = 1;
         o.out = stderr;
     }

@@ -90,16 +90,19 @@ vdnn_status vdnn_parse_bytes(const char *text, const char *what, size_t *out)
     double v = strtod(p, &end);
     if (errno || end == p)
         return vdnn_fail(VDNN_EINVAL, "%s: '%s' is not a size", what, text);
+    static const char units[] = "KMGT";
+    const char *u = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
+    int power = u ? (int)(u - units) + 1 : 0;
     double mul = 1;
-    switch (toupper((unsigned char)*end)) {
-    case 'K': mul = 1024.0; end++; break;
-    case 'M': mul = 1024.0 * 1024; end++; break;
-    case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
-    case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
-    default: break;
-    }
-    if (toupper((unsigned char)*end) == 'I') end++;
-    if (toupper((unsigned char)*end) == 'B') end++;
+    for (int k = 0; k < power; k++) mul *= 1024.0;
+    if (power) end++;
+    /* KB, MB, GB, TB are powers of 1000 to some and of 1024 to others */
+    if (power && toupper((unsigned char)*end) == 'B')
+        return vdnn_fail(VDNN_EINVAL, "%s: '%s' is ambiguous (%cB is 1000^%d bytes to some, 1024^%d to others): write "
+                         "%.*s%c or %.*s%ciB for powers of 1024, or the bytes", what, text, *u, power, power,
+                         (int)(end - 1 - p), p, *u, (int)(end - 1 - p), p, *u);
+    if (power && toupper((unsigned char)end[0]) == 'I' && toupper((unsigned char)end[1]) == 'B') end += 2;
+    else if (!power && toupper((unsigned char)*end) == 'B') end++;
     while (isspace((unsigned char)*end)) end++;
     if (*end)
         return vdnn_fail(VDNN_EINVAL, "%s: '%s' has trailing characters (expected e.g. 512M, 6G)", what, text);

@@ -41,8 +41,10 @@ FILE *vdnn_set_notice_stream(FILE *f);
 /* A short name for a status code ("budget", "io", ...). */
 const char *vdnn_status_name(vdnn_status s);
 
-/* Parses a size with an optional K/M/G/T suffix (powers of 1024) into bytes.
- * Returns VDNN_EINVAL with a message naming `what` on a malformed or overflowing value. */
+/* Parses a size with an optional K/M/G/T or KiB/MiB/GiB/TiB suffix (powers of 1024)
+ * into bytes, or a bare count of bytes (with or without a B). Returns VDNN_EINVAL with
+ * a message naming `what` on a malformed or overflowing value, and on KB/MB/GB/TB, which
+ * mean powers of 1000 to some: the message says what to write instead. */
 vdnn_status vdnn_parse_bytes(const char *text, const char *what, size_t *out);
 
 /* Writes s as a JSON string literal: quotes, backslashes and control characters

@@ -122,6 +122,11 @@ vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
                 k != SEARCH_BB || ss.complete ? "" : ss.timed_out ? " (time limit reached: --search-seconds)"
                                                                   : " (node limit reached: --node-limit)",
                 t2 - t_micro - ss.seconds);
+        if (cached) {
+            char when[128];
+            profile_describe(&pr, when, sizeof when);
+            fprintf(out, "  the cached profile was %s (--reprofile measures it again)\n", when);
+        }
         if (micro) fprintf(out, "  micro-batches of %d items: faster (or the only fit) in this budget\n", micro);
         summary(out, &best, "chosen plan:");
         if (alt.nlayers) summary(out, &alt, "other candidate:");

@@ -42,6 +42,13 @@ typedef struct profile {
     double duplex_bytes_per_s;/* both directions at once, bytes moved per second in all */
     double copy_latency_s;    /* fixed cost of one copy on the memory stream */
     double measure_s;         /* how long measuring took (0 when read from the cache) */
+    /* When and under what load it was measured: Unix seconds (0: unknown, a version 2
+     * file), the machine's 1-minute load average then (< 0: unknown) and its online
+     * cores. A load near the core count means other work shared the machine. */
+    double measured_at;
+    double load;
+    int cores;
+    char path[1200];          /* the cache file it was read from or written to ("" none) */
     int partial;              /* measured in a pool too small for some algorithms' workspaces or
                                * for the whole batch (a GPU's own pool): not cached */
 } profile;
@@ -58,8 +65,9 @@ uint64_t net_fingerprint(const net *n);
 vdnn_status profile_measure(const net *n, device *d, double link_gbps, int threads, profile *out);
 void profile_free(profile *p);
 
-/* The profile cache file's format: 2 added each layer's gradient-sum time. */
-#define PROFILE_VERSION 2
+/* The profile cache file's format: 2 added each layer's gradient-sum time, 3 when and
+ * under what load it was measured (version 2 files are read too). */
+#define PROFILE_VERSION 3
 
 /* The profile cache: a folder of text files, one per (device, net, batch). `dir` NULL
  * means $VDNN_CACHE, else $XDG_CACHE_HOME/vdnn, else ~/.cache/vdnn. profile_get()
@@ -67,6 +75,18 @@ void profile_free(profile *p);
  * cache is not an error: the profile is just not kept); *cached says which. */
 vdnn_status profile_get(const net *n, device *d, double link_gbps, int threads, const char *dir,
                         profile *out, int *cached);
+/* `--reprofile`: cached profiles written before Unix time `t` are measured again (and
+ * the cache rewritten); 0, the default, reads every one that matches. One measured in
+ * this process after t is read back, so a run measures each profile once. */
+void profile_refresh_before(double t);
+/* One line for people: when and under what load the profile was measured, e.g.
+ * "measured 2026-11-26 01:52, load 1.9 on 2 cores" ("measured at an unknown time"). */
+void profile_describe(const profile *p, char *buf, size_t len);
+/* While a profile is measured, what is being measured, how far and about how long is
+ * left go to `f` (NULL: nowhere, the default): on a terminal (`tty`) one line redrawn
+ * every second, else a line every 10 s; a profile measured in under a second (or ten)
+ * prints nothing. */
+void profile_show_progress(FILE *f, int tty);
 vdnn_status profile_save(const profile *p, const char *path);
 /* Reads a profile; VDNN_ENOENT-like failure (VDNN_EIO) when missing, VDNN_EFORMAT when
  * malformed (the message names the file and line). */

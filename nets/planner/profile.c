@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "nets/planner/planner.h"
@@ -404,10 +405,39 @@ static void device_key(const device *d, double link_gbps, int threads, char *buf
         snprintf(buf, len, "%s", device_model(d));
 }
 
+static FILE *progress_out;
+static int progress_tty;
+
+void profile_show_progress(FILE *f, int tty)
+{
+    progress_out = f;
+    progress_tty = tty;
+}
+
+/* What is being measured and how far: on a terminal one line redrawn at most every
+ * second, elsewhere a line every PROGRESS_EVERY_S seconds (none for a quick profile). */
+#define PROGRESS_EVERY_S 10.0
+static void show_progress(const net *m, int i, double t0, double *last)
+{
+    double now = vdnn_now_s(), every = progress_tty ? 1.0 : PROGRESS_EVERY_S;
+    if (!progress_out || now - *last < every || now - t0 < every) return;
+    *last = now;
+    char eta[64] = "";
+    if (i > 0) snprintf(eta, sizeof eta, ", about %.0f s left", (now - t0) * (m->nlayers - i) / i);
+    fprintf(progress_out, "%svdnn: profiling %s (layer %d of %d), %.0f s so far%s%s", progress_tty ? "\r" : "",
+            m->layers[i]->name, i + 1, m->nlayers, now - t0, eta, progress_tty ? "\033[K" : "\n");
+    fflush(progress_out);
+}
+
 vdnn_status profile_measure(const net *n, device *d, double link_gbps, int threads, profile *out)
 {
     memset(out, 0, sizeof *out);
     double t0 = vdnn_now_s();
+    double load = -1;
+    out->measured_at = (double)time(NULL);
+    out->load = getloadavg(&load, 1) == 1 ? load : -1;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    out->cores = cores > 0 ? (int)cores : 0;
     net *m = NULL;
     vdnn_status st = net_clone(n, &m);
     if (st != VDNN_OK) return st;
@@ -435,7 +465,9 @@ vdnn_status profile_measure(const net *n, device *d, double link_gbps, int threa
     device_key(d, link_gbps, threads, out->device, sizeof out->device);
     int *first = malloc((size_t)m->nlayers * sizeof *first), distinct = 0;
     if (st == VDNN_OK && !first) st = vdnn_fail(VDNN_ENOMEM, "out of host memory for a profile");
+    double shown = 0;
     for (int i = 0; i < m->nlayers && st == VDNN_OK; i++) {
+        show_progress(m, i, t0, &shown);
         int same = -1;
         for (int k = 0; k < distinct && same < 0; k++)
             if (same_cost(m, first[k], i)) same = first[k];
@@ -457,6 +489,10 @@ vdnn_status profile_measure(const net *n, device *d, double link_gbps, int threa
         }
     }
     free(first);
+    if (progress_out && progress_tty && shown > 0) {
+        fprintf(progress_out, "\r\033[K");
+        fflush(progress_out);
+    }
     if (st == VDNN_OK) st = measure_link(s, link_bytes, out);
     if (own) device_destroy(s);
     else pool_reset_peak(device_pool(s));   /* the measuring is not the training's peak */
@@ -478,8 +514,9 @@ vdnn_status profile_save(const profile *p, const char *path)
     if (!f) return vdnn_fail(VDNN_EIO, "cannot write profile %s: %s", tmp, strerror(errno));
     fprintf(f, "vdnn-profile %d\ndevice %s\nnet %016llx\nbatch %d\nlayers %d\n", PROFILE_VERSION, p->device,
             (unsigned long long)p->net_key, p->batch, p->nlayers);
-    fprintf(f, "link %.9g %.9g %.9g %.9g\nmeasure_s %.6g\n", p->h2d_bytes_per_s, p->d2h_bytes_per_s,
-            p->duplex_bytes_per_s, p->copy_latency_s, p->measure_s);
+    fprintf(f, "link %.9g %.9g %.9g %.9g\nmeasure_s %.6g\nmeasured %.0f %.3g %d\n", p->h2d_bytes_per_s,
+            p->d2h_bytes_per_s, p->duplex_bytes_per_s, p->copy_latency_s, p->measure_s, p->measured_at, p->load,
+            p->cores);
     for (int i = 0; i < p->nlayers; i++) {
         const layer_cost *c = &p->layers[i];
         fprintf(f, "layer %d %.9g %.9g\n", i, c->update_s, c->accum_s);
@@ -531,8 +568,8 @@ vdnn_status profile_load(const char *path, profile *out)
     unsigned long long key = 0;
     int version = 0;
     vdnn_status st = VDNN_OK;
-    if (fscanf(f, "vdnn-profile %d\n", &version) != 1 || version != PROFILE_VERSION)
-        st = bad_line(path, 1, "not a vdnn profile of this version");
+    if (fscanf(f, "vdnn-profile %d\n", &version) != 1 || version < 2 || version > PROFILE_VERSION)
+        st = bad_line(path, 1, "not a vdnn profile of a version this build reads");
     else if (fscanf(f, "device %159[^\n]\n", out->device) != 1) st = bad_line(path, 2, "device");
     else if (fscanf(f, "net %llx\n", &key) != 1) st = bad_line(path, 3, "net");
     else if (fscanf(f, "batch %d\n", &out->batch) != 1 || out->batch < 1) st = bad_line(path, 4, "batch");
@@ -544,6 +581,11 @@ vdnn_status profile_load(const char *path, profile *out)
              !(out->d2h_bytes_per_s > 0) || !(out->copy_latency_s >= 0))
         st = bad_line(path, 6, "link");
     else if (fscanf(f, "measure_s %lf\n", &out->measure_s) != 1) st = bad_line(path, 7, "measure_s");
+    else if (version >= 3 && (fscanf(f, "measured %lf %lf %d\n", &out->measured_at, &out->load, &out->cores) != 3 ||
+                              !(out->measured_at >= 0) || out->cores < 0))
+        st = bad_line(path, 8, "measured");
+    if (version < 3) out->load = -1;
+    int first_layer_line = version >= 3 ? 9 : 8;
     out->net_key = key;
     if (st == VDNN_OK && !(out->layers = calloc((size_t)out->nlayers, sizeof *out->layers)))
         st = vdnn_fail(VDNN_ENOMEM, "out of host memory reading %s", path);
@@ -553,10 +595,11 @@ vdnn_status profile_load(const char *path, profile *out)
         if (fscanf(f, " layer %d %lf %lf", &idx, &c->update_s, &c->accum_s) != 3 || idx != i || !(c->accum_s >= 0) ||
             !read_row(f, c->fwd_s) ||
             !read_row(f, c->bwd_data_s) || !read_row(f, c->bwd_filter_s))
-            st = bad_line(path, 8 + 4 * i, "layer costs");
+            st = bad_line(path, first_layer_line + 4 * i, "layer costs");
     }
     fclose(f);
     if (st != VDNN_OK) profile_free(out);
+    else snprintf(out->path, sizeof out->path, "%s", path);
     return st;
 }
 
@@ -605,6 +648,25 @@ static int matches(const profile *p, const net *n, const char *key)
            !strcmp(p->device, key);
 }
 
+static double refresh_before;
+
+void profile_refresh_before(double t) { refresh_before = t; }
+
+void profile_describe(const profile *p, char *buf, size_t len)
+{
+    if (!(p->measured_at > 0)) {
+        snprintf(buf, len, "measured at an unknown time");
+        return;
+    }
+    time_t t = (time_t)p->measured_at;
+    struct tm tm;
+    char when[32];
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M", localtime_r(&t, &tm));
+    int w = snprintf(buf, len, "measured %s", when);
+    if (p->load >= 0 && w >= 0 && (size_t)w < len)
+        snprintf(buf + w, len - (size_t)w, ", load %.1f on %d core%s", p->load, p->cores, p->cores == 1 ? "" : "s");
+}
+
 vdnn_status profile_get(const net *n, device *d, double link_gbps, int threads, const char *dir,
                         profile *out, int *cached)
 {
@@ -614,7 +676,7 @@ vdnn_status profile_get(const net *n, device *d, double link_gbps, int threads, 
     vdnn_status st = profile_cache_path(n, key, dir, path, sizeof path);
     if (st != VDNN_OK) return st;
     if (profile_load(path, out) == VDNN_OK) {
-        if (matches(out, n, key)) {
+        if (matches(out, n, key) && !(out->measured_at < refresh_before)) {
             out->measure_s = 0;
             *cached = 1;
             return VDNN_OK;
@@ -632,6 +694,6 @@ vdnn_status profile_get(const net *n, device *d, double link_gbps, int threads, 
     }
     /* an unwritable cache only means measuring again next time; a partial profile is
      * not kept, as a larger budget would measure more */
-    if (!out->partial) profile_save(out, path);
+    if (!out->partial && profile_save(out, path) == VDNN_OK) snprintf(out->path, sizeof out->path, "%s", path);
     return VDNN_OK;
 }
