@@ -429,42 +429,23 @@ static void show_progress(const net *m, int i, double t0, double *last)
     fflush(progress_out);
 }
 
-vdnn_status profile_measure(const net *n, device *d, double link_gbps, int threads, profile *out)
+/* When, and under what load, a profile is measured. */
+static void stamp(profile *out)
 {
-    memset(out, 0, sizeof *out);
-    double t0 = vdnn_now_s();
     double load = -1;
     out->measured_at = (double)time(NULL);
     out->load = getloadavg(&load, 1) == 1 ? load : -1;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     out->cores = cores > 0 ? (int)cores : 0;
-    net *m = NULL;
-    vdnn_status st = net_clone(n, &m);
-    if (st != VDNN_OK) return st;
-    int items = n->input.n;
-    size_t need = 0, largest_map = shape_bytes(n->input);
-    for (int i = 0; i < m->nlayers; i++) {
-        size_t b = layer_scratch_bytes(m->layers[i], items);
-        if (b > need) need = b;
-        if (shape_bytes(m->layers[i]->out) > largest_map) largest_map = shape_bytes(m->layers[i]->out);
-    }
-    size_t link_bytes = largest_map < ((size_t)1 << 20) ? (size_t)1 << 20 : largest_map > ((size_t)64 << 20) ? (size_t)64 << 20 : largest_map;
-    if (link_bytes + POOL_ALIGN > need) need = link_bytes + POOL_ALIGN;
-    device_options o = {.kind = device_get_options(d)->kind, .budget_bytes = need + POOL_ALIGN, .threads = threads,
-                        .link_gbps = link_gbps};
-    /* A GPU measures in its own pool (a second slab might not fit beside the first); the
-     * CPU device in a fresh arena of its own. */
-    int own = device_memory_is_host(d);
-    device *s = own ? NULL : d;
-    if (own) st = device_create(&o, &s);
-    out->layers = calloc((size_t)m->nlayers, sizeof *out->layers);
-    if (st == VDNN_OK && !out->layers) st = vdnn_fail(VDNN_ENOMEM, "out of host memory for a profile");
-    out->nlayers = m->nlayers;
-    out->batch = items;
-    out->net_key = net_fingerprint(n);
-    device_key(d, link_gbps, threads, out->device, sizeof out->device);
+}
+
+/* Every layer of m on device s (its own, or the training device's pool: `own` 0), each
+ * distinct one measured once, with progress; into out->layers. */
+static vdnn_status measure_layers(net *m, device *s, int own, int items, double t0, profile *out)
+{
     int *first = malloc((size_t)m->nlayers * sizeof *first), distinct = 0;
-    if (st == VDNN_OK && !first) st = vdnn_fail(VDNN_ENOMEM, "out of host memory for a profile");
+    if (!first) return vdnn_fail(VDNN_ENOMEM, "out of host memory for a profile");
+    vdnn_status st = VDNN_OK;
     double shown = 0;
     for (int i = 0; i < m->nlayers && st == VDNN_OK; i++) {
         show_progress(m, i, t0, &shown);
@@ -493,6 +474,40 @@ vdnn_status profile_measure(const net *n, device *d, double link_gbps, int threa
         fprintf(progress_out, "\r\033[K");
         fflush(progress_out);
     }
+    return st;
+}
+
+vdnn_status profile_measure(const net *n, device *d, double link_gbps, int threads, profile *out)
+{
+    memset(out, 0, sizeof *out);
+    double t0 = vdnn_now_s();
+    stamp(out);
+    net *m = NULL;
+    vdnn_status st = net_clone(n, &m);
+    if (st != VDNN_OK) return st;
+    int items = n->input.n;
+    size_t need = 0, largest_map = shape_bytes(n->input);
+    for (int i = 0; i < m->nlayers; i++) {
+        size_t b = layer_scratch_bytes(m->layers[i], items);
+        if (b > need) need = b;
+        if (shape_bytes(m->layers[i]->out) > largest_map) largest_map = shape_bytes(m->layers[i]->out);
+    }
+    size_t link_bytes = largest_map < ((size_t)1 << 20) ? (size_t)1 << 20 : largest_map > ((size_t)64 << 20) ? (size_t)64 << 20 : largest_map;
+    if (link_bytes + POOL_ALIGN > need) need = link_bytes + POOL_ALIGN;
+    device_options o = {.kind = device_get_options(d)->kind, .budget_bytes = need + POOL_ALIGN, .threads = threads,
+                        .link_gbps = link_gbps};
+    /* A GPU measures in its own pool (a second slab might not fit beside the first); the
+     * CPU device in a fresh arena of its own. */
+    int own = device_memory_is_host(d);
+    device *s = own ? NULL : d;
+    if (own) st = device_create(&o, &s);
+    out->layers = calloc((size_t)m->nlayers, sizeof *out->layers);
+    if (st == VDNN_OK && !out->layers) st = vdnn_fail(VDNN_ENOMEM, "out of host memory for a profile");
+    out->nlayers = m->nlayers;
+    out->batch = items;
+    out->net_key = net_fingerprint(n);
+    device_key(d, link_gbps, threads, out->device, sizeof out->device);
+    if (st == VDNN_OK) st = measure_layers(m, s, own, items, t0, out);
     if (st == VDNN_OK) st = measure_link(s, link_bytes, out);
     if (own) device_destroy(s);
     else pool_reset_peak(device_pool(s));   /* the measuring is not the training's peak */
