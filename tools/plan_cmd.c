@@ -29,7 +29,7 @@ int cmd_profile(int argc, char **argv)
     if (args_parse(argc, argv, 2, specs, &cfg, 1,
                    "vdnn profile CFG --budget SIZE [--json] [--search bb|vdnn] [--save-plan FILE] [--verify N]") != VDNN_OK)
         return cli_error();
-    if (reprofile) profile_refresh_before((double)time(NULL));
+    if (reprofile) profile_refresh();
     if (!json) profile_show_progress(stderr, cli_progress_tty());
     if (!f.budget) {
         vdnn_fail(VDNN_EINVAL, "profile needs --budget SIZE (the device memory the plan must fit in)");

@@ -593,7 +593,7 @@ int cmd_train(int argc, char **argv)
                    .node_limit = PLAN_NODE_LIMIT, .search_seconds = PLAN_SEARCH_SECONDS, .rank_timeout = 300};
     const char *cfg = NULL;
     if (parse_train(argc, argv, &f, &cfg) != VDNN_OK) return cli_error();
-    if (f.reprofile) profile_refresh_before((double)time(NULL));
+    if (f.reprofile) profile_refresh();
     if (comm_open(f.rank_timeout, &f.comm) != VDNN_OK) return cli_error();
     train_run_state r = {.parallel = f.devices || comm_size(f.comm) > 1, .rank = comm_rank(f.comm)};
     vdnn_status st = open_run(cfg, &f, &r);

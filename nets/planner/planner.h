@@ -75,10 +75,10 @@ void profile_free(profile *p);
  * cache is not an error: the profile is just not kept); *cached says which. */
 vdnn_status profile_get(const net *n, device *d, double link_gbps, int threads, const char *dir,
                         profile *out, int *cached);
-/* `--reprofile`: cached profiles written before Unix time `t` are measured again (and
- * the cache rewritten); 0, the default, reads every one that matches. One measured in
- * this process after t is read back, so a run measures each profile once. */
-void profile_refresh_before(double t);
+/* `--reprofile`: cached profiles measured before this call are measured again (and the
+ * cache rewritten); by default every one that matches is read. One measured in this
+ * process after the call is read back, so a run measures each profile once. */
+void profile_refresh(void);
 /* One line for people: when and under what load the profile was measured, e.g.
  * "measured 2026-11-26 01:52, load 1.9 on 2 cores" ("measured at an unknown time"). */
 void profile_describe(const profile *p, char *buf, size_t len);

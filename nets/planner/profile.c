@@ -429,11 +429,19 @@ static void show_progress(const net *m, int i, double t0, double *last)
     fflush(progress_out);
 }
 
+/* Unix time, to the nanosecond. */
+static double wall_s(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
+}
+
 /* When, and under what load, a profile is measured. */
 static void stamp(profile *out)
 {
     double load = -1;
-    out->measured_at = (double)time(NULL);
+    out->measured_at = wall_s();
     out->load = getloadavg(&load, 1) == 1 ? load : -1;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     out->cores = cores > 0 ? (int)cores : 0;
@@ -529,7 +537,7 @@ vdnn_status profile_save(const profile *p, const char *path)
     if (!f) return vdnn_fail(VDNN_EIO, "cannot write profile %s: %s", tmp, strerror(errno));
     fprintf(f, "vdnn-profile %d\ndevice %s\nnet %016llx\nbatch %d\nlayers %d\n", PROFILE_VERSION, p->device,
             (unsigned long long)p->net_key, p->batch, p->nlayers);
-    fprintf(f, "link %.9g %.9g %.9g %.9g\nmeasure_s %.6g\nmeasured %.0f %.3g %d\n", p->h2d_bytes_per_s,
+    fprintf(f, "link %.9g %.9g %.9g %.9g\nmeasure_s %.6g\nmeasured %.3f %.3g %d\n", p->h2d_bytes_per_s,
             p->d2h_bytes_per_s, p->duplex_bytes_per_s, p->copy_latency_s, p->measure_s, p->measured_at, p->load,
             p->cores);
     for (int i = 0; i < p->nlayers; i++) {
@@ -665,7 +673,7 @@ static int matches(const profile *p, const net *n, const char *key)
 
 static double refresh_before;
 
-void profile_refresh_before(double t) { refresh_before = t; }
+void profile_refresh(void) { refresh_before = wall_s(); }
 
 void profile_describe(const profile *p, char *buf, size_t len)
 {
