@@ -30,6 +30,7 @@ int cmd_profile(int argc, char **argv)
                    "vdnn profile CFG --budget SIZE [--json] [--search bb|vdnn] [--save-plan FILE] [--verify N]") != VDNN_OK)
         return cli_error();
     if (reprofile) profile_refresh();
+    profile_cache_default(f.cache);
     if (!json) profile_show_progress(stderr, cli_progress_tty());
     if (!f.budget) {
         vdnn_fail(VDNN_EINVAL, "profile needs --budget SIZE (the device memory the plan must fit in)");

@@ -576,6 +576,7 @@ static vdnn_status parse_flags(int argc, char **argv, sweep *s)
                                 "vdnn sweep CFG --budgets LIST --policies LIST [--out DIR] [--simulate] [--iters N]");
     if (st != VDNN_OK) return st;
     if (o->reprofile) profile_refresh();
+    profile_cache_default(o->cache);
     profile_show_progress(stderr, cli_progress_tty());
     if (!o->budgets)
         return vdnn_fail(VDNN_EINVAL, "sweep needs --budgets LIST (sizes such as 256M,512M,1G, or auto:K)");

@@ -594,6 +594,7 @@ int cmd_train(int argc, char **argv)
     const char *cfg = NULL;
     if (parse_train(argc, argv, &f, &cfg) != VDNN_OK) return cli_error();
     if (f.reprofile) profile_refresh();
+    profile_cache_default(f.cache);
     if (comm_open(f.rank_timeout, &f.comm) != VDNN_OK) return cli_error();
     train_run_state r = {.parallel = f.devices || comm_size(f.comm) > 1, .rank = comm_rank(f.comm)};
     vdnn_status st = open_run(cfg, &f, &r);

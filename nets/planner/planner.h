@@ -75,6 +75,10 @@ void profile_free(profile *p);
  * cache is not an error: the profile is just not kept); *cached says which. */
 vdnn_status profile_get(const net *n, device *d, double link_gbps, int threads, const char *dir,
                         profile *out, int *cached);
+/* `--profile-cache DIR`: the folder profile_get uses where its caller names none (NULL:
+ * the default above), so that every profile of a run, --algo perf's too, is kept there.
+ * The string is not copied. */
+void profile_cache_default(const char *dir);
 /* `--reprofile`: cached profiles measured before this call are measured again (and the
  * cache rewritten); by default every one that matches is read. One measured in this
  * process after the call is read back, so a run measures each profile once. */

@@ -626,9 +626,14 @@ vdnn_status profile_load(const char *path, profile *out)
     return st;
 }
 
+static const char *default_dir;
+
+void profile_cache_default(const char *dir) { default_dir = dir; }
+
 static const char *cache_dir(const char *dir, char *buf, size_t len)
 {
     if (dir) return dir;
+    if (default_dir) return default_dir;
     const char *e = getenv("VDNN_CACHE");
     if (e && *e) return e;
     e = getenv("XDG_CACHE_HOME");
