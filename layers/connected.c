@@ -18,6 +18,7 @@
 static const cfg_key connected_keys[] = {
     {"output", CFG_INT, 1, 1, FC_MAX_OUTPUTS, NULL, 0, "number of outputs"},
     {"bias", CFG_BOOL, 0, 0, 1, NULL, 0, "add a learned bias (default 1)"},
+    {"init", CFG_ENUM, 0, 0, 0, LAYER_INIT_CHOICES, 0, "the weights' start: pytorch (default), he or xavier"},
     {NULL, 0, 0, 0, 0, NULL, 0, NULL},
 };
 
@@ -28,6 +29,7 @@ static vdnn_status connected_setup(layer *l, const cfg_file *f, const cfg_sectio
         p->outputs = cfg_int(s, "output", 0);
         p->bias = cfg_int(s, "bias", 1);
     }
+    const param_init init = layer_weight_init(s, INIT_LINEAR);
     if (p->outputs < 1 || p->outputs > FC_MAX_OUTPUTS)
         return vdnn_fail(VDNN_EINVAL, "%s: output must lie in [1, %d], not %d", l->name,
                          FC_MAX_OUTPUTS, p->outputs);
@@ -43,7 +45,7 @@ static vdnn_status connected_setup(layer *l, const cfg_file *f, const cfg_sectio
     l->needs_input = 1;
     l->needs_output = 0;
     l->nparams = p->bias ? 2 : 1;
-    layer_declare_param(&l->params[FC_WEIGHTS], "weights", shape_make(p->outputs, (int)in, 1, 1), INIT_HE,
+    layer_declare_param(&l->params[FC_WEIGHTS], "weights", shape_make(p->outputs, (int)in, 1, 1), init,
                         (int)in, 1, 1);
     if (p->bias)
         layer_declare_param(&l->params[FC_BIAS], "bias", shape_make(p->outputs, 1, 1, 1), INIT_ZERO, 0, 1, 0);

@@ -79,6 +79,7 @@ static const cfg_key conv_keys[] = {
     {"dilation_w", CFG_INT, 0, 1, 64, NULL, 0, "horizontal spacing (default dilation)"},
     {"groups", CFG_INT, 0, 1, 65536, NULL, 0, "channel groups; divides channels and filters (default 1)"},
     {"bias", CFG_BOOL, 0, 0, 1, NULL, 0, "add a learned bias per filter (default 1)"},
+    {"init", CFG_ENUM, 0, 0, 0, LAYER_INIT_CHOICES, 0, "the weights' start: he (default), pytorch or xavier"},
     {NULL, 0, 0, 0, 0, NULL, 0, NULL},
 };
 
@@ -214,6 +215,7 @@ static void read_params(conv_params *p, const cfg_section *s)
     p->dilation_w = cfg_int(s, "dilation_w", d);
     p->groups = cfg_int(s, "groups", 1);
     p->bias = cfg_int(s, "bias", 1);
+    p->init = layer_weight_init(s, INIT_HE);
 }
 
 /* Fills the fields a caller in code left 0 from the square shorthands. */
@@ -272,7 +274,7 @@ static vdnn_status conv_setup(layer *l, const cfg_file *f, const cfg_section *s)
     l->needs_output = 0;
     l->nparams = p->bias ? 2 : 1;
     layer_declare_param(&l->params[CONV_WEIGHTS], "weights", shape_make(p->filters, icg, p->size_h, p->size_w),
-                        INIT_HE, icg * p->size_h * p->size_w, 1, 1);
+                        (param_init)p->init, icg * p->size_h * p->size_w, 1, 1);
     if (p->bias)
         layer_declare_param(&l->params[CONV_BIAS], "bias", shape_make(p->filters, 1, 1, 1), INIT_ZERO, 0, 1, 0);
     return VDNN_OK;

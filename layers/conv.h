@@ -34,6 +34,7 @@ typedef struct conv_params {
     int stride;    /* 1..64 */
     int pad;       /* zero padding on each side, 0..64 (unless `sides`) */
     int bias;      /* 1: a learned bias per filter */
+    int init;      /* the weights' param_init (0: INIT_HE) */
     int size_h, size_w;        /* KH, KW: 1..64 (0: size) */
     int stride_h, stride_w;    /* SH, SW: 1..64 (0: stride) */
     int sides;                 /* 1: the four pads below are given; 0: each is pad */

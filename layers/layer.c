@@ -156,6 +156,12 @@ static void fill_init(const param *p, float *h, size_t count, rng *r)
         for (size_t i = 0; i < count; i++) h[i] = sd * rng_normal(r);
         break;
     }
+    case INIT_LINEAR:
+    case INIT_XAVIER: {
+        float bound = sqrtf((p->init == INIT_XAVIER ? 3.0f : 1.0f) / (float)(p->fan_in > 0 ? p->fan_in : 1));
+        for (size_t i = 0; i < count; i++) h[i] = bound * (2.0f * rng_uniform(r) - 1.0f);
+        break;
+    }
     case INIT_ZERO: memset(h, 0, count * sizeof *h); break;
     case INIT_ONE:
         for (size_t i = 0; i < count; i++) h[i] = 1.0f;
@@ -390,6 +396,15 @@ vdnn_status layer_search(layer *l, const exec_ctx *c, const float *x, float *y, 
 {
     if (!layer_has_search(l, c->dev)) return vdnn_fail(VDNN_EDEVICE, "%s: no algorithm search on this device", l->name);
     return l->ops->find_cuda(l, c, x, y, dy, dx, secs);
+}
+
+param_init layer_weight_init(const cfg_section *s, param_init dflt)
+{
+    const char *w = s ? cfg_str(s, "init", NULL) : NULL;
+    if (!w) return dflt;
+    if (!strcmp(w, "pytorch")) return INIT_LINEAR;
+    if (!strcmp(w, "xavier")) return INIT_XAVIER;
+    return INIT_HE;
 }
 
 void layer_declare_param(param *p, const char *name, shape4 shape, param_init init, int fan_in, int trainable,

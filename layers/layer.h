@@ -46,18 +46,27 @@ extern "C" {
 /* Passes that may have several algorithms (convolution). */
 enum { PASS_FWD = 0, PASS_BWD_DATA = 1, PASS_BWD_FILTER = 2, PASS_COUNT = 3 };
 
+/* How a parameter starts. The weights' ones are a layer's `init` key: he, xavier,
+ * pytorch (layer_weight_init). */
 typedef enum {
-    INIT_HE = 0,   /* normal(0, sqrt(2 / fan_in)) */
+    INIT_HE = 0,   /* normal(0, sqrt(2 / fan_in)): Kaiming He's, Caffe's msra; convolutions */
+    INIT_LINEAR,   /* uniform(-1 / sqrt(fan_in), 1 / sqrt(fan_in)): PyTorch's default;
+                    * fully connected layers */
+    INIT_XAVIER,   /* uniform(-sqrt(3 / fan_in), sqrt(3 / fan_in)): Caffe's xavier */
     INIT_ZERO,
     INIT_ONE
 } param_init;
+
+/* The `init` key's words, in param_init's order (he, pytorch, xavier). */
+#define LAYER_INIT_CHOICES "he|pytorch|xavier"
+
 
 /* A parameter tensor with its gradient and optimizer state. */
 typedef struct param {
     char name[16];        /* "weights", "bias", "gamma", "beta", "running_mean", ... */
     shape4 shape;         /* e.g. weights (OC, IC, KH, KW), bias (OC, 1, 1, 1) */
     param_init init;
-    int fan_in;           /* for INIT_HE */
+    int fan_in;           /* for INIT_HE, INIT_LINEAR and INIT_XAVIER */
     int trainable;        /* has grad and momentum; updated by the solver */
     int decay;            /* weight decay applies (weights yes, biases and BN no) */
     float *value;         /* device memory, shape_count(shape) floats */
@@ -280,9 +289,12 @@ vdnn_status layer_backward_n(layer *l, const exec_ctx *c, const float *const *x,
 void layer_input_label(const cfg_section *s, int k, char *buf, size_t len);
 
 /* Declares a parameter in a layer's setup: its name, shape, initialisation (fan_in for
- * INIT_HE), whether the solver trains it and whether weight decay applies. */
+ * INIT_HE, INIT_LINEAR and INIT_XAVIER), whether the solver trains it and whether weight decay applies. */
 void layer_declare_param(param *p, const char *name, shape4 shape, param_init init, int fan_in, int trainable,
                          int decay);
+/* The weights' initialisation a section's `init` key names (LAYER_INIT_CHOICES), or
+ * dflt where s is NULL or has no `init`. */
+param_init layer_weight_init(const cfg_section *s, param_init dflt);
 /* A multi-input layer's line for `vdnn info` (layer_ops.describe): "N inputs". */
 void layer_describe_inputs(const layer *l, char *buf, size_t len);
 

@@ -315,7 +315,7 @@ static int fill_random(gc_state *s)
     for (int i = 0; i < l->nparams; i++) {
         param *p = &l->params[i];
         if (!p->trainable) continue;
-        float scale = p->init == INIT_HE ? sqrtf(3.0f / (float)(p->fan_in > 0 ? p->fan_in : 1))
+        float scale = p->fan_in > 0 ? sqrtf(3.0f / (float)p->fan_in)
                                          : 1.0f;
         uint64_t pseed = rng_hash(seed, 2, (uint64_t)i);
         if (upload_random(s, p->value, shape_count(p->shape), scale, pseed)) return 1;

@@ -52,7 +52,7 @@ START_TEST(test_params_declared)
     ck_assert_str_eq(w->name, "weights");
     ck_assert_int_eq(w->shape.n, OUT);
     ck_assert_int_eq(w->shape.c, 105);
-    ck_assert_int_eq(w->init, INIT_HE);
+    ck_assert_int_eq(w->init, INIT_LINEAR);
     ck_assert_int_eq(w->fan_in, 105);
     ck_assert_int_eq(w->decay, 1);
     ck_assert_int_eq(w->trainable, 1);

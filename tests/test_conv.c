@@ -950,6 +950,68 @@ START_TEST(test_create_in_code)
 }
 END_TEST
 
+/* The weights' `init` key, on convolutions and fully connected layers: each choice draws
+ * from its distribution (the bound of the uniform ones, the spread of each), the
+ * defaults are he and pytorch, and a word not offered is refused with its line. */
+static void init_moments(net *n, const char *name, float *max_abs, double *sd)
+{
+    param *p = tn_param(n, name);
+    ck_assert_msg(p != NULL, "no param %s", name);
+    size_t count = shape_count(p->shape);
+    float *w = tn_download(n, p->value, count);
+    double sq = 0;
+    *max_abs = 0;
+    for (size_t i = 0; i < count; i++) {
+        sq += (double)w[i] * w[i];
+        if (fabsf(w[i]) > *max_abs) *max_abs = fabsf(w[i]);
+    }
+    *sd = sqrt(sq / (double)count);
+    free(w);
+}
+
+static void check_init(net *n, const char *name, const char *init, int fan_in)
+{
+    float max_abs;
+    double sd;
+    init_moments(n, name, &max_abs, &sd);
+    double want = !strcmp(init, "he") ? sqrt(2.0 / fan_in) : !strcmp(init, "xavier") ? sqrt(1.0 / fan_in)
+                                                                                    : sqrt(1.0 / (3.0 * fan_in));
+    ck_assert_msg(fabs(sd / want - 1) < 0.1, "%s (%s): spread %g, expected %g", name, init, sd, want);
+    if (strcmp(init, "he")) {
+        double bound = want * sqrt(3.0);
+        ck_assert_msg(max_abs <= bound * (1 + 1e-6), "%s (%s): %g beyond the bound %g", name, init, max_abs, bound);
+        ck_assert_msg(max_abs > 0.9 * bound, "%s (%s): largest %g, bound %g", name, init, max_abs, bound);
+    } else {
+        ck_assert_msg(max_abs > 2 * want, "%s (he): largest %g is not a normal's tail (sd %g)", name, max_abs, want);
+    }
+}
+
+START_TEST(test_init_key)
+{
+    static const char *const inits[] = {"he", "pytorch", "xavier"};
+    for (int c = 0; c < 3; c++)
+        for (int f = 0; f < 3; f++) {
+            char text[1024];
+            snprintf(text, sizeof text,
+                     TN_HEAD "[convolutional]\nname = c\nfilters = 256\nsize = 3\npad = 1\ninit = %s\n[relu]\n"
+                             "[connected]\nname = f\noutput = 4\ninit = %s\n[softmax]\n", inits[c], inits[f]);
+            device *d;
+            net *n = tn_attached(text, NULL, &d);
+            check_init(n, "c.weights", inits[c], 9);
+            check_init(n, "f.weights", inits[f], 256 * 8 * 8);
+            tn_free(n, d);
+        }
+    device *d;
+    net *n = tn_attached(TN_HEAD "[convolutional]\nname = c\nfilters = 256\nsize = 3\npad = 1\n[relu]\n"
+                                 "[connected]\nname = f\noutput = 4\n[softmax]\n", NULL, &d);
+    check_init(n, "c.weights", "he", 9);
+    check_init(n, "f.weights", "pytorch", 256 * 8 * 8);
+    tn_free(n, d);
+    tn_parse_fails(TN_HEAD "[convolutional]\nfilters = 4\nsize = 3\ninit = gaussian\n[connected]\noutput = 4\n"
+                           "[softmax]\n", VDNN_EINVAL, "init", "xavier");
+}
+END_TEST
+
 static Suite *conv_suite(void)
 {
     Suite *s = suite_create("conv");
@@ -973,6 +1035,7 @@ static Suite *conv_suite(void)
     tcase_add_test(tc, test_config_option_keys);
     tcase_add_test(tc, test_defaults_and_describe);
     tcase_add_test(tc, test_create_in_code);
+    tcase_add_test(tc, test_init_key);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -539,7 +539,7 @@ static void rig_init(rig *r, const lcase *k, device *cpu, device *gpu)
      * scales, shifts and running statistics in [0.5, 1.5] (a variance must be > 0) */
     for (int i = 0; i < probe->nparams; i++) {
         const param *p = &probe->params[i];
-        float s = p->init == INIT_HE ? sqrtf(3.0f / (float)(p->fan_in > 0 ? p->fan_in : 1)) : 0;
+        float s = p->fan_in > 0 ? sqrtf(3.0f / (float)p->fan_in) : 0;
         r->hparam[i] = s > 0 ? uniform(shape_count(p->shape), -s, s, 10 + (uint64_t)i)
                              : uniform(shape_count(p->shape), 0.5f, 1.5f, 10 + (uint64_t)i);
     }

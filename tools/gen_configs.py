@@ -57,11 +57,11 @@ CIFAR_DATA = dict(set="cifar10", path="data/cifar-10-batches-bin", crop_pad=4, f
 IMAGENET_DATA = dict(set="png", path="data/imagenet", mean="0.485, 0.456, 0.406", std="0.229, 0.224, 0.225")
 
 
-def conv(c, filters, size, stride=1, pad=None, name=None, input=None, bias=0):
+def conv(c, filters, size, stride=1, pad=None, name=None, input=None, bias=0, init=None):
     if pad is None:
         pad = size // 2
     c.section("convolutional", name=name, input=input, filters=filters, size=size,
-              stride=stride if stride != 1 else None, pad=pad if pad else None, bias=bias)
+              stride=stride if stride != 1 else None, pad=pad if pad else None, bias=bias, init=init)
 
 
 def basic_block(c, prev, name, filters, stride):
@@ -173,18 +173,18 @@ def resnet50():
 def inception(c, prev, name, c1, r3, c3, r5, c5, pool):
     c.blank()
     c.comment("inception (%s): 1x1 %d, 3x3 %d->%d, 5x5 %d->%d, pool->%d" % (name, c1, r3, c3, r5, c5, pool))
-    conv(c, c1, 1, input=prev, bias=None)
+    conv(c, c1, 1, input=prev, bias=None, init="xavier")
     c.section("relu", name=name + "_1x1")
-    conv(c, r3, 1, input=prev, bias=None)
+    conv(c, r3, 1, input=prev, bias=None, init="xavier")
     c.section("relu")
-    conv(c, c3, 3, bias=None)
+    conv(c, c3, 3, bias=None, init="xavier")
     c.section("relu", name=name + "_3x3")
-    conv(c, r5, 1, input=prev, bias=None)
+    conv(c, r5, 1, input=prev, bias=None, init="xavier")
     c.section("relu")
-    conv(c, c5, 5, bias=None)
+    conv(c, c5, 5, bias=None, init="xavier")
     c.section("relu", name=name + "_5x5")
     c.section("maxpool", input=prev, size=3, stride=1, pad=1)
-    conv(c, pool, 1, bias=None)
+    conv(c, pool, 1, bias=None, init="xavier")
     c.section("relu", name=name + "_pool")
     c.section("concat", name=name, input="%s_1x1, %s_3x3, %s_5x5, %s_pool" % (name, name, name, name))
     return name
@@ -194,19 +194,20 @@ def googlenet():
     c = Cfg()
     c.comment("GoogLeNet (Inception v1; 3x224x224, 1000 classes): Szegedy et al. 2015, table 1, as Caffe's\n"
               "bvlc_googlenet: max pooling 3/2 rounds up (ceil_mode), maps 112, 56, 28, 14, 7. Without the\n"
-              "auxiliary classifiers: a net here has one loss, the last layer.\n"
+              "auxiliary classifiers: a net here has one loss, the last layer. Convolutions start as Caffe's\n"
+              "(xavier: with he, 22 layers of max pooling and concatenation start the loss near 13, not ln 1000).\n"
               "[data] expects a PNG folder (train/<class>/*.png, test/<class>/*.png) of 224x224 images.\n"
               "Written by tools/gen_configs.py; edit that, not this.")
     c.blank()
     header(c, 64, 3, 224, dict(epochs=60, learning_rate=0.01, momentum=0.9, weight_decay=0.0002, lr_schedule="cosine",
                                seed=1), IMAGENET_DATA)
-    conv(c, 64, 7, 2, 3, bias=None)
+    conv(c, 64, 7, 2, 3, bias=None, init="xavier")
     c.section("relu")
     c.section("maxpool", size=3, stride=2, ceil_mode=1)
     c.section("lrn", size=5, alpha=0.0001, beta=0.75)
-    conv(c, 64, 1, bias=None)
+    conv(c, 64, 1, bias=None, init="xavier")
     c.section("relu")
-    conv(c, 192, 3, bias=None)
+    conv(c, 192, 3, bias=None, init="xavier")
     c.section("relu")
     c.section("lrn", size=5, alpha=0.0001, beta=0.75)
     c.section("maxpool", size=3, stride=2, ceil_mode=1, name="pool2")
