@@ -54,7 +54,8 @@ SYS_LDFLAGS := -Wl,--disable-new-dtags
 endif
 BLAS_DIR ?= $(firstword $(wildcard /usr/lib/$(MULTIARCH)/openblas-openmp))
 BLAS_LIBS := $(if $(BLAS_DIR),-L$(BLAS_DIR) -Wl$(comma)-rpath$(comma)$(BLAS_DIR)) -lopenblas
-LDLIBS  := $(BLAS_LIBS) $(SYS_LIBS) -lpng -lz -lpthread -lm
+# Jansson (libjansson-dev) writes and reads every JSON vdnn makes: logs, traces, --json.
+LDLIBS  := $(BLAS_LIBS) $(SYS_LIBS) -lpng -ljansson -lz -lpthread -lm
 CHECK_LIBS ?= $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
 LDFLAGS := -fopenmp $(SAN) $(SYS_LDFLAGS)
 

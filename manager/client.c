@@ -9,6 +9,7 @@
 
 #include "manager/proto.h"
 #include "manager/rules.h"
+#include "vdnn/json.h"
 
 #define DEFAULT_EVERY 5
 #define WELCOME_WAIT_MS 10000
@@ -59,9 +60,8 @@ static void lost(mgr_client *c, const train_tick *t, const char *why)
         fflush(stderr);
     }
     if (t->log) {
-        fprintf(t->log, "{\"manager\": \"lost\", \"step\": %llu, \"why\": ", (unsigned long long)t->next);
-        vdnn_json_str(t->log, why);
-        fprintf(t->log, ", \"dr\": [%s]}\n", dr);
+        vdnn_json_line(t->log, json_pack("{s:s, s:I, s:o, s:o}", "manager", "lost", "step", (json_int_t)t->next, "why",
+                                         vdnn_json_text(why), "dr", vdnn_json_ints(c->dr, c->ndev)));
         fflush(t->log);
     }
 }
@@ -257,9 +257,8 @@ vdnn_status mgr_client_tick(void *ctx, const train_tick *t)
     c->iter_sum = 0;
     c->iter_n = 0;
     if (t->log) {
-        char list[256];
-        list_ints(list, sizeof list, dr, c->ndev);
-        fprintf(t->log, "{\"manager\": \"dr\", \"step\": %llu, \"dr\": [%s]}\n", (unsigned long long)t->next, list);
+        vdnn_json_line(t->log, json_pack("{s:s, s:I, s:o}", "manager", "dr", "step", (json_int_t)t->next, "dr",
+                                         vdnn_json_ints(dr, c->ndev)));
         fflush(t->log);
     }
     return VDNN_OK;

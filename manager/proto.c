@@ -335,43 +335,6 @@ int mgr_parse_dr(const char *msg, int ndev, int units, int *out)
     return 1;
 }
 
-/* The length of the UTF-8 sequence at p (1 to 4), or 0 when it is not one (overlong
- * forms and surrogates included, as JSON parsers refuse them). */
-static int utf8_length(const unsigned char *p)
-{
-    unsigned char c = p[0];
-    int n = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-    if (!n) return 0;
-    unsigned char lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80;
-    unsigned char hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
-    if (p[1] < lo || p[1] > hi) return 0;
-    for (int k = 2; k < n; k++)
-        if (p[k] < 0x80 || p[k] > 0xbf) return 0;
-    return n;
-}
-
-const char *mgr_json_escape(const char *text, char *buf, size_t len)
-{
-    size_t k = 0;
-    char piece[8];
-    for (const unsigned char *p = (const unsigned char *)text; *p;) {
-        unsigned char c = *p;
-        int n = 1;
-        if (c == '"' || c == '\\') snprintf(piece, sizeof piece, "\\%c", c);
-        else if (c < 0x20 || c == 0x7f) snprintf(piece, sizeof piece, "\\u%04x", c);
-        else if (c < 0x80) snprintf(piece, sizeof piece, "%c", c);
-        else if ((n = utf8_length(p)) > 0) snprintf(piece, sizeof piece, "%.*s", n, (const char *)p);
-        else n = 1, snprintf(piece, sizeof piece, "\\ufffd");
-        size_t m = strlen(piece);
-        if (k + m >= len) break;
-        memcpy(buf + k, piece, m);
-        k += m;
-        p += n;
-    }
-    if (len) buf[k] = 0;
-    return buf;
-}
-
 const char *mgr_text_escape(const char *text, char *buf, size_t len)
 {
     size_t k = 0;

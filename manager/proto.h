@@ -93,10 +93,6 @@ int mgr_parse_list(const char *text, double *out, int max);
  * not a finite number in range (the message is then refused). */
 int mgr_field_range(const char *msg, const char *key, double lo, double hi, double *out);
 
-/* `text` as the inside of a JSON string, in buf: quotes, backslashes and control
- * characters escaped, bytes that are not UTF-8 as U+FFFD. Cut short (never inside an
- * escape) when buf is too small. Returns buf. */
-const char *mgr_json_escape(const char *text, char *buf, size_t len);
 /* `text` for a terminal, in buf: control characters but the line end (and DEL) as
  * \xNN, so that names sent by a job cannot move the cursor or recolour the screen.
  * Cut short when buf is too small. Returns buf. */

@@ -15,6 +15,7 @@
 #include "manager/nvml.h"
 #include "manager/proto.h"
 #include "vdnn/device.h"
+#include "vdnn/json.h"
 #include "vdnn/split.h"
 
 #define MAX_CONN 256
@@ -74,34 +75,39 @@ static double now_s(const server *sv) { return vdnn_now_s() - sv->t0; }
 
 /* ---- output ---- */
 
-static void json_ints(FILE *f, const int *v, int n)
+/* Every device's utilization, 0..1. */
+static json_t *json_utils(const server *sv)
 {
-    fputc('[', f);
-    for (int k = 0; k < n; k++) fprintf(f, "%s%d", k ? ", " : "", v[k]);
-    fputc(']', f);
+    json_t *a = json_array();
+    for (int k = 0; a && k < sv->ndev; k++) json_array_append_new(a, vdnn_json_fixed(sv->dev[k].util, 4));
+    return a;
 }
 
-static void json_utils(FILE *f, const server *sv)
+/* A record of the log (JSON lines, docs/manager.md): {"t", "event"} and the fields that
+ * log_job and log_add give it, written by log_end; NULL without a log. */
+static json_t *log_head(server *sv, const char *event)
 {
-    fputc('[', f);
-    for (int k = 0; k < sv->ndev; k++) fprintf(f, "%s%.4f", k ? ", " : "", sv->dev[k].util);
-    fputc(']', f);
+    if (!sv->o->log) return NULL;
+    return json_pack("{s:o, s:s}", "t", vdnn_json_fixed(now_s(sv), 4), "event", event);
 }
 
-static void log_head(server *sv, const char *event)
+static void log_job(json_t *rec, const sjob *j)
 {
-    fprintf(sv->o->log, "{\"t\": %.4f, \"event\": \"%s\"", now_s(sv), event);
+    if (rec) json_object_update_new(rec, json_pack("{s:i, s:I, s:o}", "job", j->id, "pid", (json_int_t)j->pid, "name",
+                                                   vdnn_json_text(j->name)));
 }
 
-static void log_job(server *sv, const sjob *j)
+/* Adds the fields of `fields` (taken) to rec. */
+static void log_add(json_t *rec, json_t *fields)
 {
-    fprintf(sv->o->log, ", \"job\": %d, \"pid\": %ld, \"name\": ", j->id, j->pid);
-    vdnn_json_str(sv->o->log, j->name);
+    if (rec && fields) json_object_update(rec, fields);
+    json_decref(fields);
 }
 
-static void log_end(server *sv)
+static void log_end(server *sv, json_t *rec)
 {
-    fprintf(sv->o->log, "}\n");
+    if (!rec) return;
+    vdnn_json_line(sv->o->log, rec);
     fflush(sv->o->log);
 }
 
@@ -227,14 +233,12 @@ static void drop(server *sv, sjob *j, const char *reason)
     if (j->id) {
         char text[300];
         say(sv, "job %d (pid %ld, %s) left: %s", j->id, j->pid, j->name, mgr_text_escape(reason, text, sizeof text));
-        if (sv->o->log) {
-            log_head(sv, "leave");
-            log_job(sv, j);
-            fprintf(sv->o->log, ", \"reason\": ");
-            vdnn_json_str(sv->o->log, reason);
-            fprintf(sv->o->log, ", \"step\": %lld, \"steps\": %lld, \"sd\": %.6g}\n", j->step, j->steps, j->sd);
-            fflush(sv->o->log);
-        }
+        json_t *rec = log_head(sv, "leave");
+        log_job(rec, j);
+        if (rec)
+            log_add(rec, json_pack("{s:o, s:I, s:I, s:o}", "reason", vdnn_json_text(reason), "step",
+                                   (json_int_t)j->step, "steps", (json_int_t)j->steps, "sd", vdnn_json_real(j->sd, 6)));
+        log_end(sv, rec);
     }
     int was_job = j->id != 0;
     close(j->fd);
@@ -334,17 +338,13 @@ static void log_register(server *sv, const sjob *j)
     dev_text(sv, j, devs, sizeof devs);
     dr_text(j, j->dr, dr, sizeof dr);
     say(sv, "job %d (pid %ld, %s) registered on %s with DR %s", j->id, j->pid, j->name, devs, dr);
-    if (!sv->o->log) return;
-    log_head(sv, "register");
-    log_job(sv, j);
-    fprintf(sv->o->log, ", \"devices\": [");
-    for (int d = 0; d < j->ndev; d++) {
-        fputs(d ? ", " : "", sv->o->log);
-        vdnn_json_str(sv->o->log, sv->dev[j->dev[d]].name);
-    }
-    fprintf(sv->o->log, "], \"dr\": ");
-    json_ints(sv->o->log, j->dr, sv->ndev);
-    log_end(sv);
+    json_t *rec = log_head(sv, "register");
+    if (!rec) return;
+    log_job(rec, j);
+    json_t *names = json_array();
+    for (int d = 0; names && d < j->ndev; d++) json_array_append_new(names, vdnn_json_text(sv->dev[j->dev[d]].name));
+    log_add(rec, json_pack("{s:o, s:o}", "devices", names, "dr", vdnn_json_ints(j->dr, sv->ndev)));
+    log_end(sv, rec);
 }
 
 static void on_hello(server *sv, sjob *j, const char *msg)
@@ -464,16 +464,14 @@ static void on_post(server *sv, sjob *j, const char *msg)
         }
     }
     update_util(sv);
-    if (!sv->o->log) return;
-    log_head(sv, "post");
-    log_job(sv, j);
-    fprintf(sv->o->log, ", \"sd\": %.6g, \"dr\": ", j->sd);
-    json_ints(sv->o->log, j->dr, sv->ndev);
-    fprintf(sv->o->log, ", \"epoch\": %d, \"epochs\": %d, \"step\": %lld, \"steps\": %lld, \"iter_ms\": %.6g, "
-            "\"solo_ms\": %.6g, \"fresh\": %d, \"util\": ", j->epoch, j->epochs, j->step, j->steps, j->iter_ms,
-            j->solo_ms, fresh > 0);
-    json_utils(sv->o->log, sv);
-    log_end(sv);
+    json_t *rec = log_head(sv, "post");
+    if (!rec) return;
+    log_job(rec, j);
+    log_add(rec, json_pack("{s:o, s:o, s:i, s:i, s:I, s:I, s:o, s:o, s:i, s:o}", "sd", vdnn_json_real(j->sd, 6), "dr",
+                           vdnn_json_ints(j->dr, sv->ndev), "epoch", j->epoch, "epochs", j->epochs, "step",
+                           (json_int_t)j->step, "steps", (json_int_t)j->steps, "iter_ms", vdnn_json_real(j->iter_ms, 6),
+                           "solo_ms", vdnn_json_real(j->solo_ms, 6), "fresh", fresh > 0, "util", json_utils(sv)));
+    log_end(sv, rec);
 }
 
 /* ---- decisions ---- */
@@ -487,12 +485,12 @@ static void log_hold(server *sv, sjob *j, const mgr_decision *dec)
     dr_text(j, j->dr, dr, sizeof dr);
     say(sv, "job %d (SD %.2f, largest gap %.2f) keeps DR %s: the rules would undo its last change", j->id, j->sd,
         dec->gap, dr);
-    if (!sv->o->log) return;
-    log_head(sv, "hold");
-    log_job(sv, j);
-    fprintf(sv->o->log, ", \"gap\": %.6g, \"sd\": %.6g, \"dr\": ", dec->gap, j->sd);
-    json_ints(sv->o->log, j->dr, sv->ndev);
-    log_end(sv);
+    json_t *rec = log_head(sv, "hold");
+    if (!rec) return;
+    log_job(rec, j);
+    log_add(rec, json_pack("{s:o, s:o, s:o}", "gap", vdnn_json_real(dec->gap, 6), "sd", vdnn_json_real(j->sd, 6), "dr",
+                           vdnn_json_ints(j->dr, sv->ndev)));
+    log_end(sv, rec);
 }
 
 /* The jobs settled since the last decision, into idx (their slots); -1 when a job is
@@ -527,21 +525,24 @@ static void view_of(const server *sv, const sjob *j, mgr_view *v)
 static void log_change(server *sv, const sjob *j, const mgr_decision *dec, const mgr_change *ch, const int *idx,
                        const mgr_view *views, int n)
 {
-    log_head(sv, "decision");
-    log_job(sv, j);
-    fprintf(sv->o->log, ", \"rule\": \"%s\", \"gap\": %.6g, \"sd\": %.6g, \"from\": ", mgr_rule_name(dec->rule),
-            dec->gap, j->sd);
-    json_ints(sv->o->log, j->dr, sv->ndev);
-    fprintf(sv->o->log, ", \"to\": ");
-    json_ints(sv->o->log, ch->dr, sv->ndev);
+    json_t *rec = log_head(sv, "decision");
+    if (!rec) return;
+    log_job(rec, j);
+    log_add(rec, json_pack("{s:s, s:o, s:o, s:o, s:o}", "rule", mgr_rule_name(dec->rule), "gap",
+                           vdnn_json_real(dec->gap, 6), "sd", vdnn_json_real(j->sd, 6), "from",
+                           vdnn_json_ints(j->dr, sv->ndev), "to", vdnn_json_ints(ch->dr, sv->ndev)));
     if (ch->moved)
-        fprintf(sv->o->log, ", \"moved\": %d, \"from_device\": \"%s\", \"to_device\": \"%s\"", ch->moved,
-                sv->dev[ch->from].name, sv->dev[ch->to].name);
-    fprintf(sv->o->log, ", \"sds\": {");
-    for (int a = 0; a < n; a++) fprintf(sv->o->log, "%s\"%d\": %.6g", a ? ", " : "", sv->job[idx[a]].id, views[a].sd);
-    fprintf(sv->o->log, "}, \"util\": ");
-    json_utils(sv->o->log, sv);
-    log_end(sv);
+        log_add(rec, json_pack("{s:i, s:o, s:o}", "moved", ch->moved, "from_device",
+                               vdnn_json_text(sv->dev[ch->from].name), "to_device",
+                               vdnn_json_text(sv->dev[ch->to].name)));
+    json_t *sds = json_object();
+    for (int a = 0; sds && a < n; a++) {
+        char id[16];
+        snprintf(id, sizeof id, "%d", sv->job[idx[a]].id);
+        json_object_set_new(sds, id, vdnn_json_real(views[a].sd, 6));
+    }
+    log_add(rec, json_pack("{s:o, s:o}", "sds", sds, "util", json_utils(sv)));
+    log_end(sv, rec);
 }
 
 /* Sends job j its new DR; 0 when it is gone (its close drops it). */
@@ -600,23 +601,10 @@ static int count_jobs(const server *sv)
 
 #define PUT(...) (*k += *k < len ? (size_t)snprintf(buf + *k, len - *k, __VA_ARGS__) : 0)
 
-static void status_head(server *sv, char *buf, size_t len, size_t *k, int json)
+static void status_head(server *sv, char *buf, size_t len, size_t *k)
 {
-    char sock[1600], name[200], key[400];
+    char sock[1600], name[200];
     double now = now_s(sv);
-    if (json) {
-        PUT("{\"pid\": %ld, \"socket\": \"%s\", \"uptime_s\": %.3f, \"observe\": %s, \"devices\": [", (long)getpid(),
-            mgr_json_escape(sv->o->socket, sock, sizeof sock), now, sv->o->observe ? "true" : "false");
-        for (int d = 0, first = 1; d < sv->ndev; d++) {
-            if (dev_free(&sv->dev[d])) continue;
-            PUT("%s{\"name\": \"%s\", \"key\": \"%s\", \"util\": %.4f}", first ? "" : ", ",
-                mgr_json_escape(sv->dev[d].name, name, sizeof name), mgr_json_escape(sv->dev[d].key, key, sizeof key),
-                sv->dev[d].util);
-            first = 0;
-        }
-        PUT("], \"jobs\": [");
-        return;
-    }
     int jobs = count_jobs(sv), devs = 0;
     for (int d = 0; d < sv->ndev; d++) devs += !dev_free(&sv->dev[d]);
     PUT("vdnn manager (pid %ld) at %s: up %.0f s, %d job%s, %d device%s%s\n", (long)getpid(),
@@ -630,21 +618,11 @@ static void status_head(server *sv, char *buf, size_t len, size_t *k, int json)
         "name");
 }
 
-static void status_job(server *sv, const sjob *j, char *buf, size_t len, size_t *k, int json, int first)
+static void status_job(server *sv, const sjob *j, char *buf, size_t len, size_t *k)
 {
     char dr[256], devs[512], ep[32], st[48], name[1600], dev[200];
     dr_text(j, j->dr, dr, sizeof dr);
     const char *state = !j->posts ? "starting" : live(sv, j, now_s(sv)) ? "" : "stale";
-    if (json) {
-        PUT("%s{\"id\": %d, \"pid\": %ld, \"name\": \"%s\", \"sd\": %.6g, \"dr\": [%s], \"devices\": [", first ? "" : ", ",
-            j->id, j->pid, mgr_json_escape(j->name, name, sizeof name), j->sd, dr);
-        for (int d = 0; d < j->ndev; d++)
-            PUT("%s\"%s\"", d ? ", " : "", mgr_json_escape(sv->dev[j->dev[d]].name, dev, sizeof dev));
-        PUT("], \"iter_ms\": %.6g, \"solo_ms\": %.6g, \"epoch\": %d, \"epochs\": %d, \"step\": %lld, \"steps\": %lld, "
-            "\"state\": \"%s\"}", j->iter_ms, j->solo_ms, j->epoch, j->epochs, j->step, j->steps,
-            *state ? state : "running");
-        return;
-    }
     dev_text(sv, j, devs, sizeof devs);
     snprintf(ep, sizeof ep, "%d/%d", j->epoch, j->epochs);
     snprintf(st, sizeof st, "%lld/%lld", j->done, j->steps);
@@ -655,22 +633,71 @@ static void status_job(server *sv, const sjob *j, char *buf, size_t len, size_t 
 
 #undef PUT
 
-/* The status, as a table or one JSON object; a status too long for buf is cut short
- * and says so (a JSON one then ends as the table's would: it is not JSON any more). */
-static void status_text(server *sv, char *buf, size_t len, int json)
+/* The status as a table; a status too long for buf is cut short and says so. */
+static void status_text(server *sv, char *buf, size_t len)
 {
     size_t k = 0;
     update_util(sv);
-    status_head(sv, buf, len, &k, json);
-    int first = 1;
+    status_head(sv, buf, len, &k);
     for (int i = 0; i < MAX_CONN; i++) {
         const sjob *j = &sv->job[i];
         if (j->fd < 0 || !j->id) continue;
-        status_job(sv, j, buf, len, &k, json, first);
-        first = 0;
+        status_job(sv, j, buf, len, &k);
     }
-    if (json && k < len) k += (size_t)snprintf(buf + k, len - k, "]}\n");
     if (k >= len) snprintf(buf + len - 16, 16, "\n(truncated)\n");
+}
+
+/* A job as the status's JSON shows it: its DR and devices in its own order. */
+static json_t *status_json_job(server *sv, const sjob *j)
+{
+    const char *state = !j->posts ? "starting" : live(sv, j, now_s(sv)) ? "running" : "stale";
+    int dr[MGR_MAX_DEVICES];
+    json_t *devs = json_array();
+    for (int d = 0; d < j->ndev; d++) {
+        dr[d] = j->dr[j->dev[d]];
+        if (devs) json_array_append_new(devs, vdnn_json_text(sv->dev[j->dev[d]].name));
+    }
+    return json_pack("{s:i, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:i, s:i, s:I, s:I, s:s}", "id", j->id, "pid",
+                     (json_int_t)j->pid, "name", vdnn_json_text(j->name), "sd", vdnn_json_real(j->sd, 6), "dr",
+                     vdnn_json_ints(dr, j->ndev), "devices", devs, "iter_ms", vdnn_json_real(j->iter_ms, 6),
+                     "solo_ms", vdnn_json_real(j->solo_ms, 6), "epoch", j->epoch, "epochs", j->epochs, "step",
+                     (json_int_t)j->step, "steps", (json_int_t)j->steps, "state", state);
+}
+
+/* The status as one JSON object and a new line in buf (len bytes). The jobs that do
+ * not fit are left out, and it says so: "truncated": true, and "jobs_total", how many
+ * jobs there are. */
+static void status_json_text(server *sv, char *buf, size_t len)
+{
+    update_util(sv);
+    json_t *devs = json_array(), *jobs = json_array();
+    for (int d = 0; devs && d < sv->ndev; d++)
+        if (!dev_free(&sv->dev[d]))
+            json_array_append_new(devs, json_pack("{s:o, s:o, s:o}", "name", vdnn_json_text(sv->dev[d].name), "key",
+                                                  vdnn_json_text(sv->dev[d].key), "util",
+                                                  vdnn_json_fixed(sv->dev[d].util, 4)));
+    json_t *root = json_pack("{s:I, s:o, s:o, s:b, s:o, s:O}", "pid", (json_int_t)getpid(), "socket",
+                             vdnn_json_text(sv->o->socket), "uptime_s", vdnn_json_fixed(now_s(sv), 3), "observe",
+                             sv->o->observe != 0, "devices", devs, "jobs", jobs);
+    /* room for the new line, the NUL and the truncation's fields */
+    size_t used = json_dumpb(root, NULL, 0, VDNN_JSON_LINE_FLAGS) + 64, total = 0;
+    int full = !root;
+    for (int i = 0; i < MAX_CONN; i++) {
+        if (sv->job[i].fd < 0 || !sv->job[i].id) continue;
+        total++;
+        json_t *job = full ? NULL : status_json_job(sv, &sv->job[i]);
+        size_t bytes = json_dumpb(job, NULL, 0, VDNN_JSON_LINE_FLAGS) + 2;   /* and ", " */
+        full = full || !job || used + bytes > len;
+        if (!full && json_array_append(jobs, job) == 0) used += bytes;
+        json_decref(job);
+    }
+    if (root && total > json_array_size(jobs))
+        json_object_update_new(root, json_pack("{s:b, s:I}", "truncated", 1, "jobs_total", (json_int_t)total));
+    size_t n = json_dumpb(root, buf, len - 2, VDNN_JSON_LINE_FLAGS);
+    json_decref(root);
+    json_decref(jobs);
+    if (n && n <= len - 2) memcpy(buf + n, "\n", 2);
+    else snprintf(buf, len, "{\"truncated\": true, \"error\": \"the status could not be written\"}\n");
 }
 
 /* ---- the loop ---- */
@@ -682,7 +709,8 @@ void mgr_server_message(mgr_server *sv, int slot, const char *msg)
     if (!strncmp(msg, "status", 6)) {
         char *buf = malloc(MGR_MSG_MAX);
         if (buf) {
-            status_text(sv, buf, MGR_MSG_MAX, strstr(msg, "json") != NULL);
+            if (strstr(msg, "json")) status_json_text(sv, buf, MGR_MSG_MAX);
+            else status_text(sv, buf, MGR_MSG_MAX);
             mgr_send(j->fd, buf);
             free(buf);
         }
@@ -820,14 +848,13 @@ static void log_start(server *sv)
     say(sv, "vdnn manager (pid %ld) listening at %s: SD gap %.3g, utilization gap %.3g, %d units, a decision at most "
         "every %.3g s%s%s", (long)getpid(), o->socket, o->rules.sd_gap, o->rules.util_gap, o->rules.units, o->period_s,
         o->observe ? ", observing only" : "", sv->nvml ? ", NVML for GPUs" : "");
-    if (!o->log) return;
-    log_head(sv, "start");
-    fprintf(o->log, ", \"pid\": %ld, \"unix_time\": %.3f, \"socket\": ", (long)getpid(), (double)time(NULL));
-    vdnn_json_str(o->log, o->socket);
-    fprintf(o->log, ", \"units\": %d, \"sd_gap\": %.6g, \"util_gap\": %.6g, \"period_s\": %.6g, \"observe\": %s, "
-            "\"nvml\": %s", o->rules.units, o->rules.sd_gap, o->rules.util_gap, o->period_s,
-            o->observe ? "true" : "false", sv->nvml ? "true" : "false");
-    log_end(sv);
+    json_t *rec = log_head(sv, "start");
+    log_add(rec, json_pack("{s:I, s:o, s:o, s:i, s:o, s:o, s:o, s:b, s:b}", "pid", (json_int_t)getpid(), "unix_time",
+                           vdnn_json_fixed((double)time(NULL), 3), "socket", vdnn_json_text(o->socket), "units",
+                           o->rules.units, "sd_gap", vdnn_json_real(o->rules.sd_gap, 6), "util_gap",
+                           vdnn_json_real(o->rules.util_gap, 6), "period_s", vdnn_json_real(o->period_s, 6), "observe",
+                           o->observe != 0, "nvml", sv->nvml != NULL));
+    log_end(sv, rec);
 }
 
 static vdnn_status serve_loop(server *sv)
@@ -874,11 +901,9 @@ vdnn_status mgr_serve(const mgr_opts *o)
     log_start(sv);
     st = serve_loop(sv);
     if (stop_signal) say(sv, "stopping (%s)", stop_signal == SIGTERM ? "SIGTERM" : "SIGINT");
-    if (o->log) {
-        log_head(sv, "stop");
-        fprintf(o->log, ", \"why\": \"%s\"", stop_signal ? "signal" : st == VDNN_OK ? "idle" : "error");
-        log_end(sv);
-    }
+    json_t *rec = log_head(sv, "stop");
+    log_add(rec, json_pack("{s:s}", "why", stop_signal ? "signal" : st == VDNN_OK ? "idle" : "error"));
+    log_end(sv, rec);
     mgr_unlisten(o->socket, &sv->lis);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);

@@ -9,6 +9,7 @@
 
 #include "nets/checkpoint.h"
 #include "nets/planner/planner.h"
+#include "vdnn/json.h"
 
 /* The line of key `key` in the section whose header is at `line`; 0 if it has none. */
 static int key_line(const net *n, int line, const char *key)
@@ -206,17 +207,29 @@ static void draw_bar(progress *p, int force)
     fflush(p->o->out);
 }
 
+/* A step's line of the log (docs/cli.md: --log). */
 static void log_step(const train_opts *o, const net *n, int epoch, double loss, double lr, double secs)
 {
     if (!o->log) return;
-    fprintf(o->log, "{\"step\": %llu, \"epoch\": %d, \"loss\": %.6g, \"lr\": %.6g, \"step_time_ms\": %.4f",
-            (unsigned long long)n->step, epoch + 1, loss, lr, 1e3 * secs);
-    if (o->group) {   /* the items each device of the job took, and the reduction not hidden */
-        fprintf(o->log, ", \"shares\": [");
-        for (int k = 0; k < dp_devices(o->group); k++) fprintf(o->log, "%s%d", k ? ", " : "", dp_shares(o->group)[k]);
-        fprintf(o->log, "], \"reduce_exposed_ms\": %.4f", 1e3 * dp_exposed_s(o->group));
+    json_t *line = json_pack("{s:I, s:i, s:o, s:o, s:o}", "step", (json_int_t)n->step, "epoch", epoch + 1, "loss",
+                             vdnn_json_real(loss, 6), "lr", vdnn_json_real(lr, 6), "step_time_ms",
+                             vdnn_json_fixed(1e3 * secs, 4));
+    if (line && o->group) {   /* the items each device of the job took, and the reduction not hidden */
+        json_object_set_new(line, "shares", vdnn_json_ints(dp_shares(o->group), dp_devices(o->group)));
+        json_object_set_new(line, "reduce_exposed_ms", vdnn_json_fixed(1e3 * dp_exposed_s(o->group), 4));
     }
-    fprintf(o->log, "}\n");
+    vdnn_json_line(o->log, line);
+}
+
+/* The memory and copy fields of an epoch's line and of the final one: exact bytes. */
+static void log_memory(json_t *line, const net *n, const mm_stats *m, size_t vendor_bytes)
+{
+    if (!line) return;
+    json_object_set_new(line, "pool_peak_bytes", json_integer((json_int_t)n->peak_iter_bytes));
+    json_object_set_new(line, "offload_bytes", json_integer((json_int_t)m->offload_bytes));
+    json_object_set_new(line, "prefetch_bytes", json_integer((json_int_t)m->prefetch_bytes));
+    json_object_set_new(line, "copy_wait_s", vdnn_json_real(m->wait_s, 6));
+    json_object_set_new(line, "vendor_bytes", json_integer((json_int_t)vendor_bytes));
 }
 
 static void report_epoch(progress *p, double test_acc, double test_loss, double lr)
@@ -241,13 +254,14 @@ static void report_epoch(progress *p, double test_acc, double test_loss, double 
         fflush(o->out);
     }
     if (o->log) {
-        fprintf(o->log, "{\"epoch\": %d, \"step\": %llu, \"lr\": %.6g, \"train_loss\": %.6g, \"train_acc\": %.6g, "
-                "\"test_loss\": %.6g, \"test_acc\": %.6g, \"images_per_s\": %.6g, \"epoch_time_s\": %.6g, "
-                "\"pool_peak_bytes\": %zu, \"offload_bytes\": %llu, \"prefetch_bytes\": %llu, "
-                "\"copy_wait_s\": %.6g, \"vendor_bytes\": %zu}\n",
-                p->epoch + 1, (unsigned long long)p->n->step, lr, loss, acc, test_loss, test_acc, ips,
-                vdnn_now_s() - p->epoch_start, p->n->peak_iter_bytes, (unsigned long long)m.offload_bytes,
-                (unsigned long long)m.prefetch_bytes, m.wait_s, device_vendor_bytes(p->n->dev));
+        json_t *line = json_pack("{s:i, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "epoch", p->epoch + 1, "step",
+                                 (json_int_t)p->n->step, "lr", vdnn_json_real(lr, 6), "train_loss",
+                                 vdnn_json_real(loss, 6), "train_acc", vdnn_json_real(acc, 6), "test_loss",
+                                 vdnn_json_real(test_loss, 6), "test_acc", vdnn_json_real(test_acc, 6),
+                                 "images_per_s", vdnn_json_real(ips, 6), "epoch_time_s",
+                                 vdnn_json_real(vdnn_now_s() - p->epoch_start, 6));
+        log_memory(line, p->n, &m, device_vendor_bytes(p->n->dev));
+        vdnn_json_line(o->log, line);
         fflush(o->log);
     }
 }
@@ -261,18 +275,15 @@ static void log_final(const train_opts *o, const net *n, const mm_stats *stats0,
 {
     if (!o->log) return;
     mm_stats m = n->stats;
-    fprintf(o->log, "{\"final\": true, \"stopped\": \"%s\", \"epoch\": %d, \"step\": %llu, \"steps\": %lld, "
-            "\"images_per_s\": %.6g, \"pool_peak_bytes\": %zu, \"offload_bytes\": %llu, "
-            "\"prefetch_bytes\": %llu, \"copy_wait_s\": %.6g, \"vendor_bytes\": %zu",
-            stopped, epoch + 1, (unsigned long long)n->step, s->steps, s->images_per_s,
-            n->peak_iter_bytes, (unsigned long long)(m.offload_bytes - stats0->offload_bytes),
-            (unsigned long long)(m.prefetch_bytes - stats0->prefetch_bytes), m.wait_s - stats0->wait_s,
-            n->dev ? device_vendor_bytes(n->dev) : 0);
-    if (error) {
-        fprintf(o->log, ", \"error\": ");
-        vdnn_json_str(o->log, error);
-    }
-    fprintf(o->log, "}\n");
+    m.offload_bytes -= stats0->offload_bytes;
+    m.prefetch_bytes -= stats0->prefetch_bytes;
+    m.wait_s -= stats0->wait_s;
+    json_t *line = json_pack("{s:b, s:s, s:i, s:I, s:I, s:o}", "final", 1, "stopped", stopped, "epoch", epoch + 1,
+                             "step", (json_int_t)n->step, "steps", (json_int_t)s->steps, "images_per_s",
+                             vdnn_json_real(s->images_per_s, 6));
+    log_memory(line, n, &m, n->dev ? device_vendor_bytes(n->dev) : 0);
+    if (line && error) json_object_set_new(line, "error", vdnn_json_text(error));
+    vdnn_json_line(o->log, line);
 }
 
 /* Whether everything logged so far reached the file: a full disk is an error, not an

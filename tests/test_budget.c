@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 
 #include "nets/net.h"
+#include "tests/jsoncheck.h"
 #include "tests/testnet.h"
 #include "vdnn/rng.h"
 
@@ -525,14 +526,15 @@ START_TEST(test_cli_info_budgets)
     snprintf(args, sizeof args, "info %s --json", cfg);
     r = run_cli(args);
     ck_assert_msg(r.status == 0, "`vdnn %s` exited %d; stderr:\n%s", args, r.status, r.err);
-    const char *mins = strstr(r.out, "\"min_budget_bytes\"");
-    ck_assert_msg(mins != NULL, "no min_budget_bytes in:\n%s", r.out);
+    json_t *info = tj_parse(r.out, args);
     for (int p = 0; p < POLICY_COUNT; p++) {
-        char entry[128];
-        snprintf(entry, sizeof entry, "\"%s\": {\"perf\": %zu, \"mem\": %zu}", policy_name((mem_policy)p),
-                 t[p][ALGO_PERF], t[p][ALGO_MEM]);
-        ck_assert_msg(strstr(mins, entry) != NULL, "min_budget_bytes lacks %s:\n%s", entry, mins);
+        char perf[64], mem[64];
+        snprintf(perf, sizeof perf, "min_budget_bytes.%s.perf", policy_name((mem_policy)p));
+        snprintf(mem, sizeof mem, "min_budget_bytes.%s.mem", policy_name((mem_policy)p));
+        ck_assert_uint_eq((size_t)tj_int(info, perf), t[p][ALGO_PERF]);
+        ck_assert_uint_eq((size_t)tj_int(info, mem), t[p][ALGO_MEM]);
     }
+    json_decref(info);
     if (system("command -v python3 >/dev/null 2>&1") == 0) {
         char out[600], cmd[800];
         tn_join(out, sizeof out, tn_dir, "info.json");

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "tests/jsoncheck.h"
 #include "tests/testnet.h"
 #include "tests/tsan.h"
 #include "vdnn/device.h"
@@ -58,20 +59,6 @@ static const char *write_cfg(char *buf, size_t len, const char *name, const char
     tn_path(buf, len, name);
     tn_write_text(buf, text);
     return buf;
-}
-
-static int count_lines_with(const char *text, const char *a, const char *b)
-{
-    int n = 0;
-    for (const char *line = text; line && *line;) {
-        const char *end = strchr(line, '\n');
-        size_t len = end ? (size_t)(end - line) : strlen(line);
-        char buf[2048];
-        snprintf(buf, sizeof buf, "%.*s", (int)len, line);
-        if (strstr(buf, a) && (!b || strstr(buf, b))) n++;
-        line = end ? end + 1 : NULL;
-    }
-    return n;
 }
 
 /* ---- bad command lines ---- */
@@ -228,46 +215,25 @@ START_TEST(test_info_device)
 }
 END_TEST
 
-/* Braces and brackets nest and close, outside of strings. */
-static int json_balanced(const char *s)
-{
-    char stack[64];
-    int depth = 0, in_str = 0;
-    for (; *s; s++) {
-        if (in_str) {
-            if (*s == '\\' && s[1]) s++;
-            else if (*s == '"') in_str = 0;
-            continue;
-        }
-        if (*s == '"') in_str = 1;
-        else if (*s == '{' || *s == '[') {
-            if (depth == 64) return 0;
-            stack[depth++] = *s;
-        } else if (*s == '}' || *s == ']') {
-            if (!depth || stack[--depth] != (*s == '}' ? '{' : '[')) return 0;
-        }
-    }
-    return depth == 0 && !in_str;
-}
-
 START_TEST(test_info_json)
 {
     cli_run r = run_cli("info configs/fmnist.cfg --json");
     assert_ok(&r, "info --json");
-    ck_assert_msg(strstr(r.out, "\"layers\"") && strstr(r.out, "\"param_bytes\""), "json:\n%s", r.out);
-    ck_assert_msg(json_balanced(r.out), "unbalanced JSON:\n%s", r.out);
-    const char *first = r.out + strspn(r.out, " \n");
-    ck_assert_int_eq(*first, '{');
-    size_t len = strlen(r.out);
-    while (len && (r.out[len - 1] == '\n' || r.out[len - 1] == ' ')) len--;
-    ck_assert_int_eq(r.out[len - 1], '}');
-    /* One object per layer. */
-    int layers = 0;
-    for (const char *p = r.out; (p = strstr(p, "\"type\"")) != NULL; p++) layers++;
-    ck_assert_int_eq(layers, 15);
-    ck_assert_msg(strstr(r.out, "\"softmax15\"") != NULL, "json:\n%s", r.out);
-    ck_assert_msg(strstr(r.out, "\"classes\": 10") != NULL, "json:\n%s", r.out);
-    ck_assert_msg(!strstr(r.out, "nan") && !strstr(r.out, "inf"), "json:\n%s", r.out);
+    json_t *info = tj_parse(r.out, "info --json");
+    /* One object per layer, each with its shapes and bytes. */
+    ck_assert_int_eq(json_array_size(tj_get(info, "layers")), 15);
+    ck_assert_str_eq(tj_str(info, "layers.14.name"), "softmax15");
+    ck_assert_str_eq(tj_str(info, "layers.0.type"), "convolutional");
+    ck_assert_str_eq(tj_str(info, "layers.0.inputs.0"), "data");
+    ck_assert_int_gt(tj_int(info, "layers.0.param_bytes"), 0);
+    ck_assert_int_eq(tj_int(info, "layers.0.workspace_bytes.forward.direct"), 0);
+    ck_assert_int_eq(tj_int(info, "classes"), 10);
+    ck_assert_int_eq(tj_int(info, "input.1"), 1);
+    ck_assert(json_is_true(tj_get(info, "in_place")));
+    ck_assert_int_gt(tj_int(info, "min_budget_bytes.none.perf"), tj_int(info, "min_budget_bytes.all.mem"));
+    ck_assert_int_gt(tj_int(info, "dyn_min_budget_bytes"), 0);
+    ck_assert_int_gt(tj_int(info, "micro_batch_min_budget_bytes.64"), 0);
+    json_decref(info);
     run_free(&r);
 }
 END_TEST
@@ -282,8 +248,10 @@ START_TEST(test_info_vgg16_batch)
     run_free(&r);
     r = run_cli("info configs/vgg16.cfg --batch 256 --json");
     assert_ok(&r, "info configs/vgg16.cfg --batch 256 --json");
-    ck_assert(json_balanced(r.out));
-    ck_assert_msg(strstr(r.out, "[256, 3, 224, 224]") != NULL, "json:\n%s", r.out);
+    json_t *info = tj_parse(r.out, "info --json");
+    ck_assert_int_eq(tj_int(info, "input.0"), 256);
+    ck_assert_int_eq(tj_int(info, "input.2"), 224);
+    json_decref(info);
     run_free(&r);
 }
 END_TEST
@@ -311,25 +279,28 @@ START_TEST(test_info_all_configs)
         snprintf(args, sizeof args, "info %s --json", cfgs[i]);
         r = run_cli(args);
         assert_ok(&r, args);
-        ck_assert_msg(json_balanced(r.out), "%s: unbalanced JSON:\n%s", args, r.out);
+        json_decref(tj_parse(r.out, args));
         run_free(&r);
     }
 }
 END_TEST
 
-/* The config's path is a JSON string: quotes and backslashes in it are escaped. */
+/* The config's path is a JSON string whatever its bytes: quotes, backslashes and
+ * control characters escaped, UTF-8 kept, and a byte that is not UTF-8 as U+FFFD. */
 START_TEST(test_info_json_escapes_path)
 {
-    char dir[512], cfg[600], args[1024];
-    tn_path(dir, sizeof dir, "a\"b\\c");
+    char dir[512], cfg[600], want[600], args[1024];
+    tn_path(dir, sizeof dir, "a\"b\\c\x01\t\xc3\xa9\xff");
     ck_assert_int_eq(mkdir(dir, 0700), 0);
     tn_join(cfg, sizeof cfg, dir, "n.cfg");
     tn_write_text(cfg, CLI_NET);
+    tn_path(want, sizeof want, "a\"b\\c\x01\t\xc3\xa9\xef\xbf\xbd/n.cfg");
     snprintf(args, sizeof args, "info '%s' --json", cfg);
     cli_run r = run_cli(args);
     assert_ok(&r, args);
-    ck_assert_msg(json_balanced(r.out), "invalid JSON for config path %s:\n%.300s", cfg, r.out);
-    ck_assert_msg(strstr(r.out, "a\\\"b\\\\c/n.cfg") != NULL, "path not escaped:\n%.300s", r.out);
+    json_t *info = tj_parse(r.out, args);
+    ck_assert_str_eq(tj_str(info, "config"), want);
+    json_decref(info);
     run_free(&r);
 }
 END_TEST
@@ -348,17 +319,38 @@ START_TEST(test_train_quiet_log)
     ck_assert_msg(r.out[0] == 0, "--quiet printed on stdout:\n%s", r.out);
     ck_assert_msg(r.err[0] == 0, "--quiet printed on stderr:\n%s", r.err);
     run_free(&r);
-    char *text = tn_read(log, NULL);
-    ck_assert_msg(text != NULL, "no log at %s", log);
-    ck_assert_int_eq(count_lines_with(text, "{", NULL), 7);   /* planning, 5 steps and the final record */
-    ck_assert_int_eq(count_lines_with(text, "{\"plan_s\": ", NULL), 1);
-    ck_assert_int_eq(count_lines_with(text, "{\"final\": true, \"stopped\": \"steps\"", NULL), 1);
-    ck_assert_int_eq(count_lines_with(text, "\"step\": ", "\"loss\": "), 5);
-    ck_assert_int_eq(count_lines_with(text, "\"epoch\": ", "\"lr\": "), 5);
-    ck_assert_int_eq(count_lines_with(text, "\"step\": 1,", NULL), 1);
-    ck_assert_int_eq(count_lines_with(text, "{\"step\": 5,", NULL), 1);
-    ck_assert(json_balanced(text));
-    free(text);
+    json_t *lines = tj_lines(log);
+    ck_assert_int_eq(json_array_size(lines), 7);   /* planning, 5 steps and the final record */
+    ck_assert(tj_num(json_array_get(lines, 0), "plan_s") >= 0);
+    for (int k = 1; k <= 5; k++) {
+        json_t *step = json_array_get(lines, (size_t)k);
+        ck_assert_int_eq(tj_int(step, "step"), k);
+        ck_assert_int_eq(tj_int(step, "epoch"), 1);
+        ck_assert(tj_num(step, "loss") > 0 && tj_num(step, "lr") == 0.05 && tj_num(step, "step_time_ms") >= 0);
+    }
+    json_t *final = json_array_get(lines, 6);
+    ck_assert(json_is_true(tj_get(final, "final")));
+    ck_assert_str_eq(tj_str(final, "stopped"), "steps");
+    ck_assert_int_eq(tj_int(final, "steps"), 5);
+    ck_assert_int_gt(tj_int(final, "pool_peak_bytes"), 0);
+    ck_assert(json_is_number(tj_get(final, "copy_wait_s")) && !tj_has(final, "error"));
+    json_decref(lines);
+    /* a run that fails says why in its final record, whatever bytes the message holds
+     * (a byte that is not UTF-8 as U+FFFD) */
+    char bad[600], named[600];
+    tn_path(bad, sizeof bad, "no\"such\\ck\x01\xc3\xa9\xff.ckpt");
+    tn_path(named, sizeof named, "no\"such\\ck\x01\xc3\xa9\xef\xbf\xbd.ckpt");
+    snprintf(args, sizeof args, "train %s --steps 1 --log %s --resume '%s' --no-save --quiet --threads 1", cfg, log,
+             bad);
+    r = run_cli(args);
+    ck_assert_msg(r.status != 0, "`vdnn %s` exited 0", args);
+    run_free(&r);
+    lines = tj_lines(log);
+    final = json_array_get(lines, json_array_size(lines) - 1);
+    ck_assert_str_eq(tj_str(final, "stopped"), "error");
+    ck_assert_msg(strstr(tj_str(final, "error"), named), "the error does not name %s: %s", named,
+                  tj_str(final, "error"));
+    json_decref(lines);
     size_t len = 0;
     char *c = tn_read(ck, &len);
     ck_assert_msg(c != NULL, "no checkpoint at %s", ck);
@@ -381,22 +373,29 @@ START_TEST(test_train_epoch_line)
     /* Not quiet, stderr not a terminal: the epoch line and the summary go to stdout. */
     ck_assert_msg(strstr(r.out, "epoch 1/1") && strstr(r.out, "test accuracy"), "stdout:\n%s", r.out);
     run_free(&r);
-    char *text = tn_read(log, NULL);
-    ck_assert_ptr_nonnull(text);
-    ck_assert_int_eq(count_lines_with(text, "{\"step\": ", "\"loss\": "), 4);
-    static const char *keys[] = {"\"train_loss\": ", "\"test_acc\": ", "\"images_per_s\": ", "\"pool_peak_bytes\": "};
-    for (int k = 0; k < 4; k++)
-        ck_assert_msg(count_lines_with(text, keys[k], "{\"epoch\": 1") == 1, "no epoch line with %s:\n%s", keys[k],
-                      text);
-    free(text);
+    /* planning, 4 steps, the epoch and the final record */
+    json_t *lines = tj_lines(log);
+    ck_assert_int_eq(json_array_size(lines), 7);
+    for (int k = 1; k <= 4; k++) ck_assert_int_eq(tj_int(json_array_get(lines, (size_t)k), "step"), k);
+    json_t *epoch = json_array_get(lines, 5);
+    ck_assert_int_eq(tj_int(epoch, "epoch"), 1);
+    ck_assert_int_eq(tj_int(epoch, "step"), 4);
+    static const char *reals[] = {"train_loss", "train_acc", "test_loss", "test_acc", "images_per_s", "epoch_time_s"};
+    for (int k = 0; k < 6; k++) ck_assert_msg(tj_num(epoch, reals[k]) >= 0, "%s", reals[k]);
+    ck_assert_int_gt(tj_int(epoch, "pool_peak_bytes"), 0);
+    ck_assert_int_eq(tj_int(epoch, "offload_bytes"), 0);
+    ck_assert_str_eq(tj_str(json_array_get(lines, 6), "stopped"), "epochs");
+    json_decref(lines);
     /* --epochs overrides the config: two epoch lines. */
     snprintf(args, sizeof args, "train %s --log %s --epochs 2 --quiet --threads 1", cfg, log);
     r = run_cli(args);
     assert_ok(&r, args);
     run_free(&r);
-    text = tn_read(log, NULL);
-    ck_assert_int_eq(count_lines_with(text, "\"train_loss\": ", NULL), 2);
-    free(text);
+    lines = tj_lines(log);
+    int epochs = 0;
+    for (size_t k = 0; k < json_array_size(lines); k++) epochs += tj_has(json_array_get(lines, k), "train_loss");
+    ck_assert_int_eq(epochs, 2);
+    json_decref(lines);
 }
 END_TEST
 
@@ -415,9 +414,11 @@ START_TEST(test_test_command)
     assert_ok(&r, args);
     ck_assert_msg(strstr(r.out, "test accuracy") != NULL, "stdout:\n%s", r.out);
     run_free(&r);
-    char *text = tn_read(log, NULL);
-    ck_assert_msg(text && strstr(text, "\"test_acc\""), "log:\n%s", text ? text : "(none)");
-    free(text);
+    json_t *lines = tj_lines(log);
+    ck_assert_int_eq(json_array_size(lines), 1);
+    ck_assert(tj_num(json_array_get(lines, 0), "test_acc") >= 0 && tj_num(json_array_get(lines, 0), "test_loss") > 0);
+    ck_assert_int_eq(tj_int(json_array_get(lines, 0), "images"), 32);
+    json_decref(lines);
     /* Another batch size reads the same weights. */
     snprintf(args, sizeof args, "test %s --weights %s --batch 5 --threads 1", cfg, ck);
     r = run_cli(args);
@@ -762,18 +763,16 @@ END_TEST
 
 /* ---- the planner: profile, --plan, --policy dyn ---- */
 
-/* The least budget `info --json` reports for a policy and algorithm mode. */
-static size_t info_min_budget(const char *cfg, const char *key)
+/* A least budget `info --json` reports, at `path` ("min_budget_bytes.none.perf"). */
+static size_t info_min_budget(const char *cfg, const char *path)
 {
     char args[1024];
     snprintf(args, sizeof args, "info %s --json", cfg);
     cli_run r = run_cli(args);
     assert_ok(&r, args);
-    const char *at = strstr(r.out, key);
-    ck_assert_msg(at != NULL, "info --json lacks %s:\n%s", key, r.out);
-    at = strchr(at + strlen(key), ':');
-    ck_assert_ptr_nonnull(at);
-    size_t v = strtoull(at + 1, NULL, 10);
+    json_t *info = tj_parse(r.out, args);
+    size_t v = (size_t)tj_int(info, path);
+    json_decref(info);
     run_free(&r);
     return v;
 }
@@ -797,7 +796,15 @@ START_TEST(test_profile_plan_and_train)
     r = run_cli(args);
     assert_ok(&r, args);
     ck_assert_msg(!strstr(r.out, "profile measured"), "JSON only on stdout:\n%s", r.out);
-    ck_assert_msg(r.out[0] == '{' && json_balanced(r.out) && strstr(r.out, "\"predicted_ms\""), "%s", r.out);
+    json_t *plan = tj_parse(r.out, args);
+    ck_assert_msg(tj_num(plan, "predicted_ms") > 0 && tj_int(plan, "peak_bytes") > 0, "%s", r.out);
+    ck_assert_int_eq(json_array_size(tj_get(plan, "layers")), 5);
+    ck_assert_str_eq(tj_str(plan, "layers.0.name"), "conv1");
+    ck_assert_str_eq(tj_str(plan, "layers.0.inputs.0"), "data");
+    ck_assert(json_is_number(tj_get(plan, "layers.0.fwd_ms")));
+    ck_assert(json_is_string(tj_get(plan, "layers.0.algo.fwd")));
+    ck_assert(json_is_boolean(tj_get(plan, "data.offload")) || json_is_null(tj_get(plan, "data.offload")));
+    json_decref(plan);
     run_free(&r);
     snprintf(args, sizeof args, "train %s --steps 2 --plan %s --quiet --threads 1", cfg, plan_file);
     r = run_cli(args);
@@ -926,7 +933,7 @@ START_TEST(test_plan_errors)
     snprintf(args, sizeof args, "train %s --steps 1 --plan /nonexistent/x.plan --quiet", cfg);
     fails_with(args, "x.plan", NULL);
     /* a plan that needs more than the budget is refused with both numbers */
-    size_t need = info_min_budget(cfg, "\"none\": {\"perf\"");
+    size_t need = info_min_budget(cfg, "min_budget_bytes.none.perf");
     ck_assert(need > 4096);
     snprintf(args, sizeof args, "train %s --steps 1 --plan %s --budget %zu --quiet", cfg, plan_file, need / 2);
     fails_with(args, "net.plan", "budget");
@@ -966,8 +973,8 @@ START_TEST(test_swap_recompute_micro)
     ck_assert_msg(strstr(r.out, "swap") && strstr(r.out, "recompute") && strstr(r.out, "micro-batches"), "%s", r.out);
     run_free(&r);
     /* below every whole-batch plan, dyn splits the batch */
-    size_t whole = info_min_budget(cfg, "\"none\": {\"perf\"");
-    size_t half = info_min_budget(cfg, "\"micro_batch_min_budget_bytes\": {\"8\"");
+    size_t whole = info_min_budget(cfg, "min_budget_bytes.none.perf");
+    size_t half = info_min_budget(cfg, "micro_batch_min_budget_bytes.8");
     ck_assert_msg(half < whole / 2, "micro-batches of 8 need %zu bytes, the whole batch %zu", half, whole);
     snprintf(args, sizeof args, "train %s --steps 2 --policy dyn --budget %zu --threads 1 --profile-cache %s", cfg,
              pool_round(half + 2048), cache);

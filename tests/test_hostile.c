@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "tests/jsoncheck.h"
 #include "tests/testnet.h"
 #include "tests/tsan.h"
 
@@ -267,10 +268,9 @@ START_TEST(resume_checks_algorithms_against_budget)
     tn_run_free(&r);
     r = run("info %s --json", cfg);
     ok(&r);
-    const char *at = strstr(r.out, "\"none\": {\"perf\": ");
-    ck_assert_ptr_nonnull(at);
-    at = strstr(at, "\"mem\": ");
-    unsigned long long mem = strtoull(at + 7, NULL, 10);
+    json_t *info = tj_parse(r.out, "info --json");
+    unsigned long long mem = (unsigned long long)tj_int(info, "min_budget_bytes.none.mem");
+    json_decref(info);
     tn_run_free(&r);
     r = run("train %s --steps 2 --threads 1 --algo mem --budget %llu --resume %s", cfg, mem, ck);
     ok(&r);
@@ -404,16 +404,6 @@ END_TEST
     "[convolutional]\nfilters = 8\nsize = 3\npad = 1\n[relu]\n[connected]\noutput = 1024\n[relu]\n" \
     "[connected]\noutput = 1024\n[relu]\n[connected]\noutput = 10\n[softmax]\n"
 
-/* The number after `key` in text (the first occurrence after `from`, if given). */
-static double number_after(const char *text, const char *from, const char *key)
-{
-    const char *at = from ? strstr(text, from) : text;
-    ck_assert_msg(at != NULL, "no %s in:\n%s", from, text);
-    at = strstr(at, key);
-    ck_assert_msg(at != NULL, "no %s in:\n%s", key, text);
-    return strtod(at + strlen(key), NULL);
-}
-
 /* The least predicted time (ms) of the fixed policies that fit `budget` in a sweep's
  * CSV, or -1 when none fits. */
 static double best_fixed_ms(const char *csv)
@@ -448,9 +438,11 @@ START_TEST(dyn_never_worse_than_fixed)
 
     r = run("info %s --json", cfg);
     ok(&r);
-    size_t swap = (size_t)number_after(r.out, "\"swap\": {", "\"perf\": ");
-    size_t none = (size_t)number_after(r.out, "\"none\": {", "\"perf\": ");
-    size_t micro = (size_t)number_after(r.out, "\"micro_batch_min_budget_bytes\": {", "\"8\": ");
+    json_t *info = tj_parse(r.out, "info --json");
+    size_t swap = (size_t)tj_int(info, "min_budget_bytes.swap.perf");
+    size_t none = (size_t)tj_int(info, "min_budget_bytes.none.perf");
+    size_t micro = (size_t)tj_int(info, "micro_batch_min_budget_bytes.8");
+    json_decref(info);
     tn_run_free(&r);
     ck_assert(micro < swap && swap < none);
     size_t budgets[3] = {pool_round(micro + (swap - micro) / 2), pool_round(swap + 65536), none};
@@ -468,7 +460,9 @@ START_TEST(dyn_never_worse_than_fixed)
         ck_assert_msg((k == 0) == (fixed < 0), "budget %zu: fixed policies fit: %g ms", budgets[k], fixed);
         r = run("profile %s --budget %zu --threads 1 --json", cfg, budgets[k]);
         ok(&r);
-        double dyn = number_after(r.out, NULL, "\"predicted_ms\":");
+        json_t *plan = tj_parse(r.out, "profile --json");
+        double dyn = tj_num(plan, "predicted_ms");
+        json_decref(plan);
         tn_run_free(&r);
         ck_assert_msg(fixed < 0 || dyn <= fixed * (1 + 1e-9), "budget %zu: dyn predicted %g ms, a fixed policy %g ms",
                       budgets[k], dyn, fixed);
@@ -489,7 +483,9 @@ START_TEST(dyn_micro_batches_keep_data_flag)
     write_cfg(cfg, sizeof cfg, "wide.cfg", TN_NET H_TRAIN "[data]\nset = mnist\npath = /nonexistent-in-config\n" TN_LAYERS);
     tn_run r = run("info %s --json", cfg);
     ok(&r);
-    size_t micro = (size_t)number_after(r.out, "\"micro_batch_min_budget_bytes\": {", "\"4\": ");
+    json_t *info = tj_parse(r.out, "info --json");
+    size_t micro = (size_t)tj_int(info, "micro_batch_min_budget_bytes.4");
+    json_decref(info);
     tn_run_free(&r);
     r = run("train %s --steps 1 --threads 1 --policy dyn --budget %zu --data synthetic", cfg, pool_round(micro + 4096));
     ok(&r);

@@ -39,9 +39,12 @@
 
 #include "manager/proto.h"
 #include "manager/rules.h"
+#include "manager/server.h"
 #include "nets/checkpoint.h"
 #include "nets/parallel/parallel.h"
+#include "tests/jsoncheck.h"
 #include "tests/testnet.h"
+#include "vdnn/json.h"
 
 /* ---- the rules ---- */
 
@@ -254,9 +257,28 @@ START_TEST(test_proto_checks)
     ck_assert(mgr_refusal("refused reason=no_room_here", why, sizeof why));
     ck_assert_str_eq(why, "no room here");
     ck_assert(!mgr_refusal("refusedX reason=a", why, sizeof why));
-    ck_assert_str_eq(mgr_json_escape("a\"b\\c\x1b\x7f", buf, sizeof buf), "a\\\"b\\\\c\\u001b\\u007f");
-    ck_assert_str_eq(mgr_json_escape("\xc3\xa9\xff\xed\xa0\x80.", buf, sizeof buf), "\xc3\xa9\\ufffd\\ufffd\\ufffd\\ufffd.");
-    ck_assert_str_eq(mgr_json_escape("\"\"\"", buf, 6), "\\\"\\\"");   /* never half an escape */
+    /* names become JSON strings whatever their bytes: those that are not UTF-8 (a
+     * surrogate's 3 bytes included) as U+FFFD each, and control characters escaped */
+    json_t *name = vdnn_json_text("\xc3\xa9\xff\xed\xa0\x80.");
+    ck_assert_str_eq(json_string_value(name), "\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd.");
+    json_decref(name);
+    char *dumped = json_dumps(name = vdnn_json_text("a\"b\\c\x1b\x7f"), JSON_ENCODE_ANY);
+    ck_assert_str_eq(dumped, "\"a\\\"b\\\\c\\u001B\x7f\"");
+    free(dumped);
+    json_decref(name);
+    /* numbers that JSON cannot hold are null; others keep the digits asked for */
+    json_t *num = vdnn_json_real(NAN, 6);
+    ck_assert(json_is_null(num));
+    json_decref(num);
+    num = vdnn_json_real(-INFINITY, 6);
+    ck_assert(json_is_null(num));
+    json_decref(num);
+    num = vdnn_json_real(2.302585124969482, 6);
+    ck_assert(json_real_value(num) == 2.30259);
+    json_decref(num);
+    num = vdnn_json_fixed(1234.567891, 3);
+    ck_assert(json_real_value(num) == 1234.568);
+    json_decref(num);
     ck_assert_str_eq(mgr_text_escape("a\x1b[31mb\rc\n", buf, sizeof buf), "a\\x1b[31mb\\x0dc\n");
 }
 END_TEST
@@ -364,18 +386,34 @@ static const char *mgr_cfg(void)
 /* The schedule a managed job's log records ({"manager": "dr"} lines): how many changes. */
 static int schedule_from_log(const char *log_name, const char *sched_name)
 {
-    char *log = read_tmp(log_name), path[600], text[8192] = "";
-    size_t k = 0;
+    char path[600], text[8192] = "";
+    json_t *lines = tj_lines(tn_path(path, sizeof path, log_name)), *line;
+    size_t k = 0, i;
     int n = 0;
-    for (const char *p = log; (p = strstr(p, "{\"manager\": \"dr\", \"step\": ")) != NULL; p++) {
-        unsigned long long step = 0;
-        int a = -1, b = -1;
-        ck_assert_int_eq(sscanf(p, "{\"manager\": \"dr\", \"step\": %llu, \"dr\": [%d, %d]", &step, &a, &b), 3);
-        k += (size_t)snprintf(text + k, sizeof text - k, "%llu %d,%d\n", step, a, b);
+    json_array_foreach(lines, i, line) {
+        json_t *what = json_object_get(line, "manager");
+        if (!what || strcmp(json_string_value(what), "dr")) continue;
+        ck_assert_int_eq(json_array_size(tj_get(line, "dr")), 2);
+        k += (size_t)snprintf(text + k, sizeof text - k, "%lld %lld,%lld\n", tj_int(line, "step"),
+                              tj_int(line, "dr.0"), tj_int(line, "dr.1"));
         n++;
     }
-    free(log);
+    json_decref(lines);
     tn_write_text(tn_path(path, sizeof path, sched_name), n ? text : "# none\n");
+    return n;
+}
+
+/* Events of `event` in a manager's log (a JSON array of its lines); whose "reason" is
+ * `reason` when given. */
+static int count_records(json_t *lines, const char *event, const char *reason)
+{
+    size_t i;
+    json_t *line;
+    int n = 0;
+    json_array_foreach(lines, i, line) {
+        if (strcmp(tj_str(line, "event"), event)) continue;
+        n += !reason || !strcmp(tj_str(line, "reason"), reason);
+    }
     return n;
 }
 
@@ -422,10 +460,10 @@ START_TEST(test_managed_jobs_same_as_by_hand)
     }
     ck_assert_int_eq(wait_for(mgr, 30, "the manager (--until-idle)"), 0);
     char *mlog = read_tmp("manager.jsonl");
-    int registered = 0, left = 0, decisions = 0;
-    for (const char *p = mlog; (p = strstr(p, "\"event\": \"register\"")) != NULL; p++) registered++;
-    for (const char *p = mlog; (p = strstr(p, "\"reason\": \"finished\"")) != NULL; p++) left++;
-    for (const char *p = mlog; (p = strstr(p, "\"event\": \"decision\"")) != NULL; p++) decisions++;
+    json_t *records = tj_lines(log);
+    int registered = count_records(records, "register", NULL), left = count_records(records, "leave", "finished");
+    int decisions = count_records(records, "decision", NULL);
+    json_decref(records);
     ck_assert_msg(registered == 3 && left == 3, "%d registered, %d finished; the manager's log ends:\n%s", registered, left,
                   tn_tail(mlog, 2000));
     int changes = 0;
@@ -569,7 +607,15 @@ START_TEST(test_cli_refusals)
     snprintf(args, sizeof args, "manager --status --json --manager %s", sock);
     r = tn_vdnn(tn_dir, "", args);
     tn_run_ok(&r, args);
-    ck_assert_msg(strstr(r.out, "\"jobs\": [{\"id\": 1") && strstr(r.out, "\"devices\": [\"cpu:0\"]"), "%s", r.out);
+    json_t *status = tj_parse(r.out, "--status --json");
+    ck_assert_int_eq(json_array_size(tj_get(status, "jobs")), 1);
+    ck_assert_int_eq(tj_int(status, "jobs.0.id"), 1);
+    ck_assert_str_eq(tj_str(status, "jobs.0.devices.0"), "cpu:0");
+    ck_assert_int_eq(tj_int(status, "jobs.0.dr.0"), 10);
+    ck_assert_str_eq(tj_str(status, "devices.0.name"), "cpu:0");
+    ck_assert_str_eq(tj_str(status, "socket"), sock);
+    ck_assert(!tj_has(status, "truncated"));
+    json_decref(status);
     tn_run_free(&r);
     kill(job, SIGTERM);   /* stops after its step, and says goodbye */
     ck_assert_int_eq(wait_for(job, 60, "the job"), 128 + SIGTERM);
@@ -578,6 +624,23 @@ START_TEST(test_cli_refusals)
     ck_assert_int_eq(wait_for(mgr, 10, "the manager"), 0);
     ck_assert_msg(!tn_exists(sock), "the manager left its socket");
     ck_assert_msg(wait_text(log, "\"event\": \"stop\"", 1), "no stop record");
+    /* the log, a JSON object a line: start, the job's register, posts and leave, stop */
+    json_t *records = tj_lines(log);
+    size_t nrec = json_array_size(records);
+    ck_assert_str_eq(tj_str(records, "0.event"), "start");
+    ck_assert_str_eq(tj_str(records, "0.socket"), sock);
+    ck_assert_str_eq(tj_str(json_array_get(records, nrec - 1), "event"), "stop");
+    ck_assert_int_eq(count_records(records, "register", NULL), 1);
+    ck_assert_int_eq(count_records(records, "leave", "stopped"), 1);
+    ck_assert_int_ge(count_records(records, "post", NULL), 1);
+    for (size_t i = 0; i < nrec; i++) {
+        json_t *rec = json_array_get(records, i);
+        ck_assert(tj_num(rec, "t") >= 0);
+        if (strcmp(tj_str(rec, "event"), "post")) continue;
+        ck_assert_str_eq(tj_str(rec, "name"), cfg);
+        ck_assert(tj_num(rec, "sd") > 0 && tj_num(rec, "util.0") >= 0 && tj_int(rec, "dr.0") == 10);
+    }
+    json_decref(records);
     /* --plot draws the log: the data and the script (and the picture where gnuplot is) */
     char out[600];
     tn_path(out, sizeof out, "plot");
@@ -599,7 +662,7 @@ START_TEST(test_cli_refusals)
         printf("SKIPPED: the manager plot's picture: gnuplot is not installed (the script and data were checked)\n");
     }
     snprintf(args, sizeof args, "manager --plot %s/job.err --out %s", tn_dir, out);
-    vdnn_fails(args, "no posts of any job in this log", NULL);
+    vdnn_fails(args, "job.err:1: not JSON", NULL);
 }
 END_TEST
 
@@ -943,8 +1006,10 @@ START_TEST(test_status_escaped)
     snprintf(args, sizeof args, "manager --status --json --manager %s", sock);
     r = tn_vdnn(tn_dir, "", args);
     tn_run_ok(&r, args);
-    ck_assert_msg(strstr(r.out, "\"name\": \"a\\\"b\\\\c?[31m\\ufffd\"") && strstr(r.out, "\"devices\": [\"x\\\"y\\\\?\"]"),
-                  "%s", r.out);
+    json_t *status = tj_parse(r.out, "--status --json");
+    ck_assert_str_eq(tj_str(status, "jobs.0.name"), "a\"b\\c?[31m\xef\xbf\xbd");
+    ck_assert_str_eq(tj_str(status, "jobs.1.devices.0"), "x\"y\\?");
+    json_decref(status);
     tn_run_free(&r);
     if (system("command -v jq > /dev/null 2>&1") == 0) {
         char cmd[1024];
@@ -958,6 +1023,123 @@ START_TEST(test_status_escaped)
     close(a);
     close(b);
     stop_manager(mgr);
+}
+END_TEST
+
+/* A status too long for one message (MGR_MSG_MAX) is still one JSON object: it leaves
+ * out the jobs that do not fit and says so. The manager runs in this process, as the
+ * fuzz target drives it; its log, names escaped, parses line by line. */
+START_TEST(test_status_json_truncated)
+{
+    char logpath[600], name[256], hello[512];
+    tn_path(logpath, sizeof logpath, "manager.jsonl");
+    FILE *log = fopen(logpath, "w");
+    ck_assert_ptr_nonnull(log);
+    mgr_opts o = {.socket = "in-process.sock", .log = log, .rules = {10, 0.2, 0.2}, .period_s = 1, .stale_s = 1e9};
+    mgr_server *sv = NULL;
+    ck_assert_int_eq(mgr_server_new(&o, &sv), VDNN_OK);
+    /* 255 bytes that escape to 2 each: about 800 bytes of JSON a job */
+    for (int k = 0; k < 255; k++) name[k] = k % 2 ? '"' : '\\';
+    name[255] = 0;
+    snprintf(hello, sizeof hello, "hello pid=1 name=%s devices=cpu:0 keys=cpu:0 dr=1", name);
+    enum { JOBS = 120 };
+    int peer[JOBS + 1];
+    for (int k = 0; k <= JOBS; k++) {
+        int fds[2];
+        ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds), 0);
+        int slot = mgr_server_add(sv, fds[0]);
+        ck_assert_int_ge(slot, 0);
+        peer[k] = fds[1];
+        mgr_server_message(sv, slot, k < JOBS ? hello : "status json");
+    }
+    static char answer[MGR_MSG_MAX];
+    ck_assert_int_gt(mgr_recv(peer[JOBS], answer, sizeof answer, 1000), 0);
+    ck_assert_uint_lt(strlen(answer), MGR_MSG_MAX);
+    json_t *status = tj_parse(answer, "a status of 120 jobs");
+    ck_assert(json_is_true(tj_get(status, "truncated")));
+    ck_assert_int_eq(tj_int(status, "jobs_total"), JOBS);
+    size_t shown = json_array_size(tj_get(status, "jobs"));
+    ck_assert_msg(shown > 40 && shown < JOBS, "%zu jobs shown", shown);
+    ck_assert_str_eq(tj_str(status, "jobs.0.name"), name);
+    ck_assert_int_eq(tj_int(status, "jobs.0.id"), 1);
+    json_decref(status);
+    mgr_server_free(sv);
+    for (int k = 0; k <= JOBS; k++) close(peer[k]);
+    ck_assert_int_eq(fclose(log), 0);
+    json_t *records = tj_lines(logpath);
+    ck_assert_int_eq(count_records(records, "register", NULL), JOBS);
+    ck_assert_str_eq(tj_str(records, "0.name"), name);
+    json_decref(records);
+}
+END_TEST
+
+/* A log for --plot: jobs named with escapes, as a manager writes them (the JSON line
+ * of each record below), and one more line. */
+#define PLOT_JOB "\"job\": 1, \"pid\": 7, \"name\": \"a\\\"b\\\\c\\u001b[31m\\u00e9\""
+#define PLOT_LOG                                                                                                    \
+    "{\"t\": 0.0, \"event\": \"start\", \"socket\": \"/tmp/m\\u0001.sock\", \"units\": 10}\n"                     \
+    "{\"t\": 0.5, \"event\": \"register\", " PLOT_JOB ", \"devices\": [\"cpu:0\"], \"dr\": [10]}\n"              \
+    "{\"t\": 1.0, \"event\": \"post\", " PLOT_JOB ", \"sd\": 1.5, \"dr\": [10], \"util\": [0.25, 0]}\n"          \
+    "\n"                                                                                                           \
+    "{\"t\": 2.0, \"event\": \"post\", " PLOT_JOB ", \"sd\": 1.25, \"dr\": [10], \"util\": [0.5, 1]}\n"          \
+    "{\"t\": 2.5, \"event\": \"decision\", " PLOT_JOB ", \"rule\": \"sd\", \"sd\": 1.25}\n"
+
+/* `vdnn manager --plot` on a log whose text is `text` (in tn_dir/plot.jsonl). */
+static tn_run plot(const char *text)
+{
+    char log[600], out[600], args[2048];
+    tn_write_text(tn_path(log, sizeof log, "plot.jsonl"), text);
+    tn_path(out, sizeof out, "plot");
+    mkdir(out, 0700);
+    snprintf(args, sizeof args, "manager --plot %s --out %s", log, out);
+    return tn_vdnn(tn_dir, "", args);
+}
+
+/* --plot reads each line as JSON: escaped names come back as they were (control
+ * characters as '?'), a line that is not a record is an error naming the file and the
+ * line, and a last line cut short (a manager still writing) is left out with a notice. */
+START_TEST(test_plot_log)
+{
+    char path[700];
+    tn_run r = plot(PLOT_LOG "{\"t\": 3.0, \"event\": \"stop\", \"why\": \"signal\"}\n");
+    tn_run_ok(&r, "manager --plot");
+    tn_run_free(&r);
+    char *sd = tn_read(tn_path(path, sizeof path, "plot/sd.dat"), NULL), *util, *dec;
+    ck_assert_msg(sd && strstr(sd, "# job 1 a\"b\\c?[31m\xc3\xa9\n1.0000 1.5\n2.0000 1.25\n"), "sd.dat:\n%s", sd);
+    util = tn_read(tn_path(path, sizeof path, "plot/util.dat"), NULL);
+    ck_assert_msg(util && !strcmp(util, "1.0000 25.0000 0.0000\n2.0000 50.0000 100.0000\n"), "util.dat:\n%s", util);
+    dec = tn_read(tn_path(path, sizeof path, "plot/decisions.dat"), NULL);
+    ck_assert_msg(dec && !strcmp(dec, "2.5000 1.25\n"), "decisions.dat:\n%s", dec);
+    free(sd);
+    free(util);
+    free(dec);
+    /* a log without posts has nothing to plot */
+    r = plot("{\"t\": 0.0, \"event\": \"start\"}\n{\"t\": 1.0, \"event\": \"stop\"}\n");
+    ck_assert_msg(r.status != 0 && strstr(r.err, "no posts of any job in this log"), "stderr:\n%s", r.err);
+    tn_run_free(&r);
+    /* a last line with no line end that does not parse: left out, and said */
+    r = plot(PLOT_LOG "{\"t\": 3.0, \"event\": \"po");
+    tn_run_ok(&r, "manager --plot (a log being written)");
+    ck_assert_msg(strstr(r.err, "plot.jsonl:7: the last line is cut short"), "stderr:\n%s", r.err);
+    tn_run_free(&r);
+    static const struct { const char *line, *error; } bad[] = {
+        {"{\"t\": 3.0, \"event\": \"post\", \"job\": 1, \"sd\": }\n", "plot.jsonl:7: not JSON"},
+        {"[1, 2]\n", "plot.jsonl:7: not a JSON object"},
+        {"{\"t\": 3.0, \"event\": \"post\", " PLOT_JOB ", \"util\": [1]}\n", "plot.jsonl:7: a post has \"job\""},
+        {"{\"t\": 3.0, \"event\": \"post\", " PLOT_JOB ", \"sd\": 1, \"util\": [\"x\"]}\n", "plot.jsonl:7: a post's"},
+        {"{\"event\": \"stop\"}\n", "plot.jsonl:7: a record of a manager's log has \"t\""},
+        {"{\"t\": 3.0, \"event\": \"decision\", \"sd\": null}\n", "plot.jsonl:7: a decision has \"sd\""},
+        {"{\"t\": 3.0, \"event\": \"post\", \"job\": 1}", "plot.jsonl:7: a post has"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        char text[2048];
+        snprintf(text, sizeof text, "%s%s{\"t\": 4.0, \"event\": \"stop\"}\n", PLOT_LOG, bad[k].line);
+        if (k == sizeof bad / sizeof *bad - 1) snprintf(text, sizeof text, "%s%s", PLOT_LOG, bad[k].line);
+        r = plot(text);
+        ck_assert_msg(r.status != 0 && strstr(r.err, bad[k].error), "line %zu: exit %d, stderr:\n%s", k, r.status,
+                      r.err);
+        tn_run_free(&r);
+    }
 }
 END_TEST
 
@@ -1055,6 +1237,8 @@ static Suite *manager_suite(void)
     tcase_add_test(hostile, test_post_numbers_refused);
     tcase_add_test(hostile, test_full_manager_refusal_printed);
     tcase_add_test(hostile, test_status_escaped);
+    tcase_add_test(hostile, test_status_json_truncated);
+    tcase_add_test(hostile, test_plot_log);
     tcase_add_test(hostile, test_stale_socket_takeover);
     tcase_add_test(hostile, test_huge_shares_refused);
     suite_add_tcase(s, hostile);

@@ -20,7 +20,7 @@
  *    with plan.txt and the problem; every truncation and random byte edits never crash,
  *    and what loads can be applied;
  *  - printing: the table and the JSON name every layer and algorithm, every map
- *    decision and swap; the JSON parses.
+ *    decision and swap; the JSON parses (Jansson) and holds them.
  *
  * The net below: conv1 relu2 conv3 bn4 relu5 maxpool6 fc7 softmax8. Maps a
  * backward pass reads: x[0], x[2], x[3], x[5], x[6] (x[1], x[4] and x[7] feed layers
@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "nets/planner/planner.h"
+#include "tests/jsoncheck.h"
 #include "tests/testnet.h"
 #include "vdnn/rng.h"
 
@@ -218,97 +219,6 @@ static void apply_fails(net *n, const plan *p, const char *a, const char *b)
     plans_equal(&before, &after);
     plan_free(&before);
     plan_free(&after);
-}
-
-/* ---- a tiny JSON checker: the grammar, no semantics ---- */
-
-static void j_ws(const char **s)
-{
-    while (**s == ' ' || **s == '\n' || **s == '\t' || **s == '\r') (*s)++;
-}
-
-static int j_string(const char **s)
-{
-    if (**s != '"') return 0;
-    for ((*s)++; **s != '"'; (*s)++) {
-        unsigned char c = (unsigned char)**s;
-        if (c < 0x20) return 0;   /* also the end of the text */
-        if (c != '\\') continue;
-        (*s)++;
-        if (**s == 'u') {
-            for (int k = 0; k < 4; k++)
-                if (!strchr("0123456789abcdefABCDEF", (*s)[1]) || !(*s)[1]) return 0;
-                else (*s)++;
-        } else if (!**s || !strchr("\"\\/bfnrt", **s)) {
-            return 0;
-        }
-    }
-    (*s)++;
-    return 1;
-}
-
-static int j_number(const char **s)
-{
-    if (**s != '-' && (**s < '0' || **s > '9')) return 0;
-    char *end;
-    strtod(*s, &end);
-    *s = end;
-    return 1;
-}
-
-static int j_word(const char **s, const char *w)
-{
-    size_t n = strlen(w);
-    if (strncmp(*s, w, n) != 0) return 0;
-    *s += n;
-    return 1;
-}
-
-static int j_value(const char **s, int depth);
-
-/* An object (close '}') or an array (close ']') after its opening character. */
-static int j_members(const char **s, char close, int depth)
-{
-    (*s)++;
-    j_ws(s);
-    if (**s == close) return (*s)++, 1;
-    for (;;) {
-        j_ws(s);
-        if (close == '}') {
-            if (!j_string(s)) return 0;
-            j_ws(s);
-            if (**s != ':') return 0;
-            (*s)++;
-        }
-        if (!j_value(s, depth + 1)) return 0;
-        j_ws(s);
-        if (**s == close) return (*s)++, 1;
-        if (**s != ',') return 0;
-        (*s)++;
-    }
-}
-
-static int j_value(const char **s, int depth)
-{
-    if (depth > 32) return 0;
-    j_ws(s);
-    switch (**s) {
-    case '{': return j_members(s, '}', depth);
-    case '[': return j_members(s, ']', depth);
-    case '"': return j_string(s);
-    case 't': return j_word(s, "true");
-    case 'f': return j_word(s, "false");
-    case 'n': return j_word(s, "null");
-    default: return j_number(s);
-    }
-}
-
-static int json_valid(const char *text)
-{
-    const char *s = text;
-    if (!j_value(&s, 0)) return 0;
-    j_ws(&s);
-    return *s == 0;
 }
 
 /* What f prints, as a string; free() it. */
@@ -1196,18 +1106,6 @@ END_TEST
 
 /* ---- printing ---- */
 
-START_TEST(test_json_checker)
-{
-    ck_assert(json_valid("{\"a\":[1,-2.5e3,null,true,false,\"x\\\"y\\u00e9\"],\"b\":{}}"));
-    ck_assert(!json_valid("{\"a\":}"));
-    ck_assert(!json_valid("{\"a\":1,}"));
-    ck_assert(!json_valid("{\"a\":nan}"));
-    ck_assert(!json_valid("{\"a\":\"x\ny\"}"));
-    ck_assert(!json_valid("[1] 2"));
-    ck_assert(!json_valid("{\"a\":1"));
-}
-END_TEST
-
 START_TEST(test_print_table)
 {
     net *n = tn_parse(PF_NET, NULL);
@@ -1293,32 +1191,50 @@ START_TEST(test_print_json)
     profile pr = zero_profile(n);
     pr.layers[2].fwd_s[4] = 0.0025;
     char *out = printed(&p, n, &pr, 1);
-    ck_assert_msg(json_valid(out), "not JSON:\n%s", out);
+    json_t *j = tj_parse(out, "plan_print_json");
+    ck_assert_int_eq(json_array_size(tj_get(j, "layers")), PF_LAYERS);
     for (int i = 0; i < PF_LAYERS; i++) {
-        char name[64];
-        snprintf(name, sizeof name, "\"name\":\"%s\"", n->layers[i]->name);
-        ck_assert_msg(strstr(out, name) != NULL, "%s missing in:\n%s", name, out);
+        char key[64];
+        snprintf(key, sizeof key, "layers.%d.name", i);
+        ck_assert_str_eq(tj_str(j, key), n->layers[i]->name);
     }
-    const char *keys[] = {"\"origin\":\"dyn\"", "\"batch\":16", "\"prefetch\":\"next\"", "\"release_lag\":0",
-                          "\"predicted_ms\":12.500000", "\"peak_bytes\":1234567", "\"measured_ms\":15.000000",
-                          "\"fwd\":\"im2col\"", "\"bwd_data\":\"im2col-batch\"", "\"bwd_filter\":\"im2col-chunk\"",
-                          "\"offload\":true", "\"offload\":null", "\"fwd_ms\":2.500000", "\"workspace_bytes\":",
-                          "\"micro_batch\":0", "\"map\":\"offload\"", "\"map\":\"-\"", "\"swap\":false"};
-    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++)
-        ck_assert_msg(strstr(out, keys[k]) != NULL, "%s missing in:\n%s", keys[k], out);
+    ck_assert_str_eq(tj_str(j, "origin"), "dyn");
+    ck_assert_int_eq(tj_int(j, "batch"), 16);
+    ck_assert_int_eq(tj_int(j, "micro_batch"), 0);
+    ck_assert_str_eq(tj_str(j, "prefetch"), "next");
+    ck_assert_int_eq(tj_int(j, "release_lag"), 0);
+    ck_assert(tj_num(j, "predicted_ms") == 12.5 && tj_num(j, "measured_ms") == 15);
+    ck_assert_int_eq(tj_int(j, "peak_bytes"), 1234567);
+    ck_assert_str_eq(tj_str(j, "layers.0.algo.fwd"), "im2col");
+    ck_assert_str_eq(tj_str(j, "layers.0.algo.bwd_data"), "im2col-batch");
+    ck_assert_str_eq(tj_str(j, "layers.0.algo.bwd_filter"), "im2col-chunk");
+    /* relu2's output is read by a backward and offloaded; conv1's is read by none */
+    ck_assert(json_is_true(tj_get(j, "layers.1.offload")) && json_is_null(tj_get(j, "layers.0.offload")));
+    ck_assert_str_eq(tj_str(j, "layers.1.map"), "offload");
+    ck_assert_str_eq(tj_str(j, "layers.0.map"), "-");
+    ck_assert(json_is_false(tj_get(j, "layers.0.swap")));
+    ck_assert(tj_num(j, "layers.2.fwd_ms") == 2.5);
+    ck_assert_int_ge(tj_int(j, "layers.2.workspace_bytes"), 0);
+    json_decref(j);
     free(out);
     /* unknown numbers are null; odd characters in the origin are escaped */
     p.predicted_s = p.measured_s = -1;
     p.offload[0] = 0;
-    snprintf(p.origin, sizeof p.origin, "a\"b\\c\td");
+    snprintf(p.origin, sizeof p.origin, "a\"b\\c\td\xff");
     out = printed(&p, n, NULL, 1);
-    ck_assert_msg(json_valid(out), "not JSON:\n%s", out);
-    const char *nulls[] = {"\"predicted_ms\":null", "\"measured_ms\":null", "\"fwd_ms\":null", "\"bwd_ms\":null",
-                           "\"offload\":false", "\"origin\":\"a\\\"b\\\\c\\u0009d\""};
+    j = tj_parse(out, "plan_print_json");
+    static const char *const nulls[] = {"predicted_ms", "measured_ms", "layers.0.fwd_ms", "layers.0.bwd_ms"};
     for (size_t k = 0; k < sizeof nulls / sizeof *nulls; k++)
-        ck_assert_msg(strstr(out, nulls[k]) != NULL, "%s missing in:\n%s", nulls[k], out);
-    ck_assert_ptr_nonnull(strstr(out, "\"map\":\"keep\""));
-    ck_assert_ptr_null(strstr(out, "\"swap\":true"));
+        ck_assert_msg(json_is_null(tj_get(j, nulls[k])), "%s is not null:\n%s", nulls[k], out);
+    ck_assert(json_is_false(tj_get(j, "data.offload")));
+    ck_assert_str_eq(tj_str(j, "data.map"), "keep");
+    ck_assert_str_eq(tj_str(j, "origin"), "a\"b\\c\td\xef\xbf\xbd");
+    for (int i = 0; i < PF_LAYERS; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "layers.%d.swap", i);
+        ck_assert(json_is_false(tj_get(j, key)));
+    }
+    json_decref(j);
     free(out);
     plan_free(&p);
     /* recomputed maps are not offloaded; swapped layers say so; the split is given */
@@ -1327,23 +1243,30 @@ START_TEST(test_print_json)
     net *m = tn_parse(PF_NET, &ov);
     p = mixed_plan(m);
     out = printed(&p, m, NULL, 1);
-    ck_assert_msg(json_valid(out), "not JSON:\n%s", out);
-    ck_assert_ptr_nonnull(strstr(out, "\"batch\":16,\"micro_batch\":4,"));
-    /* per layer: offload (the map leaves by copy), map, swap */
-    static const char *const want[PF_LAYERS] = {
-        "null,\"map\":\"-\",\"swap\":true", "false,\"map\":\"recompute\",\"swap\":false",
-        "true,\"map\":\"offload\",\"swap\":true", "null,\"map\":\"-\",\"swap\":false",
-        "false,\"map\":\"recompute\",\"swap\":false", "false,\"map\":\"recompute\",\"swap\":false",
-        "null,\"map\":\"-\",\"swap\":true", "null,\"map\":\"-\",\"swap\":false"};
+    j = tj_parse(out, "plan_print_json");
+    ck_assert_int_eq(tj_int(j, "batch"), 16);
+    ck_assert_int_eq(tj_int(j, "micro_batch"), 4);
+    /* per layer: offload (the map leaves by copy: null where it cannot), map, swap */
+    static const struct { const char *offload, *map; int swap; } want[PF_LAYERS] = {
+        {"null", "-", 1},         {"false", "recompute", 0}, {"true", "offload", 1}, {"null", "-", 0},
+        {"false", "recompute", 0}, {"false", "recompute", 0}, {"null", "-", 1},      {"null", "-", 0}};
     for (int i = 0; i < PF_LAYERS; i++) {
-        char key[240];
-        snprintf(key, sizeof key, "\"name\":\"%s\",\"type\":\"%s\",\"inputs\":[\"%s\"],\"output_bytes\":%zu,\"offload\":%s",
-                 m->layers[i]->name, m->layers[i]->ops->type, net_map_name(m, i), shape_bytes(m->layers[i]->out), want[i]);
-        ck_assert_msg(strstr(out, key) != NULL, "%s missing in:\n%s", key, out);
+        json_t *l = json_array_get(tj_get(j, "layers"), (size_t)i);
+        char *offload = json_dumps(tj_get(l, "offload"), JSON_ENCODE_ANY);
+        ck_assert_msg(!strcmp(offload, want[i].offload), "layer %d: offload %s", i, offload);
+        free(offload);
+        ck_assert_str_eq(tj_str(l, "name"), m->layers[i]->name);
+        ck_assert_str_eq(tj_str(l, "type"), m->layers[i]->ops->type);
+        ck_assert_str_eq(tj_str(l, "inputs.0"), net_map_name(m, i));
+        ck_assert_int_eq(tj_int(l, "output_bytes"), (long long)shape_bytes(m->layers[i]->out));
+        ck_assert_str_eq(tj_str(l, "map"), want[i].map);
+        ck_assert_int_eq(json_is_true(tj_get(l, "swap")), want[i].swap);
+        ck_assert_str_eq(tj_str(l, "update"), want[i].swap ? "host" : "device");
     }
-    char data[100];
-    snprintf(data, sizeof data, "\"data\":{\"bytes\":%zu,\"offload\":true,\"map\":\"offload\"}", shape_bytes(m->input));
-    ck_assert_msg(strstr(out, data) != NULL, "%s missing in:\n%s", data, out);
+    ck_assert_int_eq(tj_int(j, "data.bytes"), (long long)shape_bytes(m->input));
+    ck_assert(json_is_true(tj_get(j, "data.offload")));
+    ck_assert_str_eq(tj_str(j, "data.map"), "offload");
+    json_decref(j);
     free(out);
     net_free(m);
     free(pr.layers);
@@ -1391,7 +1314,6 @@ static Suite *planfile_suite(void)
     suite_add_tcase(s, file);
 
     TCase *print = tcase_create("print");
-    tcase_add_test(print, test_json_checker);
     tcase_add_test(print, test_print_table);
     tcase_add_test(print, test_print_table_recompute_swap);
     tcase_add_test(print, test_print_json);

@@ -3,6 +3,7 @@
 #include "tools/commands.h"
 
 #include "nets/planner/planner.h"
+#include "vdnn/json.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -17,26 +18,25 @@ static size_t trainable_count(const layer *l)
     return count;
 }
 
-static void json_layer(FILE *f, const net *n, const layer *l, int last)
+/* A layer of `info --json`: shapes, bytes, and each pass's workspace per algorithm. */
+static json_t *json_layer(const net *n, const layer *l)
 {
-    fprintf(f, "    {\"index\": %d, \"name\": \"%s\", \"type\": \"%s\", \"inputs\": [", l->index, l->name,
-            l->ops->type);
-    for (int k = 0; k < l->ninputs; k++) fprintf(f, "%s\"%s\"", k ? ", " : "", net_map_name(n, l->input[k]));
-    fprintf(f, "], \"output\": [%d, %d, %d, %d], \"params\": %zu, "
-               "\"param_bytes\": %zu, \"output_bytes\": %zu, \"needs_input\": %d, \"needs_output\": %d, "
-               "\"workspace_bytes\": {",
-            l->out.n, l->out.c, l->out.h, l->out.w, trainable_count(l), layer_param_bytes(l),
-            shape_bytes(l->out), l->needs_input, l->needs_output);
+    json_t *inputs = json_array(), *ws = json_object();
+    for (int k = 0; inputs && k < l->ninputs; k++)
+        json_array_append_new(inputs, vdnn_json_text(net_map_name(n, l->input[k])));
     static const char *passes[] = {"forward", "backward_data", "backward_filter"};
-    int first = 1;
-    for (int p = 0; p < PASS_COUNT && l->ops->algo_count; p++) {
-        fprintf(f, "%s\"%s\": {", first ? "" : ", ", passes[p]);
-        first = 0;
-        for (int a = 0; a < layer_algo_count(l, p); a++)
-            fprintf(f, "%s\"%s\": %zu", a ? ", " : "", layer_algo_name(l, p, a), layer_workspace_bytes(l, p, a));
-        fprintf(f, "}");
+    for (int p = 0; ws && p < PASS_COUNT && l->ops->algo_count; p++) {
+        json_t *algos = json_object();
+        for (int a = 0; algos && a < layer_algo_count(l, p); a++)
+            json_object_set_new(algos, layer_algo_name(l, p, a),
+                                json_integer((json_int_t)layer_workspace_bytes(l, p, a)));
+        json_object_set_new(ws, passes[p], algos);
     }
-    fprintf(f, "}}%s\n", last ? "" : ",");
+    return json_pack("{s:i, s:o, s:o, s:o, s:[iiii], s:I, s:I, s:I, s:i, s:i, s:o}", "index", l->index, "name",
+                     vdnn_json_text(l->name), "type", vdnn_json_text(l->ops->type), "inputs", inputs, "output",
+                     l->out.n, l->out.c, l->out.h, l->out.w, "params", (json_int_t)trainable_count(l), "param_bytes",
+                     (json_int_t)layer_param_bytes(l), "output_bytes", (json_int_t)shape_bytes(l->out), "needs_input",
+                     l->needs_input, "needs_output", l->needs_output, "workspace_bytes", ws);
 }
 
 static void text_layer(FILE *f, const net *n, const layer *l)
@@ -158,25 +158,32 @@ static vdnn_status gather(net *n, device *d, info_figures *f)
     return VDNN_OK;
 }
 
+/* `info --json`: one JSON object, indented (docs/cli.md). */
 static void print_json(const char *cfg, const net *n, device *d, const info_figures *f)
 {
-    printf("{\n  \"config\": ");
-    vdnn_json_str(stdout, cfg);
-    printf(", \"device\": ");
-    vdnn_json_str(stdout, d ? device_model(d) : "cpu");
-    printf(", \"input\": [%d, %d, %d, %d], \"classes\": %d, \"in_place\": %s,\n  \"layers\": [\n", n->input.n,
-           n->input.c, n->input.h, n->input.w, n->classes, n->may_in_place ? "true" : "false");
-    for (int i = 0; i < n->nlayers; i++) json_layer(stdout, n, n->layers[i], i == n->nlayers - 1);
-    printf("  ],\n  \"params\": %zu, \"param_bytes\": %zu, \"feature_map_bytes\": %zu, \"max_workspace_bytes\": %zu, "
-           "\"train_bytes_bound\": %zu,\n  \"network_wide_bytes\": {\"perf\": %zu, \"mem\": %zu},\n"
-           "  \"min_budget_bytes\": {", f->count, f->params, f->maps, f->ws, f->bound, f->network_wide,
-           f->network_wide_mem);
-    for (int p = 0; p < POLICY_COUNT; p++)
-        printf("%s\"%s\": {\"perf\": %zu, \"mem\": %zu}", p ? ", " : "", policy_name((mem_policy)p),
-               f->mins[p][ALGO_PERF], f->mins[p][ALGO_MEM]);
-    printf("},\n  \"dyn_min_budget_bytes\": %zu,\n  \"micro_batch_min_budget_bytes\": {", f->dyn_least);
-    for (int k = 0; k < MICROS && f->micro[k]; k++) printf("%s\"%d\": %zu", k ? ", " : "", f->micro[k], f->micro_least[k]);
-    printf("}\n}\n");
+    json_t *layers = json_array(), *mins = json_object(), *micro = json_object();
+    for (int i = 0; layers && i < n->nlayers; i++) json_array_append_new(layers, json_layer(n, n->layers[i]));
+    for (int p = 0; mins && p < POLICY_COUNT; p++) {
+        json_t *modes = json_pack("{s:I, s:I}", "perf", (json_int_t)f->mins[p][ALGO_PERF], "mem",
+                                  (json_int_t)f->mins[p][ALGO_MEM]);
+        json_object_set_new(mins, policy_name((mem_policy)p), modes);
+    }
+    for (int k = 0; micro && k < MICROS && f->micro[k]; k++) {
+        char key[16];
+        snprintf(key, sizeof key, "%d", f->micro[k]);
+        json_object_set_new(micro, key, json_integer((json_int_t)f->micro_least[k]));
+    }
+    vdnn_json_doc(stdout, json_pack("{s:o, s:o, s:[iiii], s:i, s:b, s:o, s:I, s:I, s:I, s:I, s:I, s:{s:I, s:I}, "
+                                    "s:o, s:I, s:o}", "config", vdnn_json_text(cfg), "device",
+                                    vdnn_json_text(d ? device_model(d) : "cpu"), "input", n->input.n, n->input.c,
+                                    n->input.h, n->input.w, "classes", n->classes, "in_place", n->may_in_place != 0,
+                                    "layers", layers, "params", (json_int_t)f->count, "param_bytes",
+                                    (json_int_t)f->params, "feature_map_bytes", (json_int_t)f->maps,
+                                    "max_workspace_bytes", (json_int_t)f->ws, "train_bytes_bound",
+                                    (json_int_t)f->bound, "network_wide_bytes", "perf", (json_int_t)f->network_wide,
+                                    "mem", (json_int_t)f->network_wide_mem, "min_budget_bytes", mins,
+                                    "dyn_min_budget_bytes", (json_int_t)f->dyn_least, "micro_batch_min_budget_bytes",
+                                    micro));
 }
 
 static void print_text(const char *cfg, const net *n, device *d, const info_figures *f)

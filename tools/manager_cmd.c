@@ -1,6 +1,7 @@
 /* `vdnn manager`: the slow-down manager (manager/server.h), its status, and the plot of
  * its log (docs/manager.md). */
 #include <errno.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,33 +29,6 @@ typedef struct plot_job {
     FILE *f;                  /* its SD over time, a temporary file */
 } plot_job;
 
-/* A number after "key": in a JSON line; 0 when absent. */
-static int json_num(const char *line, const char *key, double *out)
-{
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\": ", key);
-    const char *p = strstr(line, pat);
-    if (!p) return 0;
-    char *end;
-    *out = strtod(p + strlen(pat), &end);
-    return end != p + strlen(pat);
-}
-
-/* A string after "key": (JSON escapes other than \" and \\ kept as they are). */
-static void json_text(const char *line, const char *key, char *out, size_t len)
-{
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\": \"", key);
-    const char *p = strstr(line, pat);
-    size_t k = 0;
-    if (p)
-        for (p += strlen(pat); *p && *p != '"' && k + 1 < len; p++) {
-            if (*p == '\\' && p[1]) p++;
-            out[k++] = *p;
-        }
-    out[k] = 0;
-}
-
 /* What the log's posts and decisions make: each job's SD over time (a temporary file
  * per job), util.dat and decisions.dat. */
 typedef struct plot_data {
@@ -63,8 +37,9 @@ typedef struct plot_data {
     FILE *util, *dec;
 } plot_data;
 
-/* The job of `id`, added (with the line's name) when new; NULL past PLOT_MAX_JOBS. */
-static plot_job *job_of(plot_data *pd, int id, const char *line, vdnn_status *st)
+/* The job of `id`, added with its name when new (control characters as '?': the name
+ * goes into sd.dat's comments and the gnuplot script); NULL past PLOT_MAX_JOBS. */
+static plot_job *job_of(plot_data *pd, int id, const char *name, vdnn_status *st)
 {
     int j = 0;
     while (j < pd->njobs && pd->jobs[j].id != id) j++;
@@ -72,45 +47,88 @@ static plot_job *job_of(plot_data *pd, int id, const char *line, vdnn_status *st
     if (pd->njobs == PLOT_MAX_JOBS) return NULL;
     plot_job *pj = &pd->jobs[pd->njobs++];
     pj->id = id;
-    json_text(line, "name", pj->name, sizeof pj->name);
+    snprintf(pj->name, sizeof pj->name, "%s", name);
+    for (char *c = pj->name; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
     pj->f = tmpfile();
     if (!pj->f) *st = vdnn_fail(VDNN_EIO, "cannot make a temporary file: %s", strerror(errno));
     return pj;
 }
 
-/* A post's devices' utilizations, as one line of util.dat. */
-static void util_line(plot_data *pd, double t, const char *u)
+/* A post's devices' utilizations (numbers, 0..1), as one line of util.dat; -1 when
+ * `util` holds something else. */
+static int util_line(plot_data *pd, double t, json_t *util)
 {
+    size_t k;
+    json_t *v;
+    json_array_foreach(util, k, v)
+        if (!json_is_number(v)) return -1;
     fprintf(pd->util, "%.4f", t);
-    int k = 0;
-    for (char *p = (char *)u + 9, *end; *p && *p != ']'; p = end + (*end == ',')) {
-        double v = strtod(p, &end);
-        if (end == p) break;
-        fprintf(pd->util, " %.4f", 100 * v);
-        k++;
-    }
+    json_array_foreach(util, k, v) fprintf(pd->util, " %.4f", 100 * json_number_value(v));
     fputc('\n', pd->util);
-    if (k > pd->ndev) pd->ndev = k;
+    if ((int)json_array_size(util) > pd->ndev) pd->ndev = (int)json_array_size(util);
+    return 0;
 }
 
-static vdnn_status read_log(char *text, plot_data *pd)
+/* One record of the log (docs/manager.md): posts and decisions are plotted, other
+ * events only need their "t" and "event". */
+static vdnn_status plot_record(const char *log, int line, json_t *rec, plot_data *pd)
+{
+    json_error_t err;
+    const char *event = NULL, *name = NULL;
+    double t = 0, sd = 0;
+    int id = 0;
+    json_t *util = NULL;
+    if (json_unpack_ex(rec, &err, 0, "{s:F, s:s}", "t", &t, "event", &event) != 0)
+        return vdnn_fail(VDNN_EINVAL, "%s:%d: a record of a manager's log has \"t\" (a number) and \"event\" (a "
+                         "string): %s", log, line, err.text);
+    if (!strcmp(event, "decision")) {
+        if (json_unpack_ex(rec, &err, 0, "{s:F}", "sd", &sd) != 0)
+            return vdnn_fail(VDNN_EINVAL, "%s:%d: a decision has \"sd\" (a number): %s", log, line, err.text);
+        fprintf(pd->dec, "%.4f %.6g\n", t, sd);
+        pd->ndec++;
+        return VDNN_OK;
+    }
+    if (strcmp(event, "post")) return VDNN_OK;
+    if (json_unpack_ex(rec, &err, 0, "{s:i, s:s, s:F, s:o}", "job", &id, "name", &name, "sd", &sd, "util", &util) ||
+        !json_is_array(util))
+        return vdnn_fail(VDNN_EINVAL, "%s:%d: a post has \"job\" (a whole number), \"name\", \"sd\" (a number) and "
+                         "\"util\" (a list): %s", log, line, util ? "\"util\" is not a list" : err.text);
+    vdnn_status st = VDNN_OK;
+    plot_job *pj = job_of(pd, id, name, &st);
+    if (pj && pj->f) fprintf(pj->f, "%.4f %.6g\n", t, sd);
+    if (st == VDNN_OK && util_line(pd, t, util) != 0)
+        st = vdnn_fail(VDNN_EINVAL, "%s:%d: a post's \"util\" holds something other than numbers", log, line);
+    pd->posts++;
+    return st;
+}
+
+/* Each line of the log is one JSON object; blank lines are skipped. A line that is not
+ * one is an error naming it, but for a last line with no line end that does not parse:
+ * a manager still writing its log has not finished it, and it is left out with a
+ * notice. */
+static vdnn_status read_log(const char *log, char *text, plot_data *pd)
 {
     vdnn_status st = VDNN_OK;
-    char *save = NULL;
-    for (char *line = strtok_r(text, "\n", &save); line && st == VDNN_OK; line = strtok_r(NULL, "\n", &save)) {
-        double t = 0, id = 0, sd = 0;
-        if (!json_num(line, "t", &t) || !json_num(line, "job", &id)) continue;
-        if (strstr(line, "\"event\": \"decision\"") && json_num(line, "sd", &sd)) {
-            fprintf(pd->dec, "%.4f %.6g\n", t, sd);
-            pd->ndec++;
-            continue;
+    int line = 0;
+    for (char *at = text, *end; st == VDNN_OK && *at; at = end ? end + 1 : at + strlen(at)) {
+        end = strchr(at, '\n');
+        if (end) *end = 0;
+        line++;
+        if (!at[strspn(at, " \t\r")]) continue;
+        json_error_t err;
+        json_t *rec = json_loads(at, 0, &err);
+        if (!rec && !end) {
+            vdnn_notice("%s:%d: the last line is cut short (a manager still writing its log?): left out", log, line);
+            break;
         }
-        if (!strstr(line, "\"event\": \"post\"") || !json_num(line, "sd", &sd)) continue;
-        plot_job *pj = job_of(pd, (int)id, line, &st);
-        if (pj && pj->f) fprintf(pj->f, "%.4f %.6g\n", t, sd);
-        const char *u = strstr(line, "\"util\": [");
-        if (u) util_line(pd, t, u);
-        pd->posts++;
+        if (!rec)
+            st = vdnn_fail(VDNN_EINVAL, "%s:%d: not JSON (%s, column %d): each line of a manager's log is one JSON "
+                           "object", log, line, err.text, err.column);
+        else if (!json_is_object(rec))
+            st = vdnn_fail(VDNN_EINVAL, "%s:%d: not a JSON object: each line of a manager's log is one", log, line);
+        else st = plot_record(log, line, rec, pd);
+        json_decref(rec);
     }
     return st;
 }
@@ -180,7 +198,7 @@ static vdnn_status write_plot(const char *log, const char *dir)
     snprintf(path, sizeof path, "%s/decisions.dat", dir);
     pd.dec = fopen(path, "w");
     if (!pd.util || !pd.dec) st = vdnn_fail(VDNN_EIO, "--out: cannot write in %s: %s", dir, strerror(errno));
-    if (st == VDNN_OK) st = read_log(text, &pd);
+    if (st == VDNN_OK) st = read_log(log, text, &pd);
     free(text);
     if (st == VDNN_OK && !pd.posts) st = vdnn_fail(VDNN_EINVAL, "--plot %s: no posts of any job in this log", log);
     if (st == VDNN_OK) st = write_sd(&pd, dir);

@@ -17,6 +17,7 @@
 #include "nets/planner/planner.h"
 #include "nets/trainer.h"
 #include "vdnn/comm.h"
+#include "vdnn/json.h"
 #include "tools/commands.h"
 
 typedef struct run_flags {
@@ -469,9 +470,10 @@ static vdnn_status open_run(const char *cfg, run_flags *f, train_run_state *r)
     if (st == VDNN_OK && f->log && !(r->log = open_log(f->log))) st = VDNN_EIO;
     /* planning (a profile measured or read from the cache, a search) before any step */
     if (st == VDNN_OK && r->log) {
-        fprintf(r->log, "{\"plan_s\": %.6g", f->plan_s);
-        if (f->predicted_s >= 0) fprintf(r->log, ", \"predicted_step_ms\": %.6g", 1e3 * f->predicted_s);
-        fprintf(r->log, "}\n");
+        json_t *line = json_pack("{s:o}", "plan_s", vdnn_json_real(f->plan_s, 6));
+        if (line && f->predicted_s >= 0)
+            json_object_set_new(line, "predicted_step_ms", vdnn_json_real(1e3 * f->predicted_s, 6));
+        vdnn_json_line(r->log, line);
     }
     if (st == VDNN_OK && f->save) st = check_writable(f->save);
     if (st == VDNN_OK && f->trace) st = trace_open(f->trace, &r->tr);
@@ -655,7 +657,9 @@ int cmd_test(int argc, char **argv)
     if (st == VDNN_OK) st = evaluate(n, test, &acc, &loss);
     if (st == VDNN_OK) {
         printf("test accuracy %.2f%% (%d images), loss %.4f\n", 100 * acc, test->count, loss);
-        if (log) fprintf(log, "{\"test_acc\": %.6g, \"test_loss\": %.6g, \"images\": %d}\n", acc, loss, test->count);
+        if (log)
+            vdnn_json_line(log, json_pack("{s:o, s:o, s:i}", "test_acc", vdnn_json_real(acc, 6), "test_loss",
+                                          vdnn_json_real(loss, 6), "images", test->count));
     }
     st = close_log(log, f.log, st);
     int rc = st == VDNN_OK ? 0 : cli_error();

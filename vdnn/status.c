@@ -132,15 +132,3 @@ char *vdnn_fmt_bytes_exact(size_t bytes, char *buf, size_t buflen)
     else snprintf(buf, buflen, "%s (%zu bytes)", rounded, bytes);
     return buf;
 }
-
-void vdnn_json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}

@@ -47,10 +47,6 @@ const char *vdnn_status_name(vdnn_status s);
  * mean powers of 1000 to some: the message says what to write instead. */
 vdnn_status vdnn_parse_bytes(const char *text, const char *what, size_t *out);
 
-/* Writes s as a JSON string literal: quotes, backslashes and control characters
- * escaped. */
-void vdnn_json_str(FILE *f, const char *s);
-
 /* Formats bytes as "1.50 MiB" into buf; returns buf. */
 char *vdnn_fmt_bytes(size_t bytes, char *buf, size_t buflen);
 /* As vdnn_fmt_bytes with the exact count too, "1.50 MiB (1572864 bytes)", for refusals:

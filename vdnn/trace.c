@@ -1,13 +1,17 @@
-/* Chrome trace-event JSON writer (see trace.h). */
+/* Chrome trace-event JSON writer (see trace.h): the object and its array are written by
+ * hand, each event as it comes, by Jansson (json_dumpf): a trace of many steps is never
+ * held in memory. */
 #include "vdnn/trace.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "vdnn/device.h"
+#include "vdnn/json.h"
 
 struct trace {
     FILE *f;
@@ -26,10 +30,14 @@ static const char *track_name(int track)
     }
 }
 
-static void sep(trace *t)
+/* Writes one event (taking ev) after the ones before it; the caller holds t->mu. */
+static void put_event(trace *t, json_t *ev)
 {
+    if (!ev) return;
     fputs(t->first ? "\n" : ",\n", t->f);
     t->first = 0;
+    json_dumpf(ev, t->f, VDNN_JSON_LINE_FLAGS);
+    json_decref(ev);
 }
 
 vdnn_status trace_open(const char *path, trace **out)
@@ -48,11 +56,9 @@ vdnn_status trace_open(const char *path, trace **out)
     t->t0 = vdnn_now_s();
     t->first = 1;
     fputs("{\"displayTimeUnit\": \"ms\", \"traceEvents\": [", t->f);
-    for (int k = 0; k < 3; k++) {
-        sep(t);
-        fprintf(t->f, "{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": 1, \"tid\": %d, \"args\": {\"name\": \"%s\"}}",
-                k, track_name(k));
-    }
+    for (int k = 0; k < 3; k++)
+        put_event(t, json_pack("{s:s, s:s, s:i, s:i, s:{s:s}}", "name", "thread_name", "ph", "M", "pid", 1, "tid", k,
+                               "args", "name", track_name(k)));
     *out = t;
     return VDNN_OK;
 }
@@ -69,23 +75,25 @@ vdnn_status trace_close(trace *t)
     return st;
 }
 
+/* Times are microseconds from the trace's start, to the nanosecond. */
 void trace_slice(trace *t, int track, const char *name, const char *cat, double t0_s, double t1_s)
 {
     if (!t) return;
+    json_t *ev = json_pack("{s:o, s:o, s:s, s:i, s:i, s:o, s:o}", "name", vdnn_json_text(name), "cat",
+                           vdnn_json_text(cat), "ph", "X", "pid", 1, "tid", track, "ts",
+                           vdnn_json_fixed(1e6 * (t0_s - t->t0), 3), "dur", vdnn_json_fixed(1e6 * (t1_s - t0_s), 3));
     pthread_mutex_lock(&t->mu);
-    sep(t);
-    fprintf(t->f, "{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": 1, \"tid\": %d, "
-                  "\"ts\": %.3f, \"dur\": %.3f}",
-            name, cat, track, 1e6 * (t0_s - t->t0), 1e6 * (t1_s - t0_s));
+    put_event(t, ev);
     pthread_mutex_unlock(&t->mu);
 }
 
 void trace_counter(trace *t, const char *name, double t_s, double value)
 {
     if (!t) return;
+    json_t *bytes = isfinite(value) && fabs(value) < 9e18 ? json_integer((json_int_t)llround(value)) : json_null();
+    json_t *ev = json_pack("{s:o, s:s, s:i, s:o, s:{s:o}}", "name", vdnn_json_text(name), "ph", "C", "pid", 1, "ts",
+                           vdnn_json_fixed(1e6 * (t_s - t->t0), 3), "args", "bytes", bytes);
     pthread_mutex_lock(&t->mu);
-    sep(t);
-    fprintf(t->f, "{\"name\": \"%s\", \"ph\": \"C\", \"pid\": 1, \"ts\": %.3f, \"args\": {\"bytes\": %.0f}}", name,
-            1e6 * (t_s - t->t0), value);
+    put_event(t, ev);
     pthread_mutex_unlock(&t->mu);
 }

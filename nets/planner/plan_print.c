@@ -1,9 +1,9 @@
 /* A plan printed for people (plan_print: a table) and programs (plan_print_json). */
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "nets/planner/plan_impl.h"
+#include "vdnn/json.h"
 
 /* ---- printing ------------------------------------------------------------------------------ */
 
@@ -119,70 +119,61 @@ void plan_print(FILE *f, const plan *p, const net *n, const profile *pr)
     print_footer(f, p, n);
 }
 
-/* A number, or null when unknown (negative when `neg_unknown`) or not finite. */
-static void json_num(FILE *f, double v, int neg_unknown)
+/* A time in ms to the nanosecond; null when unknown (negative) or not finite. */
+static json_t *json_ms(double ms)
 {
-    if (!isfinite(v) || (neg_unknown && v < 0)) fprintf(f, "null");
-    else fprintf(f, "%.6f", v);
+    return ms < 0 ? json_null() : vdnn_json_fixed(ms, 6);
 }
 
-/* "offload":true|false|null,"map":"keep|offload|recompute|-" of map x[j]. */
-static void json_map(FILE *f, const plan *p, const net *n, int j)
+/* "offload": true|false|null and "map": "keep|offload|recompute|-" of map x[j], into o. */
+static void json_map(json_t *o, const plan *p, const net *n, int j)
 {
+    if (!o) return;
     int can = plan_offloadable(n, j);
-    fprintf(f, "\"offload\":%s,\"map\":\"%s\"", !can ? "null" : p->offload[j] == MAP_OFFLOAD ? "true" : "false",
-            !can || p->offload[j] > MAP_RECOMPUTE ? "-" : plan_map_words[p->offload[j]]);
+    json_object_set_new(o, "offload", !can ? json_null() : json_boolean(p->offload[j] == MAP_OFFLOAD));
+    const char *word = !can || p->offload[j] > MAP_RECOMPUTE ? "-" : plan_map_words[p->offload[j]];
+    json_object_set_new(o, "map", json_string(word));
 }
 
-static void json_layer(FILE *f, const plan *p, const net *n, const profile *pr, int i)
+static json_t *json_layer(const plan *p, const net *n, const profile *pr, int i)
 {
     const layer *l = n->layers[i];
-    fprintf(f, "{\"index\":%d,\"name\":", i);
-    vdnn_json_str(f, l->name);
-    fprintf(f, ",\"type\":");
-    vdnn_json_str(f, l->ops->type);
-    fprintf(f, ",\"inputs\":[");
-    for (int k = 0; k < l->ninputs; k++) {
-        if (k) fputc(',', f);
-        vdnn_json_str(f, net_map_name(n, l->input[k]));
-    }
-    fprintf(f, "],\"output_bytes\":%zu,", shape_bytes(l->out));
-    json_map(f, p, n, i + 1);
-    fprintf(f, ",\"swap\":%s,\"update\":\"%s\",\"algo\":{", p->swap[i] ? "true" : "false",
-            p->swap[i] == SWAP_HOST ? "host" : "device");
+    json_t *inputs = json_array(), *algo = json_object();
+    for (int k = 0; inputs && k < l->ninputs; k++)
+        json_array_append_new(inputs, vdnn_json_text(net_map_name(n, l->input[k])));
     static const char *const keys[PASS_COUNT] = {"fwd", "bwd_data", "bwd_filter"};
-    for (int pass = 0; pass < PASS_COUNT; pass++) {
-        fprintf(f, "%s\"%s\":", pass ? "," : "", keys[pass]);
-        vdnn_json_str(f, algo_name(l, pass, p->algo[i][pass]));
-    }
-    fprintf(f, "},\"workspace_bytes\":%zu,\"fwd_ms\":", fwd_workspace(l, p->algo[i][PASS_FWD]));
+    for (int pass = 0; algo && pass < PASS_COUNT; pass++)
+        json_object_set_new(algo, keys[pass], vdnn_json_text(algo_name(l, pass, p->algo[i][pass])));
     double fms = -1, bms = -1;
     layer_ms(p, pr, i, &fms, &bms);
-    json_num(f, fms, 1);
-    fprintf(f, ",\"bwd_ms\":");
-    json_num(f, bms, 1);
-    fputc('}', f);
+    json_t *o = json_pack("{s:i, s:o, s:o, s:o, s:I}", "index", i, "name", vdnn_json_text(l->name), "type",
+                          vdnn_json_text(l->ops->type), "inputs", inputs, "output_bytes",
+                          (json_int_t)shape_bytes(l->out));
+    json_map(o, p, n, i + 1);
+    json_t *rest = json_pack("{s:b, s:s, s:o, s:I, s:o, s:o}", "swap", p->swap[i] != 0, "update",
+                             p->swap[i] == SWAP_HOST ? "host" : "device", "algo", algo, "workspace_bytes",
+                             (json_int_t)fwd_workspace(l, p->algo[i][PASS_FWD]), "fwd_ms", json_ms(fms), "bwd_ms",
+                             json_ms(bms));
+    if (o) json_object_update(o, rest);
+    json_decref(rest);
+    return o;
 }
 
 void plan_print_json(FILE *f, const plan *p, const net *n, const profile *pr)
 {
     if (p->nlayers != n->nlayers || !p->offload || !p->algo) {
-        fprintf(f, "{\"error\":\"the plan has %d layers, the net has %d\"}\n", p->nlayers, n->nlayers);
+        char error[96];
+        snprintf(error, sizeof error, "the plan has %d layers, the net has %d", p->nlayers, n->nlayers);
+        vdnn_json_doc(f, json_pack("{s:s}", "error", error));
         return;
     }
-    fprintf(f, "{\"origin\":");
-    vdnn_json_str(f, p->origin);
-    fprintf(f, ",\"batch\":%d,\"micro_batch\":%d,\"prefetch\":\"%s\",\"release_lag\":%d,\"in_place\":%d,"
-            "\"predicted_ms\":", p->batch, p->micro, plan_prefetch_name(p->prefetch_ahead), p->release_lag, p->in_place);
-    json_num(f, p->predicted_s * 1e3, 1);
-    fprintf(f, ",\"peak_bytes\":%zu,\"measured_ms\":", p->peak_bytes);
-    json_num(f, p->measured_s * 1e3, 1);
-    fprintf(f, ",\"data\":{\"bytes\":%zu,", map_size(n, 0));
-    json_map(f, p, n, 0);
-    fprintf(f, "},\"layers\":[");
-    for (int i = 0; i < n->nlayers; i++) {
-        if (i) fputc(',', f);
-        json_layer(f, p, n, pr, i);
-    }
-    fprintf(f, "]}\n");
+    json_t *data = json_pack("{s:I}", "bytes", (json_int_t)map_size(n, 0)), *layers = json_array();
+    json_map(data, p, n, 0);
+    for (int i = 0; layers && i < n->nlayers; i++) json_array_append_new(layers, json_layer(p, n, pr, i));
+    vdnn_json_doc(f, json_pack("{s:o, s:i, s:i, s:s, s:i, s:i, s:o, s:I, s:o, s:o, s:o}", "origin",
+                               vdnn_json_text(p->origin), "batch", p->batch, "micro_batch", p->micro, "prefetch",
+                               plan_prefetch_name(p->prefetch_ahead), "release_lag", p->release_lag, "in_place",
+                               p->in_place, "predicted_ms", json_ms(p->predicted_s * 1e3), "peak_bytes",
+                               (json_int_t)p->peak_bytes, "measured_ms", json_ms(p->measured_s * 1e3), "data", data,
+                               "layers", layers));
 }
