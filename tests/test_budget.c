@@ -503,6 +503,72 @@ START_TEST(test_cli_budget_below_minimum)
 }
 END_TEST
 
+/* The refusal's advice comes from the planner and its minimums are info's: after a
+ * refusal has measured the net's profile, `info` (same device, threads) labels perf as
+ * measured, predicts a step per policy, and prints exactly the refusal's figures; the
+ * refusal names the faster of its two candidates with its predicted step. */
+START_TEST(test_cli_refusal_matches_info)
+{
+    char cfg[512], args[1200], cache[600];
+    tn_join(cfg, sizeof cfg, tn_dir, "wide.cfg");
+    tn_write_text(cfg, NET_WIDE);
+    tn_join(cache, sizeof cache, tn_dir, "cache");
+    setenv("VDNN_CACHE", cache, 1);
+    size_t t[POLICY_COUNT][ALGO_MODE_COUNT];
+    budget_table(cfg, t);
+    snprintf(args, sizeof args, "train %s --budget %zu --policy none --steps 1 --quiet --threads 1", cfg,
+             t[POLICY_ALL][ALGO_MEM]);
+    cli_run r = run_cli(args);
+    ck_assert_msg(r.status == 1, "`vdnn %s` exited %d; stderr:\n%s", args, r.status, r.err);
+    static const char *const want[] = {"perf: the fastest algorithms measured on this device",
+                                       "the fastest that fits: --policy ", " ms a step", "from the profile measured"};
+    for (size_t k = 0; k < sizeof want / sizeof *want; k++)
+        ck_assert_msg(strstr(r.err, want[k]) != NULL, "the refusal lacks '%s':\n%s", want[k], r.err);
+    /* the named plan's prediction is the lesser of the two (dyn only when 5% faster) */
+    const char *at = strstr(r.err, "the fastest that fits: --policy ");
+    int dyn = !strncmp(at + strlen("the fastest that fits: --policy "), "dyn", 3);
+    const char *pred = strstr(at, "predicted "), *other = strstr(at, dyn ? "fixed policy, --policy " : "--policy dyn: ");
+    ck_assert_msg(pred != NULL, "%s", r.err);
+    double a = strtod(pred + strlen("predicted "), NULL);
+    if (other) {
+        double b = strtod(strchr(other + 15, ':') + 1, NULL);
+        ck_assert_msg(dyn ? a < 0.95 * b : a <= b / 0.95 + 0.05, "advised %s at %.1f ms against %.1f ms:\n%s",
+                      dyn ? "dyn" : "a fixed policy", a, b, r.err);
+    }
+    snprintf(args, sizeof args, "info %s --threads 1", cfg);
+    cli_run i = run_cli(args);
+    ck_assert_msg(i.status == 0, "`vdnn %s` exited %d; stderr:\n%s", args, i.status, i.err);
+    ck_assert_msg(strstr(i.out, "from the profile") && strstr(i.out, "step perf / mem"),
+                  "info does not use the measured profile:\n%s", i.out);
+    for (int p = 0; p < POLICY_COUNT; p++) {
+        char row[32], v[2][32], u[2][8], pair[96];
+        snprintf(row, sizeof row, "\n  %s ", policy_name((mem_policy)p));
+        const char *line = strstr(i.out, row);
+        ck_assert_msg(line != NULL, "no row for %s in:\n%s", policy_name((mem_policy)p), i.out);
+        ck_assert_int_eq(sscanf(line + strlen(row), "%31s %7s %31s %7s", v[0], u[0], v[1], u[1]), 4);
+        for (int m = 0; m < 2; m++) {
+            snprintf(pair, sizeof pair, " %s/%s %s %s", policy_name((mem_policy)p), m ? "mem" : "perf", v[m], u[m]);
+            ck_assert_msg(strstr(r.err, pair) != NULL, "info's%s is not in the refusal:\n%s\ninfo:\n%s", pair, r.err,
+                          i.out);
+        }
+    }
+    run_free(&i);
+    snprintf(args, sizeof args, "info %s --threads 1 --json", cfg);
+    i = run_cli(args);
+    ck_assert_msg(i.status == 0, "`vdnn %s` exited %d; stderr:\n%s", args, i.status, i.err);
+    json_t *info = tj_parse(i.out, args);
+    ck_assert_msg(json_is_true(tj_get(info, "perf_measured")), "perf_measured is not true:\n%s", i.out);
+    for (int p = 0; p < POLICY_COUNT; p++) {
+        char key[64];
+        snprintf(key, sizeof key, "predicted_step_ms.%s.perf", policy_name((mem_policy)p));
+        ck_assert_msg(tj_num(info, key) > 0, "%s is not a time:\n%s", key, i.out);
+    }
+    json_decref(info);
+    run_free(&i);
+    run_free(&r);
+}
+END_TEST
+
 START_TEST(test_cli_info_budgets)
 {
     char cfg[512], args[1200];
@@ -842,6 +908,7 @@ static Suite *budget_suite(void)
     tcase_set_timeout(cli, 60);
     tcase_add_test(cli, test_cli_budget_below_minimum);
     tcase_add_test(cli, test_cli_info_budgets);
+    tcase_add_test(cli, test_cli_refusal_matches_info);
     suite_add_tcase(s, cli);
 
     TCase *stress = tcase_create("stress");

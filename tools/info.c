@@ -114,6 +114,9 @@ typedef struct info_figures {
     size_t dyn_least;                              /* the planner's least plan */
     size_t maps, params, ws, bound, count;
     size_t network_wide, network_wide_mem;         /* vDNN's baseline, perf and mem algorithms */
+    int measured;                                  /* a cached profile gave perf's algorithms */
+    char when[128];                                /* when it was measured */
+    double step_s[POLICY_COUNT][ALGO_MODE_COUNT];  /* its predicted step per policy (measured only) */
 } info_figures;
 
 /* The least budget of every policy when the batch is split in 2, 4, ... */
@@ -137,10 +140,34 @@ static vdnn_status micro_figures(net *n, device *d, info_figures *f)
     return VDNN_OK;
 }
 
-static vdnn_status gather(net *n, device *d, info_figures *f)
+/* With the profile a train run on d measured (when the cache holds it): perf's
+ * algorithms are the measured fastest, as train --algo perf picks them, and every policy
+ * gets its predicted step with unlimited memory. */
+static vdnn_status use_profile(net *n, device *d, const char *cache, info_figures *f)
+{
+    const device_options *o = device_get_options(d);
+    profile pr = {0};
+    f->measured = profile_find(n, d, o->link_gbps, o->threads, cache, &pr);
+    if (!f->measured) return VDNN_OK;
+    profile_describe(&pr, f->when, sizeof f->when);
+    net_take_profile_algos(n, &pr);
+    vdnn_status st = VDNN_OK;
+    for (int p = 0; p < POLICY_COUNT && st == VDNN_OK; p++)
+        for (int a = 0; a < ALGO_MODE_COUNT && st == VDNN_OK; a++) {
+            plan pl = {0};
+            st = plan_fit_policy(n, &pr, 0, (mem_policy)p, (algo_mode)a, &pl);
+            f->step_s[p][a] = pl.predicted_s;
+            plan_free(&pl);
+        }
+    profile_free(&pr);
+    return st;
+}
+
+static vdnn_status gather(net *n, device *d, const char *cache, info_figures *f)
 {
     memset(f, 0, sizeof *f);
     vdnn_status st = net_plan(n, n->policy, ALGO_PERF);
+    if (st == VDNN_OK && d) st = use_profile(n, d, cache, f);
     if (st == VDNN_OK) st = net_budget_table(n, f->mins);
     if (st == VDNN_OK) st = micro_figures(n, d, f);
     if (st == VDNN_OK) st = plan_least(n, &f->dyn_least);
@@ -173,8 +200,13 @@ static void print_json(const char *cfg, const net *n, device *d, const info_figu
         snprintf(key, sizeof key, "%d", f->micro[k]);
         json_object_set_new(micro, key, json_integer((json_int_t)f->micro_least[k]));
     }
+    json_t *steps = f->measured ? json_object() : json_null();
+    for (int p = 0; f->measured && steps && p < POLICY_COUNT; p++)
+        json_object_set_new(steps, policy_name((mem_policy)p),
+                            json_pack("{s:o, s:o}", "perf", vdnn_json_fixed(1e3 * f->step_s[p][ALGO_PERF], 3), "mem",
+                                      vdnn_json_fixed(1e3 * f->step_s[p][ALGO_MEM], 3)));
     vdnn_json_doc(stdout, json_pack("{s:o, s:o, s:[iiii], s:i, s:b, s:o, s:I, s:I, s:I, s:I, s:I, s:{s:I, s:I}, "
-                                    "s:o, s:I, s:o}", "config", vdnn_json_text(cfg), "device",
+                                    "s:o, s:b, s:o, s:I, s:o}", "config", vdnn_json_text(cfg), "device",
                                     vdnn_json_text(d ? device_model(d) : "cpu"), "input", n->input.n, n->input.c,
                                     n->input.h, n->input.w, "classes", n->classes, "in_place", n->may_in_place != 0,
                                     "layers", layers, "params", (json_int_t)f->count, "param_bytes",
@@ -182,6 +214,7 @@ static void print_json(const char *cfg, const net *n, device *d, const info_figu
                                     "max_workspace_bytes", (json_int_t)f->ws, "train_bytes_bound",
                                     (json_int_t)f->bound, "network_wide_bytes", "perf", (json_int_t)f->network_wide,
                                     "mem", (json_int_t)f->network_wide_mem, "min_budget_bytes", mins,
+                                    "perf_measured", f->measured != 0, "predicted_step_ms", steps,
                                     "dyn_min_budget_bytes", (json_int_t)f->dyn_least, "micro_batch_min_budget_bytes",
                                     micro));
 }
@@ -198,15 +231,26 @@ static void print_text(const char *cfg, const net *n, device *d, const info_figu
     printf("totals: %.3f M parameters (%zu), params+grads+momenta %s, feature maps %s, largest workspace %s\n",
            (double)f->count / 1e6, f->count, vdnn_fmt_bytes(f->params, a, sizeof a),
            vdnn_fmt_bytes(f->maps, b, sizeof b), vdnn_fmt_bytes(f->ws, c, sizeof c));
-    printf("minimum budget of one training iteration (exact, fragmentation included):\n");
-    printf("  %-9s %14s %14s   %s\n", "policy", "perf algos", "mem algos", "mem saved vs none/perf");
-    for (int p = 0; p < POLICY_COUNT; p++)
-        printf("  %-9s %14s %14s   %5.1f%% %5.1f%%\n", policy_name((mem_policy)p),
+    printf("minimum budget of one training iteration (exact, fragmentation included)%s:\n",
+           f->measured ? " and the predicted step with that much" : "");
+    printf("  %-9s %14s %14s   %s%s\n", "policy", "perf algos", "mem algos", "mem saved vs none/perf",
+           f->measured ? "   step perf / mem" : "");
+    for (int p = 0; p < POLICY_COUNT; p++) {
+        printf("  %-9s %14s %14s   %5.1f%% %5.1f%%", policy_name((mem_policy)p),
                vdnn_fmt_bytes(f->mins[p][ALGO_PERF], a, sizeof a), vdnn_fmt_bytes(f->mins[p][ALGO_MEM], b, sizeof b),
                100.0 * (1 - (double)f->mins[p][ALGO_PERF] / none), 100.0 * (1 - (double)f->mins[p][ALGO_MEM] / none));
+        if (f->measured) printf("   %8.1f / %.1f ms", 1e3 * f->step_s[p][ALGO_PERF], 1e3 * f->step_s[p][ALGO_MEM]);
+        printf("\n");
+    }
     printf("  %-9s %14s %14s          %5.1f%%   (the planner's smallest plan at this batch)\n", "dyn", "-",
            vdnn_fmt_bytes(f->dyn_least, b, sizeof b), 100.0 * (1 - (double)f->dyn_least / none));
-    printf("  (perf assumes the largest-workspace algorithms; training measures them and may need less)\n");
+    if (f->measured)
+        printf("  (perf: the fastest algorithms, as train --algo perf picks them, from the profile\n"
+               "   %s; mem: the smallest workspaces; train's refusals list the same)\n", f->when);
+    else
+        printf("  (perf: the largest-workspace algorithms, an upper bound: this net has no profile on %s yet;\n"
+               "   a train run or `vdnn profile` measures one, then perf is what training picks, with predicted steps)\n",
+               d ? device_model(d) : "this device");
     printf("least budget of any policy in micro-batches (--micro-batch N):");
     for (int k = 0; k < MICROS && f->micro[k]; k++)
         printf("%s %d: %s", k ? "," : "", f->micro[k], vdnn_fmt_bytes(f->micro_least[k], a, sizeof a));
@@ -218,13 +262,17 @@ static void print_text(const char *cfg, const net *n, device *d, const info_figu
 
 int cmd_info(int argc, char **argv)
 {
-    long long batch = -1;
+    long long batch = -1, threads = 0;
+    double link_gbps = 0;
     int json = 0;
-    const char *cfg = NULL, *dev_name = NULL;
+    const char *cfg = NULL, *dev_name = "auto", *cache = NULL;
     arg_spec specs[] = {
         {"--batch", ARG_INT, &batch, 1, 65536, "override [net] batch", 0},
         {"--json", ARG_FLAG, &json, 0, 0, "JSON output", 0},
-        {"--device", ARG_STRING, &dev_name, 0, 0, "the device whose algorithms to show", 0},
+        {"--device", ARG_STRING, &dev_name, 0, 0, "the device whose algorithms to show (default: train's, auto)", 0},
+        {"--threads", ARG_INT, &threads, 1, 1024, "as train's: the profile measured with them", 0},
+        {"--link-gbps", ARG_FLOAT, &link_gbps, 0.001, 1e4, "as train's: the profile measured with it", 0},
+        {"--profile-cache", ARG_STRING, &cache, 0, 0, "where measured profiles are kept", 0},
         {"--math", ARG_STRING, &cli_math, 0, 0, "", 0},
         {"--nondeterministic", ARG_FLAG, &cli_nondeterministic, 0, 0, "", 0},
         {"--in-place", ARG_STRING, &cli_in_place, 0, 0, "on: layers run in place where they may (default); off: never", 0},
@@ -237,13 +285,14 @@ int cmd_info(int argc, char **argv)
     ov.batch = (int)batch;
     net *n;
     if (net_load(cfg, &ov, &n) != VDNN_OK) return cli_error();
-    /* A device's own algorithms and workspaces (cuDNN's on a GPU): the layers are bound to
-     * it, which allocates nothing; the figures then are that device's. */
+    /* The device train would run on, with its algorithms and workspaces (cuDNN's on a
+     * GPU): the layers are bound to it, which allocates nothing; the figures then are that
+     * device's, and its cached profile, if any, gives the measured ones. */
     device *d = NULL;
-    vdnn_status st = dev_name ? cli_device(dev_name, INFO_DEVICE_BYTES, 0, 0, n, &d) : VDNN_OK;
-    if (st == VDNN_OK && d) st = bind_all(n, d);
+    vdnn_status st = cli_device(dev_name, INFO_DEVICE_BYTES, threads, link_gbps, n, &d);
+    if (st == VDNN_OK) st = bind_all(n, d);
     info_figures f;
-    if (st == VDNN_OK) st = gather(n, d, &f);
+    if (st == VDNN_OK) st = gather(n, d, cache, &f);
     if (st == VDNN_OK && json) print_json(cfg, n, d, &f);
     else if (st == VDNN_OK) print_text(cfg, n, d, &f);
     net_free(n);

@@ -7,6 +7,14 @@
 #include "nets/net.h"
 #include "nets/planner/planner.h"
 
+void net_take_profile_algos(net *n, const profile *pr)
+{
+    n->algo = ALGO_PERF;
+    for (int i = 0; i < n->nlayers; i++)
+        for (int p = 0; p < PASS_COUNT; p++)
+            n->layers[i]->algo[p] = plan_choose_algo(n->layers[i], p, ALGO_PERF, &pr->layers[i]);
+}
+
 /* The fastest algorithm per pass, from the net's profile on its device: measured once
  * at the net's batch and then read from the profile cache (nets/planner/planner.h), so that
  * every run on the same device picks the same algorithms. */
@@ -17,9 +25,7 @@ static vdnn_status measure_algos(net *n)
     int cached = 0;
     vdnn_status st = profile_get(n, n->dev, o->link_gbps, o->threads, NULL, &pr, &cached);
     if (st != VDNN_OK) return vdnn_wrap(st, "measuring convolution algorithms");
-    for (int i = 0; i < n->nlayers; i++)
-        for (int p = 0; p < PASS_COUNT; p++)
-            n->layers[i]->algo[p] = plan_choose_algo(n->layers[i], p, ALGO_PERF, &pr.layers[i]);
+    net_take_profile_algos(n, &pr);
     profile_free(&pr);
     return VDNN_OK;
 }

@@ -75,6 +75,9 @@ void profile_free(profile *p);
  * cache is not an error: the profile is just not kept); *cached says which. */
 vdnn_status profile_get(const net *n, device *d, double link_gbps, int threads, const char *dir,
                         profile *out, int *cached);
+/* The cached profile profile_get would read, into *out: 1 when there is one, 0 when
+ * profile_get would measure (nothing measured here). */
+int profile_find(const net *n, device *d, double link_gbps, int threads, const char *dir, profile *out);
 /* `--profile-cache DIR`: the folder profile_get uses where its caller names none (NULL:
  * the default above), so that every profile of a run, --algo perf's too, is kept there.
  * The string is not copied. */
@@ -241,6 +244,9 @@ vdnn_status plan_measure(net *n, plan *p, int iters);
  * profile: the fastest algorithm per pass); unattached, or on the simulated device,
  * it assumes the largest-workspace algorithm is the fastest, an upper bound for memory. */
 vdnn_status net_plan(net *n, mem_policy p, algo_mode a);
+/* Puts the net in perf mode with the profile's fastest algorithm for every pass (what
+ * net_plan's ALGO_PERF measures). */
+void net_take_profile_algos(net *n, const profile *pr);
 /* Replays on m's simulated device what a run of the plan asks of the pool: a training
  * step of `items` items (*step_s, if non-NULL, gets the simulated clock after it), then
  * the evaluation of a batch, whose calls differ (nothing offloaded, maps freed after

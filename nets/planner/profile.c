@@ -695,22 +695,37 @@ void profile_describe(const profile *p, char *buf, size_t len)
         snprintf(buf + w, len - (size_t)w, ", load %.1f on %d core%s", p->load, p->cores, p->cores == 1 ? "" : "s");
 }
 
+/* The cached profile's path into path; 1 (and *out filled) when it holds one that
+ * matches the net and device and is not older than --reprofile. */
+static int cached_profile(const net *n, device *d, double link_gbps, int threads, const char *dir, char *path,
+                          size_t len, profile *out, vdnn_status *st)
+{
+    char key[160];
+    device_key(d, link_gbps, threads, key, sizeof key);
+    *st = profile_cache_path(n, key, dir, path, len);
+    if (*st != VDNN_OK || profile_load(path, out) != VDNN_OK) return 0;
+    if (matches(out, n, key) && !(out->measured_at < refresh_before)) {
+        out->measure_s = 0;
+        return 1;
+    }
+    profile_free(out);
+    return 0;
+}
+
+int profile_find(const net *n, device *d, double link_gbps, int threads, const char *dir, profile *out)
+{
+    char path[1200];
+    vdnn_status st;
+    return cached_profile(n, d, link_gbps, threads, dir, path, sizeof path, out, &st);
+}
+
 vdnn_status profile_get(const net *n, device *d, double link_gbps, int threads, const char *dir,
                         profile *out, int *cached)
 {
-    char key[160], path[1200];
-    device_key(d, link_gbps, threads, key, sizeof key);
-    *cached = 0;
-    vdnn_status st = profile_cache_path(n, key, dir, path, sizeof path);
-    if (st != VDNN_OK) return st;
-    if (profile_load(path, out) == VDNN_OK) {
-        if (matches(out, n, key) && !(out->measured_at < refresh_before)) {
-            out->measure_s = 0;
-            *cached = 1;
-            return VDNN_OK;
-        }
-        profile_free(out);
-    }
+    char path[1200];
+    vdnn_status st;
+    *cached = cached_profile(n, d, link_gbps, threads, dir, path, sizeof path, out, &st);
+    if (*cached || st != VDNN_OK) return st;
     st = profile_measure(n, d, link_gbps, threads, out);
     if (st != VDNN_OK) return st;
     char folder[1200];
