@@ -195,6 +195,51 @@ END_TEST
 /* Ctrl-C (or SIGTERM) during training ended the process with no checkpoint of the steps
  * since the last epoch and no final log record; now the run stops after the current
  * step, saves, ends the log, and exits 128 + the signal. */
+/* SIGINT is honoured at once before training too, inside a measurement: profiling
+ * fmnist takes seconds; the process ends within a second of the signal, exit status
+ * 130, saying what it stopped and that no weights were written. */
+START_TEST(interrupt_while_profiling)
+{
+    char out[512], cache[512];
+    tn_path(out, sizeof out, "out.txt");
+    tn_path(cache, sizeof cache, "cache");
+    const char *bin = getenv("VDNN_BIN");
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execl(bin && *bin ? bin : "build/vdnn", "vdnn", "train", "configs/fmnist.cfg", "--data", "synthetic", "--steps",
+              "1", "--no-save", "--reprofile", "--profile-cache", cache, (char *)NULL);
+        _exit(127);
+    }
+    usleep(1500000);
+    kill(pid, SIGINT);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int status = 0;
+    pid_t w = 0;
+    for (int tries = 0; tries < 500 && w == 0; tries++) {
+        w = waitpid(pid, &status, WNOHANG);
+        if (w == 0) usleep(10000);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (w == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        ck_abort_msg("still running 5 s after SIGINT");
+    }
+    double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    char *text = tn_read(out, NULL);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGINT, "status %d: %s", status, text);
+    ck_assert_msg(text && strstr(text, "vdnn: interrupted (SIGINT): vdnn train stopped at once") &&
+                  strstr(text, "no weights written"), "%s", text);
+    ck_assert_msg(s < 1.0, "%.2f s from SIGINT to the end of the process", s);
+    free(text);
+}
+END_TEST
+
 START_TEST(interrupt_saves_and_ends_log)
 {
     char cfg[512], log[512], ck[512], out[512];
@@ -506,6 +551,7 @@ static Suite *hostile_suite(void)
     tcase_add_test(tc, final_log_record);
     tcase_add_test(tc, log_on_full_disk);
     tcase_add_test(tc, interrupt_saves_and_ends_log);
+    tcase_add_test(tc, interrupt_while_profiling);
     tcase_add_test(tc, resume_checks_algorithms_against_budget);
     tcase_add_test(tc, resume_position_checked);
     tcase_add_test(tc, refusals_exact_and_suggestions_accepted);

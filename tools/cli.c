@@ -1,5 +1,6 @@
 /* What the subcommands share: the error line, the device of --device, the overrides of
  * --in-place, and the math settings (tools/commands.h). */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,4 +84,29 @@ vdnn_status cli_device(const char *name, size_t budget, long long threads, doubl
     o.tf32 = !strcmp(cli_math, "tf32");
     o.nondeterministic = cli_nondeterministic;
     return device_create(&o, out);
+}
+
+/* What the quitting handler writes, made before any signal: SIGINT's, then SIGTERM's. */
+static char quit_msg[2][256];
+static size_t quit_len[2];
+
+static void on_quit(int sig)
+{
+    int k = sig == SIGTERM;
+    ssize_t w = write(STDERR_FILENO, quit_msg[k], quit_len[k]);
+    (void)w;
+    _exit(128 + sig);
+}
+
+void cli_quit_on_signal(const char *cmd, const char *what)
+{
+    for (int k = 0; k < 2; k++) {
+        snprintf(quit_msg[k], sizeof quit_msg[k], "\nvdnn: interrupted (%s): vdnn %s stopped at once%s%s\n",
+                 k ? "SIGTERM" : "SIGINT", cmd, what ? ", " : "", what ? what : "");
+        quit_len[k] = strlen(quit_msg[k]);
+    }
+    struct sigaction sa = {.sa_handler = on_quit};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
 }

@@ -20,6 +20,11 @@ int cmd_info(int argc, char **argv);
 int cli_progress_tty(void);
 /* Prints "vdnn: <message>" to stderr; returns the exit code for errors (1). */
 int cli_error(void);
+/* SIGINT or SIGTERM ends the process at once (within the signal's delivery, whatever it
+ * is measuring), saying that `vdnn CMD` stopped and, when given, `what` of it: for a
+ * subcommand's work that leaves nothing half-written (its files are renamed into place).
+ * Training replaces it with its own for its steps (stop after the step, then save). */
+void cli_quit_on_signal(const char *cmd, const char *what);
 /* With no budget given on the CPU: room for the net's plan with the largest-workspace
  * algorithms, and an eighth more. */
 size_t cli_default_budget(const net *n);

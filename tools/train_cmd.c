@@ -386,6 +386,14 @@ static volatile sig_atomic_t interrupted;
 
 static void on_interrupt(int sig)
 {
+    static const char ack[2][160] = {
+        "\nvdnn: SIGINT: stopping after this step to save (again: stop at once, the last checkpoint kept as it is)\n",
+        "\nvdnn: SIGTERM: stopping after this step to save (again: stop at once, the last checkpoint kept as it is)\n"};
+    const char *m = ack[sig == SIGTERM];
+    size_t len = 0;
+    while (m[len]) len++;
+    ssize_t w = write(STDERR_FILENO, m, len);
+    (void)w;
     interrupted = sig;
     signal(sig, SIG_DFL);
 }
@@ -595,6 +603,8 @@ int cmd_train(int argc, char **argv)
                    .node_limit = PLAN_NODE_LIMIT, .search_seconds = PLAN_SEARCH_SECONDS, .rank_timeout = 300};
     const char *cfg = NULL;
     if (parse_train(argc, argv, &f, &cfg) != VDNN_OK) return cli_error();
+    cli_quit_on_signal("train", f.resume ? "before its first step (the checkpoint it resumes is as it was)"
+                                         : "before its first step (no weights written)");
     if (f.reprofile) profile_refresh();
     profile_cache_default(f.cache);
     if (comm_open(f.rank_timeout, &f.comm) != VDNN_OK) return cli_error();

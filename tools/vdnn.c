@@ -38,6 +38,7 @@ int main(int argc, char **argv)
         fputs(usage, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    cli_quit_on_signal(argv[1], NULL);
     if (!strcmp(argv[1], "train")) return cmd_train(argc, argv);
     if (!strcmp(argv[1], "test")) return cmd_test(argc, argv);
     if (!strcmp(argv[1], "info")) return cmd_info(argc, argv);
