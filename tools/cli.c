@@ -101,8 +101,9 @@ static void on_quit(int sig)
 void cli_quit_on_signal(const char *cmd, const char *what)
 {
     for (int k = 0; k < 2; k++) {
-        snprintf(quit_msg[k], sizeof quit_msg[k], "\nvdnn: interrupted (%s): vdnn %s stopped at once%s%s\n",
-                 k ? "SIGTERM" : "SIGINT", cmd, what ? ", " : "", what ? what : "");
+        /* on a terminal a progress line may be half drawn: start a line of its own */
+        snprintf(quit_msg[k], sizeof quit_msg[k], "%svdnn: interrupted (%s): vdnn %s stopped at once%s%s\n",
+                 isatty(STDERR_FILENO) ? "\n" : "", k ? "SIGTERM" : "SIGINT", cmd, what ? ", " : "", what ? what : "");
         quit_len[k] = strlen(quit_msg[k]);
     }
     struct sigaction sa = {.sa_handler = on_quit};

@@ -383,13 +383,15 @@ static vdnn_status close_log(FILE *log, const char *path, vdnn_status st)
 /* SIGINT or SIGTERM during training: stop after the current step, save, end the log
  * (train_opts.interrupt); a second one ends the process at once. */
 static volatile sig_atomic_t interrupted;
+static int interrupt_tty;   /* stderr is a terminal */
 
 static void on_interrupt(int sig)
 {
     static const char ack[2][160] = {
         "\nvdnn: SIGINT: stopping after this step to save (again: stop at once, the last checkpoint kept as it is)\n",
         "\nvdnn: SIGTERM: stopping after this step to save (again: stop at once, the last checkpoint kept as it is)\n"};
-    const char *m = ack[sig == SIGTERM];
+    /* the new line first only where a progress bar may be half drawn */
+    const char *m = ack[sig == SIGTERM] + !interrupt_tty;
     size_t len = 0;
     while (m[len]) len++;
     ssize_t w = write(STDERR_FILENO, m, len);
@@ -541,6 +543,7 @@ static void announce(const char *cfg, const run_flags *f, const train_run_state 
 static vdnn_status run_until_signal(train_run_state *r, const train_opts *o, train_summary *s)
 {
     struct sigaction sa = {.sa_handler = on_interrupt}, old_int, old_term;
+    interrupt_tty = isatty(STDERR_FILENO);
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
