@@ -172,6 +172,8 @@ typedef struct reader {
     const unsigned char *p;
     size_t len, pos;
     const char *path;
+    int lenient;              /* --init: tensors of other names or shapes are skipped */
+    uint32_t (*file_dims)[4]; /* lenient: per net tensor, the file's shape where it differs */
 } reader;
 
 static vdnn_status need(reader *r, size_t n, const char *what)
@@ -290,75 +292,157 @@ static vdnn_status read_record(reader *r, const net *n, const tensor_ref *t, int
     uint64_t bytes = get_u64(r);
     if ((st = need(r, bytes, name)) != VDNN_OK) return st;
     *ref = NULL;
-    if (!strcmp(name, CKPT_ALGOS) || !strcmp(name, CKPT_ALGOS ".cuda"))
-        return read_algos(r, n, name, dtype, ndim, dims, bytes, algos);
+    int is_algos = !strcmp(name, CKPT_ALGOS) || !strcmp(name, CKPT_ALGOS ".cuda");
+    if (is_algos && r->lenient) {   /* another net's algorithms, or not wanted */
+        r->pos += bytes;
+        return VDNN_OK;
+    }
+    if (is_algos) return read_algos(r, n, name, dtype, ndim, dims, bytes, algos);
     if (dtype != CKPT_DTYPE_F32) return vdnn_fail(VDNN_EFORMAT, "%s: tensor %s has dtype %u (only 0 = float32)", r->path, name, dtype);
     *ref = find_ref(t, count, name);
+    if (!*ref && r->lenient) {
+        r->pos += bytes;
+        return VDNN_OK;
+    }
     if (!*ref) return vdnn_fail(VDNN_EFORMAT, "%s: tensor %s is not in this net (a checkpoint of another config?)", r->path, name);
     shape4 s = (*ref)->p->shape;
     if (ndim != 4 || dims[0] != (uint32_t)s.n || dims[1] != (uint32_t)s.c || dims[2] != (uint32_t)s.h ||
-        dims[3] != (uint32_t)s.w || bytes != shape_count(s) * sizeof(float))
+        dims[3] != (uint32_t)s.w || bytes != shape_count(s) * sizeof(float)) {
+        if (r->lenient) {
+            memcpy(r->file_dims[*ref - t], dims, sizeof r->file_dims[0]);
+            *ref = NULL;
+            r->pos += bytes;
+            return VDNN_OK;
+        }
         return vdnn_fail(VDNN_EFORMAT, "%s: tensor %s has shape %ux%ux%ux%u in the file, %dx%dx%dx%d in the net",
                          r->path, name, dims[0], dims[1], dims[2], dims[3], s.n, s.c, s.h, s.w);
+    }
     *data = r->p + r->pos;
     r->pos += bytes;
     return VDNN_OK;
 }
 
-vdnn_status checkpoint_load(net *n, const char *path, ckpt_state *s, int weights_only)
+/* A checkpoint file read and matched against the net: per net tensor (file order of
+ * list_all), its floats in the file or NULL. */
+typedef struct loaded {
+    tensor_ref *t;
+    int count;
+    unsigned char *data;
+    const unsigned char **found;
+    uint32_t (*file_dims)[4];   /* lenient: the file's shape of a tensor whose shape differs */
+    const unsigned char *algos;
+    ckpt_state state;
+} loaded;
+
+static void loaded_free(loaded *ld)
 {
-    unsigned char *data = NULL;
+    free(ld->found);
+    free(ld->file_dims);
+    free(ld->t);
+    free(ld->data);
+}
+
+/* Reads and checks the whole file; with `lenient`, tensors the net lacks or has in
+ * another shape are skipped (their shapes noted) instead of refused. */
+static vdnn_status read_file(net *n, const char *path, int lenient, loaded *ld)
+{
+    memset(ld, 0, sizeof *ld);
     size_t len = 0;
-    tensor_ref *t = NULL;
-    int count = 0;
-    vdnn_status st = list_all(n, &t, &count);
-    if (st == VDNN_OK) st = vdnn_file_read(path, "checkpoint", max_file_bytes(n, t, count), 0, (char **)&data, &len);
+    vdnn_status st = list_all(n, &ld->t, &ld->count);
+    if (st == VDNN_OK)
+        st = vdnn_file_read(path, "checkpoint", max_file_bytes(n, ld->t, ld->count), 0, (char **)&ld->data, &len);
     if (st == VDNN_EFORMAT) {   /* over the size limit */
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", vdnn_errmsg());
         st = vdnn_fail(st, "%s of this net (a checkpoint of a larger net?)", msg);
     }
-    reader r = {data, len, 0, path};
-    ckpt_state state;
+    reader r = {ld->data, len, 0, path, lenient, NULL};
     uint32_t ntensors = 0;
-    if (st == VDNN_OK) st = read_header(&r, n, &state, &ntensors);
-    const unsigned char **found = NULL, *algos = NULL;
-    if (st == VDNN_OK && !(found = calloc((size_t)count + 1, sizeof *found)))
+    if (st == VDNN_OK) st = read_header(&r, n, &ld->state, &ntensors);
+    if (st == VDNN_OK && (!(ld->found = calloc((size_t)ld->count + 1, sizeof *ld->found)) ||
+                          !(ld->file_dims = calloc((size_t)ld->count + 1, sizeof *ld->file_dims))))
         st = vdnn_fail(VDNN_ENOMEM, "out of host memory");
+    r.file_dims = ld->file_dims;
     for (uint32_t i = 0; i < ntensors && st == VDNN_OK; i++) {
         const tensor_ref *ref = NULL;
         const unsigned char *p = NULL;
-        st = read_record(&r, n, t, count, &ref, &p, &algos);
-        if (st == VDNN_OK && ref) found[ref - t] = p;
+        st = read_record(&r, n, ld->t, ld->count, &ref, &p, &ld->algos);
+        if (st == VDNN_OK && ref) ld->found[ref - ld->t] = p;
     }
     if (st == VDNN_OK && r.pos != r.len)
         st = vdnn_fail(VDNN_EFORMAT, "%s: %zu unexpected bytes after the last tensor", path, r.len - r.pos);
-    for (int i = 0; i < count && st == VDNN_OK; i++) {
-        int is_momentum = strstr(t[i].name, ".momentum") != NULL;
-        if (!found[i] && !(weights_only && is_momentum))
-            st = vdnn_fail(VDNN_EFORMAT, "%s: tensor %s is missing", path, t[i].name);
-    }
-    for (int i = 0; i < count && st == VDNN_OK; i++) {
-        if (!found[i]) continue;
-        size_t cnt = shape_count(t[i].p->shape);
+    return st;
+}
+
+/* Uploads every tensor found (momenta too, unless values_only). */
+static vdnn_status upload_found(net *n, const loaded *ld, int values_only)
+{
+    vdnn_status st = VDNN_OK;
+    for (int i = 0; i < ld->count && st == VDNN_OK; i++) {
+        if (!ld->found[i] || (values_only && strstr(ld->t[i].name, ".momentum"))) continue;
+        size_t cnt = shape_count(ld->t[i].p->shape);
         float *h = malloc(cnt * sizeof *h);
-        if (!h) { st = vdnn_fail(VDNN_ENOMEM, "out of host memory"); break; }
+        if (!h) return vdnn_fail(VDNN_ENOMEM, "out of host memory");
         for (size_t k = 0; k < cnt; k++) {
-            const unsigned char *c = found[i] + 4 * k;
+            const unsigned char *c = ld->found[i] + 4 * k;
             uint32_t v = (uint32_t)c[0] | (uint32_t)c[1] << 8 | (uint32_t)c[2] << 16 | (uint32_t)c[3] << 24;
             memcpy(&h[k], &v, 4);
         }
-        if (t[i].host) memcpy(t[i].host, h, cnt * sizeof *h);
-        else st = device_upload(n->dev, t[i].dev, h, cnt * sizeof *h);
+        if (ld->t[i].host) memcpy(ld->t[i].host, h, cnt * sizeof *h);
+        else st = device_upload(n->dev, ld->t[i].dev, h, cnt * sizeof *h);
         free(h);
     }
-    for (int i = 0; i < n->nlayers && st == VDNN_OK && algos && !weights_only; i++)
+    return st;
+}
+
+vdnn_status checkpoint_load(net *n, const char *path, ckpt_state *s, int weights_only)
+{
+    loaded ld;
+    vdnn_status st = read_file(n, path, 0, &ld);
+    for (int i = 0; i < ld.count && st == VDNN_OK; i++) {
+        int is_momentum = strstr(ld.t[i].name, ".momentum") != NULL;
+        if (!ld.found[i] && !(weights_only && is_momentum))
+            st = vdnn_fail(VDNN_EFORMAT, "%s: tensor %s is missing", path, ld.t[i].name);
+    }
+    if (st == VDNN_OK) st = upload_found(n, &ld, 0);
+    for (int i = 0; i < n->nlayers && st == VDNN_OK && ld.algos && !weights_only; i++)
         for (int p = 0; p < PASS_COUNT; p++)
-            n->layers[i]->algo[p] = (int)((uint32_t)algos[4 * (i * PASS_COUNT + p)] |
-                                          (uint32_t)algos[4 * (i * PASS_COUNT + p) + 1] << 8);
-    if (st == VDNN_OK && s) *s = state;
-    free(found);
-    free(t);
-    free(data);
+            n->layers[i]->algo[p] = (int)((uint32_t)ld.algos[4 * (i * PASS_COUNT + p)] |
+                                          (uint32_t)ld.algos[4 * (i * PASS_COUNT + p) + 1] << 8);
+    if (st == VDNN_OK && s) *s = ld.state;
+    loaded_free(&ld);
+    return st;
+}
+
+/* Appends "name (why)" to the report of fresh tensors. */
+static void note_fresh(char *buf, size_t len, size_t *k, const tensor_ref *t, const uint32_t *dims)
+{
+    shape4 s = t->p->shape;
+    int w;
+    if (dims[0])
+        w = snprintf(buf + *k, len - *k, "%s%s (%dx%dx%dx%d here, %ux%ux%ux%u in the file)", *k ? ", " : "", t->name,
+                     s.n, s.c, s.h, s.w, dims[0], dims[1], dims[2], dims[3]);
+    else
+        w = snprintf(buf + *k, len - *k, "%s%s (not in the file)", *k ? ", " : "", t->name);
+    if (w > 0) *k = *k + (size_t)w < len ? *k + (size_t)w : len - 1;
+}
+
+vdnn_status checkpoint_init(net *n, const char *path, ckpt_init_report *rep)
+{
+    loaded ld;
+    memset(rep, 0, sizeof *rep);
+    vdnn_status st = read_file(n, path, 1, &ld);
+    size_t k = 0;
+    for (int i = 0; i < ld.count && st == VDNN_OK; i++) {
+        if (strstr(ld.t[i].name, ".momentum")) continue;
+        rep->total++;
+        if (ld.found[i]) rep->kept++;
+        else note_fresh(rep->fresh, sizeof rep->fresh, &k, &ld.t[i], ld.file_dims[i]);
+    }
+    if (st == VDNN_OK && !rep->kept)
+        st = vdnn_fail(VDNN_EFORMAT, "%s: no tensor of this net is in the checkpoint by name and shape "
+                       "(a checkpoint of another net?): %s", path, rep->fresh);
+    if (st == VDNN_OK) st = upload_found(n, &ld, 1);
+    loaded_free(&ld);
     return st;
 }

@@ -35,4 +35,19 @@ vdnn_status checkpoint_save(net *n, const char *path, const ckpt_state *s);
  * written by checkpoint_save always has them) and *s may be NULL. */
 vdnn_status checkpoint_load(net *n, const char *path, ckpt_state *s, int weights_only);
 
+/* What checkpoint_init loaded: of the net's `total` value tensors (weights, biases,
+ * batch norm's), `kept` came from the file; `fresh` names the others and why (not in the
+ * file, or its shape there), cut short if long. */
+typedef struct ckpt_init_report {
+    int kept, total;
+    char fresh[1024];
+} ckpt_init_report;
+
+/* Fine-tuning (`train --init`): loads into an attached net every value tensor of the
+ * file whose name ("LAYER.PARAM") and shape match one of the net's, leaving the others
+ * as initialised; momenta, the training position and the algorithms are not read, so
+ * the optimizer starts fresh. The file is checked as checkpoint_load checks it.
+ * VDNN_EFORMAT when nothing matches. */
+vdnn_status checkpoint_init(net *n, const char *path, ckpt_init_report *rep);
+
 #endif

@@ -403,6 +403,27 @@ static vdnn_status resume(net *n, const train_opts *o, int count, int *epoch, in
     return st;
 }
 
+/* Fine-tuning: the weights of o->init_path that match the net by name and shape, on
+ * rank 0's primary and then on every replica; says what it kept and left fresh. */
+static vdnn_status init_weights(net *n, const train_opts *o)
+{
+    if (!o->init_path) return VDNN_OK;
+    if (o->resume_path)
+        return vdnn_fail(VDNN_EINVAL, "--init %s and --resume %s: a run resumes its own checkpoint or starts from "
+                         "another's weights, not both", o->init_path, o->resume_path);
+    ckpt_init_report rep;
+    vdnn_status st = comm_rank(o->comm) == 0 ? checkpoint_init(n, o->init_path, &rep) : VDNN_OK;
+    uint64_t step = n->step;
+    if (st == VDNN_OK && o->group) st = dp_sync(o->group, &step);
+    if (st != VDNN_OK) return vdnn_wrap(st, "--init");
+    if (!o->quiet && comm_rank(o->comm) == 0) {
+        fprintf(o->out, "vdnn: weights from %s: %d of %d tensors kept%s%s\n", o->init_path, rep.kept, rep.total,
+                rep.kept < rep.total ? "; fresh: " : " (all)", rep.fresh);
+        fflush(o->out);
+    }
+    return VDNN_OK;
+}
+
 /* Whether a signal asked the run to stop. The ranks of a job stop together: a signal
  * that reached some of them only (mpirun forwards it to all, at slightly different
  * moments) stops every rank before the same step, or one would wait for the others. */
@@ -471,6 +492,7 @@ static vdnn_status begin_run(net *n, const dataset *train, const dataset *test, 
     if (st == VDNN_OK && test) st = check_classes(n, test);
     mm_stats stats0 = n->stats;
     if (st == VDNN_OK) st = resume(n, o, train->count, epoch, index);
+    if (st == VDNN_OK) st = init_weights(n, o);
     if (st != VDNN_OK) {
         char error[1024];
         snprintf(error, sizeof error, "%s", vdnn_errmsg());

@@ -25,6 +25,8 @@ typedef struct train_opts {
     long long max_steps;      /* stop after this many steps in this run; <= 0: no limit */
     const char *save_path;    /* checkpoint to write, or NULL */
     const char *resume_path;  /* checkpoint to start from, or NULL */
+    const char *init_path;    /* fine-tuning: weights to start from (checkpoint_init), the
+                               * optimizer and position fresh; NULL: none (not with resume) */
     FILE *log;                /* JSON lines, or NULL: one per step, one per epoch, and a
                                * final one however training stops (docs/cli.md) */
     int quiet;                /* nothing on stdout/stderr but errors */

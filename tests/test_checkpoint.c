@@ -575,6 +575,54 @@ START_TEST(test_other_net_missing_tensor)
 }
 END_TEST
 
+/* Fine-tuning's load (train --init): a checkpoint of a net whose conv5 has 6 filters
+ * initialises one with 8: conv1, bn2 and fc7's bias come from the file, conv5 and fc7's
+ * weights (whose shapes differ) stay as the seed made them, the momenta stay zero, the
+ * step 0; the report names the fresh tensors with both shapes. A checkpoint sharing no
+ * tensor is refused. */
+START_TEST(test_init_by_name_and_shape)
+{
+    char path[512];
+    tn_path(path, sizeof path, "six.ckpt");
+    device *da, *db;
+    net *a = attached(TN_HEAD CK_LAYERS(4, 6), 3, &da);
+    ckpt_state s = {7, 1, 16, 3, 0};
+    save_ok(a, path, &s);
+    net *b = attached(TN_HEAD CK_LAYERS(4, 8), 5, &db);
+    float *a_conv1 = tn_download(a, tn_param(a, "conv1.weights")->value, 36);
+    float *b_conv1 = tn_download(b, tn_param(b, "conv1.weights")->value, 36);
+    ck_assert_msg(memcmp(a_conv1, b_conv1, 36 * sizeof(float)) != 0, "seeds 3 and 5 start alike");
+    float *b_conv5 = tn_download(b, tn_param(b, "conv5.weights")->value, 8 * 4 * 9);
+    ckpt_init_report rep;
+    ck_assert_msg(checkpoint_init(b, path, &rep) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_int_eq(rep.total, 10);
+    ck_assert_int_eq(rep.kept, 7);
+    ck_assert_msg(strstr(rep.fresh, "conv5.weights (8x4x3x3 here, 6x4x3x3 in the file)") &&
+                  strstr(rep.fresh, "conv5.bias") && strstr(rep.fresh, "fc7.weights") && !strstr(rep.fresh, "conv1") &&
+                  !strstr(rep.fresh, "fc7.bias"), "%s", rep.fresh);
+    float *now_conv1 = tn_download(b, tn_param(b, "conv1.weights")->value, 36);
+    float *now_conv5 = tn_download(b, tn_param(b, "conv5.weights")->value, 8 * 4 * 9);
+    float *mom = tn_download(b, tn_param(b, "conv1.weights")->momentum, 36);
+    ck_assert(memcmp(now_conv1, a_conv1, 36 * sizeof(float)) == 0);
+    ck_assert(memcmp(now_conv5, b_conv5, 8 * 4 * 9 * sizeof(float)) == 0);
+    for (int i = 0; i < 36; i++) ck_assert(mom[i] == 0);
+    ck_assert_uint_eq(b->step, 0);
+    free(a_conv1);
+    free(b_conv1);
+    free(b_conv5);
+    free(now_conv1);
+    free(now_conv5);
+    free(mom);
+    tn_free(b, db);
+    device *dc;
+    net *c = attached(TN_HEAD "[connected]\nname = other\noutput = 4\n[softmax]\n", 3, &dc);
+    ck_assert_int_eq(checkpoint_init(c, path, &rep), VDNN_EFORMAT);
+    tn_msg_has("no tensor of this net", "other.weights (not in the file)");
+    tn_free(c, dc);
+    tn_free(a, da);
+}
+END_TEST
+
 START_TEST(test_missing_file)
 {
     char path[512];
@@ -739,6 +787,7 @@ static Suite *checkpoint_suite(void)
     tcase_add_test(rt, test_round_trip_after_training);
     tcase_add_test(rt, test_file_header);
     tcase_add_test(rt, test_no_tmp_left);
+    tcase_add_test(rt, test_init_by_name_and_shape);
     suite_add_tcase(s, rt);
 
     TCase *bad = tcase_create("bad_files");

@@ -447,6 +447,44 @@ END_TEST
  * run takes CONFIG-2.ckpt and leaves the first untouched; test without --weights reads
  * the newest; --resume keeps writing to the checkpoint it resumed; --no-save keeps
  * nothing and says so; --save with --no-save is refused. */
+/* Fine-tuning from the command line: `--init` starts a 3-class net from a 4-class
+ * net's checkpoint, keeping every tensor but the head's and saying which it left fresh;
+ * the run's own checkpoint is its default one, not the file it started from; `--init`
+ * with `--resume` is refused before any work. */
+START_TEST(test_init_fine_tune)
+{
+    char four[512], three[512], ck[600], args[2048];
+    write_cfg(four, sizeof four, "four.cfg", CLI_SHORT_NET);
+    write_cfg(three, sizeof three, "three.cfg",
+              TN_NET "[train]\nepochs = 1\nlearning_rate = 0.05\nmomentum = 0.9\nseed = 4\n"
+                     "[data]\nset = synthetic\ntrain_size = 64\ntest_size = 32\nclasses = 3\n"
+                     "[convolutional]\nfilters = 4\nsize = 3\npad = 1\n[relu]\n[maxpool]\nsize = 2\n"
+                     "[connected]\noutput = 3\n[softmax]\n");
+    tn_path(ck, sizeof ck, "four.ckpt");
+    snprintf(args, sizeof args, "train %s --steps 2 --threads 1 --quiet --save %s", four, ck);
+    cli_run r = run_cli(args);
+    assert_ok(&r, args);
+    run_free(&r);
+    size_t before = 0, after = 0;
+    char *was = tn_read(ck, &before);
+    snprintf(args, sizeof args, "train %s --steps 2 --threads 1 --no-save --init %s", three, ck);
+    r = run_cli(args);
+    assert_ok(&r, args);
+    ck_assert_msg(strstr(r.out, "weights from ") && strstr(r.out, "2 of 4 tensors kept; fresh: ") &&
+                  strstr(r.out, "(3x64x1x1 here, 4x64x1x1 in the file)"), "%s", r.out);
+    run_free(&r);
+    char *now = tn_read(ck, &after);
+    ck_assert_msg(was && now && before == after && !memcmp(was, now, before), "--init changed %s", ck);
+    free(was);
+    free(now);
+    snprintf(args, sizeof args, "train %s --steps 2 --threads 1 --init %s --resume %s", three, ck, ck);
+    r = run_cli(args);
+    ck_assert_msg(r.status == 1 && strstr(r.err, "--init and --resume") && !strstr(r.out, "training"),
+                  "status %d\nstdout:\n%s\nstderr:\n%s", r.status, r.out, r.err);
+    run_free(&r);
+}
+END_TEST
+
 START_TEST(test_default_save)
 {
     char cfg[512], runs[600], env[700], args[2048], first[700], second[700];
@@ -1020,6 +1058,7 @@ static Suite *cli_suite(void)
     tcase_add_test(train, test_test_command);
     tcase_add_test(train, test_test_needs_weights);
     tcase_add_test(train, test_default_save);
+    tcase_add_test(train, test_init_fine_tune);
     tcase_add_test(train, test_resume_progress);
     tcase_add_test(train, test_resume_exact);
     tcase_add_test(train, test_resume_corrupt);

@@ -21,7 +21,7 @@
 #include "tools/commands.h"
 
 typedef struct run_flags {
-    const char *device, *data, *save, *resume, *log, *weights, *policy, *algo, *trace;
+    const char *device, *data, *save, *resume, *init, *log, *weights, *policy, *algo, *trace;
     const char *plan, *search, *cache;
     long long node_limit, micro;
     double search_seconds;
@@ -417,6 +417,7 @@ static vdnn_status parse_train(int argc, char **argv, run_flags *f, const char *
         {"--threads", ARG_INT, &f->threads, 1, 1024, "CPU compute threads (default: all cores)", 0},
         {"--save", ARG_STRING, &f->save, 0, 0, "the checkpoint to keep (default runs/CONFIG.ckpt)", 0},
         {"--resume", ARG_STRING, &f->resume, 0, 0, "continue from this checkpoint, bit for bit", 0},
+        {"--init", ARG_STRING, &f->init, 0, 0, "start from these weights (layers matched by name and shape), optimizer fresh", 0},
         {"--log", ARG_STRING, &f->log, 0, 0, "one JSON line per step and epoch", 0},
         {"--quiet", ARG_FLAG, &f->quiet, 0, 0, "print nothing but errors", 0},
         {"--policy", ARG_STRING, &f->policy, 0, 0, "none, all, conv, swap, recompute or dyn (the planner)", 0},
@@ -464,6 +465,9 @@ static vdnn_status open_run(const char *cfg, run_flags *f, train_run_state *r)
 {
     vdnn_status st = VDNN_OK;
     if (f->save && f->no_save) st = vdnn_fail(VDNN_EINVAL, "--save and --no-save: one of them");
+    if (st == VDNN_OK && f->init && f->resume)
+        st = vdnn_fail(VDNN_EINVAL, "--init and --resume: a run resumes its own checkpoint (--resume) or starts from "
+                       "another's weights (--init), not both");
     if (st == VDNN_OK && r->rank == 0) st = default_save(cfg, f);
     if (r->rank > 0) {   /* rank 0 speaks, logs and saves for the job */
         f->quiet = 1;
@@ -613,9 +617,9 @@ int cmd_train(int argc, char **argv)
     if (comm_open(f.rank_timeout, &f.comm) != VDNN_OK) return cli_error();
     train_run_state r = {.parallel = f.devices || comm_size(f.comm) > 1, .rank = comm_rank(f.comm)};
     vdnn_status st = open_run(cfg, &f, &r);
-    train_opts o = {.max_steps = f.steps, .save_path = f.save, .resume_path = f.resume, .log = r.log, .quiet = f.quiet,
-                    .out = stdout, .group = f.group, .comm = f.comm, .log_path = f.log, .interrupt = &interrupted,
-                    .predicted_step_s = f.predicted_s, .prediction_source = f.prediction_source};
+    train_opts o = {.max_steps = f.steps, .save_path = f.save, .resume_path = f.resume, .init_path = f.init,
+                    .log = r.log, .quiet = f.quiet, .out = stdout, .group = f.group, .comm = f.comm, .log_path = f.log,
+                    .interrupt = &interrupted, .predicted_step_s = f.predicted_s, .prediction_source = f.prediction_source};
     if (st == VDNN_OK) st = open_share_hooks(cfg, &f, &r, &o);
     if (st == VDNN_OK && cli_progress_tty() && !f.quiet) {
         o.tty = 1;
