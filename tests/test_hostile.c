@@ -195,6 +195,22 @@ END_TEST
 /* Ctrl-C (or SIGTERM) during training ended the process with no checkpoint of the steps
  * since the last epoch and no final log record; now the run stops after the current
  * step, saves, ends the log, and exits 128 + the signal. */
+/* vdnn ($VDNN_BIN, else build/vdnn) started with argv, its stdout and stderr into `out`. */
+static pid_t spawn_vdnn(const char *out, char *const argv[])
+{
+    const char *bin = getenv("VDNN_BIN");
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 1);
+        dup2(fd, 2);
+        execv(bin && *bin ? bin : "build/vdnn", argv);
+        _exit(127);
+    }
+    return pid;
+}
+
 /* SIGINT is honoured at once before training too, inside a measurement: profiling
  * fmnist takes seconds; the process ends within a second of the signal, exit status
  * 130, saying what it stopped and that no weights were written. */
@@ -203,17 +219,9 @@ START_TEST(interrupt_while_profiling)
     char out[512], cache[512];
     tn_path(out, sizeof out, "out.txt");
     tn_path(cache, sizeof cache, "cache");
-    const char *bin = getenv("VDNN_BIN");
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        execl(bin && *bin ? bin : "build/vdnn", "vdnn", "train", "configs/fmnist.cfg", "--data", "synthetic", "--steps",
-              "1", "--no-save", "--reprofile", "--profile-cache", cache, (char *)NULL);
-        _exit(127);
-    }
+    char *argv[] = {"vdnn", "train", "configs/fmnist.cfg", "--data", "synthetic", "--steps", "1", "--no-save",
+                    "--reprofile", "--profile-cache", cache, NULL};
+    pid_t pid = spawn_vdnn(out, argv);
     usleep(1500000);
     kill(pid, SIGINT);
     struct timespec t0, t1;
@@ -248,17 +256,8 @@ START_TEST(interrupt_saves_and_ends_log)
     tn_path(log, sizeof log, "log.jsonl");
     tn_path(ck, sizeof ck, "net.ckpt");
     tn_path(out, sizeof out, "out.txt");
-    const char *bin = getenv("VDNN_BIN");
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fd, 1);
-        dup2(fd, 2);
-        execl(bin && *bin ? bin : "build/vdnn", "vdnn", "train", cfg, "--threads", "1", "--quiet", "--log", log,
-              "--save", ck, (char *)NULL);
-        _exit(127);
-    }
+    char *argv[] = {"vdnn", "train", cfg, "--threads", "1", "--quiet", "--log", log, "--save", ck, NULL};
+    pid_t pid = spawn_vdnn(out, argv);
     /* once it has taken a few steps */
     for (int tries = 0; tries < 3000; tries++) {
         char *text = tn_read(log, NULL);
