@@ -83,11 +83,9 @@ typedef struct prediction {
 #define DYN_GAIN 0.95
 
 /* Measures (or reads) the profile, fills t with the measured algorithms' minimums, and
- * predicts each candidate at `budget`. */
+ * predicts each candidate at `budget` into pd (which starts with none: fixed -1, dyn_s -1). */
 static vdnn_status predict(net *n, size_t budget, size_t t[POLICY_COUNT][ALGO_MODE_COUNT], prediction *pd)
 {
-    pd->fixed = -1;
-    pd->dyn_s = -1;
     const device_options *o = device_get_options(n->dev);
     profile pr = {0};
     int cached = 0;
