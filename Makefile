@@ -55,7 +55,8 @@ endif
 BLAS_DIR ?= $(firstword $(wildcard /usr/lib/$(MULTIARCH)/openblas-openmp))
 BLAS_LIBS := $(if $(BLAS_DIR),-L$(BLAS_DIR) -Wl$(comma)-rpath$(comma)$(BLAS_DIR)) -lopenblas
 # Jansson (libjansson-dev) writes and reads every JSON vdnn makes: logs, traces, --json.
-LDLIBS  := $(BLAS_LIBS) $(SYS_LIBS) -lpng -ljansson -lz -lpthread -lm
+# libjpeg-turbo (libjpeg62-turbo-dev) decodes the JPEG files of image folders.
+LDLIBS  := $(BLAS_LIBS) $(SYS_LIBS) -lpng -ljpeg -ljansson -lz -lpthread -lm
 CHECK_LIBS ?= $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lrt -lm)
 LDFLAGS := -fopenmp $(SAN) $(SYS_LDFLAGS)
 
@@ -246,7 +247,8 @@ fuzz-seeds: $(BUILD)/fuzz/make_seeds
 	$(BUILD)/fuzz/make_seeds tests/fuzz/seeds
 	cp configs/*.cfg tests/fuzz/seeds/config/
 
-$(BUILD)/fuzz/make_seeds: $(BUILD)/obj/tests/fuzz/make_seeds.o $(BUILD)/obj/tests/fuzz/common.o $(LIB) $(BUILD_CONFIG)
+$(BUILD)/fuzz/make_seeds: $(BUILD)/obj/tests/fuzz/make_seeds.o $(BUILD)/obj/tests/fuzz/common.o \
+                         $(BUILD)/obj/tests/imagefiles.o $(LIB) $(BUILD_CONFIG)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter-out $(BUILD_CONFIG),$^) $(LDLIBS)
 

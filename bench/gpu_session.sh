@@ -65,12 +65,12 @@ finish() {
 
 # ---- the build ----
 sysroot=""
-if ! printf '#include <cblas.h>\n#include <check.h>\n#include <png.h>\n#include <jansson.h>\n' | cc -E - > /dev/null 2>&1; then
+if ! printf '#include <cblas.h>\n#include <check.h>\n#include <png.h>\n#include <stdio.h>\n#include <jpeglib.h>\n#include <jansson.h>\n' | cc -E - > /dev/null 2>&1; then
     if [ -d .deps ]; then
         sysroot=${TMPDIR:-/tmp}/vdnn-sysroot
         [ -d "$sysroot/usr" ] || sh tools/sysroot.sh unpack .deps "$sysroot" >> "$summary" 2>&1
     else
-        say "build: this machine lacks OpenBLAS, Check, libpng or Jansson and no .deps was carried (sh tools/sysroot.sh fetch .deps, then carry it)"
+        say "build: this machine lacks OpenBLAS, Check, libpng, libjpeg or Jansson and no .deps was carried (sh tools/sysroot.sh fetch .deps, then carry it)"
         finish 1
     fi
 fi

@@ -1,6 +1,6 @@
 /* The dataset and the small helpers the readers share: allocation with overflow guards,
- * normalisation checks, path joining (data_impl.h). dataset_load, which picks the
- * reader, is load.c. */
+ * normalisation checks (data_impl.h). dataset_load, which picks the reader, is load.c;
+ * folders and paths are folders.c. */
 #include "data/data_impl.h"
 
 #include <limits.h>
@@ -56,20 +56,21 @@ vdnn_status dataset_alloc(int count, int c, int h, int w, int classes, const cha
     return dataset_wrap(count, c, h, w, classes, source, images, out);
 }
 
+void images_free(image_list *l)
+{
+    if (!l) return;
+    free(l->off);
+    free(l->arena);
+    free(l);
+}
+
 void dataset_free(dataset *d)
 {
     if (!d) return;
     free(d->images);
     free(d->labels);
+    images_free(d->files);
     free(d);
-}
-
-vdnn_status data_join(char *buf, size_t len, const char *dir, const char *name)
-{
-    int n = snprintf(buf, len, "%s/%s", dir, name);
-    if (n < 0 || (size_t)n >= len)
-        return vdnn_fail(VDNN_EINVAL, "%s/%s: path is too long", dir, name);
-    return VDNN_OK;
 }
 
 static vdnn_status check_norm_list(const char *what, int n, const float *v, int c, int positive)

@@ -105,8 +105,8 @@ static vdnn_status check_png_classes(const char *train_dir, const char *test_dir
 {
     char **a = NULL, **b = NULL;
     int na = 0, nb = 0;
-    vdnn_status s = png_list_classes(train_dir, &a, &na);
-    if (!s) s = png_list_classes(test_dir, &b, &nb);
+    vdnn_status s = data_list_classes(train_dir, &a, &na);
+    if (!s) s = data_list_classes(test_dir, &b, &nb);
     for (int i = 0; !s && i < na && i < nb; i++) {
         if (strcmp(a[i], b[i]) != 0)
             s = vdnn_fail(VDNN_EFORMAT, "%s: class folder '%s' does not match '%s' in %s (class %d)",
@@ -130,6 +130,47 @@ static vdnn_status load_png_set(const data_cfg *cfg, data_split split, int c, in
     s = check_png_classes(train, test);
     if (s) return s;
     return png_folder_load(test, c, h, w, out);
+}
+
+/* An image list's test split keeps the training list's classes: its labels must lie
+ * among them. */
+static vdnn_status check_list_classes(const data_cfg *cfg, int c, int h, int w, dataset *test)
+{
+    dataset *train = NULL;
+    vdnn_status s = images_open(cfg->path, cfg->train_list, c, h, w, &train);
+    if (!s && test->classes > train->classes)
+        s = vdnn_fail(VDNN_EFORMAT, "%s: labels reach %d but the training list %s has %d classes", cfg->test_list,
+                      test->classes - 1, cfg->train_list, train->classes);
+    if (!s) test->classes = train->classes;
+    dataset_free(train);
+    return s;
+}
+
+static vdnn_status load_images_set(const data_cfg *cfg, data_split split, int c, int h, int w, dataset **out)
+{
+    const char *list = split == SPLIT_TEST ? cfg->test_list : cfg->train_list;
+    if (*cfg->train_list || *cfg->test_list) {
+        if (!*list)
+            return vdnn_fail(VDNN_EINVAL, "data: train_list is given but test_list is not (give both, or neither "
+                             "for class folders)");
+        vdnn_status s = images_open(cfg->path, list, c, h, w, out);
+        if (!s && split == SPLIT_TEST) s = check_list_classes(cfg, c, h, w, *out);
+        if (s) {
+            dataset_free(*out);
+            *out = NULL;
+        }
+        return s;
+    }
+    char train[1024], test[1024];
+    vdnn_status s = data_join(train, sizeof train, cfg->path, "train");
+    if (!s) s = data_join(test, sizeof test, cfg->path, "test");
+    if (s) return s;
+    if (!dir_exists(train)) return vdnn_fail(VDNN_EIO, "%s: not found (the training split of an image folder)", train);
+    if (split == SPLIT_TRAIN) return images_open(train, NULL, c, h, w, out);
+    if (!dir_exists(test)) return vdnn_fail(VDNN_EIO, "%s: not found (the test split of an image folder)", test);
+    s = check_png_classes(train, test);
+    if (s) return s;
+    return images_open(test, NULL, c, h, w, out);
 }
 
 static vdnn_status load_synthetic_set(const data_cfg *cfg, data_split split, int c, int h, int w, dataset **out)
@@ -156,9 +197,11 @@ vdnn_status dataset_load(const data_cfg *cfg, data_split split, int c, int h, in
     if (!strcmp(cfg->set, "fashion-mnist") || !strcmp(cfg->set, "mnist")) s = load_idx_set(cfg, split, &d);
     else if (!strcmp(cfg->set, "cifar10")) s = load_cifar_set(cfg, split, &d);
     else if (!strcmp(cfg->set, "png")) return load_png_set(cfg, split, c, h, w, out);
+    else if (!strcmp(cfg->set, "images")) return load_images_set(cfg, split, c, h, w, out);
     else if (!strcmp(cfg->set, "synthetic")) return load_synthetic_set(cfg, split, c, h, w, out);
     else
-        return vdnn_fail(VDNN_EINVAL, "data: set '%s' is unknown (expected fashion-mnist, mnist, cifar10, png or synthetic)",
+        return vdnn_fail(VDNN_EINVAL, "data: set '%s' is unknown (expected fashion-mnist, mnist, cifar10, png, images or "
+                         "synthetic)",
                          cfg->set);
     if (s) return s;
     return check_shape(d, c, h, w, out);

@@ -12,8 +12,6 @@
  * nothing reaches stderr. */
 #include "data/data_impl.h"
 
-#include <dirent.h>
-#include <errno.h>
 #include <limits.h>
 #include <png.h>
 #include <setjmp.h>
@@ -21,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/stat.h>
 
 #include "vdnn/file.h"
 
@@ -30,12 +27,14 @@
 typedef struct png_reader {
     jmp_buf jmp;        /* where png_on_error returns to */
     char msg[256];      /* libpng's error message */
-    png_bytep pixels;   /* decoded rows (H, rowbytes); freed by read_png */
+    const uint8_t *buf; /* the file, read from memory */
+    size_t len, at;
+    png_bytep pixels;   /* decoded rows (H, rowbytes); freed by png_decode */
     png_bytep *rows;
 } png_reader;
 
-/* The destination of one decode: the expected size and where the bytes go: image
- * `index` of d, whose images buffer holds *cap images so far. */
+/* The destination of one file of a folder: the expected size and where the bytes go:
+ * image `index` of d, whose images buffer holds *cap images so far. */
 typedef struct png_target {
     const char *path;
     int c, h, w;
@@ -43,6 +42,9 @@ typedef struct png_target {
     int index;
     int *cap;
 } png_target;
+
+/* A decoded image is refused beyond this many bytes (a header can declare 2^31 x 2^31). */
+#define PNG_MAX_BYTES ((size_t)1 << 30)
 
 static void png_on_error(png_structp png, png_const_charp msg)
 {
@@ -57,71 +59,10 @@ static void png_on_warning(png_structp png, png_const_charp msg)
     (void)msg;
 }
 
-static int cmp_names(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-void data_free_names(char **names, int count)
-{
-    for (int i = 0; i < count; i++) free(names[i]);
-    free(names);
-}
-
-static vdnn_status push_name(char ***names, int *count, int *cap, const char *name, const char *dir)
-{
-    if (*count == *cap) {
-        int ncap = *cap ? 2 * *cap : 64;
-        char **n = realloc(*names, sizeof *n * (size_t)ncap);
-        if (!n) return vdnn_fail(VDNN_ENOMEM, "%s: out of host memory listing the folder", dir);
-        *names = n;
-        *cap = ncap;
-    }
-    (*names)[*count] = strdup(name);
-    if (!(*names)[*count]) return vdnn_fail(VDNN_ENOMEM, "%s: out of host memory listing the folder", dir);
-    (*count)++;
-    return VDNN_OK;
-}
-
 static int is_png_name(const char *name)
 {
     size_t n = strlen(name);
     return n > 4 && strcasecmp(name + n - 4, ".png") == 0;
-}
-
-/* Lists dir's visible entries that are folders (want_dirs) or regular .png files,
- * sorted by strcmp. */
-static vdnn_status list_entries(const char *dir, int want_dirs, char ***names, int *count)
-{
-    *names = NULL;
-    *count = 0;
-    DIR *dp = opendir(dir);
-    if (!dp) return vdnn_fail(VDNN_EIO, "%s: cannot open folder (%s)", dir, strerror(errno));
-    vdnn_status s = VDNN_OK;
-    int cap = 0;
-    struct dirent *e;
-    while (!s && (e = readdir(dp)) != NULL) {
-        if (e->d_name[0] == '.' || (!want_dirs && !is_png_name(e->d_name))) continue;
-        char path[PNG_PATH_MAX];
-        struct stat st;
-        s = data_join(path, sizeof path, dir, e->d_name);
-        if (s || stat(path, &st) != 0) continue;
-        if (want_dirs ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode)) s = push_name(names, count, &cap, e->d_name, dir);
-    }
-    closedir(dp);
-    if (s) {
-        data_free_names(*names, *count);
-        *names = NULL;
-        *count = 0;
-        return s;
-    }
-    if (*count > 1) qsort(*names, (size_t)*count, sizeof **names, cmp_names);
-    return VDNN_OK;
-}
-
-vdnn_status png_list_classes(const char *dir, char ***names, int *count)
-{
-    return list_entries(dir, 1, names, count);
 }
 
 /* Asks libpng for 8-bit gray or RGB whatever the file holds. */
@@ -157,85 +98,123 @@ static vdnn_status reserve(const png_target *t)
     return VDNN_OK;
 }
 
-/* Converts decoded rows of `ch` 8-bit samples (gray or RGB first, alpha ignored). */
-static void convert_rows(const png_reader *r, int ch, const png_target *t)
+/* Converts decoded rows of `ch` 8-bit samples (gray or RGB first, alpha ignored) into
+ * out_ch (1 or 3) interleaved channels. */
+static void convert_rows(const png_reader *r, int ch, int w, int h, int out_ch, uint8_t *dst)
 {
-    size_t plane = (size_t)t->h * t->w;
-    uint8_t *dst = t->d->images + (size_t)t->index * t->c * plane;   /* (C, H, W) */
-    for (int y = 0; y < t->h; y++) {
+    for (int y = 0; y < h; y++) {
         const png_byte *row = r->rows[y];
-        for (int x = 0; x < t->w; x++) {
+        uint8_t *o = dst + (size_t)y * w * out_ch;
+        for (int x = 0; x < w; x++) {
             const png_byte *p = row + (size_t)x * ch;
-            size_t o = (size_t)y * t->w + x;
             int gray = ch < 3;
-            if (t->c == 1) {
-                dst[o] = gray ? p[0] : (uint8_t)((299 * p[0] + 587 * p[1] + 114 * p[2] + 500) / 1000);
+            if (out_ch == 1) {
+                o[x] = gray ? p[0] : (uint8_t)((299 * p[0] + 587 * p[1] + 114 * p[2] + 500) / 1000);
             } else {
-                for (int k = 0; k < 3; k++) dst[k * plane + o] = gray ? p[0] : p[k];
+                for (int k = 0; k < 3; k++) o[3 * x + k] = gray ? p[0] : p[k];
             }
         }
     }
 }
 
-/* The part that may longjmp: every libpng call lives here. */
-static vdnn_status decode(png_structp png, png_infop info, FILE *f, png_reader *r, const png_target *t)
+static void png_read_mem(png_structp png, png_bytep data, size_t len)
 {
-    png_init_io(png, f);
-    png_set_sig_bytes(png, 8);
+    png_reader *r = png_get_io_ptr(png);
+    if (len > r->len - r->at) png_error(png, "file ends early");
+    memcpy(data, r->buf + r->at, len);
+    r->at += len;
+}
+
+/* The part that may longjmp: every libpng call lives here. */
+static vdnn_status decode(png_structp png, png_infop info, png_reader *r, const char *name, int out_ch, img8 *out)
+{
+    png_set_read_fn(png, r, png_read_mem);
     png_read_info(png, info);
     png_uint_32 pw = png_get_image_width(png, info), ph = png_get_image_height(png, info);
-    if (pw != (png_uint_32)t->w || ph != (png_uint_32)t->h)
-        return vdnn_fail(VDNN_EFORMAT, "%s: image is %ux%u (HxW) but the net expects %dx%d",
-                         t->path, (unsigned)ph, (unsigned)pw, t->h, t->w);
-    vdnn_status s = reserve(t);
-    if (s) return s;
+    if (pw == 0 || ph == 0 || (size_t)pw > PNG_MAX_BYTES / 8 / ph)
+        return vdnn_fail(VDNN_EFORMAT, "%s: PNG of %ux%u is too large to decode", name, (unsigned)pw, (unsigned)ph);
     set_transforms(png);
     png_read_update_info(png, info);
     int ch = png_get_channels(png, info);
     size_t rowbytes = png_get_rowbytes(png, info);
-    if (png_get_bit_depth(png, info) != 8 || ch < 1 || ch > 4 || rowbytes < (size_t)t->w * ch)
-        return vdnn_fail(VDNN_EFORMAT, "%s: unsupported PNG layout after expansion (%d channels)", t->path, ch);
-    r->pixels = malloc(rowbytes * (size_t)t->h);
-    r->rows = malloc(sizeof *r->rows * (size_t)t->h);
-    if (!r->pixels || !r->rows) return vdnn_fail(VDNN_ENOMEM, "%s: out of host memory decoding", t->path);
-    for (int y = 0; y < t->h; y++) r->rows[y] = r->pixels + (size_t)y * rowbytes;
+    if (png_get_bit_depth(png, info) != 8 || ch < 1 || ch > 4 || rowbytes < (size_t)pw * ch)
+        return vdnn_fail(VDNN_EFORMAT, "%s: unsupported PNG layout after expansion (%d channels)", name, ch);
+    r->pixels = malloc(rowbytes * (size_t)ph);
+    r->rows = malloc(sizeof *r->rows * (size_t)ph);
+    out->px = malloc((size_t)pw * ph * (size_t)out_ch);
+    if (!r->pixels || !r->rows || !out->px) return vdnn_fail(VDNN_ENOMEM, "%s: out of host memory decoding", name);
+    for (png_uint_32 y = 0; y < ph; y++) r->rows[y] = r->pixels + (size_t)y * rowbytes;
     png_read_image(png, r->rows);
     png_read_end(png, NULL);
-    convert_rows(r, ch, t);
+    out->w = (int)pw;
+    out->h = (int)ph;
+    out->ch = out_ch;
+    out->orientation = 1;
+    convert_rows(r, ch, out->w, out->h, out_ch, out->px);
     return VDNN_OK;
 }
 
 /* setjmp lives in a function of its own whose locals never change after it, so a
  * longjmp cannot leave any of them stale. */
-static vdnn_status decode_guarded(png_structp png, png_infop info, FILE *f, png_reader *r, const png_target *t)
+static vdnn_status decode_guarded(png_structp png, png_infop info, png_reader *r, const char *name, int out_ch,
+                                  img8 *out)
 {
-    if (setjmp(r->jmp)) return vdnn_fail(VDNN_EFORMAT, "%s: corrupt or truncated PNG (%s)", t->path, r->msg);
-    return decode(png, info, f, r, t);
+    if (setjmp(r->jmp)) return vdnn_fail(VDNN_EFORMAT, "%s: corrupt or truncated PNG (%s)", name, r->msg);
+    return decode(png, info, r, name, out_ch, out);
 }
 
-static vdnn_status read_png(const png_target *t)
+void img8_free(img8 *im)
 {
-    FILE *f = NULL;
-    long long size = 0;
-    vdnn_status opened = vdnn_file_open(t->path, "PNG file", 0, 0, &f, &size);
-    if (opened) return opened;
-    png_byte sig[8];
-    if (fread(sig, 1, sizeof sig, f) != sizeof sig || png_sig_cmp(sig, 0, sizeof sig) != 0) {
-        fclose(f);
-        return vdnn_fail(VDNN_EFORMAT, "%s: not a PNG file (bad signature)", t->path);
-    }
+    free(im->px);
+    memset(im, 0, sizeof *im);
+}
+
+vdnn_status png_decode(const char *name, const uint8_t *buf, size_t len, int ch, img8 *out)
+{
+    memset(out, 0, sizeof *out);
+    if (ch != 1 && ch != 3) return vdnn_fail(VDNN_EINVAL, "%s: PNG decoding gives 1 or 3 channels, not %d", name, ch);
+    if (len < 8 || png_sig_cmp(buf, 0, 8) != 0) return vdnn_fail(VDNN_EFORMAT, "%s: not a PNG file (bad signature)", name);
     png_reader *r = calloc(1, sizeof *r);
     png_structp png = r ? png_create_read_struct(PNG_LIBPNG_VER_STRING, r, png_on_error, png_on_warning) : NULL;
     png_infop info = png ? png_create_info_struct(png) : NULL;
-    vdnn_status s = info ? decode_guarded(png, info, f, r, t)
-                         : vdnn_fail(VDNN_ENOMEM, "%s: out of host memory for libpng", t->path);
+    vdnn_status s;
+    if (info) {
+        r->buf = buf;
+        r->len = len;
+        s = decode_guarded(png, info, r, name, ch, out);
+    } else {
+        s = vdnn_fail(VDNN_ENOMEM, "%s: out of host memory for libpng", name);
+    }
     if (png) png_destroy_read_struct(&png, info ? &info : NULL, NULL);
     if (r) {
         free(r->pixels);
         free(r->rows);
         free(r);
     }
-    fclose(f);
+    if (s) img8_free(out);
+    return s;
+}
+
+/* Reads one file of the folder into image t->index of the data set. */
+static vdnn_status read_png(const png_target *t)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    img8 im = {0};
+    vdnn_status s = vdnn_file_read(t->path, "PNG file", PNG_MAX_BYTES, 0, &buf, &len);
+    if (!s) s = png_decode(t->path, (const uint8_t *)buf, len, t->c, &im);
+    free(buf);
+    if (!s && (im.w != t->w || im.h != t->h))
+        s = vdnn_fail(VDNN_EFORMAT, "%s: image is %dx%d (HxW) but the net expects %dx%d", t->path, im.h, im.w,
+                      t->h, t->w);
+    if (!s) s = reserve(t);
+    if (!s) {
+        size_t plane = (size_t)t->h * t->w;
+        uint8_t *dst = t->d->images + (size_t)t->index * t->c * plane;   /* (C, H, W) */
+        for (size_t o = 0; o < plane; o++)
+            for (int k = 0; k < t->c; k++) dst[k * plane + o] = im.px[o * t->c + k];
+    }
+    img8_free(&im);
     return s;
 }
 
@@ -246,7 +225,7 @@ static vdnn_status list_all(const char *dir, char **classes, int nclasses, char 
     for (int k = 0; k < nclasses; k++) {
         char cdir[PNG_PATH_MAX];
         vdnn_status s = data_join(cdir, sizeof cdir, dir, classes[k]);
-        if (!s) s = list_entries(cdir, 0, &files[k], &counts[k]);
+        if (!s) s = data_list_dir(cdir, DATA_LIST_FILES, is_png_name, &files[k], &counts[k]);
         if (s) return s;
         if (counts[k] == 0) return vdnn_fail(VDNN_EFORMAT, "%s: empty class folder (no .png files)", cdir);
         sum += counts[k];
@@ -300,7 +279,7 @@ vdnn_status png_folder_load(const char *dir, int c, int h, int w, dataset **out)
         return vdnn_fail(VDNN_EINVAL, "%s: PNG folders give 1 or 3 channels; the net expects %dx%dx%d", dir, c, h, w);
     char **classes;
     int nclasses;
-    vdnn_status s = png_list_classes(dir, &classes, &nclasses);
+    vdnn_status s = data_list_classes(dir, &classes, &nclasses);
     if (s) return s;
     if (nclasses == 0) s = vdnn_fail(VDNN_EFORMAT, "%s: no class folders (expected %s/<class>/*.png)", dir, dir);
     else s = load_classes(dir, classes, nclasses, c, h, w, out);

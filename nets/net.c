@@ -29,9 +29,17 @@ static const cfg_key train_keys[] = {
 };
 
 static const cfg_key data_keys[] = {
-    {"set", CFG_ENUM, 1, 0, 0, "fashion-mnist|mnist|cifar10|png|synthetic", 0, "data set kind"},
+    {"set", CFG_ENUM, 1, 0, 0, "fashion-mnist|mnist|cifar10|png|images|synthetic", 0, "data set kind"},
     {"path", CFG_STRING, 0, 0, 0, NULL, 0, "folder with the files (all but synthetic)"},
-    {"crop_pad", CFG_INT, 0, 0, 64, NULL, 0, "random crop after zero padding (default 0: off)"},
+    {"train_list", CFG_STRING, 0, 0, 0, NULL, 0, "images: file of \"FILE LABEL\" lines, FILE relative to path (default: class folders path/train/<class>/)"},
+    {"test_list", CFG_STRING, 0, 0, 0, NULL, 0, "images: the test split's list (with train_list)"},
+    {"train_crop", CFG_ENUM, 0, 0, 0, "random-resized|centre", 0, "images: a training image's crop (default random-resized)"},
+    {"scale", CFG_FLOATS, 0, 1e-6, 1, NULL, 2, "images: random-resized crop's area range, of the image's (default 0.08, 1)"},
+    {"ratio", CFG_FLOATS, 0, 1e-3, 1e3, NULL, 2, "images: its aspect-ratio range, width / height (default 0.75, 1.333)"},
+    {"resize", CFG_INT, 0, 1, 65535, NULL, 0, "images: shorter side before the centre crop (default height * 8 / 7)"},
+    {"workers", CFG_INT, 0, 1, 64, NULL, 0, "loader threads (default: 1 for sets in memory; images: the cores the compute leaves)"},
+    {"strict", CFG_BOOL, 0, 0, 1, NULL, 0, "images: an unreadable file stops the run (default 0: skipped, counted, replaced)"},
+    {"crop_pad", CFG_INT, 0, 0, 64, NULL, 0, "random crop after zero padding (default 0: off; not with images)"},
     {"flip", CFG_BOOL, 0, 0, 1, NULL, 0, "random horizontal flip (default 0)"},
     {"mean", CFG_FLOATS, 0, -1e6, 1e6, NULL, DATA_MAX_CHANNELS, "per-channel mean of [0,1] pixels"},
     {"std", CFG_FLOATS, 0, 1e-9, 1e6, NULL, DATA_MAX_CHANNELS, "per-channel std"},
@@ -143,6 +151,39 @@ static vdnn_status read_train(const cfg_file *f, train_cfg *t)
     return VDNN_OK;
 }
 
+/* The keys of an image folder (set = images), refused on the other sets. */
+static vdnn_status read_image_keys(const cfg_file *f, const cfg_section *s, int channels, data_cfg *d)
+{
+    int images = !strcmp(d->set, "images");
+    const char *only[] = {"train_list", "test_list", "train_crop", "scale", "ratio", "resize", "strict"};
+    for (size_t i = 0; i < sizeof only / sizeof *only; i++)
+        if (!images && cfg_find(s, only[i])) return cfg_error(f, s, only[i], "only used with set = images");
+    if (images && cfg_find(s, "crop_pad"))
+        return cfg_error(f, s, "crop_pad", "not used with set = images (its crops are train_crop, scale and ratio)");
+    if (!images) return VDNN_OK;
+    if (channels != 1 && channels != 3)
+        return cfg_error(f, s, "set", "image folders give 1 or 3 channels; the net's input has %d", channels);
+    snprintf(d->train_list, sizeof d->train_list, "%s", cfg_str(s, "train_list", ""));
+    snprintf(d->test_list, sizeof d->test_list, "%s", cfg_str(s, "test_list", ""));
+    if (!*d->train_list != !*d->test_list)
+        return cfg_error(f, s, *d->train_list ? "train_list" : "test_list", "give train_list and test_list together");
+    d->train_crop = !strcmp(cfg_str(s, "train_crop", "random-resized"), "centre") ? DATA_CROP_CENTRE
+                                                                                 : DATA_CROP_RANDOM_RESIZED;
+    const char *pairs[] = {"scale", "ratio"};
+    float *vals[] = {d->scale, d->ratio};
+    for (int i = 0; i < 2; i++) {
+        int n = cfg_floats(s, pairs[i], vals[i], 2);
+        if (n == 1) return cfg_error(f, s, pairs[i], "give two values, LOW, HIGH");
+        if (n == 2 && vals[i][0] > vals[i][1])
+            return cfg_error(f, s, pairs[i], "%g is above %g: give LOW, HIGH", vals[i][0], vals[i][1]);
+        if (n && d->train_crop == DATA_CROP_CENTRE)
+            return cfg_error(f, s, pairs[i], "only used with train_crop = random-resized");
+    }
+    d->resize = cfg_int(s, "resize", 0);
+    d->strict = cfg_int(s, "strict", 0);
+    return VDNN_OK;
+}
+
 static vdnn_status read_data(const cfg_file *f, int channels, data_cfg *d)
 {
     const cfg_section *s = find_section(f, "data");
@@ -160,8 +201,11 @@ static vdnn_status read_data(const cfg_file *f, int channels, data_cfg *d)
         if (!synthetic && cfg_find(s, synth_only[i]))
             return cfg_error(f, s, synth_only[i], "only used with set = synthetic");
     }
+    st = read_image_keys(f, s, channels, d);
+    if (st != VDNN_OK) return st;
     d->crop_pad = cfg_int(s, "crop_pad", 0);
     d->flip = cfg_int(s, "flip", 0);
+    d->workers = cfg_int(s, "workers", 0);
     d->nmean = cfg_floats(s, "mean", d->mean, DATA_MAX_CHANNELS);
     d->nstd = cfg_floats(s, "std", d->std, DATA_MAX_CHANNELS);
     if (d->nmean > 1 && d->nmean != channels)

@@ -76,9 +76,32 @@ static void io_close(net *n, batch_io *b)
     device_host_free(n->dev, b->host_y);
 }
 
+/* Most unreadable files printed one by one in an epoch; the rest are counted. */
+#define SKIPPED_SHOWN 20
+
+/* Prints the files the loader skipped since the last call (up to SKIPPED_SHOWN of
+ * `*shown`) and adds them to *count. */
+static void report_skipped(loader *ld, FILE *out, int quiet, int tty, int *count, int *shown)
+{
+    char msgs[2048];
+    int k = loader_take_skipped(ld, msgs, sizeof msgs);
+    if (!k) return;
+    *count += k;
+    for (char *line = msgs; !quiet && *line && *shown < SKIPPED_SHOWN; (*shown)++) {
+        char *nl = strchr(line, '\n');
+        if (nl) *nl = 0;
+        if (tty) fprintf(out, "\r\033[K");
+        fprintf(out, "vdnn: warning: skipped an unreadable file (another takes its place): %s\n", line);
+        if (!nl) break;
+        line = nl + 1;
+    }
+    fflush(out);
+}
+
 vdnn_status evaluate(net *n, const dataset *d, double *acc, double *loss)
 {
-    loader_opts lo = {n->input.n, 0, 0, n->train.seed, &n->data};
+    loader_opts lo = {n->input.n, 0, 0, n->train.seed, &n->data, device_host_threads(n->dev)};
+    int skipped = 0, shown = 0;
     loader *ld = NULL;
     batch_io b = {0};
     step_result r = {0};
@@ -87,9 +110,11 @@ vdnn_status evaluate(net *n, const dataset *d, double *acc, double *loss)
     if (st == VDNN_OK) st = loader_create(d, &lo, &ld);
     for (int items = 1; st == VDNN_OK;) {
         st = loader_next(ld, b.host_x, b.host_y, &items);
+        if (st == VDNN_OK) report_skipped(ld, stderr, 0, 0, &skipped, &shown);
         if (st != VDNN_OK || items == 0) break;
         st = net_eval_batch(n, b.host_x, b.host_y, items, &r);
     }
+    if (skipped) fprintf(stderr, "vdnn: warning: %d unreadable files of %s skipped in the evaluation\n", skipped, d->source);
     loader_destroy(ld);
     io_close(n, &b);
     if (st != VDNN_OK) return st;
@@ -130,6 +155,7 @@ typedef struct progress {
     int batch;                /* a full step's items */
     double check_s[PREDICT_STEPS];   /* full steps 2.. of the run, for the prediction check */
     int nchecked;
+    int skipped, skipped_shown;      /* unreadable files the loader replaced this epoch */
 } progress;
 
 static int cmp_double(const void *a, const void *b)
@@ -250,6 +276,7 @@ static void report_epoch(progress *p, double test_acc, double test_loss, double 
                 "pool peak %s", p->epoch + 1, p->epochs, loss, 100 * acc, test_loss, 100 * test_acc, ips,
                 vdnn_now_s() - p->epoch_start, peak);
         if (m.offload_bytes) fprintf(o->out, "  offloaded %s, waited %.2f s", off, m.wait_s);
+        if (p->skipped) fprintf(o->out, "  %d unreadable files skipped", p->skipped);
         fprintf(o->out, "\n");
         fflush(o->out);
     }
@@ -261,6 +288,7 @@ static void report_epoch(progress *p, double test_acc, double test_loss, double 
                                  "images_per_s", vdnn_json_real(ips, 6), "epoch_time_s",
                                  vdnn_json_real(vdnn_now_s() - p->epoch_start, 6));
         log_memory(line, p->n, &m, device_vendor_bytes(p->n->dev));
+        json_object_set_new(line, "skipped_files", json_integer(p->skipped));
         vdnn_json_line(o->log, line);
         fflush(o->log);
     }
@@ -445,6 +473,7 @@ static vdnn_status run_epoch(net **np, loader *ld, batch_io *b, progress *p, dou
     for (;;) {
         int items = 0;
         vdnn_status st = loader_next(ld, b->host_x, b->host_y, &items);
+        if (st == VDNN_OK) report_skipped(ld, o->out, o->quiet, o->tty, &p->skipped, &p->skipped_shown);
         if (st != VDNN_OK || items == 0) return st;
         if (o->before_step) {
             train_tick t = {n->step + 1, *steps, p->run_steps, p->epoch + 1, p->epochs, p->last_step_s, o->log};
@@ -534,6 +563,7 @@ static vdnn_status run_epochs(net **np, const dataset *train, const dataset *tes
         p->epoch_start = p->last_draw = vdnn_now_s();
         p->train_time = p->loss_sum = 0;
         p->correct = p->seen = 0;
+        p->skipped = p->skipped_shown = 0;
         p->stats0 = n->stats;
         index = 0;
         st = run_epoch(np, ld, b, p, lr, &s->steps, stop);
@@ -562,7 +592,7 @@ vdnn_status train_run(net *n, const dataset *train, const dataset *test, const t
     vdnn_status st = begin_run(n, train, test, o, s, &epoch, &index);
     if (st != VDNN_OK) return st;
     int batch = run_batch(n, o);
-    loader_opts lo = {batch, 1, 1, n->train.seed, &n->data};
+    loader_opts lo = {batch, 1, 1, n->train.seed, &n->data, device_host_threads(n->dev)};
     loader *ld = NULL;
     batch_io b = {0};
     st = io_open(n, batch, &b);

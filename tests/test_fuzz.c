@@ -13,7 +13,8 @@
 
 #include "tests/testnet.h"
 
-#define TARGETS(X) X(config) X(idx) X(idx_gz) X(cifar) X(png) X(checkpoint) X(plan) X(profile) X(manager)
+#define TARGETS(X) X(config) X(idx) X(idx_gz) X(cifar) X(png) X(image) X(image_list) X(checkpoint) X(plan) X(profile) \
+    X(manager)
 
 #define DECLARE(name) int fuzz_##name##_one(const uint8_t *data, size_t size);
 TARGETS(DECLARE)

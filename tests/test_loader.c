@@ -31,7 +31,7 @@ static dataset *make_set(int count, int c, int h, int w)
 
 static loader_opts opts(int batch, int shuffle, int augment, uint64_t seed, const data_cfg *cfg)
 {
-    loader_opts o = { batch, shuffle, augment, seed, cfg };
+    loader_opts o = { batch, shuffle, augment, seed, cfg, 0 };
     return o;
 }
 

@@ -12,6 +12,7 @@
 int cmd_train(int argc, char **argv);
 int cmd_test(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+int cmd_data(int argc, char **argv);
 
 /* Shared by the subcommands (tools/cli.c). */
 

@@ -1,12 +1,12 @@
 #!/bin/sh
-# Installs what vdnn needs on Debian 12 (build tools, OpenBLAS, libpng, Jansson for
+# Installs what vdnn needs on Debian 12 (build tools, OpenBLAS, libpng, libjpeg-turbo, Jansson for
 # every JSON it writes and reads, zlib, Check, Open MPI, the Fashion-MNIST data set,
 # gnuplot for `vdnn sweep`'s plots, Python with NumPy for tools/ckpt_read.py, and clang
 # with libFuzzer and its OpenMP runtime for `make fuzz`). Uses sudo when not run as
 # root. Safe to run twice.
 set -eu
 pkgs="build-essential pkg-config check libopenblas-dev libopenblas0-openmp libopenblas-openmp-dev
-      libpng-dev libjansson-dev zlib1g-dev dataset-fashion-mnist gnuplot-nox python3-numpy libopenmpi-dev openmpi-bin
+      libpng-dev libjpeg62-turbo-dev libjansson-dev zlib1g-dev dataset-fashion-mnist gnuplot-nox python3-numpy libopenmpi-dev openmpi-bin
       clang-14 libclang-rt-14-dev libomp-14-dev"
 missing=""
 for p in $pkgs; do

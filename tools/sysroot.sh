@@ -1,6 +1,6 @@
 #!/bin/sh
 # A folder of the C libraries vdnn builds against (OpenBLAS with the libgfortran and
-# libquadmath it loads, libpng, Jansson, zlib, Check) and make, from Debian 12's packages, for a
+# libquadmath it loads, libpng, libjpeg-turbo, Jansson, zlib, Check) and make, from Debian 12's packages, for a
 # machine that cannot install them: the lent GPU machines have no package registry.
 #   sh tools/sysroot.sh fetch DIR        on a Debian 12 machine: the .deb files into DIR
 #   sh tools/sysroot.sh unpack DIR ROOT  on the other machine: unpacks them into ROOT
@@ -8,7 +8,7 @@
 # The libraries need glibc 2.36 or newer (Debian 12, Ubuntu 23.04 and later).
 set -eu
 PKGS="libopenblas0-openmp libopenblas-openmp-dev libopenblas-dev libgfortran5 libquadmath0 libpng-dev libpng16-16
-libjansson4 libjansson-dev zlib1g zlib1g-dev check libsubunit-dev libsubunit0 make"
+libjpeg62-turbo libjpeg62-turbo-dev libjansson4 libjansson-dev zlib1g zlib1g-dev check libsubunit-dev libsubunit0 make"
 case "${1:-}" in
 fetch)
     mkdir -p "$2"

@@ -68,7 +68,7 @@ while read -r name arrow path rest; do
         esac ;;
     esac
 done < "$work/ldd.txt"
-for want in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libpng16.so.16 libjansson.so.4 libz.so.1; do
+for want in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libpng16.so.16 libjpeg.so.62 libjansson.so.4 libz.so.1; do
     case " $provided " in *" $want "*) ;; *) fail "$want does not resolve into $root (ldd: $work/ldd.txt)" ;; esac
 done
 echo "sysroot_check: 2. ldd resolves$provided from the sysroot"

@@ -1,5 +1,6 @@
 /* The vdnn command-line program: the usage and the subcommands' dispatch (one file per
- * group of subcommands: train_cmd.c, info.c, plan_cmd.c, sweep.c, manager_cmd.c). */
+ * group of subcommands: train_cmd.c, info.c, data_cmd.c, plan_cmd.c, sweep.c,
+ * manager_cmd.c). */
 #include <stdio.h>
 #include <string.h>
 
@@ -18,6 +19,8 @@ static const char usage[] =
     "            [--rank-timeout S] [--share-schedule FILE] [--managed [--manager PATH]]\n"
     "  test CFG [--weights FILE] [--data PATH] [--batch N] [--device D] [--threads N] [--log FILE]\n"
     "  info CFG [--batch N] [--json] [--device D] [--threads N] [--link-gbps X]\n"
+    "  data CFG [--data PATH] [--split train|test] [--batches N] [--batch N] [--workers N]\n"
+    "           [--seed N] [--strict]    the data loader alone: its speed, unreadable files\n"
     "  profile CFG --budget SIZE [--json] [--search bb|vdnn] [--save-plan FILE] [--verify N]\n"
     "            [--link-gbps X] [--threads N] [--batch N] [--profile-cache DIR] [--node-limit N]\n"
     "            [--search-seconds S]\n"
@@ -42,6 +45,7 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "train")) return cmd_train(argc, argv);
     if (!strcmp(argv[1], "test")) return cmd_test(argc, argv);
     if (!strcmp(argv[1], "info")) return cmd_info(argc, argv);
+    if (!strcmp(argv[1], "data")) return cmd_data(argc, argv);
     if (!strcmp(argv[1], "profile")) return cmd_profile(argc, argv);
     if (!strcmp(argv[1], "sweep")) return cmd_sweep(argc, argv);
     if (!strcmp(argv[1], "manager")) return cmd_manager(argc, argv);

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "vdnn/device_impl.h"
@@ -84,6 +85,12 @@ device_code device_get_code(const device *d) { return d->impl->code; }
 int device_is_async(const device *d) { return d->impl->async; }
 int device_memory_is_host(const device *d) { return d->impl->host_memory; }
 int device_algos_by_batch(const device *d) { return d->impl->algos_by_batch; }
+
+int device_host_threads(const device *d)
+{
+    if (d->opt.kind != DEVICE_CPU) return 1;
+    return d->opt.threads > 0 ? d->opt.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+}
 
 const char *device_code_name(device_code c)
 {

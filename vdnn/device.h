@@ -113,6 +113,10 @@ int device_memory_is_host(const device *d);
 /* Whether the algorithm tables the device gives a layer (layer_bind) depend on the
  * batch, as a GPU library's workspaces do: a clone at another batch binds anew. */
 int device_algos_by_batch(const device *d);
+/* The host threads the device computes with: the CPU device's (its option, else every
+ * core), one for a GPU's, whose host thread only launches work. The data loader leaves
+ * its workers the other cores. */
+int device_host_threads(const device *d);
 /* The options the device was created with. */
 const device_options *device_get_options(const device *d);
 const char *device_describe(const device *d);   /* e.g. "cpu (2 threads, link 12 GB/s)" */

@@ -189,3 +189,30 @@ vdnn_status vdnn_file_replace(const char *path, const char *what, const void *da
     free(dir);
     return st;
 }
+
+const char *vdnn_cache_dir(char *buf, size_t len)
+{
+    const char *e = getenv("VDNN_CACHE");
+    if (e && *e) return e;
+    e = getenv("XDG_CACHE_HOME");
+    if (e && *e) {
+        snprintf(buf, len, "%s/vdnn", e);
+        return buf;
+    }
+    e = getenv("HOME");
+    snprintf(buf, len, "%s/.cache/vdnn", e && *e ? e : ".");
+    return buf;
+}
+
+void vdnn_make_dirs(const char *path)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *c = buf + 1; *c; c++)
+        if (*c == '/') {
+            *c = 0;
+            mkdir(buf, 0755);
+            *c = '/';
+        }
+    mkdir(buf, 0755);
+}

@@ -43,4 +43,11 @@ vdnn_status vdnn_file_read(const char *path, const char *what, size_t max_bytes,
  * says whether a previous file was kept. */
 vdnn_status vdnn_file_replace(const char *path, const char *what, const void *data, size_t len);
 
+/* vdnn's cache folder (measured profiles, image folders' file lists): $VDNN_CACHE, else
+ * $XDG_CACHE_HOME/vdnn, else ~/.cache/vdnn. Returns buf or the variable's value. */
+const char *vdnn_cache_dir(char *buf, size_t len);
+/* Creates `path` and the folders above it that are missing (as mkdir -p); errors are
+ * left to the first write into it to report. */
+void vdnn_make_dirs(const char *path);
+
 #endif

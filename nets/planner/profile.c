@@ -634,16 +634,7 @@ static const char *cache_dir(const char *dir, char *buf, size_t len)
 {
     if (dir) return dir;
     if (default_dir) return default_dir;
-    const char *e = getenv("VDNN_CACHE");
-    if (e && *e) return e;
-    e = getenv("XDG_CACHE_HOME");
-    if (e && *e) {
-        snprintf(buf, len, "%s/vdnn", e);
-        return buf;
-    }
-    e = getenv("HOME");
-    snprintf(buf, len, "%s/.cache/vdnn", e && *e ? e : ".");
-    return buf;
+    return vdnn_cache_dir(buf, len);
 }
 
 vdnn_status profile_cache_path(const net *n, const char *device_desc, const char *dir, char *buf, size_t len)
@@ -655,19 +646,6 @@ vdnn_status profile_cache_path(const net *n, const char *device_desc, const char
     int w = snprintf(buf, len, "%s/profile-%016llx.txt", folder, (unsigned long long)h);
     if (w < 0 || (size_t)w >= len) return vdnn_fail(VDNN_EINVAL, "profile cache path too long: %s", folder);
     return VDNN_OK;
-}
-
-static void make_dirs(const char *path)
-{
-    char buf[1024];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *c = buf + 1; *c; c++)
-        if (*c == '/') {
-            *c = 0;
-            mkdir(buf, 0755);
-            *c = '/';
-        }
-    mkdir(buf, 0755);
 }
 
 static int matches(const profile *p, const net *n, const char *key)
@@ -733,7 +711,7 @@ vdnn_status profile_get(const net *n, device *d, double link_gbps, int threads, 
     char *slash = strrchr(folder, '/');
     if (slash) {
         *slash = 0;
-        make_dirs(folder);
+        vdnn_make_dirs(folder);
     }
     /* an unwritable cache only means measuring again next time; a partial profile is
      * not kept, as a larger budget would measure more */

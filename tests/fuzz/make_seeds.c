@@ -5,6 +5,9 @@
  *   idx, idx_gz   an images and a labels file in fuzz_idx.c's framing (2 and 3 items)
  *   cifar         one and two CIFAR-10 records
  *   png           8x8 images in every colour type libpng writes, interlaced, 16-bit
+ *   image         JPEG files (gray, RGB, CMYK, YCCK, progressive, with EXIF orientations)
+ *                 and a PNG, each followed by fuzz_image.c's transform byte
+ *   image_list    list files of "FILE LABEL" lines
  *   checkpoint    the tiny net's checkpoint, fresh and after two steps
  *   plan          the tiny net's plan for every fixed policy and algorithm mode
  *   profile       a profile of the tiny net (made-up costs, the real layout)
@@ -20,6 +23,7 @@
 #include "nets/checkpoint.h"
 #include "nets/planner/planner.h"
 #include "tests/fuzz/fuzz.h"
+#include "tests/imagefiles.h"
 
 static char root[512];
 
@@ -155,7 +159,7 @@ static void checkpoint_seeds(net *n)
     step_result r;
     for (int k = 0; k < 2; k++)
         if (net_train_step(n, x, y, 4, 0.05, &r) != VDNN_OK) die("a training step");
-    s = (ckpt_state){2, 1, 4, 3};
+    s = (ckpt_state){2, 1, 4, 3, 0};
     if (checkpoint_save(n, seed_path(path, sizeof path, "checkpoint", "two-steps"), &s) != VDNN_OK) die(path);
 }
 
@@ -194,6 +198,46 @@ static void profile_seed(const net *n)
     profile_free(&p);
 }
 
+/* An image of w x h and `comps` channels as fuzz_image.c reads it: the file, then the
+ * byte that picks the transform. */
+static void image_seed(const char *name, int w, int h, int comps, const imgf_jpeg_opts *o, unsigned pick)
+{
+    uint8_t px[32 * 32 * 4];
+    uint8_t *file = NULL;
+    size_t len = 0;
+    imgf_fill_texture(px, w, h, comps, (uint64_t)w * 31 + (uint64_t)h);
+    int bad = o ? imgf_jpeg_mem(w, h, comps, px, o, &file, &len) : imgf_png_mem(w, h, comps, px, &file, &len);
+    uint8_t *seed = bad ? NULL : realloc(file, len + 1);
+    if (!seed) {
+        fprintf(stderr, "make_seeds: %s: %s\n", name, imgf_error());
+        exit(1);
+    }
+    seed[len] = (uint8_t)pick;
+    put("image", name, seed, len + 1);
+    free(seed);
+}
+
+static void image_seeds(void)
+{
+    imgf_jpeg_opts plain = {.quality = 90}, prog = {.quality = 80, .progressive = 1};
+    imgf_jpeg_opts exif6 = {.quality = 90, .exif_orientation = 6}, exif8 = {.exif_orientation = 8, .exif_big_endian = 1};
+    imgf_jpeg_opts ycck = {.ycck = 1};
+    image_seed("rgb-16x12.jpg", 16, 12, 3, &plain, 0x02);
+    image_seed("gray-8x8.jpg", 8, 8, 1, &plain, 0x09);
+    image_seed("cmyk-8x8.jpg", 8, 8, 4, &plain, 0x12);
+    image_seed("ycck-8x8.jpg", 8, 8, 4, &ycck, 0x07);
+    image_seed("progressive-24x20.jpg", 24, 20, 3, &prog, 0x1a);
+    image_seed("exif6-16x8.jpg", 16, 8, 3, &exif6, 0x03);
+    image_seed("exif8-big-endian-8x16.jpg", 8, 16, 3, &exif8, 0x16);
+    image_seed("rgb-12x9.png", 12, 9, 3, NULL, 0x0e);
+    static const char *lists[][2] = {
+        {"two.txt", "a/b.jpg 0\nc.png 1\n"},
+        {"spaces-comments.txt", "# a comment\n\n  some folder/with space.jpg\t3\r\n/abs/path.JPEG 0\n"},
+        {"bad-label.txt", "x.jpg 0\ny.jpg -1\n"},
+    };
+    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) put("image_list", lists[i][0], lists[i][1], strlen(lists[i][1]));
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -214,6 +258,7 @@ int main(int argc, char **argv)
     png_seed("rgba16.png", PNG_COLOR_TYPE_RGB_ALPHA, 16, 0);
     png_seed("palette8-trns.png", PNG_COLOR_TYPE_PALETTE, 8, 0);
     png_seed("palette2-interlaced.png", PNG_COLOR_TYPE_PALETTE, 2, 1);
+    image_seeds();
     net *n = fuzz_tiny_net();
     plan_seeds(n);
     profile_seed(n);
