@@ -76,6 +76,10 @@ static void io_close(net *n, batch_io *b)
     device_host_free(n->dev, b->host_y);
 }
 
+/* The epoch's line says how long training waited for data when that was more than
+ * this share of its steps' time. */
+#define DATA_WAIT_SHOWN 0.05
+
 /* Most unreadable files printed one by one in an epoch; the rest are counted. */
 #define SKIPPED_SHOWN 20
 
@@ -156,6 +160,7 @@ typedef struct progress {
     double check_s[PREDICT_STEPS];   /* full steps 2.. of the run, for the prediction check */
     int nchecked;
     int skipped, skipped_shown;      /* unreadable files the loader replaced this epoch */
+    double data_wait;                /* seconds this epoch waited for the loader's batches */
 } progress;
 
 static int cmp_double(const void *a, const void *b)
@@ -234,12 +239,12 @@ static void draw_bar(progress *p, int force)
 }
 
 /* A step's line of the log (docs/cli.md: --log). */
-static void log_step(const train_opts *o, const net *n, int epoch, double loss, double lr, double secs)
+static void log_step(const train_opts *o, const net *n, int epoch, double loss, double lr, double secs, double wait)
 {
     if (!o->log) return;
-    json_t *line = json_pack("{s:I, s:i, s:o, s:o, s:o}", "step", (json_int_t)n->step, "epoch", epoch + 1, "loss",
+    json_t *line = json_pack("{s:I, s:i, s:o, s:o, s:o, s:o}", "step", (json_int_t)n->step, "epoch", epoch + 1, "loss",
                              vdnn_json_real(loss, 6), "lr", vdnn_json_real(lr, 6), "step_time_ms",
-                             vdnn_json_fixed(1e3 * secs, 4));
+                             vdnn_json_fixed(1e3 * secs, 4), "data_wait_ms", vdnn_json_fixed(1e3 * wait, 4));
     if (line && o->group) {   /* the items each device of the job took, and the reduction not hidden */
         json_object_set_new(line, "shares", vdnn_json_ints(dp_shares(o->group), dp_devices(o->group)));
         json_object_set_new(line, "reduce_exposed_ms", vdnn_json_fixed(1e3 * dp_exposed_s(o->group), 4));
@@ -277,6 +282,8 @@ static void report_epoch(progress *p, double test_acc, double test_loss, double 
                 vdnn_now_s() - p->epoch_start, peak);
         if (m.offload_bytes) fprintf(o->out, "  offloaded %s, waited %.2f s", off, m.wait_s);
         if (p->skipped) fprintf(o->out, "  %d unreadable files skipped", p->skipped);
+        if (p->data_wait > DATA_WAIT_SHOWN * p->train_time)
+            fprintf(o->out, "  waited %.1f s for data (more loader workers?)", p->data_wait);
         fprintf(o->out, "\n");
         fflush(o->out);
     }
@@ -289,6 +296,7 @@ static void report_epoch(progress *p, double test_acc, double test_loss, double 
                                  vdnn_json_real(vdnn_now_s() - p->epoch_start, 6));
         log_memory(line, p->n, &m, device_vendor_bytes(p->n->dev));
         json_object_set_new(line, "skipped_files", json_integer(p->skipped));
+        json_object_set_new(line, "data_wait_s", vdnn_json_real(p->data_wait, 6));
         vdnn_json_line(o->log, line);
         fflush(o->log);
     }
@@ -472,7 +480,10 @@ static vdnn_status run_epoch(net **np, loader *ld, batch_io *b, progress *p, dou
     const train_opts *o = p->o;
     for (;;) {
         int items = 0;
+        double w0 = vdnn_now_s();
         vdnn_status st = loader_next(ld, b->host_x, b->host_y, &items);
+        double wait = vdnn_now_s() - w0;
+        p->data_wait += wait;
         if (st == VDNN_OK) report_skipped(ld, o->out, o->quiet, o->tty, &p->skipped, &p->skipped_shown);
         if (st != VDNN_OK || items == 0) return st;
         if (o->before_step) {
@@ -501,7 +512,7 @@ static vdnn_status run_epoch(net **np, loader *ld, batch_io *b, progress *p, dou
         p->seen += items;
         p->epoch_items += items;
         (*steps)++;
-        log_step(o, n, p->epoch, r.loss_sum / items, lr, secs);
+        log_step(o, n, p->epoch, r.loss_sum / items, lr, secs, wait);
         draw_bar(p, 0);
         int done = o->max_steps > 0 && *steps >= o->max_steps;
         if (interrupted(o) || done) {
@@ -564,6 +575,7 @@ static vdnn_status run_epochs(net **np, const dataset *train, const dataset *tes
         p->train_time = p->loss_sum = 0;
         p->correct = p->seen = 0;
         p->skipped = p->skipped_shown = 0;
+        p->data_wait = 0;
         p->stats0 = n->stats;
         index = 0;
         st = run_epoch(np, ld, b, p, lr, &s->steps, stop);
@@ -598,6 +610,12 @@ vdnn_status train_run(net *n, const dataset *train, const dataset *test, const t
     st = io_open(n, batch, &b);
     if (st == VDNN_OK) st = loader_create(train, &lo, &ld);
     if (st == VDNN_OK) loader_seek(ld, epoch, index);
+    if (st == VDNN_OK && train->files && !o->quiet) {
+        int k = loader_workers(ld);
+        fprintf(o->out, "vdnn: decoding %s as training goes, %d loader worker%s (--workers N)\n", train->source, k,
+                k == 1 ? "" : "s");
+        fflush(o->out);
+    }
     progress p = {.o = o, .n = n, .epochs = n->train.epochs, .batch = batch};
     p.run_steps = steps_ahead(n, o, train->count, batch, epoch, index);
     double train_time = 0;

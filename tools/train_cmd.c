@@ -25,7 +25,7 @@ typedef struct run_flags {
     const char *plan, *search, *cache;
     long long node_limit, micro;
     double search_seconds;
-    long long epochs, steps, batch, seed, threads;
+    long long epochs, steps, batch, seed, threads, workers;
     double lr, link_gbps;
     double plan_s;            /* wall time of planning: measuring the profile, searching */
     double predicted_s;       /* the simulator's step time for the plan run; < 0: none */
@@ -138,6 +138,7 @@ static vdnn_status open_all(const char *cfg, run_flags *f, int need_train, net *
     ov.seed = f->seed;
     ov.data_path = f->data;
     if (st == VDNN_OK) st = net_load(cfg, &ov, n);
+    if (st == VDNN_OK && f->workers > 0) (*n)->data.workers = (int)f->workers;
     if (st == VDNN_OK && need_train) st = check_train_settings(*n);
     /* the data first: a wrong path is found before minutes of profiling and planning */
     if (st == VDNN_OK) st = load_data(cfg, f->data, *n, need_train, train, test);
@@ -253,6 +254,7 @@ static vdnn_status open_parallel(const char *cfg, run_flags *f, net **n, device 
     if (st != VDNN_OK) return st;
     *n = dp_primary(f->group);
     *d = (*n)->dev;
+    if (f->workers > 0) (*n)->data.workers = (int)f->workers;
     return VDNN_OK;
 }
 
@@ -415,6 +417,7 @@ static vdnn_status parse_train(int argc, char **argv, run_flags *f, const char *
         {"--lr", ARG_FLOAT, &f->lr, 1e-12, 100, "override [train] learning_rate", 0},
         {"--seed", ARG_INT, &f->seed, 0, 2147483647, "override [train] seed", 0},
         {"--threads", ARG_INT, &f->threads, 1, 1024, "CPU compute threads (default: all cores)", 0},
+        {"--workers", ARG_INT, &f->workers, 1, 64, "data loader threads (default: [data] workers, else automatic)", 0},
         {"--save", ARG_STRING, &f->save, 0, 0, "the checkpoint to keep (default runs/CONFIG.ckpt)", 0},
         {"--resume", ARG_STRING, &f->resume, 0, 0, "continue from this checkpoint, bit for bit", 0},
         {"--init", ARG_STRING, &f->init, 0, 0, "start from these weights (layers matched by name and shape), optimizer fresh", 0},
@@ -647,6 +650,7 @@ int cmd_test(int argc, char **argv)
         {"--batch", ARG_INT, &f.batch, 1, 65536, "", 0}, {"--device", ARG_STRING, &f.device, 0, 0, "", 0},
         {"--math", ARG_STRING, &cli_math, 0, 0, "", 0}, {"--nondeterministic", ARG_FLAG, &cli_nondeterministic, 0, 0, "", 0},
         {"--budget", ARG_BYTES, &f.budget, 0, 0, "", 0}, {"--threads", ARG_INT, &f.threads, 1, 1024, "", 0},
+        {"--workers", ARG_INT, &f.workers, 1, 64, "", 0},
         {"--log", ARG_STRING, &f.log, 0, 0, "", 0}, {NULL, 0, NULL, 0, 0, NULL, 0},
     };
     if (args_parse(argc, argv, 2, specs, &cfg, 1, "vdnn test CFG --weights FILE [--data PATH] [--log FILE]") != VDNN_OK)
