@@ -101,6 +101,14 @@ void image_xform_of(const data_cfg *cfg, int train, int c, int h, int w, image_x
 vdnn_status image_item(const char *name, const uint8_t *file, size_t len, const image_xform *x, uint64_t bits,
                        float *out);
 
+/* Host memory for the loader's batches: a device's pinned memory, so that a batch
+ * reaches a GPU with no copy on the host (zero: malloc and free). */
+typedef struct loader_mem {
+    void *(*alloc)(void *ctx, size_t bytes);
+    void (*release)(void *ctx, void *p);
+    void *ctx;
+} loader_mem;
+
 typedef struct loader_opts {
     int batch;               /* items per batch */
     int shuffle;             /* seeded shuffle per epoch */
@@ -108,6 +116,7 @@ typedef struct loader_opts {
     uint64_t seed;
     const data_cfg *cfg;     /* normalisation, augmentation, workers, strictness; copied */
     int compute_threads;     /* threads the training computes with, beside the workers (0: unknown) */
+    loader_mem mem;          /* where the batches live */
 } loader_opts;
 
 typedef struct loader loader;
@@ -126,6 +135,11 @@ void loader_seek(loader *l, int epoch, int index);
  * batch of an epoch may be short); *n == 0 means the epoch is over and the loader has
  * moved to the start of the next epoch. */
 vdnn_status loader_next(loader *l, float *x, int32_t *y, int *n);
+
+/* As loader_next(), with no copy: the caller's buffers *x and *y (a whole batch each,
+ * from the loader's `mem`) change places with the ready batch's, which the caller then
+ * holds until its next call. */
+vdnn_status loader_next_swap(loader *l, float **x, int32_t **y, int *n);
 
 /* Where the next loader_next() will read from. */
 void loader_position(const loader *l, int *epoch, int *index);

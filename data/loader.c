@@ -70,6 +70,7 @@ struct loader {
     size_t item;                          /* floats per item: C*H*W */
     float lut[DATA_MAX_CHANNELS][256];    /* (channel, pixel) -> normalised value */
     image_xform xf;                       /* an image folder's transform */
+    loader_mem mem;                       /* where the slots' batches live */
     int nworkers, nslots, started;
     worker *workers;                      /* (nworkers) */
     pthread_t *threads;                   /* (nworkers) */
@@ -307,12 +308,24 @@ static vdnn_status check_args(const dataset *d, const loader_opts *o)
     return data_check_norm(o->cfg, d->c);
 }
 
+static void *mem_alloc(const loader *l, size_t bytes)
+{
+    return l->mem.alloc ? l->mem.alloc(l->mem.ctx, bytes) : malloc(bytes);
+}
+
+static void mem_release(const loader *l, void *p)
+{
+    if (!p) return;
+    if (l->mem.release) l->mem.release(l->mem.ctx, p);
+    else free(p);
+}
+
 static void free_buffers(loader *l)
 {
     for (int i = 0; l->slots && i < l->nslots; i++) {
         free(l->slots[i].items);
-        free(l->slots[i].x);
-        free(l->slots[i].y);
+        mem_release(l, l->slots[i].x);
+        mem_release(l, l->slots[i].y);
     }
     for (int i = 0; l->workers && i < l->nworkers; i++) free(l->workers[i].buf);
     free(l->slots);
@@ -332,8 +345,8 @@ static vdnn_status alloc_buffers(loader *l)
     int ok = l->slots && l->workers && l->threads && (!l->shuffle || l->perm);
     for (int i = 0; ok && i < l->nslots; i++) {
         slot *s = &l->slots[i];
-        s->x = malloc(xs);
-        s->y = malloc(ys);
+        s->x = mem_alloc(l, xs);
+        s->y = mem_alloc(l, ys);
         s->items = malloc(sizeof(int) * (size_t)l->batch);
         ok = s->x && s->y && s->items;
     }
@@ -400,6 +413,7 @@ vdnn_status loader_create(const dataset *d, const loader_opts *o, loader **out)
     l->strict = o->cfg && o->cfg->strict;
     l->item = (size_t)d->c * d->h * d->w;
     l->perm_epoch = -1;
+    l->mem = o->mem;
     l->nworkers = worker_count(d, o);
     l->nslots = l->nworkers + 1;
     image_xform_of(o->cfg, o->augment, d->c, d->h, d->w, &l->xf);
@@ -456,16 +470,26 @@ static slot *next_ready(loader *l)
     return NULL;
 }
 
-/* Copies slot s out (without the lock: the slot is the caller's while SLOT_COPY); the
- * tail past n is zeroed so that x and y are a pure function of the position even when
- * the caller runs the whole buffer. */
-static void take_slot(loader *l, slot *s, float *x, int32_t *y)
+/* Hands slot s's batch over (without the lock: the slot is the caller's while
+ * SLOT_COPY): copied into x and y, or, with swap, the slot's buffers change places with
+ * *xp and *yp. The tail past n is zeroed so that x and y are a pure function of the
+ * position even when the caller runs the whole buffer. */
+static void take_slot(loader *l, slot *s, float **xp, int32_t **yp, int swap)
 {
     int n = s->n;
-    memcpy(x, s->x, sizeof(float) * (size_t)n * l->item);
-    memcpy(y, s->y, sizeof(int32_t) * (size_t)n);
-    memset(x + (size_t)n * l->item, 0, sizeof(float) * (size_t)(l->batch - n) * l->item);
-    memset(y + n, 0, sizeof(int32_t) * (size_t)(l->batch - n));
+    if (swap) {
+        float *x = *xp;
+        int32_t *y = *yp;
+        *xp = s->x;
+        *yp = s->y;
+        s->x = x;
+        s->y = y;
+    } else {
+        memcpy(*xp, s->x, sizeof(float) * (size_t)n * l->item);
+        memcpy(*yp, s->y, sizeof(int32_t) * (size_t)n);
+    }
+    memset(*xp + (size_t)n * l->item, 0, sizeof(float) * (size_t)(l->batch - n) * l->item);
+    memset(*yp + n, 0, sizeof(int32_t) * (size_t)(l->batch - n));
     l->epoch = n == 0 ? s->epoch + 1 : s->epoch;
     l->index = n == 0 ? 0 : s->index + n;
     l->skipped += s->skipped;
@@ -473,9 +497,8 @@ static void take_slot(loader *l, slot *s, float *x, int32_t *y)
     snprintf(l->skipmsg + used, sizeof l->skipmsg - used, "%s", s->skipmsg);
 }
 
-vdnn_status loader_next(loader *l, float *x, int32_t *y, int *n)
+static vdnn_status next_batch(loader *l, float **x, int32_t **y, int *n, int swap)
 {
-    if (!l || !x || !y || !n) return vdnn_fail(VDNN_EINVAL, "loader_next: a NULL argument");
     *n = 0;
     if (l->seek_err) return vdnn_fail(l->seek_err, "%s", l->seek_msg);
     pthread_mutex_lock(&l->mu);
@@ -487,7 +510,7 @@ vdnn_status loader_next(loader *l, float *x, int32_t *y, int *n)
     vdnn_status err = s->err;
     char msg[sizeof s->msg];
     if (err) snprintf(msg, sizeof msg, "%s", s->msg);
-    else take_slot(l, s, x, y);
+    else take_slot(l, s, x, y, swap);
     if (!err) *n = s->n;
     pthread_mutex_lock(&l->mu);
     s->state = SLOT_FREE;
@@ -495,6 +518,18 @@ vdnn_status loader_next(loader *l, float *x, int32_t *y, int *n)
     pthread_mutex_unlock(&l->mu);
     if (err) return vdnn_fail(err, "%s", msg);
     return VDNN_OK;
+}
+
+vdnn_status loader_next(loader *l, float *x, int32_t *y, int *n)
+{
+    if (!l || !x || !y || !n) return vdnn_fail(VDNN_EINVAL, "loader_next: a NULL argument");
+    return next_batch(l, &x, &y, n, 0);
+}
+
+vdnn_status loader_next_swap(loader *l, float **x, int32_t **y, int *n)
+{
+    if (!l || !x || !y || !*x || !*y || !n) return vdnn_fail(VDNN_EINVAL, "loader_next_swap: a NULL argument");
+    return next_batch(l, x, y, n, 1);
 }
 
 void loader_position(const loader *l, int *epoch, int *index)

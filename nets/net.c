@@ -36,7 +36,7 @@ static const cfg_key data_keys[] = {
     {"train_crop", CFG_ENUM, 0, 0, 0, "random-resized|centre", 0, "images: a training image's crop (default random-resized)"},
     {"scale", CFG_FLOATS, 0, 1e-6, 1, NULL, 2, "images: random-resized crop's area range, of the image's (default 0.08, 1)"},
     {"ratio", CFG_FLOATS, 0, 1e-3, 1e3, NULL, 2, "images: its aspect-ratio range, width / height (default 0.75, 1.333)"},
-    {"resize", CFG_INT, 0, 1, 65535, NULL, 0, "images: shorter side before the centre crop (default height * 8 / 7)"},
+    {"resize", CFG_INT, 0, 1, 65535, NULL, 0, "images: shorter side before the centre crop (default max(height, width) * 8 / 7)"},
     {"workers", CFG_INT, 0, 1, 64, NULL, 0, "loader threads (default: 1 for sets in memory; images: the cores the compute leaves)"},
     {"strict", CFG_BOOL, 0, 0, 1, NULL, 0, "images: an unreadable file stops the run (default 0: skipped, counted, replaced)"},
     {"crop_pad", CFG_INT, 0, 0, 64, NULL, 0, "random crop after zero padding (default 0: off; not with images)"},

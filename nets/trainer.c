@@ -76,6 +76,17 @@ static void io_close(net *n, batch_io *b)
     device_host_free(n->dev, b->host_y);
 }
 
+static void *host_alloc(void *dev, size_t bytes) { return device_host_alloc(dev, bytes); }
+static void host_release(void *dev, void *p) { device_host_free(dev, p); }
+
+/* The loader's batches in the device's host memory (pinned on a GPU), as the staging
+ * buffers are: a ready batch changes places with them (loader_next_swap), no copy. */
+static loader_mem host_memory(net *n)
+{
+    loader_mem m = {host_alloc, host_release, n->dev};
+    return m;
+}
+
 /* The epoch's line says how long training waited for data when that was more than
  * this share of its steps' time. */
 #define DATA_WAIT_SHOWN 0.05
@@ -104,7 +115,7 @@ static void report_skipped(loader *ld, FILE *out, int quiet, int tty, int *count
 
 vdnn_status evaluate(net *n, const dataset *d, double *acc, double *loss)
 {
-    loader_opts lo = {n->input.n, 0, 0, n->train.seed, &n->data, device_host_threads(n->dev)};
+    loader_opts lo = {n->input.n, 0, 0, n->train.seed, &n->data, device_host_threads(n->dev), host_memory(n)};
     int skipped = 0, shown = 0;
     loader *ld = NULL;
     batch_io b = {0};
@@ -113,7 +124,7 @@ vdnn_status evaluate(net *n, const dataset *d, double *acc, double *loss)
     if (st == VDNN_OK) st = io_open(n, n->input.n, &b);
     if (st == VDNN_OK) st = loader_create(d, &lo, &ld);
     for (int items = 1; st == VDNN_OK;) {
-        st = loader_next(ld, b.host_x, b.host_y, &items);
+        st = loader_next_swap(ld, &b.host_x, &b.host_y, &items);
         if (st == VDNN_OK) report_skipped(ld, stderr, 0, 0, &skipped, &shown);
         if (st != VDNN_OK || items == 0) break;
         st = net_eval_batch(n, b.host_x, b.host_y, items, &r);
@@ -481,7 +492,7 @@ static vdnn_status run_epoch(net **np, loader *ld, batch_io *b, progress *p, dou
     for (;;) {
         int items = 0;
         double w0 = vdnn_now_s();
-        vdnn_status st = loader_next(ld, b->host_x, b->host_y, &items);
+        vdnn_status st = loader_next_swap(ld, &b->host_x, &b->host_y, &items);
         double wait = vdnn_now_s() - w0;
         p->data_wait += wait;
         if (st == VDNN_OK) report_skipped(ld, o->out, o->quiet, o->tty, &p->skipped, &p->skipped_shown);
@@ -604,7 +615,7 @@ vdnn_status train_run(net *n, const dataset *train, const dataset *test, const t
     vdnn_status st = begin_run(n, train, test, o, s, &epoch, &index);
     if (st != VDNN_OK) return st;
     int batch = run_batch(n, o);
-    loader_opts lo = {batch, 1, 1, n->train.seed, &n->data, device_host_threads(n->dev)};
+    loader_opts lo = {batch, 1, 1, n->train.seed, &n->data, device_host_threads(n->dev), host_memory(n)};
     loader *ld = NULL;
     batch_io b = {0};
     st = io_open(n, batch, &b);

@@ -1,7 +1,8 @@
 /* Tests of the background loader: coverage and order of epochs, determinism from
  * (seed, epoch, position), seek reproducing an uninterrupted run (the basis of exact
  * resume), short last batches and the n = 0 epoch marker, normalisation, crop and flip,
- * argument checks, and destroying the loader while its thread is busy. Run under
+ * batches handed over without a copy (loader_next_swap, the loader's allocator), argument
+ * checks, and destroying the loader while its thread is busy. Run under
  * ThreadSanitizer by `make tsan`. */
 #include <check.h>
 #include <math.h>
@@ -31,7 +32,7 @@ static dataset *make_set(int count, int c, int h, int w)
 
 static loader_opts opts(int batch, int shuffle, int augment, uint64_t seed, const data_cfg *cfg)
 {
-    loader_opts o = { batch, shuffle, augment, seed, cfg, 0 };
+    loader_opts o = { batch, shuffle, augment, seed, cfg, 0, {NULL, NULL, NULL} };
     return o;
 }
 
@@ -336,6 +337,70 @@ START_TEST(crop_shifts_with_zero_padding)
 }
 END_TEST
 
+/* A counting allocator standing in for a device's pinned memory. */
+typedef struct counted {
+    int live, made;
+} counted;
+
+static void *counted_alloc(void *ctx, size_t bytes)
+{
+    counted *c = ctx;
+    c->live++;
+    c->made++;
+    return malloc(bytes);
+}
+
+static void counted_release(void *ctx, void *p)
+{
+    counted *c = ctx;
+    c->live--;
+    free(p);
+}
+
+/* loader_next_swap hands over the ready batch's own buffers (from the loader's `mem`)
+ * in exchange for the caller's: the same floats and labels as loader_next, its short
+ * batch's tail zeroed, the buffers going round the slots, and every buffer the loader's
+ * allocator made released by it or by the caller at the end. */
+START_TEST(swap_hands_over_buffers)
+{
+    dataset *d = make_set(23, 2, 3, 3);
+    data_cfg cfg = {0};
+    cfg.workers = 2;
+    counted c = {0, 0};
+    loader_opts copy = opts(5, 1, 0, 9, &cfg), swap = copy;
+    swap.mem = (loader_mem){counted_alloc, counted_release, &c};
+    loader *a = start(d, &copy), *b = start(d, &swap);
+    size_t item = 2 * 3 * 3;
+    float *xa = malloc(sizeof(float) * 5 * item);
+    int32_t *ya = malloc(sizeof(int32_t) * 5);
+    float *xb = counted_alloc(&c, sizeof(float) * 5 * item);
+    int32_t *yb = counted_alloc(&c, sizeof(int32_t) * 5);
+    float *first = xb;
+    int rotated = 0;
+    for (int k = 0; k < 12; k++) {   /* two epochs and a half: short batches, n = 0 markers */
+        int na = -1, nb = -1;
+        for (size_t i = 0; i < 5 * item; i++) xb[i] = 7.0f;   /* stale data the tail must not keep */
+        ck_assert_int_eq(loader_next(a, xa, ya, &na), VDNN_OK);
+        ck_assert_int_eq(loader_next_swap(b, &xb, &yb, &nb), VDNN_OK);
+        ck_assert_int_eq(na, nb);
+        ck_assert_msg(!memcmp(xa, xb, sizeof(float) * 5 * item), "batch %d: other floats", k);
+        ck_assert_msg(!memcmp(ya, yb, sizeof(int32_t) * 5), "batch %d: other labels", k);
+        rotated |= xb != first;
+    }
+    ck_assert_msg(rotated, "the caller's buffer never changed: no hand-over");
+    ck_assert_int_eq(loader_next_swap(b, NULL, &yb, NULL), VDNN_EINVAL);
+    loader_destroy(a);
+    loader_destroy(b);
+    counted_release(&c, xb);
+    counted_release(&c, yb);
+    ck_assert_msg(c.live == 0, "%d of %d buffers not released", c.live, c.made);
+    ck_assert_int_gt(c.made, 4);
+    free(xa);
+    free(ya);
+    dataset_free(d);
+}
+END_TEST
+
 START_TEST(bad_arguments)
 {
     dataset *d = make_set(10, 3, 2, 2);
@@ -405,6 +470,7 @@ static Suite *loader_suite(void)
     tcase_add_test(tc, normalisation);
     tcase_add_test(tc, flip_of_known_image);
     tcase_add_test(tc, crop_shifts_with_zero_padding);
+    tcase_add_test(tc, swap_hands_over_buffers);
     tcase_add_test(tc, bad_arguments);
     tcase_add_test(tc, destroy_while_running);
     suite_add_tcase(s, tc);

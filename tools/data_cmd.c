@@ -24,7 +24,7 @@ static vdnn_status run_loader(const net *n, const dataset *d, const data_flags *
     if (f->workers > 0) cfg.workers = (int)f->workers;
     if (f->strict) cfg.strict = 1;
     int batch = n->minibatch;
-    loader_opts lo = {batch, train, train, n->train.seed, &cfg, 0};
+    loader_opts lo = {batch, train, train, n->train.seed, &cfg, 0, {NULL, NULL, NULL}};
     loader *ld = NULL;
     size_t floats = (size_t)batch * d->c * d->h * d->w;
     float *x = malloc(sizeof(float) * floats);
