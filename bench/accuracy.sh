@@ -18,5 +18,6 @@ grep '"train_loss"' "$log" | python3 -c '
 import json, sys
 for line in sys.stdin:
     e = json.loads(line)
-    print(f"| {e[\"epoch\"]} | {e[\"train_loss\"]:.4f} | {100 * e[\"test_acc\"]:.2f}% | {e[\"images_per_s\"]:.0f} | {e[\"epoch_time_s\"]:.1f} |")
+    print("| %d | %.4f | %.2f%% | %.0f | %.1f |" % (e["epoch"], e["train_loss"], 100 * e["test_acc"],
+                                                  e["images_per_s"], e["epoch_time_s"]))
 '
