@@ -371,8 +371,13 @@ typedef struct lcase {
  * OpenBLAS and the CPU's loops, strict FP32 (no TF32). A TF32 result misses this by
  * about ten times. */
 #define TOL_GEMM 1e-4
-/* Winograd and FFT transform the operands: errors of a few 1e-5 of the largest value. */
+/* Winograd and FFT transform the operands: errors of a few 1e-5 of the largest value
+ * for 3x3 filters. */
 #define TOL_TRANSFORM 1e-3
+/* Winograd on larger filters takes larger tiles, whose interpolation points (+-2, +-1/2,
+ * 4, ...) amplify rounding: cuDNN 9.14's winograd-nonfused backward filter on 5x5
+ * filters missed the CPU by 1.44e-3 of the largest value on an H100 (2026-11-26). */
+#define TOL_TRANSFORM_LARGE 4e-3
 /* Elementwise layers, pooling, dropout and softmax: a few ulps of tanhf, expf and of
  * a division against a multiplication. */
 #define TOL_ELEMENTWISE 1e-5
@@ -786,7 +791,10 @@ static void compare_all_algos(rig *r, const int *ns, int nn, double tol, int nee
         double t = tol;
         for (int p = 0; p < PASS_COUNT; p++) {
             l->algo[p] = k % layer_algo_count(l, p);
-            if (transforms(layer_algo_name(l, p, l->algo[p]))) t = fmax(t, TOL_TRANSFORM);
+            if (transforms(layer_algo_name(l, p, l->algo[p])))
+                t = fmax(t, l->ops == &conv_ops && l->params[CONV_WEIGHTS].shape.h * l->params[CONV_WEIGHTS].shape.w > 9
+                                ? TOL_TRANSFORM_LARGE
+                                : TOL_TRANSFORM);
         }
         for (int i = 0; i < nn; i++) {
             char what[400];
@@ -1432,6 +1440,7 @@ START_TEST(test_batchnorm_determinism)
         device *gpu = make_gpu(LAYER_GPU_BUDGET, 0, nondet);
         rig r;
         rig_init(&r, &big, cpu, gpu);
+        rig_reset(&r);   /* the CPU's reference from the same scales and shifts the GPU gets */
         reference ref = run_cpu(&r, big.in.n);
         float *first[3] = {NULL, NULL, NULL};
         int repeats = 1;
