@@ -187,17 +187,17 @@ static vdnn_status params_fetch(net *n, int i, int backward, int accumulate)
         param *p = &l->params[k];
         size_t bytes = shape_count(p->shape) * sizeof(float);
         char what[48];
-        snprintf(what, sizeof what, "%s (swapped in)", p->name);
+        vdnn_join(what, sizeof what, p->name, " (swapped in)", NULL);
         st = device_alloc(n->dev, bytes, l->name, what, (void **)&p->value);
         if (st == VDNN_OK) st = device_copy_tagged(n->dev, STREAM_MEMORY, p->value, p->host_value, bytes, COPY_H2D, l->name);
         if (st == VDNN_OK && backward) {
-            snprintf(what, sizeof what, "%s.grad (swapped)", p->name);
+            vdnn_join(what, sizeof what, p->name, ".grad (swapped)", NULL);
             st = device_alloc(n->dev, bytes, l->name, what, (void **)&p->grad);
             if (st == VDNN_OK && accumulate)
                 st = device_copy(n->dev, STREAM_MEMORY, p->grad, p->host_grad, bytes, COPY_H2D);
         }
         if (st == VDNN_OK && backward && updates_here(n, l)) {
-            snprintf(what, sizeof what, "%s.momentum (swapped)", p->name);
+            vdnn_join(what, sizeof what, p->name, ".momentum (swapped)", NULL);
             st = device_alloc(n->dev, bytes, l->name, what, (void **)&p->momentum);
             if (st == VDNN_OK) st = device_copy(n->dev, STREAM_MEMORY, p->momentum, p->host_momentum, bytes, COPY_H2D);
         }
@@ -278,7 +278,7 @@ static vdnn_status forward(net *n, exec_ctx *c, int train)
     for (int i = 0; i < n->nlayers; i++) {
         layer *l = n->layers[i];
         fmap *out = &n->maps[i + 1];
-        double t0 = vdnn_now_s();
+        double t0 = n->trace ? vdnn_now_s() : 0;   /* for the trace alone */
         vdnn_status st = VDNN_OK;
         for (int k = 0; k < l->ninputs && st == VDNN_OK; k++) {
             int j = l->input[k];
@@ -291,7 +291,7 @@ static vdnn_status forward(net *n, exec_ctx *c, int train)
             take_block(&n->maps[l->input[0]], out);
         } else if (st == VDNN_OK) {
             char what[48];
-            snprintf(what, sizeof what, "output %s", out->name);
+            vdnn_join(what, sizeof what, "output ", out->name, NULL);
             st = device_alloc(n->dev, map_room(n, i + 1), l->name, what, (void **)&out->dev);
             if (st == VDNN_OK) out->state = RES_DEVICE;
         }
@@ -362,9 +362,9 @@ static vdnn_status redo_layer(net *n, int j, exec_ctx *c)
     rc.recompute = 1;
     rc.accumulate = 0;
     rc.accumulate_dx = 0;
-    double t0 = vdnn_now_s();
+    double t0 = n->trace ? vdnn_now_s() : 0;
     char what[48];
-    snprintf(what, sizeof what, "recomputed %s", out->name);
+    vdnn_join(what, sizeof what, "recomputed ", out->name, NULL);
     vdnn_status st = device_alloc(n->dev, map_room(n, j), l->name, what, (void **)&out->dev);
     if (st == VDNN_OK) out->state = RES_DEVICE;
     if (st == VDNN_OK) st = take_workspace(n, l, PASS_FWD, &rc);
@@ -504,14 +504,14 @@ static vdnn_status gradient_bufs(net *n, layer *l, int i, exec_ctx *c, float **d
         if (!n->graph[j].grad) continue;
         char what[64];
         if (!n->dx[j]) {
-            snprintf(what, sizeof what, "gradient of %s", n->maps[j].name);
+            vdnn_join(what, sizeof what, "gradient of ", n->maps[j].name, NULL);
             st = device_alloc(n->dev, map_room(n, j), l->name, what, (void **)&n->dx[j]);
             dxs[k] = n->dx[j];
         } else if (l->ops->accumulates_dx) {
             c->accumulate_dx |= 1u << k;
             dxs[k] = n->dx[j];
         } else {
-            snprintf(what, sizeof what, "gradient of %s (a part)", n->maps[j].name);
+            vdnn_join(what, sizeof what, "gradient of ", n->maps[j].name, " (a part)");
             st = device_alloc(n->dev, map_room(n, j), l->name, what, (void **)&part[k]);
             dxs[k] = part[k];
         }
@@ -551,7 +551,7 @@ static vdnn_status backward(net *n, exec_ctx *c)
     int pos = 0;
     for (int i = n->nlayers - 1; i >= 0; i--) {
         layer *l = n->layers[i];
-        double t0 = vdnn_now_s();
+        double t0 = n->trace ? vdnn_now_s() : 0;
         float *dxs[LAYER_MAX_INPUTS], *part[LAYER_MAX_INPUTS] = {NULL};
         float *dy = l->is_loss ? NULL : n->dx[i + 1];
         int over_y = 0;

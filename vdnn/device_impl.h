@@ -21,6 +21,8 @@ typedef struct device_impl {
     int async;             /* compute-stream work returns before it is done */
     int host_memory;       /* its memory is the host's */
     int algos_by_batch;    /* the tables it gives a layer depend on the batch */
+    int one_thread;        /* only the creating thread calls it (no copy engine, no callbacks):
+                            * released events are kept for reuse without a lock */
     void (*destroy)(device *d);
     void *(*host_alloc)(device *d, size_t bytes);
     void (*host_free)(device *d, void *ptr);
@@ -62,6 +64,7 @@ struct device {
     char failed_msg[600];
     char *faults;          /* VDNN_FAULTS (device_fault_algo), or NULL; owned */
     double waited_s;       /* timed waits counted since device_take_wait_s */
+    dev_event *spare_events;   /* impl->one_thread: released events for the next record */
 };
 
 /* Keeps `st` (with the calling thread's message) as the device's first asynchronous

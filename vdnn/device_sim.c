@@ -86,6 +86,17 @@ static vdnn_status sim_stream_wait(device *d, stream_id s, dev_event *ev)
     return VDNN_OK;
 }
 
+/* The stream waits, timed on the simulated clock (the host's would time nothing). */
+static vdnn_status sim_stream_wait_timed(device *d, stream_id s, dev_event *ev)
+{
+    sim_state *st = state(d);
+    if (ev->at_s > st->t[s]) {
+        d->waited_s += ev->at_s - st->t[s];
+        st->t[s] = ev->at_s;
+    }
+    return VDNN_OK;
+}
+
 static vdnn_status sim_stream_sync(device *d, stream_id s)
 {
     sim_state *st = state(d);
@@ -96,6 +107,7 @@ static vdnn_status sim_stream_sync(device *d, stream_id s)
 static const device_impl sim_impl = {
     .code = DEVICE_CODE_NONE,
     .host_memory = 1,
+    .one_thread = 1,
     .destroy = sim_destroy,
     .host_alloc = sim_host_alloc,
     .host_free = sim_host_free,
@@ -106,6 +118,7 @@ static const device_impl sim_impl = {
     .done = sim_done,
     .wait = sim_wait,
     .stream_wait = sim_stream_wait,
+    .stream_wait_timed = sim_stream_wait_timed,
     .stream_sync = sim_stream_sync,
 };
 

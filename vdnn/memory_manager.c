@@ -45,7 +45,7 @@ vdnn_status mm_prefetch(device *d, fmap *m, size_t room, size_t bytes, const cha
 {
     if (m->state != RES_HOST) return vdnn_fail(VDNN_EINVAL, "prefetch of %s, which is not on the host", m->name);
     char what[48];
-    snprintf(what, sizeof what, "%s (prefetch)", m->name);
+    vdnn_join(what, sizeof what, m->name, " (prefetch)", NULL);
     vdnn_status st = device_alloc(d, room, layer, what, (void **)&m->dev);
     if (st != VDNN_OK) return st;
     st = device_copy_tagged(d, STREAM_MEMORY, m->dev, m->host, bytes, COPY_H2D, m->name);

@@ -37,6 +37,9 @@ struct pool {
     block **bucket;            /* hash of live blocks by offset */
     size_t nbuckets, nlive;
     block *qhead, *qtail;      /* pending frees, oldest first */
+    block *spare;              /* block records unlinked, kept for the next split (by next) */
+    int unsorted;              /* the queue's ripe ticks may not rise from head to tail (the lag
+                                * fell while blocks waited): search it all */
     uint32_t rng;
     size_t used, peak, pending;
     size_t live_peak;          /* highest used - pending: bytes of blocks not yet freed */
@@ -201,8 +204,23 @@ void pool_destroy(pool *p)
         if (b->state == BLOCK_PENDING && p->sync.release) p->sync.release(p->sync.ctx, b->ev);
         free(b);
     }
+    for (block *b = p->spare, *n; b; b = n) {
+        n = b->next;
+        free(b);
+    }
     free(p->bucket);
     free(p);
+}
+
+/* A zeroed block record: a spare one, else a new one. A simulated iteration splits and
+ * merges blocks thousands of times. */
+static block *new_block(pool *p)
+{
+    block *b = p->spare;
+    if (!b) return calloc(1, sizeof *b);
+    p->spare = b->next;
+    memset(b, 0, sizeof *b);
+    return b;
 }
 
 static void unlink_block(pool *p, block *n)
@@ -210,7 +228,8 @@ static void unlink_block(pool *p, block *n)
     if (n->prev) n->prev->next = n->next;
     if (n->next) n->next->prev = n->prev;
     if (p->last == n) p->last = n->prev;
-    free(n);
+    n->next = p->spare;
+    p->spare = n;
 }
 
 /* b is free now: merges it with free neighbours into one free block in the treap. */
@@ -260,9 +279,11 @@ void pool_reclaim(pool *p, int wait)
     }
 }
 
-/* The oldest pending block whose release lag has passed, or NULL. */
+/* The oldest pending block whose release lag has passed, or NULL. While the ripe ticks
+ * rise along the queue, only its head can be the one. */
 static block *oldest_pending(pool *p)
 {
+    if (!p->unsorted) return p->qhead && p->qhead->ripe <= p->tick ? p->qhead : NULL;
     for (block *b = p->qhead; b; b = b->qnext)
         if (b->ripe <= p->tick) return b;
     return NULL;
@@ -292,7 +313,7 @@ static vdnn_status take(pool *p, block *b, size_t size, size_t *offset)
 {
     block *rest = NULL;
     if (b->size > size) {
-        rest = calloc(1, sizeof *rest);
+        rest = new_block(p);
         if (!rest) return vdnn_fail(VDNN_ENOMEM, "out of host memory in the device pool");
     }
     vdnn_status st = h_insert(p, b);
@@ -381,6 +402,8 @@ vdnn_status pool_free_after(pool *p, size_t offset, void *ev)
     b->ev = ev;
     b->seq = p->seq++;
     b->ripe = p->tick + p->lag;
+    if (!p->qhead) p->unsorted = 0;
+    else if (b->ripe < p->qtail->ripe) p->unsorted = 1;
     p->pending += b->size;
     b->qprev = p->qtail;
     b->qnext = NULL;

@@ -124,6 +124,17 @@ char *vdnn_fmt_bytes(size_t bytes, char *buf, size_t buflen)
     return buf;
 }
 
+char *vdnn_join(char *buf, size_t buflen, const char *a, const char *b, const char *c)
+{
+    if (!buflen) return buf;
+    const char *parts[3] = {a, b, c};
+    size_t at = 0;
+    for (int k = 0; k < 3; k++)
+        for (const char *s = parts[k]; s && *s && at + 1 < buflen; s++) buf[at++] = *s;
+    buf[at] = 0;
+    return buf;
+}
+
 char *vdnn_fmt_bytes_exact(size_t bytes, char *buf, size_t buflen)
 {
     char rounded[32];

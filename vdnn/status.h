@@ -53,4 +53,8 @@ char *vdnn_fmt_bytes(size_t bytes, char *buf, size_t buflen);
  * two rounded figures can read "13.56 MiB is below the 13.56 MiB needed". */
 char *vdnn_fmt_bytes_exact(size_t bytes, char *buf, size_t buflen);
 
+/* a, b and c (NULL: empty) one after another in buf, cut to fit; returns buf. Names
+ * the blocks of every iteration, simulated ones included, where snprintf costs. */
+char *vdnn_join(char *buf, size_t buflen, const char *a, const char *b, const char *c);
+
 #endif
