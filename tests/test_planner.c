@@ -339,6 +339,22 @@ START_TEST(branch_and_bound_finds_the_optimum)
         ck_assert(ss.complete);
         ck_assert_msg(ss.simulations < count, "the bound cut nothing: %ld simulations for %ld plans", ss.simulations,
                       count);
+        /* with a gap: within it of the optimum, and at once at the largest budget, where
+         * `none` fits (no plan is faster); seeded with the optimum, never slower than it */
+        plan g;
+        search_stats gs;
+        search_limits gap = {0, 0, 0.05};
+        ck_assert_msg(plan_search(n, &pr, budgets[b], SEARCH_BB, gap, &g, &gs) == VDNN_OK, "%s", vdnn_errmsg());
+        ck_assert_uint_le(g.peak_bytes, budgets[b]);
+        ck_assert_msg(g.predicted_s <= best[b] * 1.05 + 1e-12, "budget %zu: search within 5%%: %.6f, optimum %.6f",
+                      budgets[b], g.predicted_s, best[b]);
+        if (b == B - 1)
+            ck_assert_msg(gs.within_gap && gs.simulations < ss.simulations, "%ld simulations within the gap, %ld exact",
+                          gs.simulations, ss.simulations);
+        plan_free(&g);
+        ck_assert(plan_search_from(n, &pr, budgets[b], SEARCH_BB, gap, &p, &g, &gs) == VDNN_OK);
+        ck_assert_msg(g.predicted_s <= p.predicted_s + 1e-12, "seeded with %.6f, found %.6f", p.predicted_s, g.predicted_s);
+        plan_free(&g);
         /* vDNN's ladder never beats the optimum */
         plan v;
         if (plan_search(n, &pr, budgets[b], SEARCH_VDNN, (search_limits){0}, &v, NULL) == VDNN_OK) {
@@ -354,7 +370,7 @@ START_TEST(branch_and_bound_finds_the_optimum)
     for (int b = 0; b < B; b++) {
         plan p, fixed;
         search_stats ss;
-        search_limits now = {0, 1e-9};
+        search_limits now = {0, 1e-9, 0};
         ck_assert_msg(plan_search(n, &pr, budgets[b], SEARCH_BB, now, &p, &ss) == VDNN_OK, "%s", vdnn_errmsg());
         ck_assert(ss.timed_out && !ss.complete);
         ck_assert_uint_le(p.peak_bytes, budgets[b]);
@@ -448,7 +464,7 @@ START_TEST(dyn_is_never_slower_than_a_fixed_policy)
     net *n = attached(PLAN_NET, budget, LINK_GBPS, &d);
     plan chosen, alt;
     search_stats ss;
-    ck_assert_msg(plan_choose(n, &pr, budget, SEARCH_BB, (search_limits){0}, 5, &chosen, &alt, &ss) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_msg(plan_choose(n, &pr, budget, SEARCH_BB, (search_limits){0}, NULL, 5, &chosen, &alt, &ss) == VDNN_OK, "%s", vdnn_errmsg());
     ck_assert_uint_le(chosen.peak_bytes, budget);
     printf("dyn: measured %.2f ms (predicted %.2f), fastest fixed policy %.2f ms\n", 1e3 * chosen.measured_s,
            1e3 * chosen.predicted_s, 1e3 * fastest);

@@ -12,7 +12,8 @@ int cmd_profile(int argc, char **argv)
     const char *cfg = NULL, *dev_name = "auto", *save = NULL;
     long long batch = -1, micro = 0;
     int json = 0, reprofile = 0;
-    planner_opts f = {.verify = 0, .node_limit = PLAN_NODE_LIMIT, .search_seconds = PLAN_SEARCH_SECONDS};
+    planner_opts f = {.verify = 0, .node_limit = PLAN_NODE_LIMIT, .search_seconds = PLAN_SEARCH_SECONDS,
+                      .search_gap = PLAN_SEARCH_GAP};
     arg_spec specs[] = {
         {"--budget", ARG_BYTES, &f.budget, 0, 0, "", 0}, {"--json", ARG_FLAG, &json, 0, 0, "", 0},
         {"--search", ARG_STRING, &f.search, 0, 0, "", 0}, {"--save-plan", ARG_STRING, &save, 0, 0, "", 0},
@@ -23,6 +24,7 @@ int cmd_profile(int argc, char **argv)
         {"--batch", ARG_INT, &batch, 1, 65536, "", 0}, {"--profile-cache", ARG_STRING, &f.cache, 0, 0, "", 0},
         {"--node-limit", ARG_INT, &f.node_limit, 0, 1e12, "", 0}, {"--micro-batch", ARG_INT, &micro, 1, 65536, "", 0},
         {"--search-seconds", ARG_FLOAT, &f.search_seconds, 0, 1e9, "", 0},
+        {"--search-gap", ARG_FLOAT, &f.search_gap, 0, 1, "", 0},
         {"--reprofile", ARG_FLAG, &reprofile, 0, 0, "measure the profile again instead of reading the cached one", 0},
         {NULL, 0, NULL, 0, 0, NULL, 0},
     };

@@ -51,7 +51,7 @@ typedef struct sweep_opts {
     const char *cfg, *budgets, *policies, *out, *device, *cache;
     long long iters;          /* real iterations per row; 0: not given (5) */
     long long threads, batch, node_limit;
-    double link_gbps, search_seconds;
+    double link_gbps, search_seconds, search_gap;
     int simulate;
     int reprofile;            /* --reprofile: measure the profile again */
 } sweep_opts;
@@ -372,7 +372,7 @@ static vdnn_status plan_row(sweep *s, sweep_row *r, plan *p)
     search_stats ss = {0};
     vdnn_status st = r->pol->search
                          ? plan_search(s->n, &s->pr, r->budget, r->pol->kind,
-                                       (search_limits){(long)s->o.node_limit, s->o.search_seconds}, p, &ss)
+                                       (search_limits){(long)s->o.node_limit, s->o.search_seconds, s->o.search_gap}, p, &ss)
                          : plan_fit_policy(s->n, &s->pr, r->budget, r->pol->pol, r->pol->algo, p);
     r->plan_s = vdnn_now_s() - t0;
     if (st == VDNN_EBUDGET) return VDNN_OK;
@@ -559,6 +559,7 @@ static vdnn_status parse_flags(int argc, char **argv, sweep *s)
     sweep_opts *o = &s->o;
     o->node_limit = PLAN_NODE_LIMIT;
     o->search_seconds = PLAN_SEARCH_SECONDS;
+    o->search_gap = PLAN_SEARCH_GAP;
     arg_spec specs[] = {
         {"--budgets", ARG_STRING, &o->budgets, 0, 0, "", 0}, {"--policies", ARG_STRING, &o->policies, 0, 0, "", 0},
         {"--out", ARG_STRING, &o->out, 0, 0, "", 0}, {"--simulate", ARG_FLAG, &o->simulate, 0, 0, "", 0},
@@ -567,6 +568,7 @@ static vdnn_status parse_flags(int argc, char **argv, sweep *s)
         {"--profile-cache", ARG_STRING, &o->cache, 0, 0, "", 0},
         {"--node-limit", ARG_INT, &o->node_limit, 0, 1e12, "", 0}, {"--device", ARG_STRING, &o->device, 0, 0, "", 0},
         {"--search-seconds", ARG_FLOAT, &o->search_seconds, 0, 1e9, "", 0},
+        {"--search-gap", ARG_FLOAT, &o->search_gap, 0, 1, "", 0},
         {"--math", ARG_STRING, &cli_math, 0, 0, "", 0}, {"--nondeterministic", ARG_FLAG, &cli_nondeterministic, 0, 0, "", 0},
         {"--in-place", ARG_STRING, &cli_in_place, 0, 0, "", 0},
         {"--reprofile", ARG_FLAG, &o->reprofile, 0, 0, "measure the profile again instead of reading the cached one", 0},

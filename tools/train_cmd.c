@@ -24,7 +24,7 @@ typedef struct run_flags {
     const char *device, *data, *save, *resume, *init, *log, *weights, *policy, *algo, *trace;
     const char *plan, *search, *cache;
     long long node_limit, micro;
-    double search_seconds;
+    double search_seconds, search_gap;
     long long epochs, steps, batch, seed, threads, workers;
     double lr, link_gbps;
     double plan_s;            /* wall time of planning: measuring the profile, searching */
@@ -52,7 +52,7 @@ typedef struct run_flags {
 static planner_opts planner_of(const run_flags *f)
 {
     planner_opts o = {.search = f->search, .cache = f->cache, .node_limit = f->node_limit,
-                      .search_seconds = f->search_seconds, .fixed_split = f->micro > 0, .verify = 3,
+                      .search_seconds = f->search_seconds, .search_gap = f->search_gap, .fixed_split = f->micro > 0, .verify = 3,
                       .link_gbps = f->link_gbps, .threads = f->threads};
     return o;
 }
@@ -435,6 +435,7 @@ static vdnn_status parse_train(int argc, char **argv, run_flags *f, const char *
         {"--node-limit", ARG_INT, &f->node_limit, 0, 1e12, "dyn: branch-and-bound nodes (0: no limit)", 0},
         {"--micro-batch", ARG_INT, &f->micro, 1, 65536, "split each batch into micro-batches of N items", 0},
         {"--search-seconds", ARG_FLOAT, &f->search_seconds, 0, 1e9, "dyn: wall time of one search (0: no limit)", 0},
+        {"--search-gap", ARG_FLOAT, &f->search_gap, 0, 1, "dyn: stop within this fraction of the best possible (0: exact)", 0},
         {"--devices", ARG_STRING, &f->devices, 0, 0, "data-parallel over these devices, e.g. cpu:0,cpu:1 or cuda:0,cuda:1", 0},
         {"--shares", ARG_STRING, &f->shares, 0, 0, "equal, auto, or one weight per device", 0},
         {"--share-every", ARG_INT, &f->share_every, 1, 1e9, "auto shares: steps between rebalancings", 0},
@@ -610,7 +611,7 @@ static int interrupted_exit(const char *cfg, const run_flags *f, int rank, const
 int cmd_train(int argc, char **argv)
 {
     run_flags f = {.device = "auto", .epochs = -1, .steps = -1, .batch = -1, .seed = -1,
-                   .node_limit = PLAN_NODE_LIMIT, .search_seconds = PLAN_SEARCH_SECONDS, .rank_timeout = 300};
+                   .node_limit = PLAN_NODE_LIMIT, .search_seconds = PLAN_SEARCH_SECONDS, .search_gap = PLAN_SEARCH_GAP, .rank_timeout = 300};
     const char *cfg = NULL;
     if (parse_train(argc, argv, &f, &cfg) != VDNN_OK) return cli_error();
     cli_quit_on_signal("train", f.resume ? "before its first step (the checkpoint it resumes is as it was)"

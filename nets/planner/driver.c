@@ -33,18 +33,47 @@ static void summary(FILE *out, const plan *p, const char *what)
 /* The search limits of the flags. */
 static search_limits limits_of(const planner_opts *f)
 {
-    search_limits lim = {(long)f->node_limit, f->search_seconds};
+    search_limits lim = {(long)f->node_limit, f->search_seconds, f->search_gap};
     return lim;
 }
 
-static vdnn_status pick_micro(const net *n, const planner_opts *f, search_kind k, const profile *pr, int *micro)
+/* Each size the micro-batch choice weighs is searched for this share of the time
+ * limit; the size chosen is then searched again, with the whole limit, from the plan
+ * found for it. */
+#define MICRO_SHARE 0.25
+
+/* pick_micro's search of one size: the shorter time limit; the best plan so far kept in
+ * *found when this one is faster. */
+static vdnn_status try_size(const net *c, const planner_opts *f, search_kind k, const profile *pr, plan *found,
+                            double *best, int *better)
 {
-    plan p = {0}, ideal = {0};
+    search_limits lim = limits_of(f);
+    lim.seconds *= MICRO_SHARE;
+    plan p = {0};
+    *better = 0;
+    vdnn_status st = plan_search(c, pr, f->budget, k, lim, &p, NULL);
+    if (st != VDNN_OK) return st;
+    if (p.predicted_s < *best) {
+        *best = p.predicted_s;
+        *better = 1;
+        plan_free(found);
+        *found = p;
+    } else {
+        plan_free(&p);
+    }
+    return VDNN_OK;
+}
+
+/* *found: the best plan of the size chosen, for the final search to start from. */
+static vdnn_status pick_micro(const net *n, const planner_opts *f, search_kind k, const profile *pr, int *micro,
+                              plan *found)
+{
+    plan ideal = {0};
     *micro = 0;
-    vdnn_status st = plan_search(n, pr, f->budget, k, limits_of(f), &p, NULL);
+    double best = 1e300;
+    int better = 0;
+    vdnn_status st = try_size(n, f, k, pr, found, &best, &better);
     if (st != VDNN_OK && st != VDNN_EBUDGET) return st;
-    double best = st == VDNN_OK ? p.predicted_s : 1e300;
-    plan_free(&p);
     if (plan_fit_policy(n, pr, 0, POLICY_NONE, ALGO_PERF, &ideal) == VDNN_OK && best <= MICRO_SLACK * ideal.predicted_s)
         best = -1;   /* the whole batch is good enough */
     double target = MICRO_SLACK * ideal.predicted_s;
@@ -55,15 +84,11 @@ static vdnn_status pick_micro(const net *n, const planner_opts *f, search_kind k
         int cached = 0;
         st = net_clone_micro(n, m, &c);
         if (st == VDNN_OK) st = profile_get(c, n->dev, f->link_gbps, (int)f->threads, f->cache, &cp, &cached);
-        if (st == VDNN_OK) st = plan_search(c, &cp, f->budget, k, limits_of(f), &p, NULL);
+        if (st == VDNN_OK) st = try_size(c, f, k, &cp, found, &best, &better);
         /* smaller micro-batches only get slower once one fits: stop at the first
          * that fits and is no better, or that is as good as unlimited memory */
-        int done = st == VDNN_OK && (p.predicted_s >= best || p.predicted_s <= target);
-        if (st == VDNN_OK && p.predicted_s < best) {
-            best = p.predicted_s;
-            *micro = m;
-        }
-        if (st == VDNN_OK) plan_free(&p);
+        int done = st == VDNN_OK && (!better || best <= target);
+        if (better) *micro = m;
         profile_free(&cp);
         net_free(c);
         if (st != VDNN_OK && st != VDNN_EBUDGET) return st;
@@ -100,9 +125,9 @@ vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
     st = profile_get(n, n->dev, f->link_gbps, (int)f->threads, f->cache, &pr, &cached);
     if (st != VDNN_OK) return vdnn_wrap(st, "profiling the net");
     double t1 = vdnn_now_s();
-    plan best = {0}, alt = {0};
+    plan best = {0}, alt = {0}, found = {0};
     search_stats ss = {0};
-    if (!f->fixed_split && !n->micro && n->minibatch > 1 && k == SEARCH_BB) st = pick_micro(n, f, k, &pr, &micro);
+    if (!f->fixed_split && !n->micro && n->minibatch > 1 && k == SEARCH_BB) st = pick_micro(n, f, k, &pr, &micro, &found);
     if (st == VDNN_OK && micro) {
         st = remake(np, micro);
         n = *np;
@@ -111,7 +136,10 @@ vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
         if (st == VDNN_OK) st = profile_get(n, n->dev, f->link_gbps, (int)f->threads, f->cache, &pr, &again);
     }
     double t_micro = vdnn_now_s();
-    if (st == VDNN_OK) st = plan_choose(n, &pr, f->budget, k, limits_of(f), (int)f->verify, &best, &alt, &ss);
+    if (st == VDNN_OK)
+        st = plan_choose(n, &pr, f->budget, k, limits_of(f), found.nlayers ? &found : NULL, (int)f->verify, &best, &alt,
+                         &ss);
+    plan_free(&found);
     if (st == VDNN_EBUDGET && k == SEARCH_BB && !n->micro)
         vdnn_wrap(st, "not even in micro-batches of one item");
     double t2 = vdnn_now_s();
@@ -119,8 +147,9 @@ vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
         fprintf(out, "vdnn: planner (%s search): profile %s (%.2f s), micro-batch choice %.2f s, search %.3f s over "
                 "%ld simulations%s, verification %.2f s\n", k == SEARCH_BB ? "branch-and-bound" : "vDNN",
                 cached ? "cached" : "measured", t1 - t0, t_micro - t1, ss.seconds, ss.simulations,
-                k != SEARCH_BB || ss.complete ? "" : ss.timed_out ? " (time limit reached: --search-seconds)"
-                                                                  : " (node limit reached: --node-limit)",
+                k != SEARCH_BB ? "" : ss.within_gap ? " (stopped within --search-gap of unlimited memory's speed)"
+                : ss.complete ? "" : ss.timed_out ? " (time limit reached: --search-seconds)"
+                                  : " (node limit reached: --node-limit)",
                 t2 - t_micro - ss.seconds);
         if (cached) {
             char when[128];

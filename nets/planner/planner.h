@@ -174,12 +174,19 @@ typedef enum { SEARCH_VDNN = 0, SEARCH_BB } search_kind;
  * plans are always tried; the climbs and the branch and bound stop when it is up and a
  * plan that fits has been found. */
 #define PLAN_SEARCH_SECONDS 60
+/* The command line's default gap: the search stops once its plan is predicted within
+ * this fraction of the net's time with unlimited memory (no plan can be faster), and
+ * the branch and bound cuts every node that cannot beat its plan by more (an
+ * epsilon-optimal search: at most this much slower than the optimum of its space). */
+#define PLAN_SEARCH_GAP 0.005
 
 /* How long a search may run: `nodes` > 0 caps the branch and bound's nodes, `seconds`
- * > 0 its wall time (0: no limit). */
+ * > 0 its wall time (0: no limit), `gap` > 0 lets it stop within that fraction of the
+ * best it could find (0: exact). */
 typedef struct search_limits {
     long nodes;
     double seconds;
+    double gap;
 } search_limits;
 
 typedef struct search_stats {
@@ -187,6 +194,7 @@ typedef struct search_stats {
     long nodes;               /* branch and bound: partial plans visited */
     int complete;             /* the search proved its plan optimal (B&B within its limits) */
     int timed_out;            /* it stopped at limits.seconds */
+    int within_gap;           /* it stopped with a plan within limits.gap of unlimited memory */
     double seconds;
 } search_stats;
 
@@ -204,12 +212,17 @@ typedef struct search_stats {
  * budget found. */
 vdnn_status plan_search(const net *n, const profile *pr, size_t budget, search_kind k, search_limits lim,
                         plan *out, search_stats *stats);
+/* plan_search with `seed` (NULL: none), a plan of this net found earlier, as its first
+ * incumbent when it fits: the search returns nothing slower, and with a gap may stop
+ * at once. */
+vdnn_status plan_search_from(const net *n, const profile *pr, size_t budget, search_kind k, search_limits lim,
+                             const plan *seed, plan *out, search_stats *stats);
 
 /* The fastest copy timing of a fixed policy and algorithm mode whose simulated peak
  * fits `budget` (0: no limit); VDNN_EBUDGET (no message) when none does. */
 vdnn_status plan_fit_policy(const net *n, const profile *pr, size_t budget, mem_policy pol, algo_mode a, plan *out);
 
-/* The planner's whole decision for an attached net: plan_search, then, with `verify`
+/* The planner's whole decision for an attached net: plan_search_from `seed`, then, with `verify`
  * > 0, real iterations of the plan found and of the fastest fixed policy that fits
  * (when its prediction is slower, but by less than half); the faster measured is returned in *out, the other
  * in *alt (alt->nlayers is 0 when there was none; alt may be NULL). So a misprediction
@@ -217,7 +230,8 @@ vdnn_status plan_fit_policy(const net *n, const profile *pr, size_t budget, mem_
  * and weights are left as they were, except when the plan swaps parameters that the
  * net holds on the device (or the reverse): the net is then attached again, its
  * parameters re-initialised from the seed, so call it before training or resuming. */
-vdnn_status plan_choose(net *n, const profile *pr, size_t budget, search_kind k, search_limits lim, int verify,
+vdnn_status plan_choose(net *n, const profile *pr, size_t budget, search_kind k, search_limits lim, const plan *seed,
+                        int verify,
                         plan *out, plan *alt, search_stats *stats);
 
 /* The least budget the planner can plan the net in at its batch (no further split):
@@ -286,6 +300,7 @@ typedef struct planner_opts {
     const char *cache;        /* profile cache folder; NULL: the default cache */
     long long node_limit;     /* branch and bound nodes; 0: no limit */
     double search_seconds;    /* wall time of one search; 0: no limit */
+    double search_gap;        /* search_limits.gap */
     int fixed_split;          /* the micro-batch split was given: plan that split only (the batch: none) */
     long long verify;         /* real iterations to verify with; 0: none */
     double link_gbps;         /* the device's settings, for the profile's key */

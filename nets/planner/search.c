@@ -58,14 +58,21 @@ typedef struct search {
     long nodes, node_limit;
     double deadline;          /* vdnn_now_s() past which climbs and branching stop; 0: none */
     int expired;
+    double gap;               /* search_limits.gap */
+    double floor_s;           /* none with the fastest algorithms: no plan is faster; < 0 unknown */
+    int settled;              /* the incumbent is within the gap of floor_s */
 } search;
 
-/* Whether the search's time is up (checked between simulations): once it holds a plan
- * that fits; until then it goes on (to the node limit). */
+/* Whether the search is over (checked between simulations): its time is up once it
+ * holds a plan that fits (until then it goes on, to the node limit), or its plan is
+ * within the gap of the fastest any plan can be. */
 static int out_of_time(search *s)
 {
     if (!s->expired && s->deadline > 0 && s->best.predicted_s >= 0 && vdnn_now_s() > s->deadline) s->expired = 1;
-    return s->expired;
+    if (!s->settled && s->gap > 0 && s->floor_s >= 0 && s->best.predicted_s >= 0 &&
+        s->best.predicted_s <= s->floor_s * (1 + s->gap))
+        s->settled = 1;
+    return s->expired || s->settled;
 }
 
 static double pass_s(const profile *pr, int layer, int pass, int algo)
@@ -194,7 +201,7 @@ static vdnn_status bb_node(search *s, int k, int *expand, int *smallest_first)
     fill_from(p, s->dec, k, s->ndec, 0);
     st = simulate(s, p);
     if (st != VDNN_OK) return st;
-    if (s->best.predicted_s >= 0 && p->predicted_s >= s->best.predicted_s) return VDNN_OK;
+    if (s->best.predicted_s >= 0 && p->predicted_s * (1 + s->gap) >= s->best.predicted_s) return VDNN_OK;
     if (p->peak_bytes <= s->budget) return offer(s, p);
     /* Fastest choices first once a plan fits, so that the time bound cuts early; until
      * then the smallest first (on a Pareto set, reversed order), so that one is found. */
@@ -245,6 +252,8 @@ static vdnn_status best_policy_plan(search *s, mem_policy pol, algo_mode a, plan
         plan p = {0};
         st = timing_plan(s->n, s->pr, pol, a, m, &p);
         if (st == VDNN_OK) st = simulate(s, &p);
+        if (st == VDNN_OK && pol == POLICY_NONE && a == ALGO_PERF && (s->floor_s < 0 || p.predicted_s < s->floor_s))
+            s->floor_s = p.predicted_s;
         if (st == VDNN_OK && p.peak_bytes <= s->budget && (!*fits || p.predicted_s < out->predicted_s)) {
             if (*fits) plan_free(out);
             st = plan_copy(out, &p);
@@ -467,18 +476,34 @@ static vdnn_status search_bb(search *s)
 vdnn_status plan_search(const net *n, const profile *pr, size_t budget, search_kind k, search_limits lim, plan *out,
                         search_stats *stats)
 {
+    return plan_search_from(n, pr, budget, k, lim, NULL, out, stats);
+}
+
+vdnn_status plan_search_from(const net *n, const profile *pr, size_t budget, search_kind k, search_limits lim,
+                             const plan *seed, plan *out, search_stats *stats)
+{
     if (!pr) return vdnn_fail(VDNN_EINVAL, "planning needs a profile of the net");
-    search s = {.n = n, .pr = pr, .budget = budget ? budget : (size_t)-1, .node_limit = lim.nodes};
+    search s = {.n = n, .pr = pr, .budget = budget ? budget : (size_t)-1, .node_limit = lim.nodes,
+                .gap = lim.gap > 0 ? lim.gap : 0, .floor_s = -1};
     double t0 = vdnn_now_s();
     s.deadline = lim.seconds > 0 ? t0 + lim.seconds : 0;
     s.best.predicted_s = -1;
     vdnn_status st = sim_create(n, pr, &s.sim);
+    if (st == VDNN_OK && seed && k == SEARCH_BB) {
+        plan p = {0};
+        st = plan_copy(&p, seed);
+        vdnn_status r = st == VDNN_OK ? simulate(&s, &p) : st;
+        if (r == VDNN_OK) st = offer(&s, &p);
+        else if (r != VDNN_EINVAL) st = r;   /* a seed that is not this net's plan: searched without */
+        plan_free(&p);
+    }
     if (st == VDNN_OK) st = k == SEARCH_VDNN ? search_vdnn(&s) : search_bb(&s);
     if (stats) {
         stats->simulations = s.sim ? sim_runs(s.sim) : 0;
         stats->nodes = s.nodes;
         stats->complete = k == SEARCH_BB && (lim.nodes <= 0 || s.nodes < lim.nodes) && !s.expired;
         stats->timed_out = s.expired;
+        stats->within_gap = s.settled && !s.expired;
         stats->seconds = vdnn_now_s() - t0;
     }
     sim_destroy(s.sim);
@@ -549,12 +574,12 @@ static vdnn_status attach_for(net *n, const plan *p)
     return net_attach(n, d);
 }
 
-vdnn_status plan_choose(net *n, const profile *pr, size_t budget, search_kind k, search_limits lim, int verify,
-                        plan *out, plan *alt, search_stats *stats)
+vdnn_status plan_choose(net *n, const profile *pr, size_t budget, search_kind k, search_limits lim, const plan *seed,
+                        int verify, plan *out, plan *alt, search_stats *stats)
 {
     plan best = {0}, fixed = {0};
     if (alt) memset(alt, 0, sizeof *alt);
-    vdnn_status st = plan_search(n, pr, budget, k, lim, &best, stats);
+    vdnn_status st = plan_search_from(n, pr, budget, k, lim, seed, &best, stats);
     if (st != VDNN_OK) return st;
     int have_fixed = 0;
     if (verify > 0) {
