@@ -175,13 +175,13 @@ vdnn_status layer_alloc_params(layer *l, device *d, uint64_t seed)
         param *p = &l->params[i];
         size_t count = shape_count(p->shape), bytes = count * sizeof(float);
         char tname[64];
-        snprintf(tname, sizeof tname, "%s", p->name);
+        vdnn_join(tname, sizeof tname, p->name, NULL, NULL);
         vdnn_status st = device_alloc(d, bytes, l->name, tname, (void **)&p->value);
         if (st == VDNN_OK && p->trainable) {
-            snprintf(tname, sizeof tname, "%s.grad", p->name);
+            vdnn_join(tname, sizeof tname, p->name, ".grad", NULL);
             st = device_alloc(d, bytes, l->name, tname, (void **)&p->grad);
             if (st == VDNN_OK) {
-                snprintf(tname, sizeof tname, "%s.momentum", p->name);
+                vdnn_join(tname, sizeof tname, p->name, ".momentum", NULL);
                 st = device_alloc(d, bytes, l->name, tname, (void **)&p->momentum);
             }
         }

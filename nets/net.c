@@ -885,7 +885,8 @@ vdnn_status net_attach(net *n, device *d)
         !n->fwd_in_place)
         return vdnn_fail(VDNN_ENOMEM, "out of host memory");
     for (int j = 0; j <= n->nlayers; j++) {
-        snprintf(n->maps[j].name, sizeof n->maps[j].name, "x[%d]", j);
+        char digits[16];
+        vdnn_join(n->maps[j].name, sizeof n->maps[j].name, "x[", vdnn_itoa(j, digits, sizeof digits), "]");
         n->maps[j].first_reader = net_first_reader(n, j);
     }
     for (int i = 0; i < n->nlayers; i++) {

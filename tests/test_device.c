@@ -191,6 +191,21 @@ START_TEST(test_alloc_free)
 }
 END_TEST
 
+/* The names of an iteration's blocks (in every budget refusal) are joined without
+ * snprintf: "output x[12]", "conv1.weights.grad" and the like. */
+START_TEST(test_block_names)
+{
+    char b[16], d[16];
+    ck_assert_str_eq(vdnn_join(b, sizeof b, "x[", vdnn_itoa(12, d, sizeof d), "]"), "x[12]");
+    ck_assert_str_eq(vdnn_join(b, sizeof b, "output ", "x[0]", NULL), "output x[0]");
+    ck_assert_str_eq(vdnn_join(b, sizeof b, NULL, "w", ".grad"), "w.grad");
+    ck_assert_str_eq(vdnn_join(b, 5, "abc", "def", "ghi"), "abcd");   /* cut to fit */
+    ck_assert_str_eq(vdnn_itoa(0, d, sizeof d), "0");
+    ck_assert_str_eq(vdnn_itoa(-2147483647 - 1, d, sizeof d), "-2147483648");
+    ck_assert_str_eq(vdnn_itoa(2147483647, d, sizeof d), "2147483647");
+}
+END_TEST
+
 START_TEST(test_budget_exceeded)
 {
     device *d = make_device((size_t)64 << 10, 0);
@@ -710,6 +725,7 @@ static Suite *device_suite(void)
 
     TCase *mem = tcase_create("memory");
     tcase_add_test(mem, test_create_cpu);
+    tcase_add_test(mem, test_block_names);
     tcase_add_test(mem, test_create_bad);
     tcase_add_test(mem, test_alloc_free);
     tcase_add_test(mem, test_budget_exceeded);

@@ -135,6 +135,22 @@ char *vdnn_join(char *buf, size_t buflen, const char *a, const char *b, const ch
     return buf;
 }
 
+char *vdnn_itoa(int v, char *buf, size_t buflen)
+{
+    char rev[16];
+    unsigned u = v < 0 ? 0u - (unsigned)v : (unsigned)v;
+    int k = 0;
+    do {
+        rev[k++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    size_t at = 0;
+    if (v < 0 && at + 1 < buflen) buf[at++] = '-';
+    while (k > 0 && at + 1 < buflen) buf[at++] = rev[--k];
+    if (buflen) buf[at] = 0;
+    return buf;
+}
+
 char *vdnn_fmt_bytes_exact(size_t bytes, char *buf, size_t buflen)
 {
     char rounded[32];

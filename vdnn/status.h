@@ -56,5 +56,7 @@ char *vdnn_fmt_bytes_exact(size_t bytes, char *buf, size_t buflen);
 /* a, b and c (NULL: empty) one after another in buf, cut to fit; returns buf. Names
  * the blocks of every iteration, simulated ones included, where snprintf costs. */
 char *vdnn_join(char *buf, size_t buflen, const char *a, const char *b, const char *c);
+/* v in decimal into buf (16 bytes hold any int); returns buf. */
+char *vdnn_itoa(int v, char *buf, size_t buflen);
 
 #endif
