@@ -350,6 +350,35 @@ END_TEST
 
 /* ---- asynchronous frees ------------------------------------------------------ */
 
+/* The release lag: a pending free is reused only once its lag has passed, oldest first;
+ * when the lag falls while blocks wait, a younger block may ripen before the queue's
+ * head, and is still found behind it. */
+START_TEST(test_release_lag)
+{
+    fake_sync fs;
+    pool *p = make_pool(8 * U, &fs);
+    fake_ev e[3] = {{.id = 1}, {.id = 2}, {.id = 3}};
+    pool_set_lag(p, 2);
+    size_t a = alloc_ok(p, U);
+    ck_assert_int_eq(pool_free_after(p, a, &e[0]), VDNN_OK);
+    size_t b = alloc_ok(p, U);   /* a is not ripe yet: the pool grows */
+    ck_assert_uint_ne(b, a);
+    pool_tick(p);
+    pool_tick(p);
+    ck_assert_uint_eq(alloc_ok(p, U), a);   /* ripe now: reused */
+    /* lag 3 for b, then lag 0 for c: c ripens first, behind b at the head */
+    pool_set_lag(p, 3);
+    ck_assert_int_eq(pool_free_after(p, b, &e[1]), VDNN_OK);
+    pool_set_lag(p, 0);
+    size_t c = alloc_ok(p, U);
+    ck_assert_int_eq(pool_free_after(p, c, &e[2]), VDNN_OK);
+    ck_assert_uint_eq(alloc_ok(p, U), c);
+    ck_assert_int_eq(e[1].waits, 0);
+    pool_destroy(p);
+    for (int k = 0; k < 3; k++) ck_assert_int_eq(e[k].releases, 1);
+}
+END_TEST
+
 START_TEST(test_async_not_reused_before_done)
 {
     fake_sync fs;
@@ -961,6 +990,7 @@ static Suite *mempool_suite(void)
 
     TCase *async = tcase_create("async");
     tcase_add_test(async, test_async_not_reused_before_done);
+    tcase_add_test(async, test_release_lag);
     tcase_add_test(async, test_async_reclaim_when_done);
     tcase_add_test(async, test_async_waits_oldest_first);
     tcase_add_test(async, test_async_waits_only_as_needed);
