@@ -8,6 +8,7 @@
  * exactly when lo < x < hi (the gradient passes there, and is 0 at and beyond the
  * bounds). Every loop reads element i before it writes element i, so each layer runs
  * in place (y over x, dx over dy: in_place in layers/layer.h). */
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -21,8 +22,8 @@ static const cfg_key leaky_keys[] = {
 };
 
 static const cfg_key clip_keys[] = {
-    {"min", CFG_FLOAT, 0, -1e6, 1e6, NULL, 0, "lower bound (default 0)"},
-    {"max", CFG_FLOAT, 0, -1e6, 1e6, NULL, 0, "upper bound, above min (default 6: ReLU6)"},
+    {"min", CFG_FLOAT, 0, -3.5e38, 3.5e38, NULL, 0, "lower bound (default 0)"},
+    {"max", CFG_FLOAT, 0, -3.5e38, 3.5e38, NULL, 0, "upper bound, above min (default 6: ReLU6)"},
     {NULL, 0, 0, 0, 0, NULL, 0, NULL},
 };
 

@@ -300,6 +300,8 @@ static vdnn_status forward(net *n, exec_ctx *c, int train)
         if (st == VDNN_OK) st = params_fetch(n, i + 1, 0, 0);
         if (st == VDNN_OK) params_wait(n, i);
         if (st == VDNN_OK) st = layer_forward_n(l, c, xs, out->dev);
+        if (st == VDNN_OK && n->tap_out && n->tap_map == i + 1)
+            st = device_download(n->dev, n->tap_out, out->dev, map_bytes(n, i + 1, c->n));
         give_workspace(n, c);
         if (st == VDNN_OK) st = params_release(n, i, 0);
         for (int k = 0; k < l->ninputs && st == VDNN_OK; k++)
@@ -760,4 +762,24 @@ vdnn_status net_eval_batch(net *n, const float *x, const int32_t *y, int items, 
     r->correct += one.correct;
     r->n += items;
     return VDNN_OK;
+}
+
+vdnn_status net_predict(net *n, const float *x, int items, int map, float *out)
+{
+    if (map < 0 || map > n->nlayers || items < 1 || items > n->input.n)
+        return vdnn_fail(VDNN_EINVAL, "net_predict: map %d of %d, %d items of at most %d", map, n->nlayers, items,
+                         n->input.n);
+    int32_t *labels = calloc((size_t)items, sizeof *labels);
+    if (!labels) return vdnn_fail(VDNN_ENOMEM, "out of memory for %d labels", items);
+    step_result r = {0};
+    vdnn_status st = VDNN_OK;
+    if (map == 0) memcpy(out, x, map_bytes(n, 0, items));
+    else {
+        n->tap_map = map;
+        n->tap_out = out;
+        st = net_eval_batch(n, x, labels, items, &r);
+        n->tap_out = NULL;
+    }
+    free(labels);
+    return st;
 }

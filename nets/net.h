@@ -156,6 +156,8 @@ typedef struct net {
     size_t peak_iter_bytes;   /* pool high-water mark so far */
     mm_stats stats;           /* offloaded/prefetched bytes and copy waits, cumulative */
     trace *trace;             /* not owned; NULL: no trace */
+    int tap_map;              /* net_predict: the map forward copies to tap_out (host), when set */
+    float *tap_out;
 } net;
 
 /* Overrides from the command line (net_overrides above); a field < 0 (or 0 for doubles,
@@ -269,6 +271,10 @@ vdnn_status net_backprop(net *n, const float *x, const int32_t *y, int items, in
 vdnn_status net_update(net *n, double lr);
 /* Forward in evaluation mode; adds to r. */
 vdnn_status net_eval_batch(net *n, const float *x, const int32_t *y, int items, step_result *r);
+/* Forward in evaluation mode on `items` items of x, copying map `map` (0: the input, j:
+ * layer j - 1's output) of every item to host memory `out` as it is written (before any
+ * in-place layer reuses it): the net's predictions, or any layer's. */
+vdnn_status net_predict(net *n, const float *x, int items, int map, float *out);
 
 /* The learning rate for `epoch` (0-based) under the schedule. */
 double net_lr_at(const train_cfg *t, int epoch);

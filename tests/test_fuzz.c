@@ -14,7 +14,7 @@
 #include "tests/testnet.h"
 
 #define TARGETS(X) X(config) X(idx) X(idx_gz) X(cifar) X(png) X(image) X(image_list) X(checkpoint) X(plan) X(profile) \
-    X(manager)
+    X(manager) X(onnx)
 
 #define DECLARE(name) int fuzz_##name##_one(const uint8_t *data, size_t size);
 TARGETS(DECLARE)
@@ -55,6 +55,12 @@ static int replay_dir(const target *t, const char *dir)
 START_TEST(replays_corpora)
 {
     const target *t = &targets[_i];
+#ifndef VDNN_ONNX
+    if (!strcmp(t->name, "onnx")) {
+        printf("SKIPPED: replays_corpora[onnx]: this build has no ONNX (ONNX=0)\n");
+        return;
+    }
+#endif
     char seeds[256], crashes[256];
     snprintf(seeds, sizeof seeds, "tests/fuzz/seeds/%s", t->name);
     snprintf(crashes, sizeof crashes, "tests/fuzz/crashes/%s", t->name);

@@ -12,7 +12,7 @@ cuda=0
 grep -q -- '-DVDNN_CUDA' "$build/build-config" 2>/dev/null && cuda=1
 list=$(mktemp)
 trap 'rm -f "$list"' EXIT
-for src in vdnn/*.c vdnn/*.cu layers/*.c layers/*.cu nets/*.c nets/*.cu nets/*/*.c data/*.c manager/*.c tools/*.c; do
+for src in vdnn/*.c vdnn/*.cu layers/*.c layers/*.cu nets/*.c nets/*.cu nets/*/*.c data/*.c manager/*.c onnx/*.c tools/*.c; do
     [ -f "$src" ] || continue
     case $src in *.cu) [ "$cuda" = 1 ] || continue ;; esac
     case $src in *.cu) obj=$build/obj/${src%.cu}.cu.o ;; *) obj=$build/obj/${src%.c}.o ;; esac

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Checks that no include points up a floor (docs/design.md, "Floors"): vdnn/ includes
 # only vdnn/; layers/ and data/ each only themselves and vdnn/; nets/ those three and
-# itself; manager/ everything but tools/. And what includes cannot show: vdnn/ names no
+# itself; manager/ and onnx/ each themselves and the floors below; tools/ everything.
+# And what includes cannot show: vdnn/ names no
 # `struct layer`, and no code outside vdnn/ asks a device its kind (device_get_kind,
 # DEVICE_CPU, DEVICE_CUDA) or names one but to create a simulated device
 # (`.kind = DEVICE_SIM`). Prints each line that breaks a rule as FILE:LINE: why and
@@ -10,11 +11,11 @@
 set -u
 floor() {
     case $1 in
-    vdnn) echo 0 ;; layers | data) echo 1 ;; nets) echo 2 ;; manager) echo 3 ;; tools) echo 4 ;; *) echo "" ;;
+    vdnn) echo 0 ;; layers | data) echo 1 ;; nets) echo 2 ;; manager | onnx) echo 3 ;; tools) echo 4 ;; *) echo "" ;;
     esac
 }
 bad=0; files=0
-for dir in vdnn layers data nets manager; do
+for dir in vdnn layers data nets manager onnx; do
     mine=$(floor "$dir")
     for f in "$dir"/*.c "$dir"/*.h "$dir"/*.cu "$dir"/*/*.c "$dir"/*/*.h "$dir"/*/*.cu; do
         [ -f "$f" ] || continue
@@ -37,7 +38,7 @@ for f in vdnn/*.c vdnn/*.h vdnn/*.cu; do
     out=$(grep -n 'struct layer\b' "$f" | sed "s|^\([0-9]*\):.*|$f:\1: names struct layer (vdnn/ knows no layers)|")
     [ -n "$out" ] && { printf '%s\n' "$out"; bad=1; }
 done
-for dir in layers data nets manager tools; do
+for dir in layers data nets manager onnx tools; do
     for f in "$dir"/*.c "$dir"/*.h "$dir"/*.cu "$dir"/*/*.c "$dir"/*/*.h "$dir"/*/*.cu; do
         [ -f "$f" ] || continue
         out=$(grep -nE 'device_get_kind|DEVICE_(CPU|CUDA)\b|DEVICE_SIM\b' "$f" | grep -vE '\.kind = DEVICE_SIM\b' |

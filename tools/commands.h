@@ -47,6 +47,10 @@ vdnn_status cli_device(const char *name, size_t budget, long long threads, doubl
 int cmd_profile(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);
 int cmd_manager(int argc, char **argv);
+/* ONNX (tools/onnx_cmd.c; docs/onnx.md). */
+int cmd_import(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_onnx_test(int argc, char **argv);
 
 /* gnuplot (tools/plot.c): text as the body of a double-quoted gnuplot string; whether a
  * program is on PATH; `gnuplot SCRIPT` run in folder DIR, failing with a message that

@@ -1,10 +1,14 @@
 /* The vdnn command-line program: the usage and the subcommands' dispatch (one file per
  * group of subcommands: train_cmd.c, info.c, data_cmd.c, plan_cmd.c, sweep.c,
- * manager_cmd.c). */
+ * manager_cmd.c, onnx_cmd.c). */
 #include <stdio.h>
 #include <string.h>
 
 #include "tools/commands.h"
+
+#ifdef VDNN_ONNX
+#include <protobuf-c/protobuf-c.h>
+#endif
 
 static const char usage[] =
     "usage: vdnn COMMAND ...\n"
@@ -31,6 +35,9 @@ static const char usage[] =
     "  manager [--log FILE] [--period S] [--sd-gap X] [--util-gap X] [--units N] [--devices LIST]\n"
     "          [--observe] [--until-idle] [--manager PATH]    share devices fairly among jobs\n"
     "  manager --status [--json] | --plot LOG [--out DIR]\n"
+    "  import MODEL.onnx --cfg NET.cfg --weights NET.ckpt [--batch N]   an ONNX CNN as a config and weights\n"
+    "  export CFG --weights CKPT -o MODEL.onnx [--test-data DIR] [--batch N]   the net as an ONNX inference graph\n"
+    "  onnx-test DIR... [--device D] [--threads N] [--verbose]   ONNX's test layout: PASS, FAIL or UNSUPPORTED\n"
     "  devices   (or --version) the backends built and the GPUs visible\n"
     "test, info, profile and sweep take --device, --math and --nondeterministic as train does,\n"
     "and info, profile and sweep --in-place.\n"
@@ -50,12 +57,20 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "profile")) return cmd_profile(argc, argv);
     if (!strcmp(argv[1], "sweep")) return cmd_sweep(argc, argv);
     if (!strcmp(argv[1], "manager")) return cmd_manager(argc, argv);
+    if (!strcmp(argv[1], "import")) return cmd_import(argc, argv);
+    if (!strcmp(argv[1], "export")) return cmd_export(argc, argv);
+    if (!strcmp(argv[1], "onnx-test")) return cmd_onnx_test(argc, argv);
     if (!strcmp(argv[1], "devices") || !strcmp(argv[1], "--version")) {
         if (argc > 2) {
             fprintf(stderr, "vdnn: %s takes no arguments\n", argv[1]);
             return 2;
         }
         printf("vdnn: backends cpu%s\n", device_cuda_built() ? ", cuda" : "");
+#ifdef VDNN_ONNX
+        printf("onnx: import, export and onnx-test (protobuf-c %s)\n", protobuf_c_version());
+#else
+        printf("onnx: not built (ONNX=0)\n");
+#endif
         device_cuda_report(stdout);
         return 0;
     }
