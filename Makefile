@@ -256,7 +256,7 @@ sanitize:
 # runs too (budget_graph: graph and budget). make test runs them all, make sanitize all
 # but the build's (SAN_SKIP).
 TSAN_SKIP := $(SAN_SKIP) activation batchnorm connected conv dropout loss lrn pooling softmax \
-             checkpoint config data mempool net planfile fuzz papernets \
+             checkpoint config data mempool net planfile fuzz papernets onnx \
              cuda cli hostile manager sweep budget_graph
 
 tsan:
