@@ -167,7 +167,7 @@ static char *init_floats(ex *e, const char *name, int rank, const int64_t *dims,
     t->name = str(&e->a, "%s", name);
     t->has_data_type = 1;
     t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
-    memcpy(d, dims, (size_t)rank * sizeof *d);
+    if (rank) memcpy(d, dims, (size_t)rank * sizeof *d);
     t->n_dims = (size_t)rank;
     t->dims = d;
     memcpy(raw, data, count * sizeof(float));

@@ -15,7 +15,8 @@
 
 enum { V_CONST = 1, V_MAP = 2 };
 
-/* A graph value: a constant tensor or a vdnn map, with the shape ONNX gives it. */
+/* A graph value: a constant tensor or a vdnn map, with the shape ONNX gives it. The
+ * table grows as nodes add values: a value's address holds only until the next one. */
 typedef struct value {
     const char *name;
     int kind;
@@ -44,6 +45,7 @@ typedef struct strmap {
     const char **key;
     int *val;
     size_t cap, count;
+    int owns;                     /* the keys are copies, freed with the table */
 } strmap;
 
 typedef struct ctx {
@@ -102,6 +104,7 @@ static vdnn_status map_put(strmap *t, const char *k, int val)
         t->val = vals;
         t->cap = cap;
     }
+    if (t->owns && !(k = strdup(k))) return vdnn_fail(VDNN_ENOMEM, "out of memory for a name");
     size_t i = hash_str(k) & (t->cap - 1);
     while (t->key[i]) i = (i + 1) & (t->cap - 1);
     t->key[i] = k;
@@ -112,6 +115,7 @@ static vdnn_status map_put(strmap *t, const char *k, int val)
 
 static void map_free(strmap *t)
 {
+    for (size_t i = 0; t->owns && i < t->cap; i++) free((char *)t->key[i]);
     free(t->key);
     free(t->val);
 }
@@ -396,8 +400,11 @@ static vdnn_status only_first_output(ctx *x)
 }
 
 /* The first output as a map of layer `l`, shaped `rank` x `dims`. */
-static vdnn_status out_map(ctx *x, int layer, int rank, const int64_t *dims)
+static vdnn_status out_map(ctx *x, int layer, int rank, const int64_t *dims_in)
 {
+    /* dims may point into the value table, which a new value moves */
+    int64_t dims[ONNX_MAX_RANK];
+    memcpy(dims, dims_in, (size_t)rank * sizeof *dims);
     value *v;
     vdnn_status st = only_first_output(x);
     if (st == VDNN_OK) st = output(x, 0, &v);
@@ -1125,10 +1132,12 @@ static vdnn_status op_identity(ctx *x)
     vdnn_status st = input(x, 0, &in);
     if (st != VDNN_OK) return st;
     if (in->kind == V_MAP) return out_alias(x, in, in->rank, in->dims);
+    const Onnx__TensorProto *t = in->t;   /* `in` moves with the value table */
+    int rank = in->rank;
     if ((st = output(x, 0, &v)) != VDNN_OK || !v) return st != VDNN_OK ? st : broken(x, "has no output");
     v->kind = V_CONST;
-    v->t = in->t;
-    v->rank = in->rank;
+    v->t = t;
+    v->rank = rank;
     return VDNN_OK;
 }
 
@@ -1423,8 +1432,15 @@ static vdnn_status write_config(ctx *x)
         sb_printf(&b, "[%s]\nname = %s\n", l->type, l->name);
         int chain = l->nin == 1 && l->in[0] == i - 1;
         if (!chain) {
+            /* by name; where the names do not fit a config value (a dense block's
+             * concat of many long names), by position: -k, k sections up */
+            size_t len = 0;
+            for (int k = 0; k < l->nin; k++) len += strlen(map_label(x, l->in[k])) + 2;
             sb_printf(&b, "input = ");
-            for (int k = 0; k < l->nin; k++) sb_printf(&b, "%s%s", k ? ", " : "", map_label(x, l->in[k]));
+            for (int k = 0; k < l->nin; k++) {
+                if (len < CFG_VALUE_MAX - 1 || l->in[k] < 0) sb_printf(&b, "%s%s", k ? ", " : "", map_label(x, l->in[k]));
+                else sb_printf(&b, "%s-%d", k ? ", " : "", i - l->in[k]);
+            }
             sb_printf(&b, "\n");
         }
         sb_printf(&b, "%s", l->keys);
@@ -1443,6 +1459,7 @@ vdnn_status onnx_import_model(const Onnx__ModelProto *m, const onnx_import_opts 
 {
     memset(r, 0, sizeof *r);
     ctx x = {.m = m, .g = m->graph, .o = o, .r = r, .src = o && o->source ? o->source : "model"};
+    x.names.owns = 1;   /* the layers' names move when the layer table grows */
     x.opset = onnx_opset(m);
     vdnn_status st = VDNN_OK;
     if (!x.g) st = broken(&x, "the model has no graph");

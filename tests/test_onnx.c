@@ -322,7 +322,7 @@ START_TEST(exports_pass_onnx_checker_and_numpy)
     tn_run_free(&r);
     char cmd[1400];
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 tests/onnx_eval.py %s", dir);
-    r = tn_shell(".", cmd);
+    r = tn_shell(tn_dir, cmd);
     ck_assert_msg(r.status == 0 && strstr(r.out, "1 passed, 0 failed, 0 unsupported"),
                   "%s: the NumPy evaluator disagrees with vdnn (status %d):\n%s\n%s", checked[_i], r.status, r.out,
                   r.err);
@@ -440,8 +440,8 @@ typedef struct mk {
     Onnx__GraphProto g;
     Onnx__OperatorSetIdProto op;
     Onnx__OperatorSetIdProto *ops[1];
-    Onnx__NodeProto nodes[8], *pn[8];
-    char *ins[8][3], *outs[8][1];
+    Onnx__NodeProto nodes[80], *pn[80];
+    char *ins[80][3], *outs[80][1];
     Onnx__ValueInfoProto vin, vout, *pin[1], *pout[1];
     Onnx__TypeProto tin;
     Onnx__TypeProto__Tensor tt;
@@ -588,6 +588,46 @@ START_TEST(hostile_models)
 }
 END_TEST
 
+/* Seventy layers of names that meet once cut to 31 characters, and a concat of 24 of
+ * them whose names together are longer than a config value holds. */
+START_TEST(long_names_and_wide_concats)
+{
+    static mk k;
+    static char names[72][64], outs[72][16];
+    static char *cat_in[24];
+    static Onnx__AttributeProto axis;
+    static Onnx__AttributeProto *attrs[1] = {&axis};
+    mk_init(&k, 71);
+    for (int i = 0; i < 70; i++) {
+        snprintf(names[i], sizeof names[i], "/features/denseblock3/denselayer/relu%d", i);
+        snprintf(outs[i], sizeof outs[i], "v%d", i);
+        k.nodes[i].name = names[i];
+        k.ins[i][0] = i ? outs[i - 1] : "x";
+        k.outs[i][0] = outs[i];
+    }
+    for (int j = 0; j < 24; j++) cat_in[j] = outs[69 - j];
+    onnx__attribute_proto__init(&axis);
+    axis.name = "axis", axis.has_type = 1, axis.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
+    axis.has_i = 1, axis.i = 1;
+    k.nodes[70].op_type = "Concat", k.nodes[70].name = "cat", k.nodes[70].n_input = 24, k.nodes[70].input = cat_in;
+    k.nodes[70].n_attribute = 1, k.nodes[70].attribute = attrs;
+    k.outs[70][0] = "y";
+    onnx_import r;
+    ck_assert_msg(mk_import(&k, &r) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_msg(strstr(r.cfg, "name = features_denseblock3_denselayer\n") &&
+                      strstr(r.cfg, "name = features_denseblock3_denselay_2\n") &&
+                      strstr(r.cfg, "name = features_denseblock3_densela_70\n") && strstr(r.cfg, "input = -1, -2, -3,"),
+                  "%s", tn_tail(r.cfg, 1500));
+    device *d;
+    net *n = tn_attached(r.cfg, NULL, &d);
+    ck_assert_int_eq(n->nlayers, 72);
+    ck_assert_int_eq(n->layers[70]->ninputs, 24);
+    ck_assert_int_eq(n->layers[70]->input[23], 47);
+    tn_free(n, d);
+    onnx_import_free(&r);
+}
+END_TEST
+
 #endif
 
 static Suite *onnx_suite(void)
@@ -608,6 +648,7 @@ static Suite *onnx_suite(void)
     tcase_add_loop_test(rt, round_trip_shipped, 0, (int)(sizeof shipped / sizeof *shipped));
     tcase_add_test(rt, export_refuses_what_onnx_cannot_say);
     tcase_add_test(rt, hostile_models);
+    tcase_add_test(rt, long_names_and_wide_concats);
     suite_add_tcase(s, rt);
     TCase *ext = tcase_create("others");
     tcase_add_checked_fixture(ext, tn_dir_setup, tn_dir_teardown);

@@ -23,7 +23,8 @@ static vdnn_status open_imported(const onnx_import *r, const char *name, const c
 {
     net_overrides ov;
     vdnn_status st = cli_overrides(&ov);
-    if (st == VDNN_OK) st = net_parse(r->cfg, name, &ov, np);
+    if (st == VDNN_OK && (st = net_parse(r->cfg, name, &ov, np)) != VDNN_OK)
+        st = vdnn_wrap(st, "the config vdnn wrote for the model does not build (a fault of vdnn's import)");
     if (st == VDNN_OK) st = cli_device(dev_name, 0, threads, 0, *np, dp);
     if (st == VDNN_OK) st = plan_attach(*np, *dp);
     if (st == VDNN_OK) st = plan_fixed(*np, 0);
