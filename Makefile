@@ -158,7 +158,8 @@ $(BUILD_CONFIG):
 	@mkdir -p $(dir $@)
 	$(file >$@,$(BUILD_CONFIG_TEXT))
 
-LIB_SRC   := $(sort $(wildcard vdnn/*.c layers/*.c nets/*.c nets/*/*.c data/*.c manager/*.c onnx/*.c))
+LIB_SRC   := $(sort $(wildcard vdnn/*.c layers/*.c nets/*.c nets/*/*.c data/*.c manager/*.c) \
+                    $(if $(ONNX_GEN),$(wildcard onnx/*.c)))
 TOOL_SRC  := $(sort $(wildcard tools/*.c))
 TEST_UTIL := $(sort $(filter-out tests/test_%.c,$(wildcard tests/*.c)))
 TEST_SRC  := $(sort $(wildcard tests/test_*.c))
