@@ -58,6 +58,8 @@ typedef struct ctx {
     value *v;
     int nv, vcap;
     strmap vals, names;
+    strmap uses;                  /* how many node inputs name each value */
+    const char *output;           /* the graph's output */
     lay *L;
     int nl, lcap;
     int N, in_c, in_h, in_w;
@@ -185,6 +187,8 @@ static vdnn_status add_value(ctx *x, const char *name, value **out)
     value *v = &x->v[x->nv];
     memset(v, 0, sizeof *v);
     v->name = name;
+    int uses = map_get(&x->uses, name);
+    v->uses = (uses > 0 ? uses : 0) + (x->output && !strcmp(name, x->output));
     vdnn_status st = map_put(&x->vals, name, x->nv);
     if (st != VDNN_OK) return st;
     x->nv++;
@@ -388,13 +392,10 @@ static vdnn_status only_first_output(ctx *x)
     for (size_t k = 1; k < x->node->n_output; k++) {
         const char *name = x->node->output[k];
         if (!name || !*name) continue;
-        for (size_t i = 0; i < x->g->n_node; i++)
-            for (size_t j = 0; x->g->node[i] && j < x->g->node[i]->n_input; j++)
-                if (x->g->node[i]->input[j] && !strcmp(x->g->node[i]->input[j], name))
-                    return refuse(x, "its output %zu ('%s') is read: vdnn computes only the first", k, name);
-        for (size_t i = 0; i < x->g->n_output; i++)
-            if (x->g->output[i] && x->g->output[i]->name && !strcmp(x->g->output[i]->name, name))
-                return refuse(x, "its output %zu ('%s') is a graph output: vdnn computes only the first", k, name);
+        if (map_get(&x->uses, name) > 0)
+            return refuse(x, "its output %zu ('%s') is read: vdnn computes only the first", k, name);
+        if (x->output && !strcmp(name, x->output))
+            return refuse(x, "its output %zu ('%s') is the graph's output: vdnn computes only the first", k, name);
     }
     return VDNN_OK;
 }
@@ -696,12 +697,9 @@ static vdnn_status op_elementwise(ctx *x, const char *type)
             memcpy(dims, in->dims, sizeof dims);
             return out_alias(x, in, in->rank, dims);
         }
-        snprintf(keys, sizeof keys, "%s%.9g\n%s%.9g\n", lo != 0 ? "min = " : "", lo, hi != 6 ? "max = " : "", hi);
-        /* drop the lines of defaults */
-        char clean[160] = "";
-        for (char *line = strtok(keys, "\n"); line; line = strtok(NULL, "\n"))
-            if (strchr(line, '=')) snprintf(clean + strlen(clean), sizeof clean - strlen(clean), "%s\n", line);
-        snprintf(keys, sizeof keys, "%s", clean);
+        /* the bounds that are not [clip]'s defaults (0 and 6) */
+        int k = lo != 0 ? snprintf(keys, sizeof keys, "min = %.9g\n", lo) : 0;
+        if (hi != 6) snprintf(keys + k, sizeof keys - (size_t)k, "max = %.9g\n", hi);
     } else if (!strcmp(op, "Dropout")) {
         static const char *const known[] = {"ratio", "seed", NULL};
         if ((st = known_attrs(x, known)) != VDNN_OK) return st;
@@ -1310,18 +1308,40 @@ static vdnn_status read_constants(ctx *x)
     return VDNN_OK;
 }
 
-/* The uses of every value: the nodes reading it, and the graph's output. */
-static void count_uses(ctx *x, const char *output)
+/* How many node inputs name each value (x->uses), before any value is made. */
+static vdnn_status count_uses(ctx *x)
 {
-    for (size_t i = 0; i < x->g->n_node; i++) {
+    int *count = NULL;
+    size_t ncount = 0, cap = 0;
+    vdnn_status st = VDNN_OK;
+    for (size_t i = 0; i < x->g->n_node && st == VDNN_OK; i++) {
         const Onnx__NodeProto *n = x->g->node[i];
-        for (size_t k = 0; n && k < n->n_input; k++) {
-            value *v = n->input[k] && *n->input[k] ? val(x, n->input[k]) : NULL;
-            if (v) v->uses++;
+        for (size_t k = 0; n && k < n->n_input && st == VDNN_OK; k++) {
+            const char *name = n->input[k];
+            if (!name || !*name) continue;
+            int at = map_get(&x->uses, name);
+            if (at >= 0) {
+                count[at]++;
+                continue;
+            }
+            if (ncount == cap) {
+                cap = cap ? 2 * cap : 256;
+                int *c = realloc(count, cap * sizeof *c);
+                if (!c) {
+                    st = vdnn_fail(VDNN_ENOMEM, "out of memory counting the uses of values");
+                    break;
+                }
+                count = c;
+            }
+            count[ncount] = 1;
+            st = map_put(&x->uses, name, (int)ncount++);
         }
     }
-    value *v = val(x, output);
-    if (v) v->uses++;
+    /* the table's values become the counts */
+    for (size_t i = 0; st == VDNN_OK && i < x->uses.cap; i++)
+        if (x->uses.key[i]) x->uses.val[i] = count[x->uses.val[i]];
+    free(count);
+    return st;
 }
 
 static const char *meta(const Onnx__ModelProto *m, const char *key)
@@ -1405,10 +1425,41 @@ static vdnn_status finish(ctx *x, const value *outv)
     return VDNN_OK;
 }
 
+/* The layers the graph's output depends on: live[i], and pos[i] its place among them.
+ * Nodes whose results nothing reads are left out, their parameters too (a vdnn net has
+ * no dead branches). Returns how many live. */
+static int live_layers(ctx *x, unsigned char *live, int *pos)
+{
+    memset(live, 0, (size_t)x->nl);
+    live[x->nl - 1] = 1;
+    for (int i = x->nl - 1; i >= 0; i--)
+        for (int k = 0; live[i] && k < x->L[i].nin; k++)
+            if (x->L[i].in[k] >= 0) live[x->L[i].in[k]] = 1;
+    int n = 0;
+    for (int i = 0; i < x->nl; i++) pos[i] = live[i] ? n++ : -1;
+    onnx_import *r = x->r;
+    int kept = 0;
+    for (int i = 0; i < r->nparams; i++) {
+        int at = map_get(&x->names, r->params[i].layer);
+        if (at >= 0 && !live[at]) free(r->params[i].data);
+        else r->params[kept++] = r->params[i];
+    }
+    r->nparams = kept;
+    return n;
+}
+
 static vdnn_status write_config(ctx *x)
 {
     sbuf b = {0};
     const Onnx__ModelProto *m = x->m;
+    unsigned char *live = malloc((size_t)x->nl);
+    int *pos = malloc((size_t)x->nl * sizeof *pos);
+    if (!live || !pos) {
+        free(live);
+        free(pos);
+        return vdnn_fail(VDNN_ENOMEM, "out of memory writing the config");
+    }
+    int nlive = live_layers(x, live, pos);
     const lay *last = &x->L[x->nl - 1];
     int64_t classes = (int64_t)last->c * last->h * last->w;
     if (classes < 2) classes = 2;
@@ -1416,7 +1467,7 @@ static vdnn_status write_config(ctx *x)
     sb_printf(&b, "# Imported from %s by `vdnn import`: %s%s%s, ONNX opset %" PRId64 ", %d nodes as %d layers.\n",
               x->src, m->producer_name && *m->producer_name ? m->producer_name : "an unnamed producer",
               m->producer_version && *m->producer_version ? " " : "", m->producer_version ? m->producer_version : "",
-              x->opset, x->r->nodes, x->nl);
+              x->opset, x->r->nodes, nlive);
     sb_printf(&b, "# Each layer is named after its ONNX node (characters other than letters, digits, _ and - made _);\n"
                   "# its weights are in the checkpoint written beside it (train --init). See docs/onnx.md.\n\n");
     sb_printf(&b, "[net]\nbatch = %d\nchannels = %d\nheight = %d\nwidth = %d\n\n", x->N, x->in_c, x->in_h, x->in_w);
@@ -1427,10 +1478,11 @@ static vdnn_status write_config(ctx *x)
               classes);
     for (int i = 0; i < x->nl; i++) {
         const lay *l = &x->L[i];
+        if (!live[i]) continue;
         if (l->node) sb_printf(&b, "\n# ONNX node \"%s\" (%s)\n", l->node, l->op);
         else sb_printf(&b, "\n# the loss vdnn trains with (not in the ONNX graph)\n");
         sb_printf(&b, "[%s]\nname = %s\n", l->type, l->name);
-        int chain = l->nin == 1 && l->in[0] == i - 1;
+        int chain = l->nin == 1 && (l->in[0] < 0 ? pos[i] == 0 : pos[l->in[0]] == pos[i] - 1);
         if (!chain) {
             /* by name; where the names do not fit a config value (a dense block's
              * concat of many long names), by position: -k, k sections up */
@@ -1439,7 +1491,7 @@ static vdnn_status write_config(ctx *x)
             sb_printf(&b, "input = ");
             for (int k = 0; k < l->nin; k++) {
                 if (len < CFG_VALUE_MAX - 1 || l->in[k] < 0) sb_printf(&b, "%s%s", k ? ", " : "", map_label(x, l->in[k]));
-                else sb_printf(&b, "%s-%d", k ? ", " : "", i - l->in[k]);
+                else sb_printf(&b, "%s-%d", k ? ", " : "", pos[i] - pos[l->in[k]]);
             }
             sb_printf(&b, "\n");
         }
@@ -1447,6 +1499,9 @@ static vdnn_status write_config(ctx *x)
         if ((!strcmp(l->type, "convolutional") || !strcmp(l->type, "connected")) && !l->biased)
             sb_printf(&b, "bias = 0\n");
     }
+    free(live);
+    free(pos);
+    x->r->nlayers = nlive;
     if (b.failed) {
         free(b.s);
         return vdnn_fail(VDNN_ENOMEM, "out of memory writing the config");
@@ -1474,16 +1529,14 @@ vdnn_status onnx_import_model(const Onnx__ModelProto *m, const onnx_import_opts 
         st = refuse(&x, "%zu nodes (vdnn imports at most %d)", x.g->n_node, IMPORT_MAX_NODES);
     else if (x.g->n_output != 1 || !x.g->output[0] || !x.g->output[0]->name)
         st = refuse(&x, "the graph has %zu outputs: a vdnn net has one", x.g->n_output);
-    if (st == VDNN_OK) st = read_constants(&x);
     const char *outname = st == VDNN_OK ? x.g->output[0]->name : NULL;
+    x.output = outname;
+    for (size_t i = 0; st == VDNN_OK && i < x.g->n_node; i++)
+        if (!x.g->node[i]) st = broken(&x, "an empty node");
+    if (st == VDNN_OK) st = count_uses(&x);
+    if (st == VDNN_OK) st = read_constants(&x);
     for (size_t i = 0; st == VDNN_OK && i < x.g->n_node; i++) {
         x.node = x.g->node[i];
-        if (!x.node) {
-            st = broken(&x, "an empty node");
-            break;
-        }
-        /* the uses are counted once the values exist: before the first node that reads one */
-        if (i == 0) count_uses(&x, outname);
         int is_output = 0;
         for (size_t k = 0; k < x.node->n_output; k++)
             if (x.node->output[k] && !strcmp(x.node->output[k], outname)) is_output = 1;
@@ -1505,10 +1558,10 @@ vdnn_status onnx_import_model(const Onnx__ModelProto *m, const onnx_import_opts 
     }
     if (st == VDNN_OK) st = finish(&x, outv);
     if (st == VDNN_OK) st = write_config(&x);
-    r->nlayers = x.nl;
     int refused = r->refused;
     map_free(&x.vals);
     map_free(&x.names);
+    map_free(&x.uses);
     free(x.v);
     free(x.L);
     if (st != VDNN_OK) {

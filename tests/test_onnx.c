@@ -19,6 +19,7 @@
  *    sizes, external data, colliding names, unknown operators, a ceil-mode window ONNX
  *    cannot express) give errors that name what is wrong, never a crash. */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -505,6 +506,21 @@ static void mk_init(mk *k, int nodes)
     k->g.node = k->pn;
 }
 
+/* Initializer t of k: `count` floats of `data`, shaped by dims. */
+static void mk_tensor(mk *k, int t, char *name, int ndims, int64_t *dims, float *data, int count)
+{
+    onnx__tensor_proto__init(&k->init[t]);
+    k->init[t].name = name;
+    k->init[t].n_dims = (size_t)ndims;
+    k->init[t].dims = dims;
+    k->init[t].has_data_type = 1, k->init[t].data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    k->init[t].n_float_data = (size_t)count;
+    k->init[t].float_data = data;
+    k->pi[t] = &k->init[t];
+    if ((size_t)t + 1 > k->g.n_initializer) k->g.n_initializer = (size_t)t + 1;
+    k->g.initializer = k->pi;
+}
+
 /* Imports k (through its encoding, as a file would come) and returns the status. */
 static vdnn_status mk_import(mk *k, onnx_import *r)
 {
@@ -588,6 +604,88 @@ START_TEST(hostile_models)
 }
 END_TEST
 
+/* A MatMul and an Add of one value per output: a fully connected layer with its bias;
+ * a Conv and an Add of one value per channel: its bias. The predictions are checked
+ * by hand. */
+START_TEST(bias_adds_fold)
+{
+    static mk k;
+    static char *flat_in[1] = {"x"}, *mm_in[2] = {"flat", "w"}, *add_in[2] = {"mm", "b"};
+    static char *flat_out[1] = {"flat"}, *mm_out[1] = {"mm"}, *add_out[1] = {"y"};
+    static float w[32 * 3], b[3];
+    static int64_t wd[2] = {32, 3}, bd[1] = {3};
+    mk_init(&k, 3);
+    k.nodes[0].op_type = "Flatten", k.nodes[0].input = flat_in, k.nodes[0].output = flat_out;
+    k.nodes[1].op_type = "MatMul", k.nodes[1].name = "fc", k.nodes[1].n_input = 2, k.nodes[1].input = mm_in;
+    k.nodes[1].output = mm_out;
+    k.nodes[2].op_type = "Add", k.nodes[2].n_input = 2, k.nodes[2].input = add_in, k.nodes[2].output = add_out;
+    for (int i = 0; i < 96; i++) w[i] = (float)(i % 7) - 3.0f;
+    for (int i = 0; i < 3; i++) b[i] = 0.5f * (float)i;
+    mk_tensor(&k, 0, "w", 2, wd, w, 96);
+    mk_tensor(&k, 1, "b", 1, bd, b, 3);
+    onnx_import r;
+    ck_assert_msg(mk_import(&k, &r) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_msg(strstr(r.cfg, "[connected]\nname = fc\noutput = 3\n") && !strstr(r.cfg, "bias = 0"), "%s", r.cfg);
+    device *d;
+    net *n = tn_attached(r.cfg, NULL, &d);
+    ck_assert_int_eq(onnx_import_load(&r, n), VDNN_OK);
+    float x[32], y[3];
+    for (int i = 0; i < 32; i++) x[i] = 0.125f * (float)(i % 5);
+    ck_assert_int_eq(net_predict(n, x, 1, 1, y), VDNN_OK);
+    for (int o = 0; o < 3; o++) {
+        double want = b[o];
+        for (int i = 0; i < 32; i++) want += (double)x[i] * w[i * 3 + o];
+        ck_assert_msg(fabs(y[o] - want) < 1e-4, "output %d: %g, %g expected", o, y[o], want);
+    }
+    tn_free(n, d);
+    onnx_import_free(&r);
+    /* the MatMul's output read twice cannot take the bias: the Add is refused (the
+     * other reader's output, read by nobody, is left out of the net) */
+    static char *relu_in[1] = {"mm"}, *relu_out[1] = {"unread"};
+    mk_init(&k, 4);
+    k.nodes[0].op_type = "Flatten", k.nodes[0].input = flat_in, k.nodes[0].output = flat_out;
+    k.nodes[1].op_type = "MatMul", k.nodes[1].name = "fc", k.nodes[1].n_input = 2, k.nodes[1].input = mm_in;
+    k.nodes[1].output = mm_out;
+    k.nodes[2].op_type = "Relu", k.nodes[2].name = "dead", k.nodes[2].input = relu_in, k.nodes[2].output = relu_out;
+    k.nodes[3].op_type = "Add", k.nodes[3].n_input = 2, k.nodes[3].input = add_in, k.nodes[3].output = add_out;
+    mk_tensor(&k, 0, "w", 2, wd, w, 96);
+    mk_tensor(&k, 1, "b", 1, bd, b, 3);
+    ck_assert_int_eq(mk_import(&k, &r), VDNN_EINVAL);
+    ck_assert_int_eq(r.refused, 1);
+    tn_msg_has("adds a constant to 'mm'", NULL);
+    /* without the Add, the output is the MatMul's and the Relu nobody reads is left out */
+    k.g.n_node = 3;
+    static Onnx__ValueInfoProto mm_info;
+    static Onnx__ValueInfoProto *mm_outs[1] = {&mm_info};
+    onnx__value_info_proto__init(&mm_info);
+    mm_info.name = "mm";
+    k.g.output = mm_outs;
+    ck_assert_msg(mk_import(&k, &r) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_msg(!strstr(r.cfg, "dead") && r.nlayers == 2 && r.nparams == 1, "%s", r.cfg);
+    n = tn_attached(r.cfg, NULL, &d);
+    ck_assert_int_eq(onnx_import_load(&r, n), VDNN_OK);
+    tn_free(n, d);
+    onnx_import_free(&r);
+    /* a Conv without bias, then an Add of one value per channel (C, 1, 1) */
+    static char *conv_in[2] = {"x", "cw"}, *cadd_in[2] = {"c", "cb"}, *conv_out[1] = {"c"};
+    static float cw[3 * 2], cb[3] = {1, 2, 3};
+    static int64_t cwd[4] = {3, 2, 1, 1}, cbd[3] = {3, 1, 1};
+    mk_init(&k, 2);
+    k.nodes[0].op_type = "Conv", k.nodes[0].name = "conv", k.nodes[0].n_input = 2, k.nodes[0].input = conv_in;
+    k.nodes[0].output = conv_out;
+    k.nodes[1].op_type = "Add", k.nodes[1].n_input = 2, k.nodes[1].input = cadd_in, k.nodes[1].output = add_out;
+    mk_tensor(&k, 0, "cw", 4, cwd, cw, 6);
+    mk_tensor(&k, 1, "cb", 3, cbd, cb, 3);
+    ck_assert_msg(mk_import(&k, &r) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_msg(strstr(r.cfg, "[convolutional]\nname = conv\nfilters = 3\nsize = 1\n") && !strstr(r.cfg, "bias = 0"),
+                  "%s", r.cfg);
+    ck_assert_int_eq(r.nparams, 2);
+    ck_assert_str_eq(r.params[1].name, "bias");
+    ck_assert(r.params[1].data[2] == 3.0f);
+    onnx_import_free(&r);
+}
+END_TEST
+
 /* Seventy layers of names that meet once cut to 31 characters, and a concat of 24 of
  * them whose names together are longer than a config value holds. */
 START_TEST(long_names_and_wide_concats)
@@ -649,6 +747,7 @@ static Suite *onnx_suite(void)
     tcase_add_test(rt, export_refuses_what_onnx_cannot_say);
     tcase_add_test(rt, hostile_models);
     tcase_add_test(rt, long_names_and_wide_concats);
+    tcase_add_test(rt, bias_adds_fold);
     suite_add_tcase(s, rt);
     TCase *ext = tcase_create("others");
     tcase_add_checked_fixture(ext, tn_dir_setup, tn_dir_teardown);
