@@ -197,6 +197,40 @@ static vdnn_status init_param(ex *e, const layer *l, int slot, int rank, const i
     return st == VDNN_OK ? st : vdnn_wrap(st, "exporting %s.%s", l->name, p->name);
 }
 
+/* An int64 initializer of `count` values. */
+static char *init_ints(ex *e, const char *name, const int64_t *data, int count)
+{
+    Onnx__TensorProto *t = grab(&e->a, sizeof *t);
+    int64_t *dims = grab(&e->a, sizeof *dims), *d = grab(&e->a, (size_t)count * sizeof *d);
+    if (!t || !dims || !d) return NULL;
+    onnx__tensor_proto__init(t);
+    t->name = str(&e->a, "%s", name);
+    t->has_data_type = 1;
+    t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__INT64;
+    dims[0] = count;
+    t->n_dims = 1;
+    t->dims = dims;
+    memcpy(d, data, (size_t)count * sizeof *d);
+    t->n_int64_data = (size_t)count;
+    t->int64_data = d;
+    push(&e->a, &e->inits, t);
+    return t->name;
+}
+
+/* Input k of layer l as a value of rank 4, (N, C, H, W): a Reshape first where it has
+ * rank 2 (a fully connected layer's output read by a convolution, a pooling, an LRN). */
+static char *nchw_input(ex *e, const layer *l, int k)
+{
+    int j = l->input[k];
+    if (e->rank[j] == 4) return e->vname[j];
+    const shape4 s = l->ins[k];
+    int64_t shape[4] = {e->n->input.n, s.c, s.h, s.w};
+    char *to[2] = {e->vname[j], init_ints(e, str(&e->a, "%s/shape%d", l->name, k), shape, 4)};
+    char *out = str(&e->a, "%s/reshape%d", l->name, k);
+    node(e, "Reshape", out, 2, to, out, NULL);
+    return out;
+}
+
 /* Input k of layer l as a value of rank 2: a Flatten first where it has rank 4. */
 static char *flat_input(ex *e, const layer *l, int k)
 {
@@ -225,6 +259,7 @@ static vdnn_status export_layer(ex *e, int i)
         int64_t pads[4] = {p->pad_top, p->pad_left, p->pad_bottom, p->pad_right};
         int64_t dil[2] = {p->dilation_h, p->dilation_w};
         int nin = 2;
+        in[0] = nchw_input(e, l, 0);
         st = init_param(e, l, CONV_WEIGHTS, 4, wd, &in[1]);
         if (st == VDNN_OK && p->bias) st = init_param(e, l, CONV_BIAS, 1, bd, &in[nin++]);
         Onnx__AttributeProto *attrs[] = {attr_ints(e, "kernel_shape", 2, ks), attr_ints(e, "strides", 2, ss),
@@ -235,6 +270,7 @@ static vdnn_status export_layer(ex *e, int i)
     } else if (!strcmp(type, "maxpool") || !strcmp(type, "avgpool")) {
         const pool_params *p = l->priv;
         int avg = !strcmp(type, "avgpool");
+        in[0] = nchw_input(e, l, 0);
         rank = 4;
         if (p->global) {
             node(e, avg ? "GlobalAveragePool" : "GlobalMaxPool", l->name, 1, in, out, NULL);
@@ -281,6 +317,8 @@ static vdnn_status export_layer(ex *e, int i)
         return VDNN_OK;
     } else if (!strcmp(type, "lrn")) {
         const lrn_priv *p = l->priv;
+        in[0] = nchw_input(e, l, 0);
+        rank = 4;
         Onnx__AttributeProto *attrs[] = {attr_int(e, "size", p->size), attr_float(e, "alpha", p->alpha),
                                          attr_float(e, "beta", p->beta), attr_float(e, "bias", p->k), NULL};
         node(e, "LRN", l->name, 1, in, out, attrs);
@@ -354,7 +392,7 @@ static Onnx__ValueInfoProto *value_info(ex *e, const char *name, int rank, const
     return v;
 }
 
-vdnn_status onnx_export_net(net *n, const char *path)
+vdnn_status onnx_export_net(net *n, const char *path, int *out_rank)
 {
     ex e = {.n = n};
     vdnn_status st = VDNN_OK;
@@ -407,6 +445,7 @@ vdnn_status onnx_export_net(net *n, const char *path)
         }
         if (e.a.failed) st = vdnn_fail(VDNN_ENOMEM, "out of memory exporting the net");
         else st = onnx_model_write(&m, path);
+        if (out_rank) *out_rank = orank;
     }
     for (size_t i = 0; i < e.a.n; i++) free(e.a.p[i]);
     free(e.a.p);

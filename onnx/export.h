@@ -10,7 +10,8 @@
 
 #define ONNX_EXPORT_OPSET 13
 
-/* Writes n (attached: its parameters are read from its device) to `path`. */
-vdnn_status onnx_export_net(net *n, const char *path);
+/* Writes n (attached: its parameters are read from its device) to `path`; *out_rank
+ * (when not NULL): the rank of the graph's output, 2 (N, features) or 4 (N, C, H, W). */
+vdnn_status onnx_export_net(net *n, const char *path, int *out_rank);
 
 #endif

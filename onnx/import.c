@@ -25,6 +25,7 @@ typedef struct value {
     const Onnx__TensorProto *t;   /* V_CONST */
     int map;                      /* V_MAP: -1 the net's input, else a layer's index */
     int uses;                     /* nodes that read it, and 1 more for the graph's output */
+    int direct;                   /* V_MAP: the layer's own output, not a reshaped alias of it */
 } value;
 
 /* A layer being written. */
@@ -58,10 +59,12 @@ typedef struct ctx {
     value *v;
     int nv, vcap;
     strmap vals, names;
+    strmap suffix;                /* a name stem -> the next _N suffix to try */
     strmap uses;                  /* how many node inputs name each value */
     const char *output;           /* the graph's output */
     lay *L;
     int nl, lcap;
+    int pcap;                     /* room in r->params */
     int N, in_c, in_h, in_w;
     const Onnx__NodeProto *node;
 } ctx;
@@ -71,6 +74,15 @@ static uint64_t hash_str(const char *s)
     uint64_t h = 1469598103934665603ull;
     for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
     return h;
+}
+
+static int *map_slot(const strmap *t, const char *k)
+{
+    if (!t->cap) return NULL;
+    for (size_t i = hash_str(k) & (t->cap - 1);; i = (i + 1) & (t->cap - 1)) {
+        if (!t->key[i]) return NULL;
+        if (!strcmp(t->key[i], k)) return &t->val[i];
+    }
 }
 
 static int map_get(const strmap *t, const char *k)
@@ -323,12 +335,20 @@ static vdnn_status layer_name(ctx *x, const char *stem, char *out)
     base[k] = 0;
     if (!k) snprintf(base, sizeof base, "%s", "layer");
     snprintf(out, LAYER_NAME_MAX, "%s", base);
-    for (int i = 2; map_get(&x->names, out) >= 0 || !strcmp(out, "data"); i++) {
+    /* the next suffix to try is kept per stem: many nodes of one name cost one try each */
+    int next = map_get(&x->suffix, base);
+    for (int i = next > 2 ? next : 2; map_get(&x->names, out) >= 0 || !strcmp(out, "data"); i++) {
         char suffix[16];
         int n = snprintf(suffix, sizeof suffix, "_%d", i);
         int keep = (int)strlen(base);
         if (keep > LAYER_NAME_MAX - 1 - n) keep = LAYER_NAME_MAX - 1 - n;
         snprintf(out, LAYER_NAME_MAX, "%.*s%s", keep, base, suffix);
+        next = i + 1;
+    }
+    if (next > 2) {
+        int *slot = map_slot(&x->suffix, base);
+        if (slot) *slot = next;
+        else return map_put(&x->suffix, base, next);
     }
     return VDNN_OK;
 }
@@ -363,10 +383,15 @@ static vdnn_status add_layer(ctx *x, const char *type, int nin, const int *in, l
 static vdnn_status add_param(ctx *x, const lay *l, const char *name, float *data, int64_t count)
 {
     onnx_import *r = x->r;
-    onnx_param *p = realloc(r->params, (size_t)(r->nparams + 1) * sizeof *p);
-    if (!p) {
-        free(data);
-        return vdnn_fail(VDNN_ENOMEM, "out of memory for %d parameter tensors", r->nparams + 1);
+    onnx_param *p = r->params;
+    if (r->nparams == x->pcap) {
+        int cap = x->pcap ? 2 * x->pcap : 16;
+        p = realloc(r->params, (size_t)cap * sizeof *p);
+        if (!p) {
+            free(data);
+            return vdnn_fail(VDNN_ENOMEM, "out of memory for %d parameter tensors", cap);
+        }
+        x->pcap = cap;
     }
     r->params = p;
     p = &r->params[r->nparams++];
@@ -413,6 +438,7 @@ static vdnn_status out_map(ctx *x, int layer, int rank, const int64_t *dims_in)
     if (!v) return broken(x, "has no output");
     v->kind = V_MAP;
     v->map = layer;
+    v->direct = 1;
     v->rank = rank;
     memcpy(v->dims, dims, (size_t)rank * sizeof *dims);
     return VDNN_OK;
@@ -421,7 +447,9 @@ static vdnn_status out_map(ctx *x, int layer, int rank, const int64_t *dims_in)
 /* The first output as an alias of map value `in`, reshaped. */
 static vdnn_status out_alias(ctx *x, const value *in, int rank, const int64_t *dims)
 {
-    return out_map(x, in->map, rank, dims);
+    vdnn_status st = out_map(x, in->map, rank, dims);
+    if (st == VDNN_OK) x->v[x->nv - 1].direct = 0;
+    return st;
 }
 
 static vdnn_status bad_attr(ctx *x, const char *name)
@@ -464,6 +492,8 @@ typedef struct window {
     int64_t k[2], s[2], p[4], d[2];
 } window;
 
+static vdnn_status window_limits(ctx *x, const window *w, int max_pad);
+
 static vdnn_status read_window(ctx *x, const int64_t *in_hw, const int64_t *kernel, window *w)
 {
     int bad = 0;
@@ -496,6 +526,9 @@ static vdnn_status read_window(ctx *x, const int64_t *in_hw, const int64_t *kern
     if (bad) return bad_attr(x, "auto_pad");
     for (int a = 0; a < 2; a++)
         if (w->s[a] < 1 || w->d[a] < 1) return broken(x, "a stride or dilation below 1");
+    /* vdnn's reach first: the padding auto_pad asks for is computed from them */
+    vdnn_status lim = window_limits(x, w, INT32_MAX);
+    if (lim != VDNN_OK) return lim;
     if (strcmp(mode, "NOTSET")) {
         if (pads >= 0 && strcmp(mode, "VALID")) return broken(x, "both pads and auto_pad %s", mode);
         for (int a = 0; a < 2; a++) {
@@ -691,6 +724,9 @@ static vdnn_status op_elementwise(ctx *x, const char *type)
             if ((st = const_scalar(x, 1, -FLT_MAX, &lo)) != VDNN_OK) return st;
             if ((st = const_scalar(x, 2, FLT_MAX, &hi)) != VDNN_OK) return st;
         }
+        if (isnan(lo) || isnan(hi)) return refuse(x, "a bound is NaN");
+        if (lo < -FLT_MAX) lo = -FLT_MAX;   /* an infinite bound is no bound */
+        if (hi > FLT_MAX) hi = FLT_MAX;
         if (!(lo < hi)) return refuse(x, "min %g is not below max %g (vdnn's clip needs min < max)", lo, hi);
         if (lo == -FLT_MAX && hi == FLT_MAX) {
             int64_t dims[ONNX_MAX_RANK];
@@ -721,6 +757,9 @@ static vdnn_status op_elementwise(ctx *x, const char *type)
                                              : tm->t->n_int32_data && tm->t->int32_data[0];
                 } else if (onnx_tensor_ints(tm->t, what, &b, &c) == VDNN_OK) {
                     on = c && b[0];
+                } else {
+                    x->r->refused = 1;
+                    return vdnn_wrap(VDNN_EINVAL, "training_mode");
                 }
                 free(b);
                 if (on) return refuse(x, "training_mode is on: an inference graph's dropout passes its input");
@@ -900,11 +939,13 @@ static vdnn_status op_fc(ctx *x, int gemm)
 /* Add of a map and a per-channel constant right after a layer without a bias: the bias. */
 static vdnn_status fold_bias(ctx *x, value *m, value *cv)
 {
-    if (m->map < 0 || !x->L[m->map].may_fold || m->uses != 1)
+    if (m->map < 0 || !x->L[m->map].may_fold || m->uses != 1 || !m->direct)
         return refuse(x, "adds a constant to '%s': vdnn adds constants only as the bias of the convolution or fully "
-                      "connected layer right before", m->name);
+                      "connected layer right before (its output, read by nothing else)", m->name);
     lay *l = &x->L[m->map];
     int64_t C = l->c, cc = 0;
+    vdnn_status st = strcmp(l->type, "connected") ? need_nchw(x, m) : VDNN_OK;
+    if (st != VDNN_OK) return st;
     const Onnx__TensorProto *t = cv->t;
     /* broadcast as ONNX aligns trailing dimensions: one value per channel only */
     int ok = 0;
@@ -916,8 +957,7 @@ static vdnn_status fold_bias(ctx *x, value *m, value *cv)
     }
     if (!ok) return refuse(x, "adds a constant of another shape than one value per channel of '%s'", m->name);
     float *d = NULL;
-    vdnn_status st = const_floats(x, cv, -1, &d, &cc);
-    if (st != VDNN_OK) return st;
+    if ((st = const_floats(x, cv, -1, &d, &cc)) != VDNN_OK) return st;
     if ((st = add_param(x, l, "bias", d, cc)) != VDNN_OK) return st;
     l->biased = 1;
     l->may_fold = 0;
@@ -976,7 +1016,8 @@ static vdnn_status op_concat(ctx *x)
         if ((st = input_map(x, k, &v[k])) != VDNN_OK) return st;
     int bad = 0;
     int64_t axis = onnx_attr_int(x->node, "axis", 1, &bad);
-    if (bad || !onnx_attr(x->node, "axis")) return broken(x, "no axis attribute");
+    if (bad) return bad_attr(x, "axis");
+    if (!onnx_attr(x->node, "axis") && x->opset >= 4) return broken(x, "no axis attribute (required from opset 4)");
     int rank = v[0]->rank;
     if (axis < 0) axis += rank;
     if (axis != 1) return refuse(x, "joins along axis %" PRId64 ": vdnn's [concat] joins channels (axis 1)", axis);
@@ -1000,6 +1041,7 @@ static vdnn_status op_concat(ctx *x)
         in[k] = v[k]->map;
         dims[1] += v[k]->dims[1];
         ctot += ck;
+        if (ctot > (1 << 24)) return refuse(x, "joins more than 2^24 channels");
     }
     if (n == 1) return out_alias(x, v[0], rank, v[0]->dims);
     lay *l;
@@ -1041,7 +1083,10 @@ static vdnn_status op_reshape(ctx *x)
     int64_t *s = NULL, n = 0;
     char what[160];
     snprintf(what, sizeof what, "%s: node '%s': shape", x->src, onnx_name(x->node->name));
-    if ((st = onnx_tensor_ints(sv->t, what, &s, &n)) != VDNN_OK) return st;
+    if ((st = onnx_tensor_ints(sv->t, what, &s, &n)) != VDNN_OK) {
+        x->r->refused = st == VDNN_EINVAL;
+        return st;
+    }
     if (n < 1 || n > 4) {
         free(s);
         return refuse(x, "a shape of %" PRId64 " dimensions (vdnn's maps have 1 to 4)", n);
@@ -1070,12 +1115,18 @@ static vdnn_status op_reshape(ctx *x)
             free(s);
             return broken(x, "dimension %d of the shape is %" PRId64, i, dims[i]);
         }
-        if (known_p > total) break;
+        if (dims[i] > total / known_p) {
+            known_p = 0;   /* more than the input holds: never equal to it */
+            break;
+        }
         known_p *= dims[i];
     }
     free(s);
     if (infer >= 0 && known_p && total % known_p == 0) dims[infer] = total / known_p, known_p = total;
-    if (known_p != total) return broken(x, "the shape does not hold the input's %" PRId64 " elements", total);
+    if (known_p != total)
+        return broken(x, "the shape does not hold the input's %" PRId64 " elements%s", total,
+                      x->o && x->o->batch > 0 ? " (--batch changed the batch: a shape that names the model's own "
+                                                "batch no longer fits)" : "");
     return out_alias(x, in, (int)n, dims);
 }
 
@@ -1114,7 +1165,10 @@ static vdnn_status op_pad(ctx *x)
         char what[160];
         snprintf(what, sizeof what, "%s: node '%s': pads", x->src, onnx_name(x->node->name));
         if ((st = input_const(x, 1, &pv)) != VDNN_OK) return st;
-        if ((st = onnx_tensor_ints(pv->t, what, &p, &count)) != VDNN_OK) return st;
+        if ((st = onnx_tensor_ints(pv->t, what, &p, &count)) != VDNN_OK) {
+            x->r->refused = st == VDNN_EINVAL;
+            return st;
+        }
     }
     int zero = !bad;
     for (int64_t i = 0; i < count; i++) zero &= p[i] == 0;
@@ -1246,6 +1300,10 @@ static vdnn_status read_input(ctx *x, const Onnx__ValueInfoProto *vi)
                           "batch", onnx_name(vi->name), i);
         d[i] = dim->dim_value;
     }
+    int64_t onnx_dims[4];
+    memcpy(onnx_dims, d, sizeof d);
+    /* a wide feature vector (N, K) past vdnn's channels is held as (N, 1, 1, K) */
+    if (rank == 2 && d[1] > 4096 && d[1] <= 16384) d[3] = d[1], d[1] = 1;
     static const int64_t maxes[4] = {65536, 4096, 16384, 16384};
     static const char *const what[4] = {"batch", "channels", "height", "width"};
     for (int i = 0; i < 4; i++)
@@ -1259,7 +1317,7 @@ static vdnn_status read_input(ctx *x, const Onnx__ValueInfoProto *vi)
     v->kind = V_MAP;
     v->map = -1;
     v->rank = (int)rank;
-    for (size_t i = 0; i < rank; i++) v->dims[i] = d[i];
+    for (size_t i = 0; i < rank; i++) v->dims[i] = onnx_dims[i];
     snprintf(x->r->in_name, sizeof x->r->in_name, "%s", vi->name);
     x->r->in_count = d[0] * d[1] * d[2] * d[3];
     return VDNN_OK;
@@ -1388,6 +1446,17 @@ static void sb_printf(sbuf *b, const char *fmt, ...)
     }
 }
 
+/* Text from the model for a comment of the config: control characters (a newline would
+ * end the comment and let the model write sections of its own) made '?', at most 160
+ * characters. */
+static const char *plain(const char *s, char *buf, size_t len)
+{
+    size_t k = 0;
+    for (; s && s[k] && k < len - 1 && k < 160; k++) buf[k] = (unsigned char)s[k] < 0x20 || s[k] == 0x7f ? '?' : s[k];
+    buf[k] = 0;
+    return buf;
+}
+
 static const char *map_label(const ctx *x, int map) { return map < 0 ? "data" : x->L[map].name; }
 
 /* The loss vdnn trains with after the graph's output: the exported one (metadata), the
@@ -1464,10 +1533,12 @@ static vdnn_status write_config(ctx *x)
     int64_t classes = (int64_t)last->c * last->h * last->w;
     if (classes < 2) classes = 2;
     if (classes > 1000000) classes = 1000000;
+    char t1[200], t2[200], t3[200];
     sb_printf(&b, "# Imported from %s by `vdnn import`: %s%s%s, ONNX opset %" PRId64 ", %d nodes as %d layers.\n",
-              x->src, m->producer_name && *m->producer_name ? m->producer_name : "an unnamed producer",
-              m->producer_version && *m->producer_version ? " " : "", m->producer_version ? m->producer_version : "",
-              x->opset, x->r->nodes, nlive);
+              plain(x->src, t1, sizeof t1),
+              m->producer_name && *m->producer_name ? plain(m->producer_name, t2, sizeof t2) : "an unnamed producer",
+              m->producer_version && *m->producer_version ? " " : "",
+              m->producer_version ? plain(m->producer_version, t3, sizeof t3) : "", x->opset, x->r->nodes, nlive);
     sb_printf(&b, "# Each layer is named after its ONNX node (characters other than letters, digits, _ and - made _);\n"
                   "# its weights are in the checkpoint written beside it (train --init). See docs/onnx.md.\n\n");
     sb_printf(&b, "[net]\nbatch = %d\nchannels = %d\nheight = %d\nwidth = %d\n\n", x->N, x->in_c, x->in_h, x->in_w);
@@ -1479,7 +1550,7 @@ static vdnn_status write_config(ctx *x)
     for (int i = 0; i < x->nl; i++) {
         const lay *l = &x->L[i];
         if (!live[i]) continue;
-        if (l->node) sb_printf(&b, "\n# ONNX node \"%s\" (%s)\n", l->node, l->op);
+        if (l->node) sb_printf(&b, "\n# ONNX node \"%s\" (%s)\n", plain(l->node, t1, sizeof t1), plain(l->op, t2, sizeof t2));
         else sb_printf(&b, "\n# the loss vdnn trains with (not in the ONNX graph)\n");
         sb_printf(&b, "[%s]\nname = %s\n", l->type, l->name);
         int chain = l->nin == 1 && (l->in[0] < 0 ? pos[i] == 0 : pos[l->in[0]] == pos[i] - 1);
@@ -1515,6 +1586,7 @@ vdnn_status onnx_import_model(const Onnx__ModelProto *m, const onnx_import_opts 
     memset(r, 0, sizeof *r);
     ctx x = {.m = m, .g = m->graph, .o = o, .r = r, .src = o && o->source ? o->source : "model"};
     x.names.owns = 1;   /* the layers' names move when the layer table grows */
+    x.suffix.owns = 1;
     x.opset = onnx_opset(m);
     vdnn_status st = VDNN_OK;
     if (!x.g) st = broken(&x, "the model has no graph");
@@ -1562,6 +1634,7 @@ vdnn_status onnx_import_model(const Onnx__ModelProto *m, const onnx_import_opts 
     map_free(&x.vals);
     map_free(&x.names);
     map_free(&x.uses);
+    map_free(&x.suffix);
     free(x.v);
     free(x.L);
     if (st != VDNN_OK) {

@@ -203,7 +203,7 @@ static void round_trip(const char *text, const char *what)
     scramble(a, 3);
     char path[600], again[600];
     tn_path(path, sizeof path, "net.onnx");
-    ck_assert_msg(onnx_export_net(a, path) == VDNN_OK, "%s: %s", what, vdnn_errmsg());
+    ck_assert_msg(onnx_export_net(a, path, NULL) == VDNN_OK, "%s: %s", what, vdnn_errmsg());
     onnx_import r = {0}, r2 = {0};
     net *b = import_net(path, &r, &db);
     /* the same layers but dropouts, in order, of the same names, inputs and shapes */
@@ -243,7 +243,7 @@ static void round_trip(const char *text, const char *what)
     same_predictions(a, b);
     /* the import of the import's export is the same config */
     tn_path(again, sizeof again, "again.onnx");
-    ck_assert_msg(onnx_export_net(b, again) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_msg(onnx_export_net(b, again, NULL) == VDNN_OK, "%s", vdnn_errmsg());
     net *c = import_net(again, &r2, &dc);
     ck_assert_msg(!strcmp(r.cfg, r2.cfg), "%s: a second round trip wrote another config:\n%s\n----\n%s", what, r.cfg,
                   r2.cfg);
@@ -255,6 +255,20 @@ static void round_trip(const char *text, const char *what)
 }
 
 START_TEST(round_trip_every_layer) { round_trip(EVERY_LAYER, "every layer"); }
+END_TEST
+
+/* Vectors read as maps: a convolution, an LRN and a pooling after a fully connected
+ * layer (export reshapes its (N, features) output back to (N, C, 1, 1)), and a logistic
+ * loss of one output. */
+#define VECTORS_AS_MAPS                                                                                  \
+    "[net]\nbatch = 2\nchannels = 3\nheight = 6\nwidth = 6\n"                                            \
+    "[train]\nepochs = 1\nlearning_rate = 0.05\nseed = 2\n"                                              \
+    "[data]\nset = synthetic\ntrain_size = 8\ntest_size = 4\nclasses = 2\n"                               \
+    "[convolutional]\nfilters = 4\nsize = 3\npad = 1\n[connected]\noutput = 8\n"                          \
+    "[convolutional]\nfilters = 6\nsize = 1\n[lrn]\nsize = 3\n[maxpool]\nglobal = 1\n"                     \
+    "[connected]\noutput = 1\n[logistic]\n"
+
+START_TEST(round_trip_vectors_as_maps) { round_trip(VECTORS_AS_MAPS, "vectors as maps"); }
 END_TEST
 
 /* Shipped configs, their classes, and whether they are ImageNet nets to shrink to 48x48. */
@@ -290,7 +304,7 @@ START_TEST(export_refuses_what_onnx_cannot_say)
                          NULL, &d);
     char path[600];
     tn_path(path, sizeof path, "ceil.onnx");
-    ck_assert_int_eq(onnx_export_net(n, path), VDNN_EINVAL);
+    ck_assert_int_eq(onnx_export_net(n, path, NULL), VDNN_EINVAL);
     tn_msg_has("maxpool1", "ceil_mode");
     ck_assert(!tn_exists(path));
     tn_free(n, d);
@@ -329,6 +343,36 @@ START_TEST(exports_pass_onnx_checker_and_numpy)
                   r.err);
     tn_run_free(&r);
     /* and vdnn's own runner reads its own layout back */
+    snprintf(args, sizeof args, "onnx-test %s", dir);
+    r = tn_vdnn(tn_dir, "", args);
+    tn_run_ok(&r, args);
+    tn_run_free(&r);
+}
+END_TEST
+
+START_TEST(vectors_as_maps_pass_numpy)
+{
+    if (!have_python_onnx()) {
+        printf("SKIPPED: vectors_as_maps_pass_numpy: /usr/bin/python3 lacks onnx or numpy (python3-onnx)\n");
+        return;
+    }
+    char cfg[600], ckpt[600], dir[600], args[2400], cmd[1400];
+    tn_path(cfg, sizeof cfg, "v.cfg");
+    tn_path(ckpt, sizeof ckpt, "v.ckpt");
+    tn_path(dir, sizeof dir, "v");
+    tn_write_text(cfg, VECTORS_AS_MAPS);
+    snprintf(args, sizeof args, "train %s --steps 2 --threads 1 --quiet --save %s", cfg, ckpt);
+    tn_run r = tn_vdnn(tn_dir, "", args);
+    tn_run_ok(&r, args);
+    tn_run_free(&r);
+    snprintf(args, sizeof args, "export %s --weights %s --test-data %s", cfg, ckpt, dir);
+    r = tn_vdnn(tn_dir, "", args);
+    tn_run_ok(&r, args);
+    tn_run_free(&r);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tests/onnx_eval.py %s", dir);
+    r = tn_shell(tn_dir, cmd);
+    ck_assert_msg(r.status == 0 && strstr(r.out, "1 passed, 0 failed"), "(status %d)\n%s\n%s", r.status, r.out, r.err);
+    tn_run_free(&r);
     snprintf(args, sizeof args, "onnx-test %s", dir);
     r = tn_vdnn(tn_dir, "", args);
     tn_run_ok(&r, args);
@@ -562,6 +606,13 @@ START_TEST(hostile_models)
     ck_assert_msg(strstr(r.cfg, "name = a_b\n") && strstr(r.cfg, "name = a_b_2\n") && strstr(r.cfg, "name = data_2\n"),
                   "%s", r.cfg);
     onnx_import_free(&r);
+    /* a name that would write config lines of its own stays inside its comment */
+    mk_init(&k, 1);
+    k.ins[0][0] = "x", k.outs[0][0] = "y", k.nodes[0].name = "a\n[relu]\n#";
+    ck_assert_msg(mk_import(&k, &r) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_msg(strstr(r.cfg, "# ONNX node \"a?[relu]?#\" (Relu)\n[relu]\nname = a_relu\n") && r.nlayers == 2,
+                  "%s", r.cfg);
+    onnx_import_free(&r);
     /* an operator vdnn does not know: refused, the node named */
     mk_init(&k, 1);
     k.ins[0][0] = "x", k.outs[0][0] = "y", k.nodes[0].name = "odd", k.nodes[0].op_type = "Erf";
@@ -596,6 +647,17 @@ START_TEST(hostile_models)
     k.init[0].data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
     ck_assert(mk_import(&k, &r) != VDNN_OK);
     tn_msg_has("external file", NULL);
+    /* batch-norm statistics that claim 2^40 elements */
+    mk_init(&k, 1);
+    static char *bn_in[5] = {"x", "s", "s", "s", "s"};
+    static int64_t vast[2] = {1 << 20, 1 << 20};
+    static float one[1];
+    k.nodes[0].op_type = "BatchNormalization", k.nodes[0].name = "bn", k.nodes[0].n_input = 5;
+    k.nodes[0].input = bn_in;
+    k.outs[0][0] = "y";
+    mk_tensor(&k, 0, "s", 2, vast, one, 1);
+    ck_assert(mk_import(&k, &r) != VDNN_OK);
+    tn_msg_has("node 'bn'", "2^32");
     /* a graph whose output no node computes */
     mk_init(&k, 1);
     k.ins[0][0] = "x", k.outs[0][0] = "z";
@@ -666,10 +728,26 @@ START_TEST(bias_adds_fold)
     ck_assert_int_eq(onnx_import_load(&r, n), VDNN_OK);
     tn_free(n, d);
     onnx_import_free(&r);
-    /* a Conv without bias, then an Add of one value per channel (C, 1, 1) */
+    /* the bias Add of a Conv's output seen through an Identity, which another node reads too:
+     * folding would change what that reader gets */
+    static char *id_in[1] = {"c"}, *id_out[1] = {"c2"}, *fadd_in[2] = {"c2", "cb"}, *fadd_out[1] = {"z"};
+    static char *r_in[1] = {"c"}, *r_out[1] = {"rc"}, *sum_in[2] = {"z", "rc"};
     static char *conv_in[2] = {"x", "cw"}, *cadd_in[2] = {"c", "cb"}, *conv_out[1] = {"c"};
     static float cw[3 * 2], cb[3] = {1, 2, 3};
     static int64_t cwd[4] = {3, 2, 1, 1}, cbd[3] = {3, 1, 1};
+    mk_init(&k, 5);
+    k.nodes[0].op_type = "Conv", k.nodes[0].name = "conv", k.nodes[0].n_input = 2, k.nodes[0].input = conv_in;
+    k.nodes[0].output = conv_out;
+    k.nodes[1].op_type = "Identity", k.nodes[1].input = id_in, k.nodes[1].output = id_out;
+    k.nodes[2].op_type = "Add", k.nodes[2].name = "bias", k.nodes[2].n_input = 2, k.nodes[2].input = fadd_in;
+    k.nodes[2].output = fadd_out;
+    k.nodes[3].op_type = "Relu", k.nodes[3].input = r_in, k.nodes[3].output = r_out;
+    k.nodes[4].op_type = "Add", k.nodes[4].n_input = 2, k.nodes[4].input = sum_in, k.nodes[4].output = add_out;
+    mk_tensor(&k, 0, "cw", 4, cwd, cw, 6);
+    mk_tensor(&k, 1, "cb", 3, cbd, cb, 3);
+    ck_assert_int_eq(mk_import(&k, &r), VDNN_EINVAL);
+    tn_msg_has("node 'bias' (Add)", "adds a constant to 'c2'");
+    /* a Conv without bias, then an Add of one value per channel (C, 1, 1) */
     mk_init(&k, 2);
     k.nodes[0].op_type = "Conv", k.nodes[0].name = "conv", k.nodes[0].n_input = 2, k.nodes[0].input = conv_in;
     k.nodes[0].output = conv_out;
@@ -743,6 +821,7 @@ static Suite *onnx_suite(void)
     tcase_add_checked_fixture(rt, tn_dir_setup, tn_dir_teardown);
     tcase_set_timeout(rt, 180);
     tcase_add_test(rt, round_trip_every_layer);
+    tcase_add_test(rt, round_trip_vectors_as_maps);
     tcase_add_loop_test(rt, round_trip_shipped, 0, (int)(sizeof shipped / sizeof *shipped));
     tcase_add_test(rt, export_refuses_what_onnx_cannot_say);
     tcase_add_test(rt, hostile_models);
@@ -754,6 +833,7 @@ static Suite *onnx_suite(void)
     tcase_set_timeout(ext, 240);
     tcase_add_loop_test(ext, exports_pass_onnx_checker_and_numpy, 0, (int)(sizeof checked / sizeof *checked) - 1);
     tcase_add_test(ext, import_then_fine_tune_in_a_budget);
+    tcase_add_test(ext, vectors_as_maps_pass_numpy);
     suite_add_tcase(s, ext);
 #else
     TCase *none = tcase_create("none");

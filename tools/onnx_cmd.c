@@ -104,7 +104,7 @@ static vdnn_status write_tensor(const char *path, const char *name, const float 
 
 /* DIR/test_data_set_0: a seeded normal input and the net's prediction for it, in the
  * layout ONNX's runners read (and `vdnn onnx-test`). */
-static vdnn_status write_test_data(net *n, const char *dir)
+static vdnn_status write_test_data(net *n, const char *dir, int out_rank)
 {
     char sub[1024], path[1100];
     snprintf(sub, sizeof sub, "%s/test_data_set_0", dir);
@@ -118,12 +118,12 @@ static vdnn_status write_test_data(net *n, const char *dir)
     for (size_t i = 0; st == VDNN_OK && i < in_count; i++) x[i] = rng_normal_at(n->train.seed, i);
     if (st == VDNN_OK) st = net_predict(n, x, items, n->nlayers, y);
     int64_t din[4] = {items, n->input.c, n->input.h, n->input.w};
-    int softmax = !strcmp(last->ops->type, "softmax");
-    int64_t dout[4] = {items, softmax ? (int64_t)shape_per_item(last->out) : last->out.c, last->out.h, last->out.w};
+    int64_t dout[4] = {items, out_rank == 2 ? (int64_t)shape_per_item(last->out) : last->out.c, last->out.h,
+                       last->out.w};
     snprintf(path, sizeof path, "%s/input_0.pb", sub);
     if (st == VDNN_OK) st = write_tensor(path, "data", x, in_count, 4, din);
     snprintf(path, sizeof path, "%s/output_0.pb", sub);
-    if (st == VDNN_OK) st = write_tensor(path, last->name, y, out_count, softmax ? 2 : 4, dout);
+    if (st == VDNN_OK) st = write_tensor(path, last->name, y, out_count, out_rank, dout);
     free(x);
     free(y);
     return st;
@@ -158,13 +158,14 @@ int cmd_export(int argc, char **argv)
     if (st == VDNN_OK) st = plan_attach(n, d);
     if (st == VDNN_OK) st = plan_fixed(n, 0);
     if (st == VDNN_OK) st = checkpoint_load(n, weights, NULL, 1);
-    if (st == VDNN_OK && out) st = onnx_export_net(n, out);
+    int rank = 0;
+    if (st == VDNN_OK && out) st = onnx_export_net(n, out, &rank);
     char path[1100];
     if (st == VDNN_OK && test_dir) {
         vdnn_make_dirs(test_dir);
         snprintf(path, sizeof path, "%s/model.onnx", test_dir);
-        st = onnx_export_net(n, path);
-        if (st == VDNN_OK) st = write_test_data(n, test_dir);
+        st = onnx_export_net(n, path, &rank);
+        if (st == VDNN_OK) st = write_test_data(n, test_dir, rank);
     }
     if (st == VDNN_OK) {
         int dropped = 0;
@@ -245,6 +246,15 @@ static int run_set(const Onnx__ModelProto *m, const char *dir, const char *set, 
     int map = st == VDNN_OK ? net_find_map(n, r.out_map) : -1;
     if (st == VDNN_OK && map < 0) st = vdnn_fail(VDNN_EINVAL, "the output map %s is not in the net", r.out_map);
     size_t per = st == VDNN_OK ? (map ? shape_per_item(n->layers[map - 1]->out) : shape_per_item(n->input)) : 0;
+    int same_shape = st != VDNN_OK || !out[0]->n_dims || (size_t)r.out_rank == out[0]->n_dims;
+    for (size_t i = 0; same_shape && st == VDNN_OK && i < out[0]->n_dims; i++) same_shape = out[0]->dims[i] == r.out_dims[i];
+    if (!same_shape) {
+        char have[160] = "", want[160] = "";
+        for (int i = 0; i < r.out_rank; i++) snprintf(have + strlen(have), 20, "%s%lld", i ? "x" : "", (long long)r.out_dims[i]);
+        for (size_t i = 0; i < out[0]->n_dims && i < 8; i++)
+            snprintf(want + strlen(want), 20, "%s%lld", i ? "x" : "", (long long)out[0]->dims[i]);
+        st = vdnn_fail(VDNN_EINVAL, "the output's shape is %s, output_0.pb's %s", have, want);
+    }
     if (st == VDNN_OK && (int64_t)(per * (size_t)n->input.n) != yc)
         st = vdnn_fail(VDNN_EINVAL, "vdnn's output holds %zu values, output_0.pb %lld", per * (size_t)n->input.n,
                        (long long)yc);

@@ -1,11 +1,13 @@
 /* Fuzz target: an ONNX model (onnx/model.c, onnx/import.c) decoded and imported the way
  * `vdnn import` does, and the config it writes read back by the config reader; a model
- * that imports into a small net is also built, attached and run forward once. */
+ * that imports into a small net is also built, attached, run forward once and exported
+ * (onnx/export.c). */
 #include "tests/fuzz/fuzz.h"
 
 #include <stdlib.h>
 
 #ifdef VDNN_ONNX
+#include "onnx/export.h"
 #include "onnx/import.h"
 #endif
 
@@ -32,7 +34,12 @@ FUZZ_ENTRY(onnx)
                 net_plan_static(n, POLICY_NONE, ALGO_MEM) == VDNN_OK && onnx_import_load(&r, n) == VDNN_OK) {
                 float *x = calloc((size_t)r.in_count, sizeof *x);
                 float *y = calloc(shape_per_item(n->layers[n->nlayers - 1]->out) * (size_t)n->input.n, sizeof *y);
-                if (x && y) net_predict(n, x, n->input.n, n->nlayers, y);
+                if (x && y && net_predict(n, x, n->input.n, n->nlayers, y) == VDNN_OK) {
+                    /* and out again: what import took, export must write or refuse */
+                    char path[FUZZ_PATH_MAX];
+                    fuzz_path(path, "fuzz-out.onnx");
+                    onnx_export_net(n, path, NULL);
+                }
                 free(x);
                 free(y);
             }
