@@ -87,41 +87,37 @@ typedef struct ex {
     int *rank;        /* (nlayers + 1) its rank: 4 (N, C, H, W) or 2 (N, features) */
 } ex;
 
-static Onnx__AttributeProto *attr_int(ex *e, const char *name, int64_t v)
+/* An attribute of `type`, its value left to the caller. */
+static Onnx__AttributeProto *attr(ex *e, const char *name, Onnx__AttributeProto__AttributeType type)
 {
     Onnx__AttributeProto *a = grab(&e->a, sizeof *a);
     if (!a) return NULL;
     onnx__attribute_proto__init(a);
     a->name = str(&e->a, "%s", name);
     a->has_type = 1;
-    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT;
-    a->has_i = 1;
-    a->i = v;
+    a->type = type;
+    return a;
+}
+
+static Onnx__AttributeProto *attr_int(ex *e, const char *name, int64_t v)
+{
+    Onnx__AttributeProto *a = attr(e, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT);
+    if (a) a->has_i = 1, a->i = v;
     return a;
 }
 
 static Onnx__AttributeProto *attr_float(ex *e, const char *name, float v)
 {
-    Onnx__AttributeProto *a = grab(&e->a, sizeof *a);
-    if (!a) return NULL;
-    onnx__attribute_proto__init(a);
-    a->name = str(&e->a, "%s", name);
-    a->has_type = 1;
-    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT;
-    a->has_f = 1;
-    a->f = v;
+    Onnx__AttributeProto *a = attr(e, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
+    if (a) a->has_f = 1, a->f = v;
     return a;
 }
 
 static Onnx__AttributeProto *attr_ints(ex *e, const char *name, int n, const int64_t *v)
 {
-    Onnx__AttributeProto *a = grab(&e->a, sizeof *a);
+    Onnx__AttributeProto *a = attr(e, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS);
     int64_t *d = grab(&e->a, (size_t)n * sizeof *d);
     if (!a || !d) return NULL;
-    onnx__attribute_proto__init(a);
-    a->name = str(&e->a, "%s", name);
-    a->has_type = 1;
-    a->type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS;
     memcpy(d, v, (size_t)n * sizeof *d);
     a->n_ints = (size_t)n;
     a->ints = d;

@@ -100,40 +100,42 @@ vdnn_status onnx_tensor_count(const Onnx__TensorProto *t, const char *what, int6
     return VDNN_OK;
 }
 
-static vdnn_status check_stored(const Onnx__TensorProto *t, const char *what)
+/* What both readers check: the count, data kept in the file, one of two element types
+ * (`wide` of 8 bytes, `narrow` of 4; `kinds` names them), and exactly that many values
+ * stored, raw or in the typed field (n_wide or n_narrow of them). *is_wide: the
+ * tensor's type is the wide one. */
+static vdnn_status stored(const Onnx__TensorProto *t, const char *what, int wide, int narrow, const char *kinds,
+                          size_t n_wide, size_t n_narrow, int64_t *count, int *is_wide)
 {
+    vdnn_status st = onnx_tensor_count(t, what, count);
+    if (st != VDNN_OK) return st;
     if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
         return vdnn_fail(VDNN_EINVAL, "%s: the tensor's data is in an external file, which vdnn does not read "
                          "(save the model with its data inside: onnx.save(model, path, save_as_external_data=False))",
                          what);
+    int type = t->has_data_type ? t->data_type : 0;
+    if (type != wide && type != narrow) return vdnn_fail(VDNN_EINVAL, "%s: of element type %d, not %s", what, type, kinds);
+    *is_wide = type == wide;
+    size_t size = *is_wide ? 8 : 4;
+    size_t have = t->has_raw_data ? t->raw_data.len / size : *is_wide ? n_wide : n_narrow;
+    if ((t->has_raw_data && t->raw_data.len % size) || have != (size_t)*count)
+        return vdnn_fail(VDNN_EFORMAT, "%s: holds %zu values, its dimensions say %lld", what, have, (long long)*count);
     return VDNN_OK;
-}
-
-static vdnn_status wrong_count(const char *what, size_t have, int64_t want)
-{
-    return vdnn_fail(VDNN_EFORMAT, "%s: holds %zu values, its dimensions say %lld", what, have, (long long)want);
 }
 
 vdnn_status onnx_tensor_floats(const Onnx__TensorProto *t, const char *what, float **data, int64_t *count)
 {
     *data = NULL;
     int64_t c;
-    vdnn_status st = onnx_tensor_count(t, what, &c);
-    if (st == VDNN_OK) st = check_stored(t, what);
+    int dbl;
+    vdnn_status st = stored(t, what, ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT,
+                            "float (1) or double (11)", t->n_double_data, t->n_float_data, &c, &dbl);
     if (st != VDNN_OK) return st;
-    int type = t->has_data_type ? t->data_type : 0;
-    if (type != ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && type != ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE)
-        return vdnn_fail(VDNN_EINVAL, "%s: of element type %d, not float (1) or double (11)", what, type);
-    size_t size = type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT ? 4 : 8;
-    size_t have = t->has_raw_data ? t->raw_data.len / size
-                  : size == 4   ? t->n_float_data
-                                : t->n_double_data;
-    if ((t->has_raw_data && t->raw_data.len % size) || have != (size_t)c) return wrong_count(what, have, c);
     float *d = malloc((size_t)(c ? c : 1) * sizeof *d);
     if (!d) return vdnn_fail(VDNN_ENOMEM, "%s: out of memory for %lld floats", what, (long long)c);
     for (int64_t i = 0; i < c; i++) {
-        if (size == 4 && t->has_raw_data) memcpy(&d[i], t->raw_data.data + 4 * i, 4);
-        else if (size == 4) d[i] = t->float_data[i];
+        if (!dbl && t->has_raw_data) memcpy(&d[i], t->raw_data.data + 4 * i, 4);
+        else if (!dbl) d[i] = t->float_data[i];
         else {
             double v;
             if (t->has_raw_data) memcpy(&v, t->raw_data.data + 8 * i, 8);
@@ -150,22 +152,15 @@ vdnn_status onnx_tensor_ints(const Onnx__TensorProto *t, const char *what, int64
 {
     *data = NULL;
     int64_t c;
-    vdnn_status st = onnx_tensor_count(t, what, &c);
-    if (st == VDNN_OK) st = check_stored(t, what);
+    int i64;
+    vdnn_status st = stored(t, what, ONNX__TENSOR_PROTO__DATA_TYPE__INT64, ONNX__TENSOR_PROTO__DATA_TYPE__INT32,
+                            "int64 (7) or int32 (6)", t->n_int64_data, t->n_int32_data, &c, &i64);
     if (st != VDNN_OK) return st;
-    int type = t->has_data_type ? t->data_type : 0;
-    if (type != ONNX__TENSOR_PROTO__DATA_TYPE__INT64 && type != ONNX__TENSOR_PROTO__DATA_TYPE__INT32)
-        return vdnn_fail(VDNN_EINVAL, "%s: of element type %d, not int64 (7) or int32 (6)", what, type);
-    size_t size = type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ? 8 : 4;
-    size_t have = t->has_raw_data ? t->raw_data.len / size
-                  : size == 8   ? t->n_int64_data
-                                : t->n_int32_data;
-    if ((t->has_raw_data && t->raw_data.len % size) || have != (size_t)c) return wrong_count(what, have, c);
     int64_t *d = malloc((size_t)(c ? c : 1) * sizeof *d);
     if (!d) return vdnn_fail(VDNN_ENOMEM, "%s: out of memory for %lld integers", what, (long long)c);
     for (int64_t i = 0; i < c; i++) {
-        if (size == 8 && t->has_raw_data) memcpy(&d[i], t->raw_data.data + 8 * i, 8);
-        else if (size == 8) d[i] = t->int64_data[i];
+        if (i64 && t->has_raw_data) memcpy(&d[i], t->raw_data.data + 8 * i, 8);
+        else if (i64) d[i] = t->int64_data[i];
         else {
             int32_t v;
             if (t->has_raw_data) memcpy(&v, t->raw_data.data + 4 * i, 4);

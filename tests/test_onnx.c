@@ -313,70 +313,55 @@ END_TEST
 
 /* ---- exports against another implementation ---- */
 
-static const char *const checked[] = {"configs/lenet.cfg", "configs/resnet20.cfg", "configs/densenet40.cfg", NULL};
-
-START_TEST(exports_pass_onnx_checker_and_numpy)
+/* Trains `cfg` 2 steps at batch 2 on synthetic data, exports it with --test-data, and
+ * has onnx.checker with tests/onnx_eval.py (NumPy), then vdnn's own runner, read the
+ * layout: vdnn's prediction must be what the graph computes. */
+static void export_and_check(const char *check, const char *cfg)
 {
     if (!have_python_onnx()) {
-        printf("SKIPPED: exports_pass_onnx_checker_and_numpy[%s]: /usr/bin/python3 lacks onnx or numpy "
-               "(python3-onnx: sh tools/setup.sh)\n", checked[_i]);
+        printf("SKIPPED: %s: /usr/bin/python3 lacks onnx or numpy (python3-onnx: sh tools/setup.sh)\n", check);
         return;
     }
-    char args[2048], ckpt[600], dir[600];
+    char args[2048], ckpt[600], dir[600], cmd[1400];
     tn_path(ckpt, sizeof ckpt, "w.ckpt");
     tn_path(dir, sizeof dir, "layout");
-    snprintf(args, sizeof args, "train %s --data synthetic --batch 2 --steps 2 --threads 1 --quiet --save %s",
-             checked[_i], ckpt);
+    snprintf(args, sizeof args, "train %s --data synthetic --batch 2 --steps 2 --threads 1 --quiet --save %s", cfg,
+             ckpt);
     tn_run r = tn_vdnn(tn_dir, "", args);
     tn_run_ok(&r, args);
     tn_run_free(&r);
-    snprintf(args, sizeof args, "export %s --batch 2 --weights %s --test-data %s", checked[_i], ckpt, dir);
+    snprintf(args, sizeof args, "export %s --batch 2 --weights %s --test-data %s", cfg, ckpt, dir);
     r = tn_vdnn(tn_dir, "", args);
     tn_run_ok(&r, args);
     ck_assert_msg(strstr(r.out, "as ONNX opset 13") != NULL, "%s", r.out);
     tn_run_free(&r);
-    char cmd[1400];
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 tests/onnx_eval.py %s", dir);
     r = tn_shell(tn_dir, cmd);
     ck_assert_msg(r.status == 0 && strstr(r.out, "1 passed, 0 failed, 0 unsupported"),
-                  "%s: the NumPy evaluator disagrees with vdnn (status %d):\n%s\n%s", checked[_i], r.status, r.out,
-                  r.err);
+                  "%s: the NumPy evaluator disagrees with vdnn (status %d):\n%s\n%s", cfg, r.status, r.out, r.err);
     tn_run_free(&r);
-    /* and vdnn's own runner reads its own layout back */
     snprintf(args, sizeof args, "onnx-test %s", dir);
     r = tn_vdnn(tn_dir, "", args);
     tn_run_ok(&r, args);
     tn_run_free(&r);
 }
+
+static const char *const checked[] = {"configs/lenet.cfg", "configs/resnet20.cfg", "configs/densenet40.cfg", NULL};
+
+START_TEST(exports_pass_onnx_checker_and_numpy)
+{
+    char check[128];
+    snprintf(check, sizeof check, "exports_pass_onnx_checker_and_numpy[%s]", checked[_i]);
+    export_and_check(check, checked[_i]);
+}
 END_TEST
 
 START_TEST(vectors_as_maps_pass_numpy)
 {
-    if (!have_python_onnx()) {
-        printf("SKIPPED: vectors_as_maps_pass_numpy: /usr/bin/python3 lacks onnx or numpy (python3-onnx)\n");
-        return;
-    }
-    char cfg[600], ckpt[600], dir[600], args[2400], cmd[1400];
+    char cfg[600];
     tn_path(cfg, sizeof cfg, "v.cfg");
-    tn_path(ckpt, sizeof ckpt, "v.ckpt");
-    tn_path(dir, sizeof dir, "v");
     tn_write_text(cfg, VECTORS_AS_MAPS);
-    snprintf(args, sizeof args, "train %s --steps 2 --threads 1 --quiet --save %s", cfg, ckpt);
-    tn_run r = tn_vdnn(tn_dir, "", args);
-    tn_run_ok(&r, args);
-    tn_run_free(&r);
-    snprintf(args, sizeof args, "export %s --weights %s --test-data %s", cfg, ckpt, dir);
-    r = tn_vdnn(tn_dir, "", args);
-    tn_run_ok(&r, args);
-    tn_run_free(&r);
-    snprintf(cmd, sizeof cmd, "/usr/bin/python3 tests/onnx_eval.py %s", dir);
-    r = tn_shell(tn_dir, cmd);
-    ck_assert_msg(r.status == 0 && strstr(r.out, "1 passed, 0 failed"), "(status %d)\n%s\n%s", r.status, r.out, r.err);
-    tn_run_free(&r);
-    snprintf(args, sizeof args, "onnx-test %s", dir);
-    r = tn_vdnn(tn_dir, "", args);
-    tn_run_ok(&r, args);
-    tn_run_free(&r);
+    export_and_check("vectors_as_maps_pass_numpy", cfg);
 }
 END_TEST
 
