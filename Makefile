@@ -116,6 +116,8 @@ endif
 ONNX_PROTO ?= /usr/include/onnx/onnx.proto
 PROTOC_C   ?= protoc-c
 ifneq ($(ONNX),0)
+# (`make clean` alone needs none of it)
+ifneq ($(if $(MAKECMDGOALS),$(filter-out clean,$(MAKECMDGOALS)),all),)
 ifeq ($(shell command -v $(PROTOC_C) 2>/dev/null),)
 $(error ONNX: $(PROTOC_C) was not found: install protobuf-c-compiler libprotobuf-c-dev libonnx-dev (sh tools/setup.sh), or build with ONNX=0)
 endif
@@ -124,6 +126,7 @@ $(error ONNX: $(ONNX_PROTO) was not found: install libonnx-dev (sh tools/setup.s
 endif
 ifeq ($(wildcard /usr/include/protobuf-c/protobuf-c.h),)
 $(error ONNX: protobuf-c/protobuf-c.h was not found: install libprotobuf-c-dev (sh tools/setup.sh), or build with ONNX=0)
+endif
 endif
 ONNX_GEN   := $(BUILD)/gen/onnx.pb-c.c
 CFLAGS     += -DVDNN_ONNX -I$(BUILD)/gen

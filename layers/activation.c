@@ -8,7 +8,6 @@
  * exactly when lo < x < hi (the gradient passes there, and is 0 at and beyond the
  * bounds). Every loop reads element i before it writes element i, so each layer runs
  * in place (y over x, dx over dy: in_place in layers/layer.h). */
-#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>

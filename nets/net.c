@@ -732,6 +732,8 @@ static vdnn_status net_from_cfg(cfg_file *f, int borrowed, const net_overrides *
     n->prefetch_ahead = PREFETCH_FAR;
     n->release_lag = 1;
     n->update_lr = -1;
+    const net_overrides none = net_no_overrides();
+    if (!ov) ov = &none;
     n->ov = *ov;
     n->ov.data_path = NULL;   /* not kept: the caller owns the string */
     vdnn_status st = check_sections(f);

@@ -164,8 +164,8 @@ typedef struct net {
  * NULL for strings) leaves the config's value. */
 net_overrides net_no_overrides(void);
 
-/* Loads and checks a config, applies overrides, builds the layers (shapes only).
- * Every error names FILE:LINE and the key. Free with net_free(). */
+/* Loads and checks a config, applies overrides (ov NULL: none), builds the layers
+ * (shapes only). Every error names FILE:LINE and the key. Free with net_free(). */
 vdnn_status net_load(const char *path, const net_overrides *ov, net **out);
 /* As net_load, from a string (tests). */
 vdnn_status net_parse(const char *text, const char *name, const net_overrides *ov, net **out);

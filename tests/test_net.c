@@ -47,6 +47,12 @@ START_TEST(test_good_small_net)
     ck_assert_int_eq(n->layers[4]->line, 25);
     ck_assert(n->layers[4]->is_loss);
     net_free(n);
+    /* no overrides at all is the config as written */
+    n = NULL;
+    ck_assert_int_eq(net_parse(TN_SMALL, TN_NAME, NULL, &n), VDNN_OK);
+    ck_assert_int_eq(n->input.n, 16);
+    ck_assert_int_eq(n->train.epochs, 2);
+    net_free(n);
 }
 END_TEST
 

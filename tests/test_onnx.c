@@ -12,7 +12,8 @@
  *    parameters and the same predictions, bit for bit, and importing again writes the
  *    same config;
  *  - an implementation that is not vdnn's (tests/onnx_eval.py: onnx.checker and a NumPy
- *    evaluator) computes vdnn's predictions from its exports of trained shipped configs;
+ *    evaluator) computes vdnn's predictions from its exports of trained shipped configs
+ *    (make test only: under the sanitizers a SKIPPED line);
  *  - `vdnn import` writes a config and a checkpoint that `train --init` fine-tunes, under
  *    --policy dyn in a small budget bit for bit as under none;
  *  - hostile and broken models (truncated, a cycle, a value given twice, huge declared
@@ -318,6 +319,12 @@ END_TEST
  * layout: vdnn's prediction must be what the graph computes. */
 static void export_and_check(const char *check, const char *cfg)
 {
+    if (UNDER_SANITIZER) {
+        /* what it checks is arithmetic against another evaluator; the round trips and the
+         * fuzz target run the export under the sanitizers */
+        printf("SKIPPED: %s: trains a net and runs a Python evaluator (make test runs it)\n", check);
+        return;
+    }
     if (!have_python_onnx()) {
         printf("SKIPPED: %s: /usr/bin/python3 lacks onnx or numpy (python3-onnx: sh tools/setup.sh)\n", check);
         return;
@@ -346,7 +353,8 @@ static void export_and_check(const char *check, const char *cfg)
     tn_run_free(&r);
 }
 
-static const char *const checked[] = {"configs/lenet.cfg", "configs/resnet20.cfg", "configs/densenet40.cfg", NULL};
+/* A chain and a graph of concats (ResNet's adds: the round trips) */
+static const char *const checked[] = {"configs/lenet.cfg", "configs/densenet40.cfg", NULL};
 
 START_TEST(exports_pass_onnx_checker_and_numpy)
 {
