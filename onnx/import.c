@@ -1318,7 +1318,6 @@ static vdnn_status read_input(ctx *x, const Onnx__ValueInfoProto *vi)
     v->map = -1;
     v->rank = (int)rank;
     for (size_t i = 0; i < rank; i++) v->dims[i] = onnx_dims[i];
-    snprintf(x->r->in_name, sizeof x->r->in_name, "%s", vi->name);
     x->r->in_count = d[0] * d[1] * d[2] * d[3];
     return VDNN_OK;
 }

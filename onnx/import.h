@@ -45,7 +45,6 @@ typedef struct onnx_import {
     int out_rank;
     int64_t out_dims[ONNX_MAX_RANK];
     int64_t in_count;         /* floats of the graph's input (the whole batch) */
-    char in_name[128];        /* the graph input vdnn feeds (the first that is not fed) */
     int refused;              /* after an error: 1 when the model is valid but uses what vdnn does not
                                * support (UNSUPPORTED), 0 when it is broken */
 } onnx_import;
