@@ -13,6 +13,7 @@
 # CUDA (auto, 0: CPU only, 1: fail without CUDA), CUDA_HOME, CUDNN_HOME, CUDA_ARCH,
 # SYSROOT (libraries unpacked by tools/sysroot.sh), MPI (auto, 0: without, 1: fail without),
 # ONNX (1, 0: without `vdnn import`/`export`/`onnx-test`), ONNX_PROTO, PROTOC_C,
+# ONEDNN (auto, 0: the project's own CPU convolutions only, 1: fail without oneDNN),
 # FUZZ_CC (clang for `make fuzz`), FUZZ_SECONDS (how long `make fuzz` runs each target,
 # default 60).
 
@@ -131,6 +132,27 @@ endif
 ONNX_GEN   := $(BUILD)/gen/onnx.pb-c.c
 CFLAGS     += -DVDNN_ONNX -I$(BUILD)/gen
 LDLIBS     += -lprotobuf-c
+endif
+
+# oneDNN (libdnnl-dev): its convolutions as CPU algorithms beside the project's own, which
+# the profiler times like any other (docs/building.md). auto: used when its header is
+# found; 0: without; 1: fail without. A sysroot build leaves it out unless ONEDNN=1.
+ONEDNN     ?= auto
+ifneq ($(SYSROOT),)
+ifeq ($(ONEDNN),auto)
+override ONEDNN := 0
+endif
+endif
+ONEDNN_H   := $(wildcard $(SYSROOT)/usr/include/oneapi/dnnl/dnnl.h)
+ifeq ($(ONEDNN),auto)
+override ONEDNN := $(if $(ONEDNN_H),1,0)
+endif
+ifeq ($(ONEDNN),1)
+ifeq ($(ONEDNN_H),)
+$(error ONEDNN=1 but oneapi/dnnl/dnnl.h was not found: install libdnnl-dev (sh tools/setup.sh), or build with ONEDNN=0)
+endif
+CFLAGS     += -DVDNN_ONEDNN
+LDLIBS     += -ldnnl
 endif
 
 # What this build was configured with: the compiler, every flag and every library that

@@ -18,6 +18,12 @@
  *                 (KDIM, OC) = col dy_i^T (the faster orientation for OpenBLAS when OC is
  *                 small), in a partial buffer of its own; the partials are added to dW
  *                 in slot order.
+ *   onednn, onednn-winograd
+ *                 in a build with oneDNN, its direct and Winograd convolutions
+ *                 (vdnn/onednn.h), where oneDNN offers them for the layer's shape at its
+ *                 max batch: the ids after the project's own, in that order. They take
+ *                 the whole convolution (every group) in one call, their reorders and
+ *                 scratchpad in the workspace; each pass needs its own workspace.
  *
  * With unit strides and "same" padding (OW == W), im2col copies each column-buffer row
  * in one piece, and col2im (when OH == H too and a tap reads its own pixel) adds it
@@ -53,6 +59,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "vdnn/onednn.h"
+
 /* The direct algorithm computes DIRECT_BLOCK planes per task, and sums rows in
  * DIRECT_LANES partial sums (one AVX vector). */
 enum { DIRECT_BLOCK = 4, DIRECT_LANES = 8 };
@@ -83,7 +91,7 @@ static const cfg_key conv_keys[] = {
     {NULL, 0, 0, 0, 0, NULL, 0, NULL},
 };
 
-static const char *const algo_names[CONV_ALGO_COUNT] = {"direct", "im2col", "im2col-batch",
+static const char *const algo_names[CONV_ALGO_OWN] = {"direct", "im2col", "im2col-batch",
                                                          "im2col-chunk", "im2col-par"};
 
 /* im2col-chunk takes as many images per GEMM as keep one chunk's column buffer within
@@ -321,32 +329,86 @@ static size_t workspace_floats(const conv_geom *g, int pass, int algo)
     return ((size_t)g->kdim + g->oc) * (size_t)chunk_images(g, algo) * g->opix;
 }
 
+/* ---- oneDNN's methods (vdnn/onednn.h) ------------------------------------------------ */
+
+/* The whole convolution (every group) for n items, as oneDNN takes it. */
+static onednn_conv onednn_shape(const layer *l, int n)
+{
+    const conv_params *p = l->priv;
+    onednn_conv o = {.n = n, .c = l->in.c, .h = l->in.h, .w = l->in.w, .oc = l->out.c, .oh = l->out.h,
+                     .ow = l->out.w, .kh = p->size_h, .kw = p->size_w, .sh = p->stride_h, .sw = p->stride_w,
+                     .dh = p->dilation_h, .dw = p->dilation_w, .pt = p->pad_top, .pb = p->pad_bottom,
+                     .pl = p->pad_left, .pr = p->pad_right, .groups = p->groups, .bias = p->bias};
+    return o;
+}
+
+/* The layer's record of what oneDNN offers it (conv_params.onednn_*), made or remade
+ * for the calling thread's thread count. */
+static conv_params *onednn_known(const layer *l)
+{
+    conv_params *p = l->priv;
+    const int threads = omp_get_max_threads();
+    if (p->onednn_threads == threads) return p;
+    const onednn_conv o = onednn_shape(l, l->in.n);
+    for (int pass = 0; pass < PASS_COUNT; pass++) {
+        p->onednn_count[pass] = 0;
+        for (int m = 0; m < ONEDNN_METHODS && onednn_built(); m++) {
+            size_t b = onednn_conv_workspace(&o, (onednn_pass)pass, (onednn_method)m);
+            if (b == SIZE_MAX) continue;
+            p->onednn_method[pass][p->onednn_count[pass]] = m;
+            p->onednn_bytes[pass][p->onednn_count[pass]++] = b;
+        }
+    }
+    p->onednn_threads = threads;
+    return p;
+}
+
+/* The oneDNN method of algorithm `algo` in `pass`: the k-th that oneDNN offers for the
+ * layer's shape at its max batch, k = algo - CONV_ALGO_OWN; -1 when there is none. */
+static int onednn_method_of(const layer *l, int pass, int algo)
+{
+    const int k = algo - CONV_ALGO_OWN;
+    if (!onednn_built() || k < 0) return -1;
+    const conv_params *p = onednn_known(l);
+    return k < p->onednn_count[pass] ? p->onednn_method[pass][k] : -1;
+}
+
+/* ---- algorithms ---------------------------------------------------------------------- */
+
 static int conv_algo_count(const layer *l, int pass)
 {
-    (void)l;
-    return pass >= 0 && pass < PASS_COUNT ? CONV_ALGO_COUNT : 0;
+    if (pass < 0 || pass >= PASS_COUNT) return 0;
+    return CONV_ALGO_OWN + (onednn_built() ? onednn_known(l)->onednn_count[pass] : 0);
 }
 
 static const char *conv_algo_name(const layer *l, int pass, int algo)
 {
-    (void)l;
-    (void)pass;
-    return algo >= 0 && algo < CONV_ALGO_COUNT ? algo_names[algo] : "unknown";
+    if (algo >= 0 && algo < CONV_ALGO_OWN) return algo_names[algo];
+    int m = onednn_method_of(l, pass, algo);
+    return m >= 0 ? onednn_method_name((onednn_method)m) : "unknown";
 }
 
-/* The same for every pass, but for im2col-par's partial filter gradients. */
-static size_t conv_workspace_bytes(const layer *l, int pass, int algo)
+/* Bytes of workspace `algo` needs in `pass` for n items; SIZE_MAX for an algorithm the
+ * layer does not have. The project's own need the same for every pass but for
+ * im2col-par's partial filter gradients. */
+static size_t algo_bytes(const layer *l, int n, int pass, int algo)
 {
-    conv_geom g = geom_of(l, l->in.n);
-    return workspace_floats(&g, pass, algo) * sizeof(float);
+    const conv_geom g = geom_of(l, n);
+    if (algo >= 0 && algo < CONV_ALGO_OWN) return workspace_floats(&g, pass, algo) * sizeof(float);
+    int m = onednn_method_of(l, pass, algo);
+    if (m < 0) return SIZE_MAX;
+    if (n == l->in.n) return onednn_known(l)->onednn_bytes[pass][algo - CONV_ALGO_OWN];
+    const onednn_conv o = onednn_shape(l, n);
+    return onednn_conv_workspace(&o, (onednn_pass)pass, (onednn_method)m);
 }
+
+static size_t conv_workspace_bytes(const layer *l, int pass, int algo) { return algo_bytes(l, l->in.n, pass, algo); }
 
 /* layer_need_fn: workspace bytes of `algo` for c->n items. */
 static size_t need_bytes(layer *l, const exec_ctx *c, int pass, int algo, void *arg)
 {
     (void)arg;
-    const conv_geom g = geom_of(l, c->n);
-    return workspace_floats(&g, pass, algo) * sizeof(float);
+    return algo_bytes(l, c->n, pass, algo);
 }
 
 /* Moves a pass off an algorithm that failed to run (here only when VDNN_FAULTS says
@@ -361,21 +423,21 @@ static vdnn_status settle_algos(layer *l, const exec_ctx *c, int passes)
 
 /* Checks the algorithms chosen for the passes that will run and the workspace for n
  * items; `passes` is a bit set of (1 << PASS_*). */
-static vdnn_status check_call(const layer *l, const exec_ctx *c, const conv_geom *g, int passes)
+static vdnn_status check_call(const layer *l, const exec_ctx *c, int passes)
 {
     size_t need = 0;
-    for (int pass = 0; pass < PASS_COUNT; pass++) {
-        if (!(passes & (1 << pass))) continue;
-        int a = l->algo[pass];
-        if (a < 0 || a >= CONV_ALGO_COUNT)
-            return vdnn_fail(VDNN_EINVAL, "%s: no convolution algorithm %d for pass %d", l->name,
-                             a, pass);
-        size_t b = workspace_floats(g, pass, a) * sizeof(float);
-        if (b > need) need = b;
-    }
     if (c->n < 1 || c->n > l->in.n)
         return vdnn_fail(VDNN_EINVAL, "%s: batch of %d items, expected 1..%d", l->name, c->n,
                          l->in.n);
+    for (int pass = 0; pass < PASS_COUNT; pass++) {
+        if (!(passes & (1 << pass))) continue;
+        int a = l->algo[pass];
+        size_t b = a >= 0 ? algo_bytes(l, c->n, pass, a) : SIZE_MAX;
+        if (b == SIZE_MAX)
+            return vdnn_fail(VDNN_EINVAL, "%s: no convolution algorithm %d for pass %d", l->name,
+                             a, pass);
+        if (b > need) need = b;
+    }
     if (need > 0 && (!c->workspace || c->workspace_bytes < need))
         return vdnn_fail(VDNN_EINVAL, "%s: workspace of %zu bytes given, %zu needed for %d items",
                          l->name, c->workspace ? c->workspace_bytes : 0, need, c->n);
@@ -778,10 +840,15 @@ static vdnn_status conv_forward(layer *l, const exec_ctx *c, const float *x, flo
     const conv_params *p = l->priv;
     const conv_geom g = geom_of(l, c->n);
     vdnn_status st = settle_algos(l, c, 1 << PASS_FWD);
-    if (st == VDNN_OK) st = check_call(l, c, &g, 1 << PASS_FWD);
+    if (st == VDNN_OK) st = check_call(l, c, 1 << PASS_FWD);
     if (st != VDNN_OK) return st;
     const float *w = l->params[CONV_WEIGHTS].value;   /* (OC, IC / groups, KH, KW) */
     const float *b = p->bias ? l->params[CONV_BIAS].value : NULL;   /* (OC) */
+    int m = onednn_method_of(l, PASS_FWD, l->algo[PASS_FWD]);
+    if (m >= 0) {
+        const onednn_conv o = onednn_shape(l, c->n);
+        return onednn_conv_forward(&o, (onednn_method)m, x, w, b, y, c->workspace, c->workspace_bytes);
+    }
     /* the groups one after the other, each with the whole workspace */
     for (int k = 0; k < g.groups; k++)
         fwd_group(&g, l->algo[PASS_FWD], x + (size_t)k * g.ic * g.ipix,
@@ -1063,8 +1130,8 @@ static void bwd_chunks(const conv_geom *g, int chunk, const float *x, const floa
     }
 }
 
-/* The filter and data passes of one group (dx NULL: no data pass): x, dy, w, dw, dx
- * already moved to the group's channels. */
+/* The filter and data passes of one group (fa -1: no filter pass; dx NULL: no data
+ * pass): x, dy, w, dw, dx already moved to the group's channels. */
 static void bwd_group(const conv_geom *g, int fa, int da, const float *x, const float *dy,
                       const float *w, int accumulate, float *dw, float *dx, float *ws)
 {
@@ -1081,6 +1148,7 @@ static void bwd_group(const conv_geom *g, int fa, int da, const float *x, const 
         return;
     }
     switch (fa) {
+    case -1:
     case CONV_ALGO_IM2COL_PAR: break;
     case CONV_ALGO_DIRECT: bwd_filter_direct(g, x, dy, accumulate, dw); break;
     case CONV_ALGO_IM2COL: bwd_filter_im2col(g, x, dy, accumulate, dw, ws); break;
@@ -1103,15 +1171,25 @@ static vdnn_status conv_backward(layer *l, const exec_ctx *c, const float *x, co
     const conv_geom g = geom_of(l, c->n);
     const int passes = (1 << PASS_BWD_FILTER) | (dx ? 1 << PASS_BWD_DATA : 0);
     vdnn_status st = settle_algos(l, c, passes);
-    if (st == VDNN_OK) st = check_call(l, c, &g, passes);
+    if (st == VDNN_OK) st = check_call(l, c, passes);
     if (st != VDNN_OK) return st;
     const param *w = &l->params[CONV_WEIGHTS];
     if (p->bias) bias_grad(&g, dy, c->accumulate, l->params[CONV_BIAS].grad);
+    /* oneDNN's passes take the whole convolution, one after the other in the workspace;
+     * the project's own run per group as before, with what is left */
+    const onednn_conv o = onednn_shape(l, c->n);
+    int fm = onednn_method_of(l, PASS_BWD_FILTER, l->algo[PASS_BWD_FILTER]);
+    int dm = dx ? onednn_method_of(l, PASS_BWD_DATA, l->algo[PASS_BWD_DATA]) : -1;
+    if (fm >= 0 || dm >= 0)
+        st = onednn_conv_backward(&o, fm, dm, x, dy, w->value, c->accumulate, w->grad, dx, c->workspace,
+                                  c->workspace_bytes);
+    if (st != VDNN_OK || (fm >= 0 && (!dx || dm >= 0))) return st;
+    float *own_dx = dm >= 0 ? NULL : dx;
     for (int k = 0; k < g.groups; k++) {
         const size_t xo = (size_t)k * g.ic * g.ipix, yo = (size_t)k * g.oc * g.opix;
         const size_t wo = (size_t)k * g.oc * g.kdim;
-        bwd_group(&g, l->algo[PASS_BWD_FILTER], l->algo[PASS_BWD_DATA], x + xo, dy + yo,
-                  w->value + wo, c->accumulate, w->grad + wo, dx ? dx + xo : NULL, c->workspace);
+        bwd_group(&g, fm >= 0 ? -1 : l->algo[PASS_BWD_FILTER], l->algo[PASS_BWD_DATA], x + xo, dy + yo,
+                  w->value + wo, c->accumulate, w->grad + wo, own_dx ? own_dx + xo : NULL, c->workspace);
     }
     return VDNN_OK;
 }

@@ -9,19 +9,25 @@
 #define VDNN_LAYERS_CONV_H
 
 #include "layers/layer.h"
+#include "vdnn/onednn.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* CPU algorithms, per pass (PASS_FWD, PASS_BWD_DATA, PASS_BWD_FILTER). */
+/* CPU algorithms, per pass (PASS_FWD, PASS_BWD_DATA, PASS_BWD_FILTER): the project's own
+ * (0 .. CONV_ALGO_OWN - 1), then, in a build with oneDNN, the methods oneDNN offers for
+ * the layer's shape in that pass, in this order: "onednn" (its direct convolution) and
+ * "onednn-winograd" (3x3 unit-stride convolutions, on CPUs it has Winograd kernels for).
+ * layer_algo_count() says how many a layer has in each pass, and layer_algo_name()
+ * which each is. */
 enum {
     CONV_ALGO_DIRECT = 0,        /* plain loops, no workspace */
     CONV_ALGO_IM2COL = 1,        /* im2col of one image + GEMM, per image */
     CONV_ALGO_IM2COL_BATCH = 2,  /* im2col of the whole batch + one GEMM */
     CONV_ALGO_IM2COL_CHUNK = 3,  /* as batch, in chunks of images sized to stay in cache */
     CONV_ALGO_IM2COL_PAR = 4,    /* per image, the images split among the OpenMP threads */
-    CONV_ALGO_COUNT = 5
+    CONV_ALGO_OWN = 5            /* the project's own; oneDNN's follow */
 };
 
 /* The layer's per-type state (l->priv). Code that builds a convolution fills at least
@@ -43,6 +49,14 @@ typedef struct conv_params {
     int groups;    /* 1..65536 (0: 1): input and output channels split into this many
                     * groups, filter group g reading only input group g; groups = IC is a
                     * depthwise convolution */
+    /* Kept by the layer itself (left 0 by whoever builds it): oneDNN's methods for its
+     * shape, found the first time its algorithms are asked for, for the OpenMP thread
+     * count onednn_threads (found again when that changes): per pass, how many it
+     * offers, which (onednn_method), and the workspace of each at the max batch. */
+    int onednn_threads;
+    int onednn_count[PASS_COUNT];
+    int onednn_method[PASS_COUNT][ONEDNN_METHODS];
+    size_t onednn_bytes[PASS_COUNT][ONEDNN_METHODS];
 } conv_params;
 
 /* l->params slots: weights (OC, IC / groups, KH, KW), then bias (OC) when

@@ -381,7 +381,7 @@ START_TEST(test_other_device_algorithms)
     size_t data_at = name_at + strlen(name) + 24;   /* dtype, ndim, two dims, byte count */
     for (size_t k = 0; k < count * PASS_COUNT; k++) set_u32(p + data_at + 4 * k, 7);
 
-    /* the CPU's own table naming algorithm 7 of 5 */
+    /* the CPU's own table naming algorithm 7: beyond the project's own five and oneDNN's two */
     fix_crc(p, len);
     tn_write(bad, p, len);
     load_fails(bad, VDNN_EFORMAT, "names algorithm 7");

@@ -19,6 +19,7 @@
 #include "tests/testnet.h"
 #include "tests/tsan.h"
 #include "vdnn/device.h"
+#include "vdnn/onednn.h"
 
 /* 256 training items at batch 16: 16 steps per epoch. */
 #define CLI_NET TN_SMALL
@@ -782,6 +783,25 @@ START_TEST(test_devices_cuda_missing)
 }
 END_TEST
 
+/* `vdnn devices` says which CPU convolution algorithms the build has: oneDNN's (its
+ * version) or the project's own only. */
+START_TEST(test_devices_cpu_algorithms)
+{
+    cli_run r = run_cli("devices");
+    assert_ok(&r, "devices");
+    ck_assert_msg(strstr(r.out, "vdnn: backends cpu") != NULL, "%s", r.out);
+    if (onednn_built()) {
+        char want[96], dnn[64];
+        onednn_describe(dnn, sizeof dnn);
+        snprintf(want, sizeof want, "cpu: convolution algorithms of the project's own and of %s", dnn);
+        ck_assert_msg(strstr(r.out, want) != NULL, "%s", r.out);
+    } else {
+        ck_assert_msg(strstr(r.out, "cpu: convolution algorithms of the project's own only") != NULL, "%s", r.out);
+    }
+    run_free(&r);
+}
+END_TEST
+
 /* The manager's --devices: the same grammar, and each device once. */
 START_TEST(test_manager_devices)
 {
@@ -1075,6 +1095,7 @@ static Suite *cli_suite(void)
     tcase_add_test(dev, test_device_unknown);
     tcase_add_test(dev, test_devices_strict);
     tcase_add_test(dev, test_devices_cuda_missing);
+    tcase_add_test(dev, test_devices_cpu_algorithms);
     tcase_add_test(dev, test_manager_devices);
     tcase_add_test(dev, test_profile_plan_and_train);
     tcase_add_test(dev, test_profile_age_and_prediction);

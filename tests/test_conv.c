@@ -13,6 +13,7 @@
 #include "tests/gradcheck.h"
 #include "tests/testnet.h"
 #include "tests/tsan.h"
+#include "vdnn/onednn.h"
 #include "vdnn/config.h"
 
 /* One geometry: input (n, c, h, w) and the layer's keys. The fields after bias, left 0,
@@ -340,6 +341,29 @@ static void ref_grads_free(ref_grads *g)
     free(g->db);
 }
 
+/* The most algorithms any pass of l has, and the a-th of `pass` (its last where it has
+ * fewer): a loop over the first visits every algorithm of every pass. */
+static int most_algos(const layer *l)
+{
+    int most = 0;
+    for (int pass = 0; pass < PASS_COUNT; pass++)
+        if (layer_algo_count(l, pass) > most) most = layer_algo_count(l, pass);
+    return most;
+}
+
+/* The id of the algorithm called `name` in `pass`, or -1. */
+static int algo_named(const layer *l, int pass, const char *name)
+{
+    for (int a = 0; a < layer_algo_count(l, pass); a++)
+        if (!strcmp(layer_algo_name(l, pass, a), name)) return a;
+    return -1;
+}
+
+static int nth_algo(const layer *l, int pass, int a)
+{
+    return a < layer_algo_count(l, pass) ? a : layer_algo_count(l, pass) - 1;
+}
+
 static const char *algo_label(const layer *l, int pass, int a, char *buf, size_t len)
 {
     static const char *const pass_names[PASS_COUNT] = {"fwd", "bwd-data", "bwd-filter"};
@@ -381,7 +405,11 @@ START_TEST(test_setup_shapes)
     }
     ck_assert_str_eq(l->name, "conv1");
     for (int pass = 0; pass < PASS_COUNT; pass++) {
-        ck_assert_int_eq(layer_algo_count(l, pass), CONV_ALGO_COUNT);
+        /* the project's own, then oneDNN's direct method in a build with it (and Winograd
+         * where it takes the shape) */
+        ck_assert_int_ge(layer_algo_count(l, pass), CONV_ALGO_OWN + onednn_built());
+        ck_assert_int_le(layer_algo_count(l, pass), CONV_ALGO_OWN + (onednn_built() ? ONEDNN_METHODS : 0));
+        if (onednn_built()) ck_assert_int_eq(algo_named(l, pass, "onednn"), CONV_ALGO_OWN);
         ck_assert_str_eq(layer_algo_name(l, pass, CONV_ALGO_DIRECT), "direct");
         ck_assert_str_eq(layer_algo_name(l, pass, CONV_ALGO_IM2COL), "im2col");
         ck_assert_str_eq(layer_algo_name(l, pass, CONV_ALGO_IM2COL_BATCH), "im2col-batch");
@@ -418,7 +446,7 @@ START_TEST(test_forward_reference)
     for (int s = 0; s < 2; s++) {
         ref_forward(r.k, sizes[s], r.hx, r.hw, r.k->bias ? r.hb : NULL, want);
         size_t count = (size_t)sizes[s] * shape_per_item(r.l->out);
-        for (int a = 0; a < CONV_ALGO_COUNT; a++) {
+        for (int a = 0; a < layer_algo_count(r.l, PASS_FWD); a++) {
             char what[64];
             rig_forward(&r, a, sizes[s], hy);
             expect_close(hy, want, count, algo_label(r.l, PASS_FWD, a, what, sizeof what));
@@ -434,9 +462,10 @@ END_TEST
  * Every pair in make test; under a sanitizer, where this check took most of the suite's
  * minutes, each algorithm with itself and with the next: every algorithm in both passes,
  * and each beside another whose workspace it shares. */
-static int pair_checked(int da, int fa)
+static int pair_checked(const layer *l, int da, int fa)
 {
-    return !UNDER_SANITIZER || fa == da || fa == (da + 1) % CONV_ALGO_COUNT;
+    int count = layer_algo_count(l, PASS_BWD_FILTER);
+    return !UNDER_SANITIZER || fa == da % count || fa == (da + 1) % count;
 }
 
 /* Every pair (data algorithm, filter algorithm) agrees with the reference (under a
@@ -456,9 +485,9 @@ START_TEST(test_backward_reference)
     for (int s = 0; s < 2; s++) {
         ref_grads g = ref_grads_of(&r, sizes[s]);
         size_t xcount = (size_t)sizes[s] * shape_per_item(r.l->in);
-        for (int da = 0; da < CONV_ALGO_COUNT; da++)
-            for (int fa = 0; fa < CONV_ALGO_COUNT; fa++) {
-                if (!pair_checked(da, fa)) continue;
+        for (int da = 0; da < layer_algo_count(r.l, PASS_BWD_DATA); da++)
+            for (int fa = 0; fa < layer_algo_count(r.l, PASS_BWD_FILTER); fa++) {
+                if (!pair_checked(r.l, da, fa)) continue;
                 char what[64];
                 rig_backward(&r, da, fa, sizes[s], 0, hdx, hdw, hdb);
                 expect_close(hdx, g.dx, xcount, algo_label(r.l, PASS_BWD_DATA, da, what, 64));
@@ -482,12 +511,12 @@ START_TEST(test_gradcheck)
     if (left_to_make_test("test_gradcheck", _i)) return;
     rig r;
     rig_init(&r, &cases[_i]);
-    int count = UNDER_SANITIZER && _i >= CASE_OPTIONS ? 1 : CONV_ALGO_COUNT;
-    if (count < CONV_ALGO_COUNT)
+    int count = UNDER_SANITIZER && _i >= CASE_OPTIONS ? 1 : most_algos(r.l);
+    if (count < most_algos(r.l))
         printf("SKIPPED: test_gradcheck case %d with algorithms other than direct under a sanitizer (make test "
                "checks them all)\n", _i);
     for (int a = 0; a < count; a++) {
-        for (int pass = 0; pass < PASS_COUNT; pass++) r.l->algo[pass] = a;
+        for (int pass = 0; pass < PASS_COUNT; pass++) r.l->algo[pass] = nth_algo(r.l, pass, a);
         gradcheck_opts o = gradcheck_defaults();
         o.seed = 100 + (uint64_t)a;
         char msg[512];
@@ -550,13 +579,13 @@ START_TEST(test_accumulate)
     ck_assert(twice_w && twice_b);
     for (size_t i = 0; i < r.wcount; i++) twice_w[i] = 2.0 * g.dw[i];
     for (int i = 0; i < oc; i++) twice_b[i] = 2.0 * g.db[i];
-    for (int a = 0; a < CONV_ALGO_COUNT; a++) {
+    for (int a = 0; a < layer_algo_count(r.l, PASS_BWD_FILTER); a++) {
         upload(&r, r.l->params[0].grad, junk, r.wcount);
         upload(&r, r.l->params[1].grad, junk, (size_t)oc);
-        rig_backward(&r, a, a, r.k->n, 0, NULL, hdw, hdb);
+        rig_backward(&r, nth_algo(r.l, PASS_BWD_DATA, a), a, r.k->n, 0, NULL, hdw, hdb);
         expect_close(hdw, g.dw, r.wcount, "overwritten weights grad");
         expect_close(hdb, g.db, (size_t)oc, "overwritten bias grad");
-        rig_backward(&r, a, a, r.k->n, 1, NULL, hdw, hdb);
+        rig_backward(&r, nth_algo(r.l, PASS_BWD_DATA, a), a, r.k->n, 1, NULL, hdw, hdb);
         expect_close(hdw, twice_w, r.wcount, "accumulated weights grad");
         expect_close(hdb, twice_b, (size_t)oc, "accumulated bias grad");
     }
@@ -581,8 +610,8 @@ START_TEST(test_dx_null)
     ck_assert(hdw && hdb && after);
     ref_grads g = ref_grads_of(&r, r.k->n);
     upload(&r, r.dx, sentinel, r.xcount);
-    for (int a = 0; a < CONV_ALGO_COUNT; a++) {
-        rig_backward(&r, a, a, r.k->n, 0, NULL, hdw, hdb);
+    for (int a = 0; a < layer_algo_count(r.l, PASS_BWD_FILTER); a++) {
+        rig_backward(&r, nth_algo(r.l, PASS_BWD_DATA, a), a, r.k->n, 0, NULL, hdw, hdb);
         expect_close(hdw, g.dw, r.wcount, "weights grad");
         expect_close(hdb, g.db, 4, "bias grad");
     }
@@ -622,7 +651,7 @@ START_TEST(test_small_workspace)
     rig r;
     rig_init(&r, &cases[0]);
     for (int pass = 0; pass < PASS_COUNT; pass++)
-        for (int a = CONV_ALGO_IM2COL; a < CONV_ALGO_COUNT; a++) {
+        for (int a = CONV_ALGO_IM2COL; a < layer_algo_count(r.l, pass); a++) {
             size_t need = layer_workspace_bytes(r.l, pass, a);
             ck_assert_int_eq(run_pass(&r, pass, a, r.k->n, r.ws, need - 1), VDNN_EINVAL);
             ck_assert_ptr_nonnull(strstr(vdnn_errmsg(), "workspace"));
@@ -637,14 +666,60 @@ START_TEST(test_small_workspace)
 }
 END_TEST
 
+/* oneDNN's algorithms, where the build has them: named after their methods, offered in
+ * every pass of a plain convolution, and the same bits on a second run of every pass
+ * (policy invariance and recomputation rely on it). A build without oneDNN offers the
+ * project's own only. */
+START_TEST(test_onednn_algorithms)
+{
+    rig r;
+    rig_init(&r, &cases[_i]);
+    if (!onednn_built()) {
+        printf("SKIPPED: test_onednn_algorithms: this build has no oneDNN (make ONEDNN=0)\n");
+        for (int pass = 0; pass < PASS_COUNT; pass++) ck_assert_int_eq(layer_algo_count(r.l, pass), CONV_ALGO_OWN);
+        rig_free(&r);
+        return;
+    }
+    char desc[64];
+    onednn_describe(desc, sizeof desc);
+    ck_assert_msg(!strncmp(desc, "oneDNN ", 7), "%s", desc);
+    const size_t ycount = r.ycount, xcount = r.xcount, wcount = r.wcount;
+    float *y1 = malloc(ycount * sizeof *y1), *y2 = malloc(ycount * sizeof *y2);
+    float *dx1 = malloc(xcount * sizeof *dx1), *dx2 = malloc(xcount * sizeof *dx2);
+    float *dw1 = malloc(wcount * sizeof *dw1), *dw2 = malloc(wcount * sizeof *dw2);
+    float *db = malloc((size_t)r.k->filters * sizeof *db);
+    ck_assert(y1 && y2 && dx1 && dx2 && dw1 && dw2 && db);
+    for (int pass = 0; pass < PASS_COUNT; pass++) {
+        ck_assert_int_eq(algo_named(r.l, pass, "onednn"), CONV_ALGO_OWN);
+        for (int a = algo_named(r.l, pass, "onednn"); a < layer_algo_count(r.l, pass); a++)
+            ck_assert_ptr_nonnull(strstr(layer_algo_name(r.l, pass, a), "onednn"));
+    }
+    for (int a = algo_named(r.l, PASS_FWD, "onednn"); a < most_algos(r.l); a++) {
+        rig_forward(&r, nth_algo(r.l, PASS_FWD, a), r.k->n, y1);
+        rig_forward(&r, nth_algo(r.l, PASS_FWD, a), r.k->n, y2);
+        ck_assert_mem_eq(y1, y2, ycount * sizeof *y1);
+        for (int acc = 0; acc < 2; acc++) {
+            rig_backward(&r, nth_algo(r.l, PASS_BWD_DATA, a), nth_algo(r.l, PASS_BWD_FILTER, a), r.k->n, acc, dx1,
+                         dw1, db);
+            rig_backward(&r, nth_algo(r.l, PASS_BWD_DATA, a), nth_algo(r.l, PASS_BWD_FILTER, a), r.k->n, acc, dx2,
+                         dw2, db);
+            ck_assert_mem_eq(dx1, dx2, xcount * sizeof *dx1);
+            if (!acc) ck_assert_mem_eq(dw1, dw2, wcount * sizeof *dw1);
+        }
+    }
+    free(y1), free(y2), free(dx1), free(dx2), free(dw1), free(dw2), free(db);
+    rig_free(&r);
+}
+END_TEST
+
 START_TEST(test_bad_algo_and_batch)
 {
     rig r;
     rig_init(&r, &cases[0]);
-    ck_assert_int_eq(run_pass(&r, PASS_FWD, CONV_ALGO_COUNT, r.k->n, r.ws, r.ws_bytes),
+    ck_assert_int_eq(run_pass(&r, PASS_FWD, layer_algo_count(r.l, PASS_FWD), r.k->n, r.ws, r.ws_bytes),
                      VDNN_EINVAL);
     ck_assert_int_eq(run_pass(&r, PASS_BWD_DATA, -1, r.k->n, r.ws, r.ws_bytes), VDNN_EINVAL);
-    ck_assert_int_eq(run_pass(&r, PASS_BWD_FILTER, 7, r.k->n, r.ws, r.ws_bytes), VDNN_EINVAL);
+    ck_assert_int_eq(run_pass(&r, PASS_BWD_FILTER, 9, r.k->n, r.ws, r.ws_bytes), VDNN_EINVAL);
     ck_assert_int_eq(run_pass(&r, PASS_FWD, CONV_ALGO_DIRECT, r.k->n + 1, r.ws, r.ws_bytes),
                      VDNN_EINVAL);
     ck_assert_int_eq(run_pass(&r, PASS_FWD, CONV_ALGO_DIRECT, 0, r.ws, r.ws_bytes), VDNN_EINVAL);
@@ -797,11 +872,16 @@ START_TEST(test_stays_in_bounds)
         double *want = malloc(yc * sizeof *want);
         ck_assert_ptr_nonnull(want);
         ref_forward(r.k, n, r.hx, r.hw, r.k->bias ? r.hb : NULL, want);
-        for (int a = 0; a < CONV_ALGO_COUNT; a++) {
-            for (int p = 0; p < PASS_COUNT; p++) r.l->algo[p] = a;
+        for (int a = 0; a < most_algos(r.l); a++) {
+            for (int p = 0; p < PASS_COUNT; p++) r.l->algo[p] = nth_algo(r.l, p, a);
             /* for one item, a batched algorithm needs one image's share, and im2col-par
-             * one slot: one column buffer and one partial filter gradient */
+             * one slot: one column buffer and one partial filter gradient; oneDNN's, each
+             * pass its own (the largest at the whole batch is given for one item too) */
             size_t need = layer_workspace_bytes(r.l, PASS_BWD_FILTER, a);
+            if (a >= CONV_ALGO_OWN)
+                for (int p = 0; p < PASS_COUNT; p++)
+                    if (layer_workspace_bytes(r.l, p, r.l->algo[p]) > need)
+                        need = layer_workspace_bytes(r.l, p, r.l->algo[p]);
             if (n == 1 && (a == CONV_ALGO_IM2COL_BATCH || a == CONV_ALGO_IM2COL_CHUNK))
                 need = layer_workspace_bytes(r.l, PASS_FWD, CONV_ALGO_IM2COL_BATCH) /
                        (size_t)r.k->n;
@@ -816,9 +896,9 @@ START_TEST(test_stays_in_bounds)
             c.workspace_bytes = need;
             ck_assert_msg(layer_forward(r.l, &c, x, y) == VDNN_OK, "%s", vdnn_errmsg());
             ck_assert_msg(layer_backward(r.l, &c, x, y, dy, dx) == VDNN_OK, "%s", vdnn_errmsg());
-            expect_close(y, want, yc, layer_algo_name(r.l, PASS_FWD, a));
-            expect_close(dx, g.dx, xc, layer_algo_name(r.l, PASS_BWD_DATA, a));
-            expect_close(gw, g.dw, r.wcount, layer_algo_name(r.l, PASS_BWD_FILTER, a));
+            expect_close(y, want, yc, layer_algo_name(r.l, PASS_FWD, r.l->algo[PASS_FWD]));
+            expect_close(dx, g.dx, xc, layer_algo_name(r.l, PASS_BWD_DATA, r.l->algo[PASS_BWD_DATA]));
+            expect_close(gw, g.dw, r.wcount, layer_algo_name(r.l, PASS_BWD_FILTER, r.l->algo[PASS_BWD_FILTER]));
             guarded_free(x, xc, "x");
             guarded_free(dy, yc, "dy");
             guarded_free(y, yc, "y");
@@ -1031,6 +1111,7 @@ static Suite *conv_suite(void)
     tcase_add_test(tc, test_dx_null);
     tcase_add_test(tc, test_small_workspace);
     tcase_add_test(tc, test_bad_algo_and_batch);
+    tcase_add_loop_test(tc, test_onednn_algorithms, 0, NCASES);
     tcase_add_test(tc, test_config_keys);
     tcase_add_test(tc, test_config_option_keys);
     tcase_add_test(tc, test_defaults_and_describe);

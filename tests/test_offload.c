@@ -20,6 +20,7 @@
 #include "nets/net.h"
 #include "tests/jsoncheck.h"
 #include "tests/testnet.h"
+#include "vdnn/onednn.h"
 #include "vdnn/rng.h"
 
 /* ThreadSanitizer slows compute and every copy's memmove by an order of magnitude and
@@ -354,6 +355,34 @@ START_TEST(test_invariance_pinned_perf)
     for (int p = POLICY_ALL; p < POLICY_COUNT; p++) {
         run_cfg rc = {.policy = (mem_policy)p, .algo = ALGO_PERF, .steps = NSTEPS};
         same_as(&base, NET_C, &rc, policy_name((mem_policy)p));
+    }
+    snapshot_free(&base);
+}
+END_TEST
+
+/* oneDNN's algorithms pinned (whole passes, and beside the project's own in the other
+ * passes, a grouped convolution among them): every policy matches the baseline bit for
+ * bit. */
+#define NET_ONEDNN                                                                         \
+    "[net]\nbatch = 8\nchannels = 2\nheight = 12\nwidth = 12\n" OT_TRAIN OT_DATA(3)        \
+    "[convolutional]\nfilters = 8\nsize = 3\npad = 1\nalgo = onednn\n"                     \
+    "[relu]\n[convolutional]\nfilters = 8\nsize = 3\nstride = 2\ngroups = 2\noffload = 1\n" \
+    "algo_fwd = onednn\nalgo_bwd_data = im2col-chunk\nalgo_bwd_filter = onednn\n"        \
+    "[batchnorm]\noffload = 1\n[relu]\n[convolutional]\nfilters = 5\nsize = 3\npad = 1\n" \
+    "algo_fwd = im2col\nalgo_bwd_data = onednn\nalgo_bwd_filter = im2col-par\n"          \
+    "[relu]\n[connected]\noutput = 3\noffload = 1\n[softmax]\n"
+
+START_TEST(test_invariance_onednn)
+{
+    if (!onednn_built()) {
+        printf("SKIPPED: test_invariance_onednn: this build has no oneDNN (make ONEDNN=0)\n");
+        return;
+    }
+    snapshot base;
+    baseline(NET_ONEDNN, ALGO_PERF, &base);
+    for (int p = POLICY_ALL; p < POLICY_COUNT; p++) {
+        run_cfg rc = {.policy = (mem_policy)p, .algo = ALGO_PERF, .steps = NSTEPS};
+        same_as(&base, NET_ONEDNN, &rc, policy_name((mem_policy)p));
     }
     snapshot_free(&base);
 }
@@ -996,6 +1025,7 @@ static Suite *offload_suite(void)
     tcase_add_loop_test(inv, test_invariance_policies, 0, NINV);
     tcase_add_loop_test(inv, test_invariance_layer_mixes, 0, NINV);
     tcase_add_test(inv, test_invariance_pinned_perf);
+    tcase_add_test(inv, test_invariance_onednn);
     tcase_add_loop_test(inv, test_invariance_min_budget, 0, NINV);
     tcase_add_loop_test(inv, test_invariance_slow_link, 0, NINV);
     suite_add_tcase(s, inv);

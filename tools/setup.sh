@@ -10,7 +10,8 @@ set -eu
 pkgs="build-essential pkg-config check libopenblas-dev libopenblas0-openmp libopenblas-openmp-dev
       libpng-dev libjpeg62-turbo-dev libjansson-dev zlib1g-dev dataset-fashion-mnist gnuplot-nox python3-numpy libopenmpi-dev openmpi-bin
       clang-14 libclang-rt-14-dev libomp-14-dev
-      protobuf-c-compiler libprotobuf-c-dev libonnx-dev libonnx-testdata python3-onnx"
+      protobuf-c-compiler libprotobuf-c-dev libonnx-dev libonnx-testdata python3-onnx
+      libdnnl-dev"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "tools/commands.h"
+#include "vdnn/onednn.h"
 
 #ifdef VDNN_ONNX
 #include <protobuf-c/protobuf-c.h>
@@ -66,6 +67,13 @@ int main(int argc, char **argv)
             return 2;
         }
         printf("vdnn: backends cpu%s\n", device_cuda_built() ? ", cuda" : "");
+        char dnn[64];
+        onednn_describe(dnn, sizeof dnn);
+        if (onednn_built())
+            printf("cpu: convolution algorithms of the project's own and of %s (onednn; onednn-winograd where "
+                   "the CPU has its kernels)\n", dnn);
+        else
+            printf("cpu: convolution algorithms of the project's own only (built without oneDNN: ONEDNN=0)\n");
 #ifdef VDNN_ONNX
         printf("onnx: import, export and onnx-test (protobuf-c %s)\n", protobuf_c_version());
 #else
