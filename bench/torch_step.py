@@ -32,43 +32,90 @@ def parse_cfg(path):
     return sections
 
 
+class Graph(nn.Module):
+    """The net as vdnn reads it: map 0 is the input, map j + 1 layer j's output; each
+    layer reads the maps its `input` key names (the previous one by default)."""
+
+    def __init__(self, nodes):
+        super().__init__()
+        self.kinds = [k for k, _, _ in nodes]
+        self.reads = [r for _, _, r in nodes]
+        self.mods = nn.ModuleList(m for _, m, _ in nodes)
+
+    def forward(self, x):
+        maps = [x]
+        for kind, reads, mod in zip(self.kinds, self.reads, self.mods):
+            xs = [maps[i] for i in reads]
+            if kind == "add":
+                y = xs[0]
+                for t in xs[1:]:
+                    y = y + t
+            elif kind == "concat":
+                y = torch.cat(xs, 1)
+            else:
+                y = mod(xs[0])
+            maps.append(y)
+        return maps[-1]
+
+
+def out_side(n, k, s, p):
+    return (n + 2 * p - k) // s + 1
+
+
 def build(sections):
     net = dict(sections[0][1])
-    shape = [int(net["channels"]), int(net["height"]), int(net["width"])]
+    shapes = [[int(net["channels"]), int(net["height"]), int(net["width"])]]
+    names = {"data": 0}
     train = next(s for n, s in sections if n == "train")
-    layers = []
+    nodes, classes = [], 0
     for name, kv in sections:
+        if name in ("net", "train", "data", "memory"):
+            continue
         g = lambda k, d=None: kv.get(k, d)
+        j = len(nodes)   # this layer's output is map j + 1
+        reads = []
+        for ref in (g("input") or "-1").split(","):
+            ref = ref.strip()
+            reads.append(j + 1 + int(ref) if ref.lstrip("-").isdigit() else names[ref])
+        shape = shapes[reads[0]]
+        mod = nn.Identity()
         if name == "convolutional":
             k, s, p, f = int(g("size")), int(g("stride", 1)), int(g("pad", 0)), int(g("filters"))
-            layers.append(nn.Conv2d(shape[0], f, k, s, p, bias=g("bias", "1") == "1"))
-            shape = [f, (shape[1] + 2 * p - k) // s + 1, (shape[2] + 2 * p - k) // s + 1]
+            mod = nn.Conv2d(shape[0], f, k, s, p, groups=int(g("groups", 1)), bias=g("bias", "1") == "1")
+            shape = [f, out_side(shape[1], k, s, p), out_side(shape[2], k, s, p)]
         elif name in ("maxpool", "avgpool"):
             k = int(g("size")); s = int(g("stride", k)); p = int(g("pad", 0))
-            cls = nn.MaxPool2d if name == "maxpool" else nn.AvgPool2d
-            layers.append(cls(k, s, p))
-            shape = [shape[0], (shape[1] + 2 * p - k) // s + 1, (shape[2] + 2 * p - k) // s + 1]
+            mod = (nn.MaxPool2d if name == "maxpool" else nn.AvgPool2d)(k, s, p)
+            shape = [shape[0], out_side(shape[1], k, s, p), out_side(shape[2], k, s, p)]
         elif name == "relu":
-            layers.append(nn.ReLU())
+            mod = nn.ReLU()
         elif name == "leaky":
-            layers.append(nn.LeakyReLU(float(g("slope", 0.01))))
+            mod = nn.LeakyReLU(float(g("slope", 0.01)))
         elif name == "tanh":
-            layers.append(nn.Tanh())
+            mod = nn.Tanh()
         elif name == "sigmoid":
-            layers.append(nn.Sigmoid())
+            mod = nn.Sigmoid()
         elif name == "connected":
-            inputs = shape[0] * shape[1] * shape[2]
-            layers += [nn.Flatten(), nn.Linear(inputs, int(g("output")), bias=g("bias", "1") == "1")]
-            shape = [int(g("output")), 1, 1]
+            classes = int(g("output"))
+            mod = nn.Sequential(nn.Flatten(), nn.Linear(shape[0] * shape[1] * shape[2], classes,
+                                                        bias=g("bias", "1") == "1"))
+            shape = [classes, 1, 1]
         elif name == "batchnorm":
-            layers.append(nn.BatchNorm2d(shape[0], momentum=float(g("momentum", 0.1)), eps=float(g("eps", 1e-5))))
+            mod = nn.BatchNorm2d(shape[0], momentum=float(g("momentum", 0.1)), eps=float(g("eps", 1e-5)))
         elif name == "dropout":
-            layers.append(nn.Dropout(float(g("probability", 0.5))))
+            mod = nn.Dropout(float(g("probability", 0.5)))
         elif name == "lrn":
-            layers.append(nn.LocalResponseNorm(int(g("size", 5)), float(g("alpha", 1e-4)),
-                                               float(g("beta", 0.75)), float(g("k", 1))))
-    # a connected layer after a flatten needs the 4-D input back for later convs: vdnn nets end in fc layers
-    return nn.Sequential(*layers), int(net["batch"]), shape, train
+            mod = nn.LocalResponseNorm(int(g("size", 5)), float(g("alpha", 1e-4)), float(g("beta", 0.75)),
+                                       float(g("k", 1)))
+        elif name == "concat":
+            shape = [sum(shapes[i][0] for i in reads), shape[1], shape[2]]
+        elif name not in ("add", "softmax"):
+            raise SystemExit(f"torch_step.py: no PyTorch peer for [{name}]")
+        nodes.append((name, mod, reads))
+        shapes.append(shape)
+        if g("name"):
+            names[g("name")] = j + 1
+    return Graph(nodes), int(net["batch"]), classes, train
 
 
 def main():
@@ -91,11 +138,10 @@ def main():
         torch.backends.cudnn.allow_tf32 = bool(a.tf32)
         torch.backends.cudnn.benchmark = True
     sections = parse_cfg(a.cfg)
-    model, batch, _, train = build(sections)
+    model, batch, classes, train = build(sections)
     batch = a.batch or batch
     net = sections[0][1]
     x = torch.randn(batch, int(net["channels"]), int(net["height"]), int(net["width"]))
-    classes = model[-1].out_features
     y = torch.randint(0, classes, (batch,))
     if cuda:
         model, x, y = model.cuda(), x.cuda(), y.cuda()
