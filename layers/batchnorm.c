@@ -9,7 +9,9 @@
  * may be offloaded or recomputed freely. The running statistics change only in forward.
  *
  * Every per-channel statistic is accumulated in double by the one thread that owns
- * the channel, in item order, so results do not depend on the thread count. */
+ * the channel, in item order, in LANES partial sums (element k of a row into lane
+ * k mod LANES, so that the compiler runs them as vector adds) added in lane order at the
+ * end: results do not depend on the thread count. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,20 +57,40 @@ static vdnn_status bn_setup(layer *l, const cfg_file *f, const cfg_section *s)
     return VDNN_OK;
 }
 
+enum { LANES = 8 };
+
+static double lanes_total(const double acc[LANES])
+{
+    double t = 0.0;
+    for (int j = 0; j < LANES; j++) t += acc[j];
+    return t;
+}
+
+/* acc[j] += p[k] (centre 0) or (p[k] - centre)^2 (squares) over the k of a row of len
+ * elements with k mod LANES = j. */
+static void lanes_add(double acc[LANES], const float *p, size_t len, int squares, double centre)
+{
+    size_t k = 0;
+    for (; k + LANES <= len; k += LANES)
+        for (int j = 0; j < LANES; j++) {
+            double v = p[k + j] - centre;
+            acc[j] += squares ? v * v : v;
+        }
+    for (int j = 0; k + (size_t)j < len; j++) {
+        double v = p[k + j] - centre;
+        acc[j] += squares ? v * v : v;
+    }
+}
+
 /* Mean and biased variance of channel ch of x (N, C, HW) over n items, two-pass. */
 static bn_chan batch_stats(const float *x, int n, int c, size_t hw, int ch, float eps)
 {
-    double sum = 0.0, sq = 0.0;
-    for (int i = 0; i < n; i++) {
-        const float *p = x + ((size_t)i * c + ch) * hw;
-        for (size_t k = 0; k < hw; k++) sum += p[k];
-    }
-    const double m = (double)n * hw, mean = sum / m;
-    for (int i = 0; i < n; i++) {
-        const float *p = x + ((size_t)i * c + ch) * hw;
-        for (size_t k = 0; k < hw; k++) sq += (p[k] - mean) * (p[k] - mean);
-    }
-    bn_chan s = {mean, sq / m, 1.0 / sqrt(sq / m + eps)};
+    double sum[LANES] = {0}, sq[LANES] = {0};
+    for (int i = 0; i < n; i++) lanes_add(sum, x + ((size_t)i * c + ch) * hw, hw, 0, 0.0);
+    const double m = (double)n * hw, mean = lanes_total(sum) / m;
+    for (int i = 0; i < n; i++) lanes_add(sq, x + ((size_t)i * c + ch) * hw, hw, 1, mean);
+    const double var = lanes_total(sq) / m;
+    bn_chan s = {mean, var, 1.0 / sqrt(var + eps)};
     return s;
 }
 
@@ -121,16 +143,22 @@ static vdnn_status bn_forward(layer *l, const exec_ctx *c, const float *x, float
 static void grad_sums(const float *x, const float *dy, int n, int c, size_t hw, int ch,
                       const bn_chan *s, double *sum_dy, double *sum_dy_xhat)
 {
-    double a = 0.0, b = 0.0;
+    double a[LANES] = {0}, b[LANES] = {0};
     for (int i = 0; i < n; i++) {
-        size_t off = ((size_t)i * c + ch) * hw;
-        for (size_t k = 0; k < hw; k++) {
-            a += dy[off + k];
-            b += dy[off + k] * ((x[off + k] - s->mean) * s->inv_std);
+        const float *xr = x + ((size_t)i * c + ch) * hw, *dr = dy + ((size_t)i * c + ch) * hw;
+        size_t k = 0;
+        for (; k + LANES <= hw; k += LANES)
+            for (int j = 0; j < LANES; j++) {
+                a[j] += dr[k + j];
+                b[j] += dr[k + j] * ((xr[k + j] - s->mean) * s->inv_std);
+            }
+        for (int j = 0; k + (size_t)j < hw; j++) {
+            a[j] += dr[k + j];
+            b[j] += dr[k + j] * ((xr[k + j] - s->mean) * s->inv_std);
         }
     }
-    *sum_dy = a;
-    *sum_dy_xhat = b;
+    *sum_dy = lanes_total(a);
+    *sum_dy_xhat = lanes_total(b);
 }
 
 static vdnn_status bn_backward(layer *l, const exec_ctx *c, const float *x, const float *y,
