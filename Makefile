@@ -291,7 +291,8 @@ tsan:
 	    $(MAKE) BUILD=build-tsan OPT="-O1" CUDA_ARCH="$(SAN_CUDA_ARCH)" SAN="-fsanitize=thread" test
 
 # libFuzzer: the library and every target built by clang with coverage, ASan and UBSan
-# into build-fuzz/ (no CUDA), then each target run for FUZZ_SECONDS from its seeds
+# into build-fuzz/ (no CUDA; no oneDNN, whose library brings GCC's OpenMP runtime beside
+# clang's), then each target run for FUZZ_SECONDS from its seeds
 # (tests/fuzz/seeds/), its past crashes (tests/fuzz/crashes/) and its dictionary.
 # A crash fails the run and leaves the input in build-fuzz/crashes/ (tests/fuzz/run.sh).
 FUZZ_CC      ?= $(firstword $(shell command -v clang-14 clang 2>/dev/null))
@@ -300,7 +301,7 @@ FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit
 
 fuzz:
 	@test -n "$(FUZZ_CC)" || { echo "make fuzz needs clang with libFuzzer (Debian: clang-14 libclang-rt-14-dev libomp-14-dev; sh tools/setup.sh)"; exit 1; }
-	$(MAKE) BUILD=build-fuzz CC=$(FUZZ_CC) CUDA=0 OPT="-O1 -gline-tables-only" SAN="$(FUZZ_SAN)" \
+	$(MAKE) BUILD=build-fuzz CC=$(FUZZ_CC) CUDA=0 ONEDNN=0 OPT="-O1 -gline-tables-only" SAN="$(FUZZ_SAN)" \
 	    EXTRA_CFLAGS="-fsanitize=fuzzer-no-link -Wno-unknown-warning-option" fuzz-targets
 	FUZZ_SECONDS=$(FUZZ_SECONDS) sh tests/fuzz/run.sh build-fuzz $(FUZZ_NAMES)
 

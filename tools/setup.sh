@@ -4,7 +4,8 @@
 # gnuplot for `vdnn sweep`'s plots, Python with NumPy for tools/ckpt_read.py, clang
 # with libFuzzer and its OpenMP runtime for `make fuzz`, and for ONNX protobuf-c, ONNX's
 # own onnx.proto and test data, and Python's onnx, with which the tests check vdnn's
-# exports). bench/onnx.sh also needs python3-torch and python3-torchvision. Uses sudo
+# exports, and oneDNN, whose convolutions the CPU backend offers beside its own).
+# bench/onnx.sh and bench/compare_cpu.sh also need python3-torch (and python3-torchvision). Uses sudo
 # when not run as root. Safe to run twice.
 set -eu
 pkgs="build-essential pkg-config check libopenblas-dev libopenblas0-openmp libopenblas-openmp-dev
