@@ -12,13 +12,8 @@
 #include "vdnn/file.h"
 #include "vdnn/rng.h"
 
-/* Timed runs per measurement, after a probe and a warm-up: at least TIMED_RUNS, more
- * (up to MAX_TIMED_RUNS) until they add up to MIN_TIMED_S, and their median is kept:
- * a short call, whose single runs a busy machine stretches the most, gets more of them,
- * so that the same algorithm wins run after run. */
+/* Timed runs per measurement, after a probe and a warm-up; the median is kept. */
 #define TIMED_RUNS 3
-#define MAX_TIMED_RUNS 5
-#define MIN_TIMED_S 0.01
 
 uint64_t net_fingerprint(const net *n)
 {
@@ -117,6 +112,12 @@ static void bench_free(layer *l, device *d, bench_bufs *b)
     memset(b, 0, sizeof *b);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 enum { RUN_FWD, RUN_BWD, RUN_BWD_FILTER, RUN_UPDATE, RUN_ACCUM };
 
 /* with_dx: bit k, compute input k's gradient. */
@@ -139,16 +140,10 @@ static vdnn_status run_once(layer *l, device *d, bench_bufs *b, exec_ctx *c, int
     return layer_backward_n(l, c, xs, b->y, b->dy, dxs);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Seconds of one call with the layer's algorithms set to `algo`. A probe on an eighth
  * of the items comes first: a call whose probe alone, scaled up, is three times
  * `bar` is out (so slow loops cost little to rule out) and gets the scaled probe;
- * the others get a warm-up and the median of their timed runs (TIMED_RUNS). */
+ * the others get a warm-up and the median of TIMED_RUNS full calls. */
 static vdnn_status time_call(layer *l, device *d, bench_bufs *b, int items, const int algo[PASS_COUNT], int what,
                              unsigned with_dx, double bar, double *secs)
 {
@@ -160,11 +155,10 @@ static vdnn_status time_call(layer *l, device *d, bench_bufs *b, int items, cons
     exec_ctx c = {.dev = d, .n = items, .train = 1, .workspace = b->ws, .workspace_bytes = b->ws_bytes,
                   .labels = b->labels, .grad_scale = 1.0f / (float)items, .loss_sum = &loss, .correct = &correct};
     int probe = items / 8 > 0 ? items / 8 : 1;
-    double t[MAX_TIMED_RUNS], timed_s = 0;
-    int timed = 0;
+    double t[TIMED_RUNS];
     vdnn_status st = VDNN_OK;
     *secs = 0;
-    for (int run = 0; run < MAX_TIMED_RUNS + 2 && st == VDNN_OK; run++) {
+    for (int run = 0; run < TIMED_RUNS + 2 && st == VDNN_OK; run++) {
         c.n = run == 0 && what != RUN_UPDATE ? probe : items;
         double t0 = vdnn_now_s();
         st = run_once(l, d, b, &c, what, with_dx);
@@ -180,13 +174,11 @@ static vdnn_status time_call(layer *l, device *d, bench_bufs *b, int items, cons
                 break;
             }
         }
-        if (run < 2) continue;
-        t[timed++] = dt;
-        timed_s += dt;
-        if (timed < MAX_TIMED_RUNS && (timed < TIMED_RUNS || timed_s < MIN_TIMED_S)) continue;
-        qsort(t, (size_t)timed, sizeof *t, cmp_double);
-        *secs = t[timed / 2];
-        break;
+        if (run >= 2) t[run - 2] = dt;
+        if (run == TIMED_RUNS + 1) {
+            qsort(t, TIMED_RUNS, sizeof *t, cmp_double);
+            *secs = t[TIMED_RUNS / 2];
+        }
     }
     memcpy(l->algo, saved, sizeof saved);
     return st;
