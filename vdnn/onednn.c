@@ -208,7 +208,8 @@ static dnnl_status_t build(conv_entry *e)
     return s;
 }
 
-static void entry_free(conv_entry *e)
+/* Destroys e's primitives and forgets its tensors: e then runs nothing. */
+static void entry_clear(conv_entry *e)
 {
     for (int k = 0; k < e->nargs; k++) {
         dnnl_primitive_destroy(e->args[k].in);
@@ -216,7 +217,10 @@ static void entry_free(conv_entry *e)
         dnnl_primitive_destroy(e->args[k].out_add);
     }
     dnnl_primitive_destroy(e->prim);
-    free(e);
+    memset(e->args, 0, sizeof e->args);
+    e->nargs = 0;
+    e->prim = NULL;
+    e->bytes = 0;
 }
 
 static unsigned hash_key(const onednn_conv *c, int pass, int method, int threads)
@@ -259,19 +263,11 @@ static conv_entry *entry_of(const onednn_conv *c, int pass, int method, vdnn_sta
                 e->offered = 1;
             } else if (s != dnnl_unimplemented) {
                 *st = dnnl_fail(s, "making a convolution primitive");
-                entry_free(e);
+                entry_clear(e);
+                free(e);
                 e = NULL;
             } else {
-                /* kept as not offered; nothing of it runs */
-                for (int k = 0; k < e->nargs; k++) {
-                    dnnl_primitive_destroy(e->args[k].in);
-                    dnnl_primitive_destroy(e->args[k].out_copy);
-                    dnnl_primitive_destroy(e->args[k].out_add);
-                }
-                memset(e->args, 0, sizeof e->args);
-                e->nargs = 0;
-                e->prim = NULL;
-                e->bytes = 0;
+                entry_clear(e);   /* kept as not offered */
             }
             if (e) {
                 e->next = table[b];
