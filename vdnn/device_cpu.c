@@ -26,6 +26,7 @@ typedef struct copy_req {
     int over_link;            /* H2D or D2H: crosses the (throttled) link */
     char tag[28];             /* trace name; empty: untraced */
     copy_kind kind;
+    double start_s, end_s;    /* on the link (vdnn_now_s): from its issue, or the copy before it, on */
 } copy_req;
 
 typedef struct cpu_state {
@@ -37,6 +38,7 @@ typedef struct cpu_state {
     uint64_t submitted, completed;
     int stop;
     double bytes_per_s;       /* 0: unthrottled */
+    double link_free_s;       /* when the last queued copy over the link ends */
     trace *trace;             /* copies are traced here when set; not owned */
     int threads;              /* compute threads; 0: the libraries' default (all cores) */
     int pinned;               /* an emulated device (cpu:N): its computing thread runs on `cores` */
@@ -45,20 +47,20 @@ typedef struct cpu_state {
 
 static cpu_state *state(device *d) { return d->priv; }
 
-/* Copies; a copy over the link then sleeps until it has taken at least
- * bytes / bandwidth. D2D and H2H copies never cross the link and are not throttled. */
-static void throttled_copy(const cpu_state *s, void *dst, const void *src, size_t bytes, int over_link)
+static void sleep_until(double t)
 {
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    memmove(dst, src, bytes);
-    if (!over_link || s->bytes_per_s <= 0) return;
-    double secs = (double)bytes / s->bytes_per_s;
-    struct timespec until = t0;
-    until.tv_sec += (time_t)secs;
-    until.tv_nsec += (long)((secs - (double)(time_t)secs) * 1e9);
+    struct timespec until = {.tv_sec = (time_t)t, .tv_nsec = (long)((t - (double)(time_t)t) * 1e9)};
     if (until.tv_nsec >= 1000000000L) { until.tv_sec++; until.tv_nsec -= 1000000000L; }
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR) {}
+}
+
+/* A copy on the compute stream: over the link it then sleeps until it has taken at
+ * least bytes / bandwidth. D2D and H2H copies never cross the link and are not throttled. */
+static void throttled_copy(const cpu_state *s, void *dst, const void *src, size_t bytes, int over_link)
+{
+    double t0 = vdnn_now_s();
+    memmove(dst, src, bytes);
+    if (over_link && s->bytes_per_s > 0) sleep_until(t0 + (double)bytes / s->bytes_per_s);
 }
 
 static void *copy_engine(void *arg)
@@ -71,8 +73,12 @@ static void *copy_engine(void *arg)
         copy_req r = s->queue[s->head];
         trace *tr = s->trace;
         pthread_mutex_unlock(&s->mu);
-        double t0 = vdnn_now_s();
-        throttled_copy(s, r.dst, r.src, r.bytes, r.over_link);
+        /* A throttled copy keeps the link's clock: it ends at the end the link gave it
+         * when it was queued however late this thread woke (a woken thread can wait for
+         * a core from 30 us to a scheduler tick), as a copy engine would. */
+        double t0 = r.end_s > 0 ? r.start_s : vdnn_now_s();
+        memmove(r.dst, r.src, r.bytes);
+        if (r.end_s > 0) sleep_until(r.end_s);
         if (tr && r.tag[0])
             trace_slice(tr, TRACE_TRACK_MEMORY, r.tag, r.kind == COPY_D2H ? "offload" : "prefetch", t0, vdnn_now_s());
         pthread_mutex_lock(&s->mu);
@@ -101,7 +107,14 @@ static vdnn_status enqueue(cpu_state *s, const copy_req *req)
         s->cap = ncap;
         s->head = 0;
     }
-    s->queue[(s->head + s->len) % s->cap] = *req;
+    copy_req r = *req;
+    r.start_s = r.end_s = 0;
+    if (r.over_link && s->bytes_per_s > 0) {
+        double now = vdnn_now_s();
+        r.start_s = s->link_free_s > now ? s->link_free_s : now;
+        r.end_s = s->link_free_s = r.start_s + (double)r.bytes / s->bytes_per_s;
+    }
+    s->queue[(s->head + s->len) % s->cap] = r;
     s->len++;
     s->submitted++;
     pthread_cond_signal(&s->cv_work);
@@ -115,7 +128,7 @@ static vdnn_status cpu_copy(device *d, stream_id sid, void *dst, const void *src
     cpu_state *s = state(d);
     int over_link = k == COPY_H2D || k == COPY_D2H;
     if (sid == STREAM_MEMORY) {
-        copy_req r = {dst, src, bytes, over_link, "", k};
+        copy_req r = {dst, src, bytes, over_link, "", k, 0, 0};
         if (tag) snprintf(r.tag, sizeof r.tag, "%s %s", k == COPY_D2H ? "offload" : "prefetch", tag);
         return enqueue(s, &r);
     }
