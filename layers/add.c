@@ -2,7 +2,8 @@
  * order (so every device gives the same bits). Backward hands dy to every input: it
  * reads neither the inputs nor y, so the memory manager can free all of them after
  * forward. It adds into an input's gradient when asked (c->accumulate_dx), which spares
- * the iteration a buffer when a map is read by this layer and others. */
+ * the iteration a buffer when a map is read by this layer and others; an input whose
+ * gradient is dy's own block (passes_dy) is left as it is. */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -72,7 +73,7 @@ static vdnn_status add_backward(layer *l, const exec_ctx *c, const float *const 
     (void)y;
     const size_t count = (size_t)c->n * shape_per_item(l->out);
     for (int k = 0; k < l->ninputs; k++) {
-        if (!dx[k]) continue;
+        if (!dx[k] || (dx[k] == dy && !(c->accumulate_dx >> k & 1))) continue;
         if (c->accumulate_dx >> k & 1) add_accumulate_cpu(dx[k], dy, count);
         else memcpy(dx[k], dy, count * sizeof *dy);
     }
@@ -91,4 +92,5 @@ const layer_ops add_ops = {
     .forward_multi_cuda = CUDA_HALF(add_forward_cuda),
     .backward_multi_cuda = CUDA_HALF(add_backward_cuda),
     .accumulates_dx = 1,
+    .passes_dy = 1,
 };

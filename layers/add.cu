@@ -53,7 +53,7 @@ extern "C" vdnn_status add_backward_cuda(layer *l, const exec_ctx *c, const floa
     cuda_ctx *ctx = device_cuda_ctx(c->dev);
     const size_t count = (size_t)c->n * shape_per_item(l->out);
     for (int k = 0; k < l->ninputs; k++) {
-        if (!dx[k]) continue;
+        if (!dx[k] || (dx[k] == dy && !(c->accumulate_dx >> k & 1))) continue;
         if (c->accumulate_dx >> k & 1) {
             vdnn_status st = add_accumulate_cuda(c->dev, dx[k], dy, count);
             if (st != VDNN_OK) return st;

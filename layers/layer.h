@@ -190,6 +190,10 @@ typedef struct layer_ops {
      * The iteration runs them in place (Caffe's top = bottom) where nothing else reads
      * the map they overwrite. */
     int in_place;
+    /* Layers whose backward hands dy to every input unchanged ([add]): the iteration may
+     * hand dy's own block to one input as its gradient (net_passes_dy), and the layer
+     * leaves a dx[k] that is dy alone unless bit k of c->accumulate_dx asks it to add. */
+    int passes_dy;
     /* Loss layers only (NULL elsewhere): the net's last layer, whose labels lie in
      * [0, loss_classes(l)); a value below 2 means the layer cannot be a loss on this
      * input (softmax over one output). */

@@ -501,11 +501,15 @@ static vdnn_status gradient_bufs(net *n, layer *l, int i, exec_ctx *c, float **d
         }
         return VDNN_OK;
     }
+    int pass = net_passes_dy(n, i);
     for (int k = 0; k < l->ninputs && st == VDNN_OK; k++) {
         int j = l->input[k];
         if (!n->graph[j].grad) continue;
         char what[64];
-        if (!n->dx[j]) {
+        if (k == pass && n->dx[i + 1] && !n->dx[j] && map_room(n, j) == map_room(n, i + 1)) {
+            dxs[k] = n->dx[j] = n->dx[i + 1];
+            n->dx[i + 1] = NULL;
+        } else if (!n->dx[j]) {
             vdnn_join(what, sizeof what, "gradient of ", n->maps[j].name, NULL);
             st = device_alloc(n->dev, map_room(n, j), l->name, what, (void **)&n->dx[j]);
             dxs[k] = n->dx[j];

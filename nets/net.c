@@ -343,6 +343,18 @@ int net_in_place(const net *n, int i)
            shape_per_item(n->layers[j - 1]->out) == shape_per_item(l->out);
 }
 
+int net_passes_dy(const net *n, int i)
+{
+    if (!n->in_place || i < 0 || i >= n->nlayers || !n->layers[i]->ops->passes_dy) return -1;
+    const layer *l = n->layers[i];
+    for (int k = 0; k < l->ninputs; k++) {
+        int j = l->input[k];
+        if (n->graph[j].grad && n->graph[j].last_fwd == i && shape_per_item(n->layers[i]->ins[k]) == shape_per_item(l->out))
+            return k;
+    }
+    return -1;
+}
+
 int net_first_reader(const net *n, int j)
 {
     return j >= 0 && j <= n->nlayers ? n->graph[j].first_bwd : -1;

@@ -233,6 +233,13 @@ void net_recompute_runs_swapped(const net *n, const unsigned char *maps, const u
  * (it is the first of that map's readers in backward), in place or not in forward. */
 int net_in_place(const net *n, int i);
 
+/* The input of layer i whose gradient takes over the block of the layer's output
+ * gradient, or -1: with n->in_place on, a layer whose backward hands dy to its inputs
+ * unchanged (passes_dy, layers/layer.h) gives dy's block to the first input whose
+ * gradient is new there (layer i is that map's last reader in forward), instead of a
+ * copy; the other inputs get copies, or sums into gradients begun elsewhere. */
+int net_passes_dy(const net *n, int i);
+
 /* The first layer, counting backward, whose backward pass reads x[j] (the graph's
  * first_bwd; in a chain: j if layer j reads its input, else j-1 if layer j-1 reads its
  * output), or -1. */

@@ -1017,6 +1017,49 @@ START_TEST(test_in_place_saves)
 }
 END_TEST
 
+/* An [add] hands dy's block to an input whose gradient is new there instead of copying
+ * it (net_passes_dy): with in-place layers on, the first such input gets it; with them off,
+ * or for a layer that does not pass dy through, none. A bottleneck block (16 channels to 2
+ * and back, summed with its input) then holds one gradient map fewer at its peak, the
+ * add's backward: apart, the block's input and the gradients of the add's output, of
+ * both its inputs; passing dy on, the peak falls to the add's forward, three of those
+ * maps and the bottleneck's eighth of one. */
+START_TEST(test_add_passes_dy)
+{
+    net *n = tn_parse(NET_IN_PLACE, NULL);
+    for (int i = 0; i < n->nlayers; i++)
+        ck_assert_msg(net_passes_dy(n, i) == (i == 4 ? 0 : -1), "%s: net_passes_dy %d", n->layers[i]->name,
+                      net_passes_dy(n, i));
+    net_free(n);
+    n = tn_parse(NET_IN_PLACE "[memory]\nin_place = 0\n", NULL);
+    ck_assert_int_eq(net_passes_dy(n, 4), -1);
+    net_free(n);
+    static const char text[] = "[net]\nbatch = 8\nchannels = 4\nheight = 24\nwidth = 24\n" OT_TRAIN OT_DATA(3)
+                               "[convolutional]\nfilters = 16\nsize = 3\npad = 1\nname = a\n"
+                               "[convolutional]\nfilters = 2\nsize = 1\n"
+                               "[convolutional]\nfilters = 16\nsize = 1\n[add]\ninput = -1, a\n"
+                               "[maxpool]\nsize = 4\n[connected]\noutput = 3\n[softmax]\n";
+    size_t live[2];
+    for (int on = 0; on < 2; on++) {
+        net_overrides ov = net_no_overrides();
+        ov.in_place = on;
+        n = tn_parse(text, &ov);
+        ck_assert_int_eq(net_passes_dy(n, 3), on ? 0 : -1);
+        device_options o = {.kind = DEVICE_SIM, .budget_bytes = (size_t)1 << 40};
+        device *d = NULL;
+        ck_assert_int_eq(device_create(&o, &d), VDNN_OK);
+        ck_assert_int_eq(net_attach(n, d), VDNN_OK);
+        ck_assert_int_eq(net_plan_static(n, POLICY_NONE, ALGO_MEM), VDNN_OK);
+        ck_assert_msg(net_replay(n, n->input.n, NULL) == VDNN_OK, "replay: %s", vdnn_errmsg());
+        live[on] = pool_live_peak(device_pool(d));
+        tn_free(n, d);
+    }
+    size_t map = pool_round((size_t)8 * 16 * 24 * 24 * sizeof(float));
+    ck_assert_msg(live[1] + map * 3 / 4 <= live[0], "bytes live at the peak: %zu passing dy on, %zu copying it: not "
+                  "three quarters of a map (%zu) less", live[1], live[0], map * 3 / 4);
+}
+END_TEST
+
 static Suite *offload_suite(void)
 {
     Suite *s = suite_create("offload");
@@ -1036,6 +1079,7 @@ static Suite *offload_suite(void)
     tcase_add_test(ip, test_in_place_rules);
     tcase_add_test(ip, test_in_place_recompute);
     tcase_add_test(ip, test_in_place_saves);
+    tcase_add_test(ip, test_add_passes_dy);
     suite_add_tcase(s, ip);
 
     TCase *res = tcase_create("residency");

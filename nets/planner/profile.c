@@ -44,6 +44,7 @@ typedef struct bench_bufs {
     void *x[LAYER_MAX_INPUTS], *dx[LAYER_MAX_INPUTS], *y, *dy, *ws;
     int32_t *labels;
     size_t ws_bytes;
+    int passes;               /* the input whose gradient is dy's block (net_passes_dy), or -1 */
 } bench_bufs;
 
 static size_t max_workspace(const layer *l)
@@ -127,7 +128,7 @@ static vdnn_status run_once(layer *l, device *d, bench_bufs *b, exec_ctx *c, int
     float *dxs[LAYER_MAX_INPUTS];
     for (int k = 0; k < l->ninputs; k++) {
         xs[k] = b->x[k];
-        dxs[k] = with_dx >> k & 1 ? b->dx[k] : NULL;
+        dxs[k] = !(with_dx >> k & 1) ? NULL : k == b->passes ? b->dy : b->dx[k];
     }
     if (what == RUN_FWD) return layer_forward_n(l, c, xs, b->y);
     if (what == RUN_UPDATE) {
@@ -272,12 +273,14 @@ static void drop_failed(const layer *l, int pass, int algo, double *secs)
 typedef struct layer_role {
     unsigned with_dx;
     int accum;
+    int passes;               /* net_passes_dy */
 } layer_role;
 
 static vdnn_status measure_layer(layer *l, device *d, int items, layer_role role, layer_cost *lc, int *short_ws)
 {
     bench_bufs b = {0};
     vdnn_status st = bench_alloc(l, d, items, &b);
+    b.passes = role.passes;
     if (st == VDNN_OK && b.ws_bytes < max_workspace(l)) *short_ws = 1;
     int nf = algos(l, PASS_FWD), nd = algos(l, PASS_BWD_DATA), nb = algos(l, PASS_BWD_FILTER);
     int a3[PASS_COUNT] = {0, 0, 0};
@@ -328,7 +331,7 @@ static vdnn_status measure_layer(layer *l, device *d, int items, layer_role role
 static layer_role role_of(const net *n, int i)
 {
     const layer *l = n->layers[i];
-    layer_role r = {0, 0};
+    layer_role r = {0, 0, net_passes_dy(n, i)};
     for (int k = 0; k < l->ninputs; k++) {
         const net_map *m = &n->graph[l->input[k]];
         if (m->grad) r.with_dx |= 1u << k;
@@ -343,7 +346,7 @@ static int same_cost(const net *n, int i, int j)
 {
     const layer *a = n->layers[i], *b = n->layers[j];
     layer_role ra = role_of(n, i), rb = role_of(n, j);
-    if (a->ops != b->ops || a->ninputs != b->ninputs || ra.with_dx != rb.with_dx || ra.accum != rb.accum ||
+    if (a->ops != b->ops || a->ninputs != b->ninputs || ra.with_dx != rb.with_dx || ra.accum != rb.accum || ra.passes != rb.passes ||
         memcmp(&a->out, &b->out, sizeof a->out) || memcmp(a->ins, b->ins, (size_t)a->ninputs * sizeof *a->ins))
         return 0;
     for (int p = 0; p < PASS_COUNT; p++)
