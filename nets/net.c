@@ -349,7 +349,7 @@ int net_passes_dy(const net *n, int i)
     const layer *l = n->layers[i];
     for (int k = 0; k < l->ninputs; k++) {
         int j = l->input[k];
-        if (n->graph[j].grad && n->graph[j].last_fwd == i && shape_per_item(n->layers[i]->ins[k]) == shape_per_item(l->out))
+        if (n->graph[j].grad && n->graph[j].last_fwd == i && shape_per_item(l->ins[k]) == shape_per_item(l->out))
             return k;
     }
     return -1;

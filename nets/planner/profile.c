@@ -346,8 +346,9 @@ static int same_cost(const net *n, int i, int j)
 {
     const layer *a = n->layers[i], *b = n->layers[j];
     layer_role ra = role_of(n, i), rb = role_of(n, j);
-    if (a->ops != b->ops || a->ninputs != b->ninputs || ra.with_dx != rb.with_dx || ra.accum != rb.accum || ra.passes != rb.passes ||
-        memcmp(&a->out, &b->out, sizeof a->out) || memcmp(a->ins, b->ins, (size_t)a->ninputs * sizeof *a->ins))
+    if (a->ops != b->ops || a->ninputs != b->ninputs || ra.with_dx != rb.with_dx || ra.accum != rb.accum ||
+        ra.passes != rb.passes || memcmp(&a->out, &b->out, sizeof a->out) ||
+        memcmp(a->ins, b->ins, (size_t)a->ninputs * sizeof *a->ins))
         return 0;
     for (int p = 0; p < PASS_COUNT; p++)
         if (layer_algo_count(a, p) != layer_algo_count(b, p)) return 0;
