@@ -982,6 +982,21 @@ START_TEST(test_in_place_recompute)
 }
 END_TEST
 
+/* The bytes live at once in one replayed step of n (pool_live_peak, fragmentation left
+ * out) under `none` with the smallest workspaces, on a simulated device; frees n. */
+static size_t replayed_live_peak(net *n)
+{
+    device_options o = {.kind = DEVICE_SIM, .budget_bytes = (size_t)1 << 40};
+    device *d = NULL;
+    ck_assert_int_eq(device_create(&o, &d), VDNN_OK);
+    ck_assert_int_eq(net_attach(n, d), VDNN_OK);
+    ck_assert_int_eq(net_plan_static(n, POLICY_NONE, ALGO_MEM), VDNN_OK);
+    ck_assert_msg(net_replay(n, n->input.n, NULL) == VDNN_OK, "replay: %s", vdnn_errmsg());
+    size_t live = pool_live_peak(device_pool(d));
+    tn_free(n, d);
+    return live;
+}
+
 /* In place, a chain of convolutions and relus holds less at its peak: apart, relu4's
  * backward holds four relu-sized maps (the kept x2 and x4, x4's gradient and x3's) and
  * the input; in place x3's gradient is x4's, and the peak moves to the pooling's
@@ -1001,14 +1016,7 @@ START_TEST(test_in_place_saves)
         net *n = tn_parse(text, &ov);
         ck_assert_int_eq(net_plan_static(n, POLICY_NONE, ALGO_MEM), VDNN_OK);
         ck_assert_int_eq(net_min_budget(n, &need[on]), VDNN_OK);
-        device_options o = {.kind = DEVICE_SIM, .budget_bytes = (size_t)1 << 40};
-        device *d = NULL;
-        ck_assert_int_eq(device_create(&o, &d), VDNN_OK);
-        ck_assert_int_eq(net_attach(n, d), VDNN_OK);
-        ck_assert_int_eq(net_plan_static(n, POLICY_NONE, ALGO_MEM), VDNN_OK);
-        ck_assert_msg(net_replay(n, n->input.n, NULL) == VDNN_OK, "replay: %s", vdnn_errmsg());
-        live[on] = pool_live_peak(device_pool(d));
-        tn_free(n, d);
+        live[on] = replayed_live_peak(n);
     }
     size_t map = pool_round((size_t)8 * 16 * 24 * 24 * sizeof(float));
     ck_assert_msg(live[1] + map / 2 <= live[0], "bytes live at the peak: %zu in place, %zu apart: not half a map "
@@ -1045,14 +1053,7 @@ START_TEST(test_add_passes_dy)
         ov.in_place = on;
         n = tn_parse(text, &ov);
         ck_assert_int_eq(net_passes_dy(n, 3), on ? 0 : -1);
-        device_options o = {.kind = DEVICE_SIM, .budget_bytes = (size_t)1 << 40};
-        device *d = NULL;
-        ck_assert_int_eq(device_create(&o, &d), VDNN_OK);
-        ck_assert_int_eq(net_attach(n, d), VDNN_OK);
-        ck_assert_int_eq(net_plan_static(n, POLICY_NONE, ALGO_MEM), VDNN_OK);
-        ck_assert_msg(net_replay(n, n->input.n, NULL) == VDNN_OK, "replay: %s", vdnn_errmsg());
-        live[on] = pool_live_peak(device_pool(d));
-        tn_free(n, d);
+        live[on] = replayed_live_peak(n);
     }
     size_t map = pool_round((size_t)8 * 16 * 24 * 24 * sizeof(float));
     ck_assert_msg(live[1] + map * 3 / 4 <= live[0], "bytes live at the peak: %zu passing dy on, %zu copying it: not "
