@@ -113,12 +113,6 @@ static void bench_free(layer *l, device *d, bench_bufs *b)
     memset(b, 0, sizeof *b);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 enum { RUN_FWD, RUN_BWD, RUN_BWD_FILTER, RUN_UPDATE, RUN_ACCUM };
 
 /* with_dx: bit k, compute input k's gradient. */
@@ -139,6 +133,12 @@ static vdnn_status run_once(layer *l, device *d, bench_bufs *b, exec_ctx *c, int
     }
     if (what == RUN_ACCUM) return layer_accumulate(l, d, b->dx[0], b->x[0], (size_t)c->n * shape_per_item(l->in));
     return layer_backward_n(l, c, xs, b->y, b->dy, dxs);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
 }
 
 /* Seconds of one call with the layer's algorithms set to `algo`. A probe on an eighth
