@@ -231,6 +231,8 @@ void device_fault_after(device *d, const char *layer, const char *pass);
 typedef struct sim_model {
     double h2d_bytes_per_s, d2h_bytes_per_s;   /* 0: copies take no time */
     double copy_latency_s;                     /* per memory-stream copy */
+    int replay_repeats;                        /* 1: device_sim_mark refuses, so that work that
+                                                * repeats is replayed (to check the skip) */
 } sim_model;
 /* Sets the model (copied) and resets both clocks to 0. */
 void device_sim_set_model(device *d, const sim_model *m);
@@ -238,6 +240,23 @@ void device_sim_set_model(device *d, const sim_model *m);
 void device_sim_advance(device *d, double seconds);
 /* When the last work on either stream ends. */
 double device_sim_elapsed(const device *d);
+/* The simulated device's state at a point of the replay, for skipping work that repeats:
+ * its pool's key (pool_state_key), the compute clock, how far the memory stream runs
+ * ahead of it (0 when idle) and the timed waits so far. device_sim_mark fills it and
+ * returns 1 on the simulated device with no pending frees (and no replay_repeats in its
+ * model); else 0. */
+typedef struct sim_mark {
+    uint64_t pool_key;
+    double now_s, lead_s, waited_s;
+} sim_mark;
+int device_sim_mark(const device *d, sim_mark *m);
+/* Whether work replayed from state a would repeat from state b: the same pool and the
+ * same lead of the memory stream (to rounding of the clocks' sums). */
+int device_sim_same(const sim_mark *a, const sim_mark *b);
+/* The work done between marks `from` and `to` done `times` more: both clocks and the
+ * timed waits move on by as much again (the pool, where the work ends as it began,
+ * stays). */
+void device_sim_repeat(device *d, const sim_mark *from, const sim_mark *to, int times);
 
 /* The number of CUDA GPUs this process sees: 0 when there is no driver or no GPU, and
  * in a build without CUDA. */

@@ -143,6 +143,36 @@ double device_sim_elapsed(const device *d)
     return later(st->t[STREAM_COMPUTE], st->t[STREAM_MEMORY]);
 }
 
+int device_sim_mark(const device *d, sim_mark *m)
+{
+    if (d->kind != DEVICE_SIM || state(d)->model.replay_repeats) return 0;
+    pool_stats ps;
+    pool_get_stats(d->pool, &ps);
+    if (ps.pending_bytes) return 0;
+    const sim_state *st = state(d);
+    m->pool_key = pool_state_key(d->pool);
+    m->now_s = st->t[STREAM_COMPUTE];
+    m->lead_s = later(st->t[STREAM_MEMORY] - st->t[STREAM_COMPUTE], 0);
+    m->waited_s = d->waited_s;
+    return 1;
+}
+
+int device_sim_same(const sim_mark *a, const sim_mark *b)
+{
+    double tol = 1e-9 * later(later(a->now_s, b->now_s), 1e-6);
+    return a->pool_key == b->pool_key && a->lead_s - b->lead_s <= tol && b->lead_s - a->lead_s <= tol;
+}
+
+void device_sim_repeat(device *d, const sim_mark *from, const sim_mark *to, int times)
+{
+    if (d->kind != DEVICE_SIM || times < 1) return;
+    sim_state *st = state(d);
+    double dt = (to->now_s - from->now_s) * times;
+    st->t[STREAM_COMPUTE] += dt;
+    st->t[STREAM_MEMORY] += dt;
+    d->waited_s += (to->waited_s - from->waited_s) * times;
+}
+
 vdnn_status device_create_sim(const device_options *opt, device **out)
 {
     device *d = calloc(1, sizeof *d);

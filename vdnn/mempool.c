@@ -438,5 +438,18 @@ size_t pool_used_bytes(const pool *p) { return p->used; }
 void pool_reset_peak(pool *p) { p->peak = p->used; }
 size_t pool_frontier_peak(const pool *p) { return p->frontier_peak; }
 size_t pool_live_peak(const pool *p) { return p->live_peak; }
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h * 0xff51afd7ed558ccdull;
+}
+
+uint64_t pool_state_key(const pool *p)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const block *b = p->head; b; b = b->next) h = mix(mix(mix(h, b->off), b->size), (uint64_t)b->state);
+    return h;
+}
+
 void pool_set_lag(pool *p, unsigned ticks) { p->lag = ticks; }
 void pool_tick(pool *p) { p->tick++; }
