@@ -146,7 +146,7 @@ static void dyn_least(const char *text, const net_overrides *ov, const char *wha
     pr.layers = calloc((size_t)n->nlayers, sizeof *pr.layers);
     ck_assert_ptr_nonnull(pr.layers);
     plan p;
-    ck_assert_msg(plan_search(n, &pr, least, SEARCH_BB, (search_limits){2000, 5, 0}, &p, NULL) == VDNN_OK,
+    ck_assert_msg(plan_search(n, &pr, least, SEARCH_BB, (search_limits){.nodes = 2000, .seconds = 5}, &p, NULL) == VDNN_OK,
                   "%s: no plan in dyn's least budget %zu: %s", what, least, vdnn_errmsg());
     free(pr.layers);
     for (int i = 0; i < n->nlayers; i++) n->layers[i]->swap = p.swap[i];

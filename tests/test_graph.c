@@ -627,7 +627,7 @@ static void every_policy(const char *text)
     size_t least = 0;
     ck_assert_int_eq(plan_least(n, &least), VDNN_OK);
     plan dyn, same_algos;
-    ck_assert_msg(plan_search(n, &pr, least, SEARCH_BB, (search_limits){0, 5, 0}, &dyn, NULL) == VDNN_OK, "%s",
+    ck_assert_msg(plan_search(n, &pr, least, SEARCH_BB, (search_limits){.seconds = 5}, &dyn, NULL) == VDNN_OK, "%s",
                   vdnn_errmsg());
     ck_assert_int_eq(plan_copy(&same_algos, &dyn), VDNN_OK);
     memset(same_algos.offload, MAP_KEEP, (size_t)n->nlayers + 1);
@@ -691,7 +691,7 @@ START_TEST(test_dyn_least)
         pr.layers = calloc((size_t)n->nlayers, sizeof *pr.layers);
         pr.h2d_bytes_per_s = pr.d2h_bytes_per_s = 1e9;
         plan p;
-        ck_assert_msg(plan_search(n, &pr, least, SEARCH_BB, (search_limits){0, 5, 0}, &p, NULL) == VDNN_OK, "net %zu: %s",
+        ck_assert_msg(plan_search(n, &pr, least, SEARCH_BB, (search_limits){.seconds = 5}, &p, NULL) == VDNN_OK, "net %zu: %s",
                       k, vdnn_errmsg());
         ck_assert_uint_le(p.peak_bytes, least);
         plan_free(&p);

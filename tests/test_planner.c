@@ -342,7 +342,7 @@ START_TEST(branch_and_bound_finds_the_optimum)
          * `none` fits (no plan is faster); seeded with the optimum, never slower than it */
         plan g;
         search_stats gs;
-        search_limits gap = {0, 0, 0.05};
+        search_limits gap = {.gap = 0.05};
         ck_assert_msg(plan_search(n, &pr, budgets[b], SEARCH_BB, gap, &g, &gs) == VDNN_OK, "%s", vdnn_errmsg());
         ck_assert_uint_le(g.peak_bytes, budgets[b]);
         ck_assert_msg(g.predicted_s <= best[b] * 1.05 + 1e-12, "budget %zu: search within 5%%: %.6f, optimum %.6f",
@@ -363,27 +363,41 @@ START_TEST(branch_and_bound_finds_the_optimum)
         }
         plan_free(&p);
     }
-    /* out of time at once: the fixed policies and the threshold plans are still tried,
-     * and the plan is as fast as the best of them that fits, but not said complete;
-     * where none of them fits, the search goes on until a plan does */
-    for (int b = 0; b < B; b++) {
-        plan p, fixed;
-        search_stats ss;
-        search_limits now = {0, 1e-9, 0};
-        ck_assert_msg(plan_search(n, &pr, budgets[b], SEARCH_BB, now, &p, &ss) == VDNN_OK, "%s", vdnn_errmsg());
-        ck_assert(ss.timed_out && !ss.complete);
-        ck_assert_uint_le(p.peak_bytes, budgets[b]);
-        for (int pol = 0; pol < POLICY_COUNT; pol++)
-            for (int a = 0; a < ALGO_MODE_COUNT; a++)
-                if (plan_fit_policy(n, &pr, budgets[b], (mem_policy)pol, (algo_mode)a, &fixed) == VDNN_OK) {
-                    ck_assert(p.predicted_s <= fixed.predicted_s + 1e-12);
-                    plan_free(&fixed);
-                }
-        ck_assert(p.predicted_s >= best[b] - 1e-12);
-        plan_free(&p);
-    }
-    /* below the least peak nothing fits, and the message says what would */
+    /* out of time at once (the seeds are still tried, and where none of them fits the
+     * search goes on until a plan does), or with no patience at all (the seeds and the
+     * climbs run, and the tree stops at its first check, unless it is done before): the
+     * plan fits and is as fast as every fixed policy that fits */
+    static const search_limits hurried[] = {{.seconds = 1e-9}, {.patience = 1e-9}};
+    for (int h = 0; h < 2; h++)
+        for (int b = 0; b < B; b++) {
+            plan p, fixed;
+            search_stats ss;
+            ck_assert_msg(plan_search(n, &pr, budgets[b], SEARCH_BB, hurried[h], &p, &ss) == VDNN_OK, "%s",
+                          vdnn_errmsg());
+            if (h == 0) ck_assert(ss.timed_out && !ss.complete);
+            else ck_assert(ss.stalled != ss.complete);
+            ck_assert_uint_le(p.peak_bytes, budgets[b]);
+            for (int pol = 0; pol < POLICY_COUNT; pol++)
+                for (int a = 0; a < ALGO_MODE_COUNT; a++)
+                    if (plan_fit_policy(n, &pr, budgets[b], (mem_policy)pol, (algo_mode)a, &fixed) == VDNN_OK) {
+                        ck_assert(p.predicted_s <= fixed.predicted_s + 1e-12);
+                        plan_free(&fixed);
+                    }
+            /* the climbs' single swaps and recomputations lie outside the enumerated
+             * space; the seeds alone do not beat its optimum */
+            if (h == 0) ck_assert(p.predicted_s >= best[b] - 1e-12);
+            plan_free(&p);
+        }
+    /* the seeds hold plan_least's plans: at the least budget `vdnn info` names, a search
+     * that gives the tree one node to find a plan that fits needs none */
     plan p;
+    size_t least = 0;
+    ck_assert(plan_least(n, &least) == VDNN_OK);
+    ck_assert_msg(plan_search(n, &pr, least, SEARCH_BB, (search_limits){.fit_nodes = 1}, &p, NULL) == VDNN_OK, "%s",
+                  vdnn_errmsg());
+    ck_assert_uint_le(p.peak_bytes, least);
+    plan_free(&p);
+    /* below the least peak nothing fits, and the message says what would */
     ck_assert(plan_search(n, &pr, e.least - POOL_ALIGN, SEARCH_BB, (search_limits){0}, &p, NULL) == VDNN_EBUDGET);
     tn_msg_has("no plan fits", "the least");
     sim_destroy(e.s);

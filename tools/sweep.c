@@ -372,7 +372,8 @@ static vdnn_status plan_row(sweep *s, sweep_row *r, plan *p)
     search_stats ss = {0};
     vdnn_status st = r->pol->search
                          ? plan_search(s->n, &s->pr, r->budget, r->pol->kind,
-                                       (search_limits){(long)s->o.node_limit, s->o.search_seconds, s->o.search_gap}, p, &ss)
+                                       (search_limits){.nodes = (long)s->o.node_limit, .seconds = s->o.search_seconds, .gap = s->o.search_gap,
+                                                       .patience = s->o.search_gap > 0 ? PLAN_PATIENCE : 0}, p, &ss)
                          : plan_fit_policy(s->n, &s->pr, r->budget, r->pol->pol, r->pol->algo, p);
     r->plan_s = vdnn_now_s() - t0;
     if (st == VDNN_EBUDGET) return VDNN_OK;

@@ -106,7 +106,8 @@ static vdnn_status predict(net *n, size_t budget, size_t t[POLICY_COUNT][ALGO_MO
         else if (r != VDNN_EBUDGET) st = r;
     }
     plan p = {0};
-    search_limits lim = {PLAN_NODE_LIMIT, PLAN_SEARCH_SECONDS, PLAN_SEARCH_GAP};
+    search_limits lim = {.nodes = PLAN_NODE_LIMIT, .seconds = PLAN_SEARCH_SECONDS, .gap = PLAN_SEARCH_GAP,
+                         .patience = PLAN_PATIENCE};
     vdnn_status r = st == VDNN_OK ? plan_search(n, &pr, budget, SEARCH_BB, lim, &p, NULL) : st;
     if (r == VDNN_OK) {
         pd->dyn_s = p.predicted_s;

@@ -33,22 +33,42 @@ static void summary(FILE *out, const plan *p, const char *what)
 /* The search limits of the flags. */
 static search_limits limits_of(const planner_opts *f)
 {
-    search_limits lim = {(long)f->node_limit, f->search_seconds, f->search_gap};
+    search_limits lim = {.nodes = (long)f->node_limit, .seconds = f->search_seconds, .gap = f->search_gap,
+                         .patience = f->search_gap > 0 ? PLAN_PATIENCE : 0};
     return lim;
 }
 
-/* Each size the micro-batch choice weighs is searched for this share of the time
- * limit; the size chosen is then searched again, with the whole limit, from the plan
- * found for it. */
+/* `--search-seconds` is the time of the whole planning, measurements apart: each size
+ * the micro-batch choice weighs is searched for at most this share of it, and the size
+ * chosen is then searched again, from the plan found for it, for what is left (this
+ * share at least). */
 #define MICRO_SHARE 0.25
 
-/* pick_micro's search of one size: the shorter time limit; the best plan so far kept in
- * *found when this one is faster. */
-static vdnn_status try_size(const net *c, const planner_opts *f, search_kind k, const profile *pr, plan *found,
-                            double *best, int *better)
+/* A split none of whose seeds fits gets this many nodes of the tree to find a plan that
+ * fits (search_limits): proving that none does can take the whole tree. */
+#define MICRO_FIT_NODES 1000
+
+/* The limits of one search of a planning that began at *start (moved on by the time
+ * spent measuring profiles): `share` of the time at most, what is left of it, and
+ * MICRO_SHARE of it at least. */
+static search_limits limits_left(const planner_opts *f, double start, double share)
 {
     search_limits lim = limits_of(f);
-    lim.seconds *= MICRO_SHARE;
+    if (lim.seconds <= 0) return lim;
+    double left = start + f->search_seconds - vdnn_now_s();
+    if (left > f->search_seconds * share) left = f->search_seconds * share;
+    lim.seconds = left > f->search_seconds * MICRO_SHARE ? left : f->search_seconds * MICRO_SHARE;
+    return lim;
+}
+
+/* pick_micro's search of one size (a split: with one climb); the best plan so far kept
+ * in *found when this one is faster. */
+static vdnn_status try_size(const net *c, const planner_opts *f, double start, search_kind k, const profile *pr,
+                            plan *found, double *best, int *better)
+{
+    search_limits lim = limits_left(f, start, MICRO_SHARE);
+    lim.fit_nodes = MICRO_FIT_NODES;
+    lim.one_climb = c->micro > 0;
     plan p = {0};
     *better = 0;
     vdnn_status st = plan_search(c, pr, f->budget, k, lim, &p, NULL);
@@ -64,30 +84,44 @@ static vdnn_status try_size(const net *c, const planner_opts *f, search_kind k, 
     return VDNN_OK;
 }
 
-/* *found: the best plan of the size chosen, for the final search to start from. */
-static vdnn_status pick_micro(const net *n, const planner_opts *f, search_kind k, const profile *pr, int *micro,
-                              plan *found)
+/* The net's predicted step with unlimited memory and the fastest algorithms: no plan
+ * of it is faster. */
+static double floor_of(const net *n, const profile *pr)
 {
     plan ideal = {0};
+    double t = plan_fit_policy(n, pr, 0, POLICY_NONE, ALGO_PERF, &ideal) == VDNN_OK ? ideal.predicted_s : 0;
+    plan_free(&ideal);
+    return t;
+}
+
+/* *found: the best plan of the size chosen, for the final search to start from.
+ * *start moves on by the time spent measuring the splits' profiles. */
+static vdnn_status pick_micro(const net *n, const planner_opts *f, double *start, search_kind k, const profile *pr,
+                              int *micro, plan *found)
+{
     *micro = 0;
     double best = 1e300;
     int better = 0;
-    vdnn_status st = try_size(n, f, k, pr, found, &best, &better);
+    vdnn_status st = try_size(n, f, *start, k, pr, found, &best, &better);
     if (st != VDNN_OK && st != VDNN_EBUDGET) return st;
-    if (plan_fit_policy(n, pr, 0, POLICY_NONE, ALGO_PERF, &ideal) == VDNN_OK && best <= MICRO_SLACK * ideal.predicted_s)
-        best = -1;   /* the whole batch is good enough */
-    double target = MICRO_SLACK * ideal.predicted_s;
-    plan_free(&ideal);
+    double target = MICRO_SLACK * floor_of(n, pr);
+    if (best <= target) best = -1;   /* the whole batch is good enough */
     for (int m = n->minibatch / 2; best >= 0 && m >= 1; m /= 2) {
         net *c = NULL;
         profile cp = {0};
         int cached = 0;
+        better = 0;
+        double t0 = vdnn_now_s();
         st = net_clone_micro(n, m, &c);
         if (st == VDNN_OK) st = profile_get(c, n->dev, f->link_gbps, (int)f->threads, f->cache, &cp, &cached);
-        if (st == VDNN_OK) st = try_size(c, f, k, &cp, found, &best, &better);
+        *start += vdnn_now_s() - t0;
+        /* a split whose every plan is slower than the best found (its floor is) ends
+         * the choice: smaller ones are slower still */
+        int done = st == VDNN_OK && best < 1e300 && floor_of(c, &cp) >= best;
+        if (st == VDNN_OK && !done) st = try_size(c, f, *start, k, &cp, found, &best, &better);
         /* smaller micro-batches only get slower once one fits: stop at the first
          * that fits and is no better, or that is as good as unlimited memory */
-        int done = st == VDNN_OK && (!better || best <= target);
+        done = done || (st == VDNN_OK && (!better || best <= target));
         if (better) *micro = m;
         profile_free(&cp);
         net_free(c);
@@ -127,7 +161,9 @@ vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
     double t1 = vdnn_now_s();
     plan best = {0}, alt = {0}, found = {0};
     search_stats ss = {0};
-    if (!f->fixed_split && !n->micro && n->minibatch > 1 && k == SEARCH_BB) st = pick_micro(n, f, k, &pr, &micro, &found);
+    double start = t1;
+    if (!f->fixed_split && !n->micro && n->minibatch > 1 && k == SEARCH_BB)
+        st = pick_micro(n, f, &start, k, &pr, &micro, &found);
     if (st == VDNN_OK && micro) {
         st = remake(np, micro);
         n = *np;
@@ -137,8 +173,8 @@ vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
     }
     double t_micro = vdnn_now_s();
     if (st == VDNN_OK)
-        st = plan_choose(n, &pr, f->budget, k, limits_of(f), found.nlayers ? &found : NULL, (int)f->verify, &best, &alt,
-                         &ss);
+        st = plan_choose(n, &pr, f->budget, k, limits_left(f, start, 1.0), found.nlayers ? &found : NULL, (int)f->verify,
+                         &best, &alt, &ss);
     plan_free(&found);
     if (st == VDNN_EBUDGET && k == SEARCH_BB && !n->micro)
         vdnn_wrap(st, "not even in micro-batches of one item");
@@ -149,6 +185,7 @@ vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
                 cached ? "cached" : "measured", t1 - t0, t_micro - t1, ss.seconds, ss.simulations,
                 k != SEARCH_BB ? "" : ss.within_gap ? " (stopped within --search-gap of unlimited memory's speed)"
                 : ss.complete ? "" : ss.timed_out ? " (time limit reached: --search-seconds)"
+                : ss.stalled ? " (stopped: its plan had not improved for as long as it took to find it)"
                                   : " (node limit reached: --node-limit)",
                 t2 - t_micro - ss.seconds);
         if (cached) {

@@ -170,10 +170,16 @@ typedef enum { SEARCH_VDNN = 0, SEARCH_BB } search_kind;
 /* The command line's default cap on branch-and-bound nodes: a few seconds of search on
  * the nets in configs/, and complete on most budgets (docs/planner.md). */
 #define PLAN_NODE_LIMIT 50000
-/* The command line's default time for one search: the fixed policies and the threshold
- * plans are always tried; the climbs and the branch and bound stop when it is up and a
- * plan that fits has been found. */
+/* The command line's default time for planning a run (the micro-batch choice and the
+ * search; measuring profiles apart), or for one search (sweep rows): the seeds are
+ * always tried; the climbs and the branch and bound stop when it is up and a plan that
+ * fits has been found. */
 #define PLAN_SEARCH_SECONDS 60
+/* The command line's patience (search_limits), unless --search-gap 0 asks for the
+ * exact optimum: the branch and bound stops when the plan has not improved for this
+ * long, and for as long as it took to find it. The seeds and the climbs find most
+ * plans, and the tree then mostly proves them (bench/planner.md). */
+#define PLAN_PATIENCE 0.25
 /* The command line's default gap: the search stops once its plan is predicted within
  * this fraction of the net's time with unlimited memory (no plan can be faster), and
  * the branch and bound cuts every node that cannot beat its plan by more (an
@@ -182,11 +188,22 @@ typedef enum { SEARCH_VDNN = 0, SEARCH_BB } search_kind;
 
 /* How long a search may run: `nodes` > 0 caps the branch and bound's nodes, `seconds`
  * > 0 its wall time (0: no limit), `gap` > 0 lets it stop within that fraction of the
- * best it could find (0: exact). */
+ * best it could find (0: exact). When none of the seed plans fits (the fixed policies,
+ * the threshold plans, the smallest plan of every variant and copy timing: plan_least's
+ * plans among them), the tree looks for a plan that fits: with `fit_nodes` > 0 for that
+ * many nodes at most, the budget being else taken as out of reach, and at once where
+ * even the smallest plans hold more bytes at a time than the budget. With `one_climb`
+ * the search climbs from its best seed only, not also from the smallest plan of every
+ * variant and timing (the micro-batch choice weighs splits so). */
 typedef struct search_limits {
     long nodes;
     double seconds;
     double gap;
+    long fit_nodes;
+    int one_climb;
+    double patience;          /* > 0: the branch and bound (after the climbs) stops once
+                               * the search has gone this long, and as long as it took to
+                               * find its plan, without finding a better one */
 } search_limits;
 
 typedef struct search_stats {
@@ -195,6 +212,7 @@ typedef struct search_stats {
     int complete;             /* the search proved its plan optimal (B&B within its limits) */
     int timed_out;            /* it stopped at limits.seconds */
     int within_gap;           /* it stopped with a plan within limits.gap of unlimited memory */
+    int stalled;              /* it stopped with no better plan for limits.patience */
     double seconds;
 } search_stats;
 
@@ -299,7 +317,7 @@ typedef struct planner_opts {
     const char *search;       /* "bb" (default) or "vdnn" */
     const char *cache;        /* profile cache folder; NULL: the default cache */
     long long node_limit;     /* branch and bound nodes; 0: no limit */
-    double search_seconds;    /* wall time of one search; 0: no limit */
+    double search_seconds;    /* wall time of the planning, measurements apart; 0: no limit */
     double search_gap;        /* search_limits.gap */
     int fixed_split;          /* the micro-batch split was given: plan that split only (the batch: none) */
     long long verify;         /* real iterations to verify with; 0: none */

@@ -55,11 +55,19 @@ typedef struct search {
     plan work;                /* the plan being built */
     plan best;                /* the incumbent; predicted_s < 0: none yet */
     size_t least;             /* the least peak seen (for the error when nothing fits) */
+    size_t least_used;        /* the least sim_used_peak seen */
     long nodes, node_limit;
     double deadline;          /* vdnn_now_s() past which climbs and branching stop; 0: none */
+    double t0, t_best;        /* when the search began, and when its plan was found */
+    double patience;          /* search_limits.patience, for the branch and bound */
+    int in_tree;              /* the branch and bound is under way (the climbs are done) */
+    int stalled;              /* no better plan for as long as patience asks */
     int expired;
     double gap;               /* search_limits.gap */
     double floor_s;           /* none with the fastest algorithms: no plan is faster; < 0 unknown */
+    long fit_nodes;           /* search_limits.fit_nodes */
+    int one_climb;            /* search_limits.one_climb */
+    int first_fit;            /* the branch and bound stops at its first plan that fits */
     int settled;              /* the incumbent is within the gap of floor_s */
 } search;
 
@@ -69,10 +77,14 @@ typedef struct search {
 static int out_of_time(search *s)
 {
     if (!s->expired && s->deadline > 0 && s->best.predicted_s >= 0 && vdnn_now_s() > s->deadline) s->expired = 1;
+    if (!s->expired && !s->stalled && s->in_tree && s->patience > 0 && s->best.predicted_s >= 0) {
+        double idle = vdnn_now_s() - s->t_best, took = s->t_best - s->t0;
+        if (idle > (took > s->patience ? took : s->patience)) s->stalled = 1;
+    }
     if (!s->settled && s->gap > 0 && s->floor_s >= 0 && s->best.predicted_s >= 0 &&
         s->best.predicted_s <= s->floor_s * (1 + s->gap))
         s->settled = 1;
-    return s->expired || s->settled;
+    return s->expired || s->settled || s->stalled;
 }
 
 static double pass_s(const profile *pr, int layer, int pass, int algo)
@@ -170,6 +182,7 @@ static vdnn_status simulate(search *s, plan *p)
 {
     vdnn_status st = sim_run(s->sim, p, &p->predicted_s, &p->peak_bytes);
     if (st == VDNN_OK && (!s->least || p->peak_bytes < s->least)) s->least = p->peak_bytes;
+    if (st == VDNN_OK && (!s->least_used || sim_used_peak(s->sim) < s->least_used)) s->least_used = sim_used_peak(s->sim);
     return st;
 }
 
@@ -177,6 +190,7 @@ static vdnn_status offer(search *s, const plan *p)
 {
     if (p->peak_bytes > s->budget) return VDNN_OK;
     if (s->best.predicted_s >= 0 && p->predicted_s >= s->best.predicted_s) return VDNN_OK;
+    s->t_best = vdnn_now_s();
     plan_free(&s->best);
     return plan_copy(&s->best, p);
 }
@@ -191,7 +205,9 @@ static vdnn_status offer(search *s, const plan *p)
 static vdnn_status bb_node(search *s, int k, int *expand, int *smallest_first)
 {
     *expand = 0;
-    if ((s->node_limit > 0 && s->nodes >= s->node_limit) || out_of_time(s)) return VDNN_OK;
+    if ((s->node_limit > 0 && s->nodes >= s->node_limit) || out_of_time(s) ||
+        (s->first_fit && s->best.predicted_s >= 0))
+        return VDNN_OK;
     s->nodes++;
     plan *p = &s->work;
     fill_from(p, s->dec, k, s->ndec, 1);
@@ -420,12 +436,87 @@ static vdnn_status threshold_plans(search *s)
     return st;
 }
 
+/* The smallest plan of every variant and copy timing (every map the branch and bound
+ * may move offloaded, the smallest workspaces), and of every timing with each map that
+ * can be recomputed recomputed: simulated (their least peak kept in s->least) and
+ * offered. */
+static vdnn_status smallest_plans(search *s)
+{
+    vdnn_status st = VDNN_OK;
+    for (int v = 0; v < VARIANTS + 1 && st == VDNN_OK; v++) {
+        if (v < VARIANTS && v && !variant_differs(s->n, v)) continue;
+        for (int m = 0; m < TIMING_MODES && st == VDNN_OK; m++) {
+            if (mode_skipped(s->n, m)) continue;
+            plan p = {0};
+            decision *dec = NULL;
+            int ndec = 0;
+            st = variant_plan(s->n, s->pr, v < VARIANTS ? v : 0, m, &p);
+            for (int j = 0; v == VARIANTS && st == VDNN_OK && j <= s->n->nlayers; j++)
+                if (net_recomputable(s->n, j, p.swap) && net_map_override(s->n, j) < 0) p.offload[j] = MAP_RECOMPUTE;
+            if (st == VDNN_OK) st = make_decisions(s->n, s->pr, 1, &p, 0, &dec, &ndec);
+            if (st == VDNN_OK) {
+                fill_from(&p, dec, 0, ndec, 1);
+                st = simulate(s, &p);
+            }
+            if (st == VDNN_OK) st = offer(s, &p);
+            free(dec);
+            plan_free(&p);
+        }
+    }
+    return st;
+}
+
+/* The branch and bound over every variant and copy timing. */
+static vdnn_status tree(search *s)
+{
+    vdnn_status st = VDNN_OK;
+    for (int v = 0; v < VARIANTS && st == VDNN_OK && !out_of_time(s); v++) {
+        if (v && !variant_differs(s->n, v)) continue;
+        for (int m = 0; m < TIMING_MODES && st == VDNN_OK && !out_of_time(s); m++) {
+            if (mode_skipped(s->n, m)) continue;
+            if (s->first_fit && s->best.predicted_s >= 0) return st;
+            plan_free(&s->work);
+            st = variant_plan(s->n, s->pr, v, m, &s->work);
+            free(s->dec);
+            s->dec = NULL;
+            /* every algorithm, dominated ones too: a larger workspace moves where later
+             * blocks land, and can lower the peak */
+            if (st == VDNN_OK) st = make_decisions(s->n, s->pr, 1, &s->work, 0, &s->dec, &s->ndec);
+            if (st == VDNN_OK) st = branch(s);
+        }
+    }
+    return st;
+}
+
+/* When no seed fits: the tree (smallest choices first while nothing fits) until its
+ * first plan that fits (within s->fit_nodes nodes, when set), and a climb from there,
+ * which finds in a few thousand simulations what the tree would in tens of thousands. */
+static vdnn_status first_fit(search *s)
+{
+    long limit = s->node_limit;
+    if (s->fit_nodes > 0 && (limit <= 0 || s->nodes + s->fit_nodes < limit)) s->node_limit = s->nodes + s->fit_nodes;
+    s->first_fit = 1;
+    vdnn_status st = tree(s);
+    s->first_fit = 0;
+    s->node_limit = limit;
+    if (st != VDNN_OK || s->best.predicted_s < 0) return st;
+    plan from = {0};
+    st = plan_copy(&from, &s->best);
+    if (st == VDNN_OK) st = climb(s, &from);
+    plan_free(&from);
+    return st;
+}
+
 static vdnn_status search_bb(search *s)
 {
-    /* the fixed policies and the threshold plans first, then climbs from the best of
-     * them and from the smallest plan of every variant and copy timing: a good
+    /* the seeds first (the smallest plans, the fixed policies, the threshold plans),
+     * then climbs from the best of them (or from the tree's first plan that fits, when
+     * none does) and from the smallest plan of every variant and copy timing: a good
      * incumbent cuts most of the tree */
-    vdnn_status st = VDNN_OK;
+    vdnn_status st = smallest_plans(s);
+    /* where the tree's search for a first fit is capped, a budget below the bytes even
+     * the smallest plans hold at once (the bound the tree cuts with) is out of reach */
+    if (st != VDNN_OK || (s->fit_nodes > 0 && s->least_used > s->budget)) return st;
     for (int pol = 0; pol < POLICY_COUNT && st == VDNN_OK; pol++)
         for (int a = 0; a < ALGO_MODE_COUNT && st == VDNN_OK; a++) {
             plan p = {0};
@@ -435,13 +526,16 @@ static vdnn_status search_bb(search *s)
             if (fits) plan_free(&p);
         }
     if (st == VDNN_OK) st = threshold_plans(s);
-    if (st == VDNN_OK && s->best.predicted_s >= 0) {
+    int seeded = s->best.predicted_s >= 0;
+    if (st == VDNN_OK && !seeded) st = first_fit(s);
+    if (st != VDNN_OK || s->best.predicted_s < 0) return st;
+    if (seeded) {
         plan from = {0};
         st = plan_copy(&from, &s->best);
         if (st == VDNN_OK) st = climb(s, &from);
         plan_free(&from);
     }
-    for (int v = 0; v < VARIANTS && st == VDNN_OK && !out_of_time(s); v++) {
+    for (int v = 0; v < VARIANTS && st == VDNN_OK && !s->one_climb && !out_of_time(s); v++) {
         if (v && !variant_differs(s->n, v)) continue;
         for (int m = 0; m < TIMING_MODES && st == VDNN_OK && !out_of_time(s); m++) {
             if (mode_skipped(s->n, m)) continue;
@@ -456,21 +550,11 @@ static vdnn_status search_bb(search *s)
             plan_free(&p);
         }
     }
-    for (int v = 0; v < VARIANTS && st == VDNN_OK && !out_of_time(s); v++) {
-        if (v && !variant_differs(s->n, v)) continue;
-        for (int m = 0; m < TIMING_MODES && st == VDNN_OK && !out_of_time(s); m++) {
-            if (mode_skipped(s->n, m)) continue;
-            plan_free(&s->work);
-            st = variant_plan(s->n, s->pr, v, m, &s->work);
-            free(s->dec);
-            s->dec = NULL;
-            /* every algorithm, dominated ones too: a larger workspace moves where later
-             * blocks land, and can lower the peak */
-            if (st == VDNN_OK) st = make_decisions(s->n, s->pr, 1, &s->work, 0, &s->dec, &s->ndec);
-            if (st == VDNN_OK) st = branch(s);
-        }
-    }
-    return st;
+    if (st != VDNN_OK) return st;
+    /* the climbs find most plans; the tree then mostly proves them, and stops once its
+     * patience runs out */
+    s->in_tree = 1;
+    return tree(s);
 }
 
 vdnn_status plan_search(const net *n, const profile *pr, size_t budget, search_kind k, search_limits lim, plan *out,
@@ -484,8 +568,10 @@ vdnn_status plan_search_from(const net *n, const profile *pr, size_t budget, sea
 {
     if (!pr) return vdnn_fail(VDNN_EINVAL, "planning needs a profile of the net");
     search s = {.n = n, .pr = pr, .budget = budget ? budget : (size_t)-1, .node_limit = lim.nodes,
-                .gap = lim.gap > 0 ? lim.gap : 0, .floor_s = -1};
+                .gap = lim.gap > 0 ? lim.gap : 0, .floor_s = -1, .fit_nodes = lim.fit_nodes,
+                .one_climb = lim.one_climb, .patience = lim.patience > 0 ? lim.patience : 0};
     double t0 = vdnn_now_s();
+    s.t0 = s.t_best = t0;
     s.deadline = lim.seconds > 0 ? t0 + lim.seconds : 0;
     s.best.predicted_s = -1;
     vdnn_status st = sim_create(n, pr, &s.sim);
@@ -501,9 +587,10 @@ vdnn_status plan_search_from(const net *n, const profile *pr, size_t budget, sea
     if (stats) {
         stats->simulations = s.sim ? sim_runs(s.sim) : 0;
         stats->nodes = s.nodes;
-        stats->complete = k == SEARCH_BB && (lim.nodes <= 0 || s.nodes < lim.nodes) && !s.expired;
+        stats->complete = k == SEARCH_BB && (lim.nodes <= 0 || s.nodes < lim.nodes) && !s.expired && !s.stalled;
         stats->timed_out = s.expired;
         stats->within_gap = s.settled && !s.expired;
+        stats->stalled = s.stalled && !s.settled && !s.expired;
         stats->seconds = vdnn_now_s() - t0;
     }
     sim_destroy(s.sim);
@@ -632,26 +719,9 @@ vdnn_status plan_least(const net *n, size_t *bytes)
         st = best_policy_plan(&s, (mem_policy)pol, ALGO_MEM, &p, &fits);
         if (fits) plan_free(&p);
     }
-    for (int v = 0; v < VARIANTS + 1 && st == VDNN_OK; v++) {
-        if (v < VARIANTS && v && !variant_differs(n, v)) continue;
-        for (int m = 0; m < TIMING_MODES && st == VDNN_OK; m++) {
-            if (mode_skipped(n, m)) continue;
-            plan p = {0};
-            decision *dec = NULL;
-            int ndec = 0;
-            st = variant_plan(n, &zero, v < VARIANTS ? v : 0, m, &p);
-            for (int j = 0; v == VARIANTS && st == VDNN_OK && j <= n->nlayers; j++)
-                if (net_recomputable(n, j, p.swap) && net_map_override(n, j) < 0) p.offload[j] = MAP_RECOMPUTE;
-            if (st == VDNN_OK) st = make_decisions(n, &zero, 1, &p, 0, &dec, &ndec);
-            if (st == VDNN_OK) {
-                fill_from(&p, dec, 0, ndec, 1);
-                st = simulate(&s, &p);
-            }
-            free(dec);
-            plan_free(&p);
-        }
-    }
+    if (st == VDNN_OK) st = smallest_plans(&s);
     *bytes = s.least;
+    plan_free(&s.best);
     sim_destroy(s.sim);
     free(zero.layers);
     return st;

@@ -15,7 +15,7 @@ FUZZ_ENTRY(profile)
     if (profile_load(path, &pr) != VDNN_OK) return 0;
     if (pr.nlayers == n->nlayers) {
         plan p = {0};
-        if (plan_search(n, &pr, (size_t)1 << 20, SEARCH_BB, (search_limits){NODE_LIMIT, 0, 0}, &p, NULL) == VDNN_OK) plan_free(&p);
+        if (plan_search(n, &pr, (size_t)1 << 20, SEARCH_BB, (search_limits){.nodes = NODE_LIMIT}, &p, NULL) == VDNN_OK) plan_free(&p);
     }
     profile_free(&pr);
     return 0;
