@@ -11,7 +11,9 @@
 # micro-batch sizes it weighs are cached, and their measuring is not counted).
 # Prints one Markdown table: net, batch, budget, binary, micro-batch choice s, search s,
 # simulations, stop, wall s (the command's whole run, the cached profile read included),
-# and the predicted step of the plan.
+# and the predicted step of the plan; then a second: the wall time of `vdnn sweep
+# --policies dyn --budgets auto:10 --simulate` of each net (the profile cached), and
+# how many of its rows a plan fits.
 set -eu
 [ $# -gt 0 ] || set -- build/vdnn
 nets=${NETS:-"lenet:64 fmnist:128 vgg-cifar:64 alexnet-64:32 resnet20:16 resnet-fmnist:32"}
@@ -56,7 +58,8 @@ m = re.search(r"micro-batch choice ([0-9.]+) s, search ([0-9.]+) s over ([0-9]+)
 p = re.search(r"^predicted: ([0-9.]+) ms", text, re.M)
 stop = "complete"
 if m and m.group(5):
-    stop = "gap" if "gap" in m.group(5) else "time" if "time" in m.group(5) else "nodes"
+    stop = ("gap" if "gap" in m.group(5) else "time" if "time limit" in m.group(5)
+            else "stalled" if "improved" in m.group(5) else "nodes")
 if not m:
     stop = "failed: " + (text.strip().splitlines() or ["no output"])[-1][:80]
 mib = int(budget) / 2**20
@@ -66,5 +69,21 @@ cells = [net, batch, f"{mib:.2f} MiB", binary,
 print("| " + " | ".join(cells) + " |")
 EOF
         done
+    done
+done
+echo
+echo "| net | batch | binary | sweep of 10 budgets, wall s | rows that fit |"
+echo "|---|---|---|---|---|"
+for pair in $nets; do
+    net=${pair%%:*}
+    batch=${pair#*:}
+    for bin in "$@"; do
+        t0=$(date +%s.%N)
+        # shellcheck disable=SC2086 # $extra splits into flags
+        "$bin" sweep "configs/$net.cfg" --batch "$batch" --threads "$threads" --budgets auto:10 --policies dyn \
+            --simulate --out "$tmp/sweep" $extra > "$tmp/out" 2>&1 || true
+        t1=$(date +%s.%N)
+        fits=$(grep -c "policy dyn  *predicted" "$tmp/out" || true)
+        echo "| $net | $batch | $bin | $(python3 -c "print(f'{$t1 - $t0:.2f}')") | $fits |"
     done
 done
