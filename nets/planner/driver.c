@@ -115,8 +115,8 @@ static vdnn_status pick_micro(const net *n, const planner_opts *f, double *start
         st = net_clone_micro(n, m, &c);
         if (st == VDNN_OK) st = profile_get(c, n->dev, f->link_gbps, (int)f->threads, f->cache, &cp, &cached);
         *start += vdnn_now_s() - t0;
-        /* a split whose every plan is slower than the best found (its floor is) ends
-         * the choice: smaller ones are slower still */
+        /* a split whose every plan is slower than the best found (its floor is) is no
+         * better without a search, and ends the choice as such a split does */
         int done = st == VDNN_OK && best < 1e300 && floor_of(c, &cp) >= best;
         if (st == VDNN_OK && !done) st = try_size(c, f, *start, k, &cp, found, &best, &better);
         /* smaller micro-batches only get slower once one fits: stop at the first
