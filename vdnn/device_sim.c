@@ -146,9 +146,7 @@ double device_sim_elapsed(const device *d)
 int device_sim_mark(const device *d, sim_mark *m)
 {
     if (d->kind != DEVICE_SIM || state(d)->model.replay_repeats) return 0;
-    pool_stats ps;
-    pool_get_stats(d->pool, &ps);
-    if (ps.pending_bytes) return 0;
+    if (pool_pending_bytes(d->pool)) return 0;
     const sim_state *st = state(d);
     m->pool_key = pool_state_key(d->pool);
     m->now_s = st->t[STREAM_COMPUTE];

@@ -435,6 +435,7 @@ void pool_get_stats(const pool *p, pool_stats *o)
 
 size_t pool_peak_bytes(const pool *p) { return p->peak; }
 size_t pool_used_bytes(const pool *p) { return p->used; }
+size_t pool_pending_bytes(const pool *p) { return p->pending; }
 void pool_reset_peak(pool *p) { p->peak = p->used; }
 size_t pool_frontier_peak(const pool *p) { return p->frontier_peak; }
 size_t pool_live_peak(const pool *p) { return p->live_peak; }

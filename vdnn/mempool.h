@@ -87,6 +87,8 @@ void pool_reclaim(pool *p, int wait);
 void pool_get_stats(const pool *p, pool_stats *out);
 size_t pool_peak_bytes(const pool *p);
 size_t pool_used_bytes(const pool *p);
+/* Bytes in blocks freed after an event and not yet reclaimed. */
+size_t pool_pending_bytes(const pool *p);
 /* The highest end of any block ever allocated. The pool's choices do not depend on its
  * capacity (see pool_alloc), so the same calls succeed in any capacity at least this. */
 size_t pool_frontier_peak(const pool *p);
