@@ -162,23 +162,37 @@ START_TEST(simulator_predicts_measured_time)
     simulator *s;
     ck_assert(sim_create(n, &pr, &s) == VDNN_OK);
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        /* The profile is the machine's speed when it was taken. This machine may have changed
+         * speed since (a virtual machine's cores do, by tens of percent): where the measured
+         * time stays off after more measurements, the profile is taken again, at most twice,
+         * and the plan predicted from it. */
+        double err = 0, tol = SIM_TOLERANCE;
         plan p;
-        ck_assert(plan_policy(n, &pr, cases[k].p, ALGO_PERF, cases[k].ahead, cases[k].lag, &p) == VDNN_OK);
-        ck_assert(sim_run(s, &p, &p.predicted_s, &p.peak_bytes) == VDNN_OK);
-        /* the first case's first steps also warm the machine up (the arena's pages, the
-         * threads): a run before the one that counts */
-        if (k == 0) ck_assert(plan_measure(n, &p, 3) == VDNN_OK);
-        ck_assert_msg(plan_measure(n, &p, 5) == VDNN_OK, "%s", vdnn_errmsg());
-        double err = p.measured_s / p.predicted_s - 1;
-        /* up to three more measurements: a busy machine stretches a few steps */
-        double tol = SIM_TOLERANCE;
-        for (int again = 0; again < 3 && fabs(err) >= tol; again++) {
-            ck_assert(plan_measure(n, &p, 9) == VDNN_OK);
-            if (fabs(p.measured_s / p.predicted_s - 1) < fabs(err)) err = p.measured_s / p.predicted_s - 1;
+        for (int reprofile = 0; reprofile < 3; reprofile++) {
+            if (reprofile) {
+                plan_free(&p);
+                sim_destroy(s);
+                profile_free(&pr);
+                ck_assert_msg(profile_measure(n, n->dev, LINK_GBPS, 1, &pr) == VDNN_OK, "%s", vdnn_errmsg());
+                ck_assert(sim_create(n, &pr, &s) == VDNN_OK);
+            }
+            ck_assert(plan_policy(n, &pr, cases[k].p, ALGO_PERF, cases[k].ahead, cases[k].lag, &p) == VDNN_OK);
+            ck_assert(sim_run(s, &p, &p.predicted_s, &p.peak_bytes) == VDNN_OK);
+            /* the first case's first steps also warm the machine up (the arena's pages, the
+             * threads): a run before the one that counts */
+            if (k == 0 && !reprofile) ck_assert(plan_measure(n, &p, 3) == VDNN_OK);
+            ck_assert_msg(plan_measure(n, &p, 5) == VDNN_OK, "%s", vdnn_errmsg());
+            err = p.measured_s / p.predicted_s - 1;
+            /* up to three more measurements: a busy machine stretches a few steps */
+            for (int again = 0; again < 3 && fabs(err) >= tol; again++) {
+                ck_assert(plan_measure(n, &p, 9) == VDNN_OK);
+                if (fabs(p.measured_s / p.predicted_s - 1) < fabs(err)) err = p.measured_s / p.predicted_s - 1;
+            }
+            printf("simulator: %s ahead %d lag %d: predicted %.2f ms, measured %.2f ms (%+.1f%%)%s\n",
+                   policy_name(cases[k].p), cases[k].ahead, cases[k].lag, 1e3 * p.predicted_s, 1e3 * p.measured_s,
+                   100 * err, reprofile ? " from a profile taken again" : "");
+            if (fabs(err) < tol) break;
         }
-        printf("simulator: %s ahead %d lag %d: predicted %.2f ms, measured %.2f ms (%+.1f%%)\n",
-               policy_name(cases[k].p), cases[k].ahead, cases[k].lag, 1e3 * p.predicted_s, 1e3 * p.measured_s,
-               100 * err);
         ck_assert_msg(fabs(err) < tol, "case %zu: predicted %g s, measured %g s (tolerance %.0f%%)", k, p.predicted_s,
                       p.measured_s, 100 * tol);
         plan_free(&p);
