@@ -8,13 +8,15 @@
  * them in forward: the layer keeps no per-batch state between passes, so feature maps
  * may be offloaded or recomputed freely. The running statistics change only in forward.
  *
- * Every per-channel statistic is accumulated in double by the one thread that owns
- * the channel, in item order, in LANES partial sums (element k of a row into lane
- * k mod LANES, so that the compiler runs them as vector adds) added in lane order at the
- * end: results do not depend on the thread count. */
+ * Every per-channel statistic is accumulated in double, in one pass over x (and dy in
+ * backward: chan_sums), by the one thread that owns the channel, in item order, in LANES
+ * partial sums (element k of a row into lane k mod LANES, so that the compiler runs them
+ * as vector adds) added in lane order at the end: results do not depend on the thread
+ * count. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "layers/batchnorm.h"
 
@@ -59,38 +61,101 @@ static vdnn_status bn_setup(layer *l, const cfg_file *f, const cfg_section *s)
 
 enum { LANES = 8 };
 
-static double lanes_total(const double acc[LANES])
+/* The sums one pass over a channel gathers: of d = x - shift, d^2 and, in backward, dy
+ * and dy d. The shift, the channel's first value, keeps the variance's one-pass formula
+ * exact to float precision: no value lies further than sqrt(count) standard deviations
+ * from the mean, so E[d^2] - E[d]^2 in double loses at most half the bits of count. */
+typedef struct bn_sums {
+    double shift, d, dd, dy, dyd;
+} bn_sums;
+
+/* Four doubles, and four floats to widen into them: the lanes as vector registers (GCC's
+ * and Clang's vector extensions; the compiler does not find this form from scalar loops
+ * that keep sixteen or thirty-two sums). */
+typedef double v4d __attribute__((vector_size(32)));
+typedef float v4f __attribute__((vector_size(16)));
+
+/* Partial sums, element k of a row into lane k mod LANES: lanes 0-3 in lo, 4-7 in hi. No
+ * function takes or returns a vector by value: without AVX (a build for any x86-64) that
+ * would change the calling convention. */
+typedef struct lanes {
+    v4d lo, hi;
+} lanes;
+
+/* The eight floats at p, widened, less the shift: into lo and hi. */
+static inline void widen8(const float *p, const v4d *shift, v4d *lo, v4d *hi)
+{
+    v4f a, b;
+    memcpy(&a, p, sizeof a);
+    memcpy(&b, p + 4, sizeof b);
+    *lo = __builtin_convertvector(a, v4d) - *shift;
+    *hi = __builtin_convertvector(b, v4d) - *shift;
+}
+
+/* Adds element j of a row's tail (j < LANES) into lane j. */
+static inline void lane_add(lanes *a, int j, double v)
+{
+    if (j < 4) a->lo[j] += v;
+    else a->hi[j - 4] += v;
+}
+
+static double lanes_total(const lanes *a)
 {
     double t = 0.0;
-    for (int j = 0; j < LANES; j++) t += acc[j];
+    for (int j = 0; j < LANES; j++) t += j < 4 ? a->lo[j] : a->hi[j - 4];
     return t;
 }
 
-/* acc[j] += p[k] (centre 0) or (p[k] - centre)^2 (squares) over the k of a row of len
- * elements with k mod LANES = j. */
-static void lanes_add(double acc[LANES], const float *p, size_t len, int squares, double centre)
+/* The sums of channel ch of x (N, C, HW) over n items, with dy's where dy is not NULL. */
+static bn_sums chan_sums(const float *x, const float *dy, int n, int c, size_t hw, int ch)
 {
-    size_t k = 0;
-    for (; k + LANES <= len; k += LANES)
-        for (int j = 0; j < LANES; j++) {
-            double v = p[k + j] - centre;
-            acc[j] += squares ? v * v : v;
+    lanes d, dd, g, gd;
+    memset(&d, 0, sizeof d);
+    dd = g = gd = d;
+    bn_sums s = {.shift = x[(size_t)ch * hw]};
+    const v4d shift = {s.shift, s.shift, s.shift, s.shift}, zero = {0, 0, 0, 0};
+    for (int i = 0; i < n; i++) {
+        const size_t off = ((size_t)i * c + ch) * hw;
+        const float *xr = x + off, *dr = dy ? dy + off : NULL;
+        size_t k = 0;
+        for (; k + LANES <= hw; k += LANES) {
+            v4d lo, hi;
+            widen8(xr + k, &shift, &lo, &hi);
+            d.lo += lo;
+            d.hi += hi;
+            dd.lo += lo * lo;
+            dd.hi += hi * hi;
+            if (dr) {
+                v4d wlo, whi;
+                widen8(dr + k, &zero, &wlo, &whi);
+                g.lo += wlo;
+                g.hi += whi;
+                gd.lo += wlo * lo;
+                gd.hi += whi * hi;
+            }
         }
-    for (int j = 0; k + (size_t)j < len; j++) {
-        double v = p[k + j] - centre;
-        acc[j] += squares ? v * v : v;
+        for (int j = 0; k + (size_t)j < hw; j++) {
+            const double v = xr[k + j] - s.shift;
+            lane_add(&d, j, v);
+            lane_add(&dd, j, v * v);
+            if (dr) {
+                lane_add(&g, j, dr[k + j]);
+                lane_add(&gd, j, dr[k + j] * v);
+            }
+        }
     }
+    s.d = lanes_total(&d);
+    s.dd = lanes_total(&dd);
+    s.dy = lanes_total(&g);
+    s.dyd = lanes_total(&gd);
+    return s;
 }
 
-/* Mean and biased variance of channel ch of x (N, C, HW) over n items, two-pass. */
-static bn_chan batch_stats(const float *x, int n, int c, size_t hw, int ch, float eps)
+/* Mean and biased variance of a channel of count values, from its sums. */
+static bn_chan batch_stats(const bn_sums *u, double count, float eps)
 {
-    double sum[LANES] = {0}, sq[LANES] = {0};
-    for (int i = 0; i < n; i++) lanes_add(sum, x + ((size_t)i * c + ch) * hw, hw, 0, 0.0);
-    const double m = (double)n * hw, mean = lanes_total(sum) / m;
-    for (int i = 0; i < n; i++) lanes_add(sq, x + ((size_t)i * c + ch) * hw, hw, 1, mean);
-    const double var = lanes_total(sq) / m;
-    bn_chan s = {mean, var, 1.0 / sqrt(var + eps)};
+    const double dmean = u->d / count, var = fmax(u->dd / count - dmean * dmean, 0.0);
+    bn_chan s = {u->shift + dmean, var, 1.0 / sqrt(var + eps)};
     return s;
 }
 
@@ -122,7 +187,8 @@ static vdnn_status bn_forward(layer *l, const exec_ctx *c, const float *x, float
     for (int ch = 0; ch < ch_count; ch++) {
         bn_chan s;
         if (c->train) {
-            s = batch_stats(x, n, ch_count, hw, ch, p->eps);
+            bn_sums u = chan_sums(x, NULL, n, ch_count, hw, ch);
+            s = batch_stats(&u, (double)n * hw, p->eps);
             if (!c->recompute) update_running(l, ch, &s, (double)n * hw);
         } else {
             s = running_stats(l, ch, p->eps);
@@ -139,28 +205,6 @@ static vdnn_status bn_forward(layer *l, const exec_ctx *c, const float *x, float
     return VDNN_OK;
 }
 
-/* Sums of dy and dy * xhat over channel ch. */
-static void grad_sums(const float *x, const float *dy, int n, int c, size_t hw, int ch,
-                      const bn_chan *s, double *sum_dy, double *sum_dy_xhat)
-{
-    double a[LANES] = {0}, b[LANES] = {0};
-    for (int i = 0; i < n; i++) {
-        const float *xr = x + ((size_t)i * c + ch) * hw, *dr = dy + ((size_t)i * c + ch) * hw;
-        size_t k = 0;
-        for (; k + LANES <= hw; k += LANES)
-            for (int j = 0; j < LANES; j++) {
-                a[j] += dr[k + j];
-                b[j] += dr[k + j] * ((xr[k + j] - s->mean) * s->inv_std);
-            }
-        for (int j = 0; k + (size_t)j < hw; j++) {
-            a[j] += dr[k + j];
-            b[j] += dr[k + j] * ((xr[k + j] - s->mean) * s->inv_std);
-        }
-    }
-    *sum_dy = lanes_total(a);
-    *sum_dy_xhat = lanes_total(b);
-}
-
 static vdnn_status bn_backward(layer *l, const exec_ctx *c, const float *x, const float *y,
                                const float *dy, float *dx)
 {
@@ -173,10 +217,10 @@ static vdnn_status bn_backward(layer *l, const exec_ctx *c, const float *x, cons
     float *dgamma = l->params[BN_GAMMA].grad, *dbeta = l->params[BN_BETA].grad;
 #pragma omp parallel for schedule(static)
     for (int ch = 0; ch < ch_count; ch++) {
-        bn_chan s = c->train ? batch_stats(x, n, ch_count, hw, ch, p->eps)
-                             : running_stats(l, ch, p->eps);
-        double sum_dy, sum_dy_xhat;
-        grad_sums(x, dy, n, ch_count, hw, ch, &s, &sum_dy, &sum_dy_xhat);
+        /* dy (x - mean) = dy d - dy (mean - shift) */
+        const bn_sums u = chan_sums(x, dy, n, ch_count, hw, ch);
+        const bn_chan s = c->train ? batch_stats(&u, count, p->eps) : running_stats(l, ch, p->eps);
+        const double sum_dy = u.dy, sum_dy_xhat = s.inv_std * (u.dyd - (s.mean - u.shift) * u.dy);
         dgamma[ch] = (float)(c->accumulate ? dgamma[ch] + sum_dy_xhat : sum_dy_xhat);
         dbeta[ch] = (float)(c->accumulate ? dbeta[ch] + sum_dy : sum_dy);
         if (!dx) continue;

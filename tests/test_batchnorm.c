@@ -170,20 +170,12 @@ START_TEST(test_running_stats)
 }
 END_TEST
 
-/* dgamma, dbeta and dx against a double reference in train (_i = 1) and eval mode;
- * accumulate adds to the parameter gradients; dx == NULL gives the same ones. */
-START_TEST(test_backward_reference)
+/* dgamma, dbeta and dx of odd_shape's first n items in double, with the batch's (train)
+ * or the running statistics. */
+static void ref_backward(const layer *l, const float *x, const float *dy, int n, int train, double *want_dg,
+                         double *want_db, double *want_dx)
 {
-    const int train = _i, n = 2;
-    device *d = test_cpu_device();
-    layer *l = make_ready_layer(d, "[batchnorm]\n", odd_shape);
-    l->params[RMEAN].value[1] = 0.3f;
-    l->params[RVAR].value[1] = 2.5f;
-    const size_t total = shape_count(odd_shape), hw = 21;
-    float *x = test_random_floats(total, 2.0f, 41), *dy = test_random_floats(total, 1.0f, 42);
-    float *dx = test_random_floats(total, 1.0f, 43);
-    double want_dg[5], want_db[5], *want_dx = calloc(total, sizeof *want_dx);
-    ck_assert_ptr_nonnull(want_dx);
+    const size_t hw = (size_t)odd_shape.h * odd_shape.w;
     for (int ch = 0; ch < 5; ch++) {
         double mean = l->params[RMEAN].value[ch], var = l->params[RVAR].value[ch];
         if (train) ref_stats(x, n, odd_shape, ch, &mean, &var);
@@ -202,10 +194,26 @@ START_TEST(test_backward_reference)
             for (size_t k = 0; k < hw; k++) {
                 size_t e = ((size_t)i * 5 + ch) * hw + k;
                 double xhat = (x[e] - mean) * inv;
-                want_dx[e] = train ? g * inv * (dy[e] - sdy / m - xhat * sdyx / m)
-                                   : g * inv * dy[e];
+                want_dx[e] = train ? g * inv * (dy[e] - sdy / m - xhat * sdyx / m) : g * inv * dy[e];
             }
     }
+}
+
+/* dgamma, dbeta and dx against a double reference in train (_i = 1) and eval mode;
+ * accumulate adds to the parameter gradients; dx == NULL gives the same ones. */
+START_TEST(test_backward_reference)
+{
+    const int train = _i, n = 2;
+    device *d = test_cpu_device();
+    layer *l = make_ready_layer(d, "[batchnorm]\n", odd_shape);
+    l->params[RMEAN].value[1] = 0.3f;
+    l->params[RVAR].value[1] = 2.5f;
+    const size_t total = shape_count(odd_shape), hw = 21;
+    float *x = test_random_floats(total, 2.0f, 41), *dy = test_random_floats(total, 1.0f, 42);
+    float *dx = test_random_floats(total, 1.0f, 43);
+    double want_dg[5], want_db[5], *want_dx = calloc(total, sizeof *want_dx);
+    ck_assert_ptr_nonnull(want_dx);
+    ref_backward(l, x, dy, n, train, want_dg, want_db, want_dx);
     float *dg = l->params[GAMMA].grad, *db = l->params[BETA].grad;
     test_fill_uniform(dg, 5, 9.0f, 44);   /* stale values, to be overwritten */
     exec_ctx c = test_ctx(d, n, train);
@@ -225,6 +233,49 @@ START_TEST(test_backward_reference)
     }
     free(x);
     free(dy);
+    free(dx);
+    free(want_dx);
+    layer_destroy(l, d);
+    device_destroy(d);
+}
+END_TEST
+
+/* Channels whose mean is 10^3 to 10^6 times their spread, and one whose first value (where
+ * the statistics' one pass is centred) lies 40 spreads from the rest: forward and backward
+ * still agree with the two-pass double reference to float precision. */
+START_TEST(test_offset_channels)
+{
+    const int n = 3;
+    device *d = test_cpu_device();
+    layer *l = make_ready_layer(d, "[batchnorm]\n", odd_shape);
+    const size_t total = shape_count(odd_shape), hw = 21;
+    float *x = test_random_floats(total, 1.0f, 71), *dy = test_random_floats(total, 1.0f, 72);
+    float *y = test_random_floats(total, 1.0f, 73), *dx = test_random_floats(total, 1.0f, 74);
+    static const double centre[5] = {1e3, -3e3, 1e4, 0.0, 5e2}, spread[5] = {1.0, 1.0, 0.01, 1.0, 0.01};
+    for (int i = 0; i < n; i++)
+        for (int ch = 0; ch < 5; ch++)
+            for (size_t k = 0; k < hw; k++) {
+                float *v = &x[((size_t)i * 5 + ch) * hw + k];
+                *v = (float)(centre[ch] + spread[ch] * *v);
+            }
+    x[3 * hw] = 40.0f;   /* channel 3's first value */
+    exec_ctx c = test_ctx(d, n, 1);
+    ck_assert_int_eq(layer_forward(l, &c, x, y), VDNN_OK);
+    expect_forward(l, x, y, n, 1, 1e-5);
+    double want_dg[5], want_db[5], *want_dx = calloc(total, sizeof *want_dx);
+    ck_assert_ptr_nonnull(want_dx);
+    ref_backward(l, x, dy, n, 1, want_dg, want_db, want_dx);
+    ck_assert_int_eq(layer_backward(l, &c, x, NULL, dy, dx), VDNN_OK);
+    for (int ch = 0; ch < 5; ch++) {
+        ck_assert_double_eq_tol(l->params[GAMMA].grad[ch], want_dg[ch], 1e-4 * (1 + fabs(want_dg[ch])));
+        ck_assert_double_eq_tol(l->params[BETA].grad[ch], want_db[ch], 1e-4 * (1 + fabs(want_db[ch])));
+    }
+    for (size_t e = 0; e < total; e++)
+        ck_assert_msg(fabs(dx[e] - want_dx[e]) <= 1e-5 * (1 + fabs(want_dx[e])), "dx[%zu]: %g vs %g", e, dx[e],
+                      want_dx[e]);
+    free(x);
+    free(dy);
+    free(y);
     free(dx);
     free(want_dx);
     layer_destroy(l, d);
@@ -338,6 +389,7 @@ static Suite *batchnorm_suite(void)
     tcase_add_test(tc, test_forward_reference);
     tcase_add_test(tc, test_running_stats);
     tcase_add_loop_test(tc, test_backward_reference, 0, 2);
+    tcase_add_test(tc, test_offset_channels);
     tcase_add_loop_test(tc, test_gradcheck, 0, 4);
     tcase_add_test(tc, test_single_value);
     tcase_add_test(tc, test_thread_invariance);
