@@ -668,10 +668,10 @@ extern char *openblas_get_config(void);
  * on GOLDEN_BLAS, before and after the restructuring of the source tree (issue 21):
  * the same bits both times. A change that alters training's arithmetic on purpose
  * records new values, and says so: recorded again when fully connected layers took
- * PyTorch's initialisation (issue 23), and resnet-fmnist's when batch norm gathered its
- * statistics in one pass (issue 25; its bits had changed before, with batch norm's
- * eight lanes, when this check ran only on Intel machines). On other CPUs the child is
- * given OPENBLAS_CORETYPE=Haswell. */
+ * PyTorch's initialisation (issue 23), and resnet-fmnist's after batch norm's sums took
+ * eight lanes and again when they took one pass (issue 25). The command above needs
+ * OPENBLAS_CORETYPE=Haswell before it where OpenBLAS picks another core's kernels; the
+ * check gives it to the child on any CPU with AVX2 and FMA. */
 #define GOLDEN_BLAS "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH NO_AFFINITY USE_OPENMP Haswell MAX_THREADS=64"
 static const struct {
     const char *cfg;
