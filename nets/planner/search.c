@@ -327,9 +327,43 @@ static int get_choice(const plan *p, const decision *d)
     return d->pass == DEC_MAP ? p->offload[d->layer] : d->pass == DEC_SWAP ? p->swap[d->layer] : p->algo[d->layer][d->pass];
 }
 
-/* From a plan that fits, the best single change (keep a map, or another algorithm for
- * one pass) that still fits, again and again while one makes it faster. A strong
- * incumbent for the branch and bound, found in a few thousand simulations. */
+/* Decision d's choice for cur that makes it fastest while it still fits, into *best_c
+ * (its current one if none is faster than *best_t, which it lowers); cur is left as it
+ * was. */
+static vdnn_status best_choice(search *s, plan *cur, const decision *d, int *best_c, double *best_t)
+{
+    const int was = get_choice(cur, d);
+    const double t = cur->predicted_s;
+    const size_t peak = cur->peak_bytes;
+    vdnn_status st = VDNN_OK;
+    *best_c = was;
+    for (int c = 0; c < d->count && st == VDNN_OK; c++) {
+        if (d->choice[c] == was) continue;
+        set_choice(cur, d, d->choice[c]);
+        st = simulate(s, cur);
+        if (st == VDNN_EINVAL) {   /* a recompute chain through a swapped layer: not a plan */
+            st = VDNN_OK;
+            cur->peak_bytes = (size_t)-1;
+        }
+        if (st == VDNN_OK && cur->peak_bytes <= s->budget && cur->predicted_s < *best_t) {
+            *best_t = cur->predicted_s;
+            *best_c = d->choice[c];
+        }
+    }
+    set_choice(cur, d, was);
+    cur->predicted_s = t;
+    cur->peak_bytes = peak;
+    return st;
+}
+
+/* From a plan that fits, the single change (keep a map, another algorithm for one pass,
+ * ...) that makes it fastest while it still fits, again and again while one makes it
+ * faster. A full round of simulations per move would find each; instead the gains a
+ * round measured are kept, and after a move the largest is measured again: taken when
+ * it is still at least the next one as last measured, else put back with what it gains
+ * now (gains change little from one move to the next). A full round again once no gain
+ * is left, so the climb ends where no single change helps, as a full round per move
+ * would. A strong incumbent for the branch and bound. */
 static vdnn_status climb(search *s, const plan *start)
 {
     plan cur = {0};
@@ -337,40 +371,42 @@ static vdnn_status climb(search *s, const plan *start)
     int ndec = 0;
     vdnn_status st = make_decisions(s->n, s->pr, 0, start, 1, &dec, &ndec);
     if (st == VDNN_OK) st = plan_copy(&cur, start);
-    for (int moved = 1; moved && st == VDNN_OK && !out_of_time(s);) {
-        moved = 0;
-        int best_k = -1, best_c = 0;
-        double best_t = cur.predicted_s;
-        for (int k = 0; k < ndec && st == VDNN_OK && !out_of_time(s); k++) {
-            const decision *d = &dec[k];
-            int was = get_choice(&cur, d);
-            for (int c = 0; c < d->count && st == VDNN_OK; c++) {
-                if (d->choice[c] == was) continue;
-                set_choice(&cur, d, d->choice[c]);
+    double *gain = calloc((size_t)ndec + 1, sizeof *gain);
+    int *pick = calloc((size_t)ndec + 1, sizeof *pick);
+    if (st == VDNN_OK && (!gain || !pick)) st = vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
+    for (int full = 1; st == VDNN_OK && !out_of_time(s);) {
+        if (full) {
+            int any = 0;
+            for (int k = 0; k < ndec && st == VDNN_OK && !out_of_time(s); k++) {
                 double t = cur.predicted_s;
-                size_t peak = cur.peak_bytes;
-                st = simulate(s, &cur);
-                if (st == VDNN_EINVAL) {   /* a recompute chain through a swapped layer: not a plan */
-                    st = VDNN_OK;
-                    cur.peak_bytes = (size_t)-1;
-                }
-                if (st == VDNN_OK && cur.peak_bytes <= s->budget && cur.predicted_s < best_t) {
-                    best_t = cur.predicted_s;
-                    best_k = k;
-                    best_c = d->choice[c];
-                }
-                cur.predicted_s = t;
-                cur.peak_bytes = peak;
+                st = best_choice(s, &cur, &dec[k], &pick[k], &t);
+                gain[k] = cur.predicted_s - t;
+                any |= gain[k] > 0;
             }
-            set_choice(&cur, d, was);
+            if (!any) break;
         }
-        if (st == VDNN_OK && best_k >= 0) {
-            set_choice(&cur, &dec[best_k], best_c);
-            st = simulate(s, &cur);
-            moved = 1;
+        int top = -1, next = -1;
+        for (int k = 0; k < ndec; k++) {
+            if (gain[k] <= 0) continue;
+            if (top < 0 || gain[k] > gain[top]) next = top, top = k;
+            else if (next < 0 || gain[k] > gain[next]) next = k;
         }
+        if (top < 0) {
+            full = 1;
+            continue;
+        }
+        full = 0;
+        double t = cur.predicted_s;
+        if (st == VDNN_OK) st = best_choice(s, &cur, &dec[top], &pick[top], &t);
+        gain[top] = cur.predicted_s - t;
+        if (st != VDNN_OK || gain[top] <= 0 || (next >= 0 && gain[top] < gain[next])) continue;
+        set_choice(&cur, &dec[top], pick[top]);
+        st = simulate(s, &cur);
+        gain[top] = 0;
     }
     if (st == VDNN_OK) st = offer(s, &cur);
+    free(gain);
+    free(pick);
     plan_free(&cur);
     free(dec);
     return st;
