@@ -36,7 +36,7 @@ static vdnn_status add_setup(layer *l, const cfg_file *f, const cfg_section *s)
 void add_accumulate_cpu(float *dst, const float *src, size_t count)
 {
     const ptrdiff_t n = (ptrdiff_t)count;
-#pragma omp parallel for simd if (n >= ADD_PAR_MIN) schedule(static)
+#pragma omp parallel for if (n >= ADD_PAR_MIN) schedule(static)
     for (ptrdiff_t e = 0; e < n; e++) dst[e] += src[e];
 }
 
@@ -56,7 +56,7 @@ vdnn_status layer_accumulate(const layer *l, device *d, float *dst, const float 
 /* y = a + b; y may be a. */
 static void add_two(float *y, const float *a, const float *b, ptrdiff_t n)
 {
-#pragma omp parallel for simd if (n >= ADD_PAR_MIN) schedule(static)
+#pragma omp parallel for if (n >= ADD_PAR_MIN) schedule(static)
     for (ptrdiff_t e = 0; e < n; e++) y[e] = a[e] + b[e];
 }
 
