@@ -82,14 +82,21 @@ typedef struct lanes {
     v4d lo, hi;
 } lanes;
 
-/* The eight floats at p, widened, less the shift: into lo and hi. */
-static inline void widen8(const float *p, const v4d *shift, v4d *lo, v4d *hi)
+/* The eight floats at p, widened: into lo and hi. */
+static inline void widen8(const float *p, v4d *lo, v4d *hi)
 {
     v4f a, b;
     memcpy(&a, p, sizeof a);
     memcpy(&b, p + 4, sizeof b);
-    *lo = __builtin_convertvector(a, v4d) - *shift;
-    *hi = __builtin_convertvector(b, v4d) - *shift;
+    *lo = __builtin_convertvector(a, v4d);
+    *hi = __builtin_convertvector(b, v4d);
+}
+
+/* Adds lanes 0-3 and 4-7 of one block of a row. */
+static inline void lanes_add(lanes *a, const v4d *lo, const v4d *hi)
+{
+    a->lo += *lo;
+    a->hi += *hi;
 }
 
 /* Adds element j of a row's tail (j < LANES) into lane j. */
@@ -113,25 +120,25 @@ static bn_sums chan_sums(const float *x, const float *dy, int n, int c, size_t h
     memset(&d, 0, sizeof d);
     dd = g = gd = d;
     bn_sums s = {.shift = x[(size_t)ch * hw]};
-    const v4d shift = {s.shift, s.shift, s.shift, s.shift}, zero = {0, 0, 0, 0};
+    const v4d shift = {s.shift, s.shift, s.shift, s.shift};
     for (int i = 0; i < n; i++) {
         const size_t off = ((size_t)i * c + ch) * hw;
         const float *xr = x + off, *dr = dy ? dy + off : NULL;
         size_t k = 0;
         for (; k + LANES <= hw; k += LANES) {
             v4d lo, hi;
-            widen8(xr + k, &shift, &lo, &hi);
-            d.lo += lo;
-            d.hi += hi;
-            dd.lo += lo * lo;
-            dd.hi += hi * hi;
+            widen8(xr + k, &lo, &hi);
+            lo -= shift;
+            hi -= shift;
+            const v4d lo2 = lo * lo, hi2 = hi * hi;
+            lanes_add(&d, &lo, &hi);
+            lanes_add(&dd, &lo2, &hi2);
             if (dr) {
                 v4d wlo, whi;
-                widen8(dr + k, &zero, &wlo, &whi);
-                g.lo += wlo;
-                g.hi += whi;
-                gd.lo += wlo * lo;
-                gd.hi += whi * hi;
+                widen8(dr + k, &wlo, &whi);
+                const v4d plo = wlo * lo, phi = whi * hi;
+                lanes_add(&g, &wlo, &whi);
+                lanes_add(&gd, &plo, &phi);
             }
         }
         for (int j = 0; k + (size_t)j < hw; j++) {

@@ -397,7 +397,7 @@ static vdnn_status climb(search *s, const plan *start)
         }
         full = 0;
         double t = cur.predicted_s;
-        if (st == VDNN_OK) st = best_choice(s, &cur, &dec[top], &pick[top], &t);
+        st = best_choice(s, &cur, &dec[top], &pick[top], &t);
         gain[top] = cur.predicted_s - t;
         if (st != VDNN_OK || gain[top] <= 0 || (next >= 0 && gain[top] < gain[next])) continue;
         set_choice(&cur, &dec[top], pick[top]);
