@@ -846,6 +846,26 @@ static void model_check(const pool *p, ref_model *m, size_t capacity)
     REQUIRE(s.peak_bytes <= capacity);
 }
 
+/* The offset first fit must give a request of `size` bytes: the lowest gap between the
+ * model's blocks (live or pending) that holds it, below the highest block; 0 and
+ * *found unset when there is none (the pool then reclaims or grows). */
+static size_t model_first_fit(const ref_model *m, size_t size, int *found)
+{
+    ref_block sorted[STRESS_MAX_LIVE];
+    memcpy(sorted, m->b, (size_t)m->n * sizeof sorted[0]);
+    qsort(sorted, (size_t)m->n, sizeof sorted[0], cmp_off);
+    size_t end = 0;
+    *found = 0;
+    for (int i = 0; i < m->n; i++) {
+        if (sorted[i].off - end >= size) {
+            *found = 1;
+            return end;
+        }
+        end = sorted[i].off + sorted[i].size;
+    }
+    return 0;
+}
+
 static void stress(uint64_t seed)
 {
     const size_t capacity = 4096 * U;   /* 1 MiB */
@@ -858,7 +878,7 @@ static void stress(uint64_t seed)
     rng r;
     rng_seed(&r, seed);
     size_t last_peak = 0;
-    int fails = 0, waited_allocs = 0;
+    int fails = 0, waited_allocs = 0, first_fits = 0;
 
     for (int op = 0; op < STRESS_OPS; op++) {
         uint32_t what = rng_below(&r, 100);
@@ -867,8 +887,16 @@ static void stress(uint64_t seed)
             size_t bytes = rng_below(&r, 4) == 0 ? 1 + rng_below(&r, (uint32_t)(capacity / 8))
                                                  : 1 + rng_below(&r, (uint32_t)(16 * U));
             size_t off = 0;
-            int waits_before = fs.nwaits;
+            int waits_before = fs.nwaits, hole = 0;
+            size_t expect = model_first_fit(&m, pool_round(bytes), &hole);
             vdnn_status st = pool_alloc(p, bytes, "stress", "t", &off);
+            /* a hole below the frontier is taken first: the lowest that fits */
+            if (hole) {
+                REQUIRE_EQ(st, VDNN_OK);
+                REQUIRE_EQ(off, expect);
+                REQUIRE_EQ(fs.nwaits, waits_before);
+                first_fits++;
+            }
             model_sync_releases(&m);
             if (st == VDNN_OK) {
                 REQUIRE(m.n < STRESS_MAX_LIVE);
@@ -930,6 +958,7 @@ static void stress(uint64_t seed)
     ck_assert_int_gt(nev, 100);
     ck_assert_int_gt(fails, 0);
     ck_assert_int_gt(waited_allocs, 0);
+    ck_assert_int_gt(first_fits, 100);
 
     /* Free everything that is live, then wait for the pending: one free block. */
     for (int i = 0; i < m.n; i++)

@@ -119,6 +119,31 @@ static void t_remove(pool *p, block *b)
     b->left = b->right = NULL;
 }
 
+/* Puts block `to` where block `from` is in the treap t: to takes from's priority and
+ * children. No other free block may lie between their offsets (to is from split or
+ * merged), so the order holds. The largest sizes are fixed on the way back up. */
+static block *t_replace(block *t, const block *from, block *to)
+{
+    if (t == from) {
+        to->left = from->left;
+        to->right = from->right;
+        to->prio = from->prio;
+        t_fix(to);
+        return to;
+    }
+    if (from->off < t->off) t->left = t_replace(t->left, from, to);
+    else t->right = t_replace(t->right, from, to);
+    t_fix(t);
+    return t;
+}
+
+/* Block b in the treap t changed size: the largest sizes fixed from it up. */
+static void t_resized(block *t, const block *b)
+{
+    if (t != b) t_resized(b->off < t->off ? t->left : t->right, b);
+    t_fix(t);
+}
+
 /* The lowest free block of at least `size` bytes, or NULL. */
 static block *t_first_fit(block *t, size_t size)
 {
@@ -232,23 +257,29 @@ static void unlink_block(pool *p, block *n)
     p->spare = n;
 }
 
-/* b is free now: merges it with free neighbours into one free block in the treap. */
+/* b is free now: merges it with free neighbours into one free block in the treap. A
+ * free block before it grows in place; else b takes the place of a free block after
+ * it, or is inserted. */
 static void coalesce(pool *p, block *b)
 {
-    if (b->next && b->next->state == BLOCK_FREE) {
-        block *n = b->next;
-        t_remove(p, n);
-        b->size += n->size;
-        unlink_block(p, n);
-    }
-    if (b->prev && b->prev->state == BLOCK_FREE) {
-        block *q = b->prev;
-        t_remove(p, q);
+    block *n = b->next && b->next->state == BLOCK_FREE ? b->next : NULL;
+    block *q = b->prev && b->prev->state == BLOCK_FREE ? b->prev : NULL;
+    if (q) {
+        if (n) {
+            t_remove(p, n);
+            q->size += n->size;
+            unlink_block(p, n);
+        }
         q->size += b->size;
         unlink_block(p, b);
-        b = q;
+        t_resized(p->free_root, q);
+    } else if (n) {
+        b->size += n->size;
+        p->free_root = t_replace(p->free_root, n, b);
+        unlink_block(p, n);
+    } else {
+        t_insert(p, b);
     }
-    t_insert(p, b);
 }
 
 static void release_block(pool *p, block *b)
@@ -321,17 +352,20 @@ static vdnn_status take(pool *p, block *b, size_t size, size_t *offset)
         free(rest);
         return st;
     }
-    t_remove(p, b);
     if (rest) {
+        /* the rest keeps b's place among the free blocks */
         rest->off = b->off + size;
         rest->size = b->size - size;
+        p->free_root = t_replace(p->free_root, b, rest);
+        b->left = b->right = NULL;
         rest->prev = b;
         rest->next = b->next;
         if (b->next) b->next->prev = rest;
         b->next = rest;
         b->size = size;
         if (p->last == b) p->last = rest;
-        t_insert(p, rest);
+    } else {
+        t_remove(p, b);
     }
     b->state = BLOCK_USED;
     p->used += size;
@@ -437,6 +471,14 @@ size_t pool_peak_bytes(const pool *p) { return p->peak; }
 size_t pool_used_bytes(const pool *p) { return p->used; }
 size_t pool_pending_bytes(const pool *p) { return p->pending; }
 void pool_reset_peak(pool *p) { p->peak = p->used; }
+pool_marks pool_get_marks(const pool *p) { return (pool_marks){p->peak, p->live_peak, p->frontier_peak}; }
+
+void pool_set_marks(pool *p, pool_marks m)
+{
+    p->peak = m.peak;
+    p->live_peak = m.live_peak;
+    p->frontier_peak = m.frontier_peak;
+}
 size_t pool_frontier_peak(const pool *p) { return p->frontier_peak; }
 size_t pool_live_peak(const pool *p) { return p->live_peak; }
 static uint64_t mix(uint64_t h, uint64_t v)

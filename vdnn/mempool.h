@@ -93,6 +93,14 @@ size_t pool_pending_bytes(const pool *p);
  * capacity (see pool_alloc), so the same calls succeed in any capacity at least this. */
 size_t pool_frontier_peak(const pool *p);
 void pool_reset_peak(pool *p);
+/* The high-water marks (peak, live peak, frontier peak): taken, and put back once a
+ * replay has returned every block it took, the pool is as it was for a next replay
+ * (the planner's simulator replays plan after plan on one pool). */
+typedef struct pool_marks {
+    size_t peak, live_peak, frontier_peak;
+} pool_marks;
+pool_marks pool_get_marks(const pool *p);
+void pool_set_marks(pool *p, pool_marks m);
 /* The highest count of bytes in blocks not freed (pending frees excluded). The least
  * any placement needs; unlike the peak, it never grows when a block is freed earlier. */
 size_t pool_live_peak(const pool *p);
