@@ -350,7 +350,9 @@ static conv_params *onednn_known(const layer *l)
     const int threads = omp_get_max_threads();
     if (p->onednn_threads == threads) return p;
     const onednn_conv o = onednn_shape(l, l->in.n);
+    const conv_geom g = geom_of(l, l->in.n);
     for (int pass = 0; pass < PASS_COUNT; pass++) {
+        for (int a = 0; a < CONV_ALGO_OWN; a++) p->own_bytes[pass][a] = workspace_floats(&g, pass, a) * sizeof(float);
         p->onednn_count[pass] = 0;
         for (int m = 0; m < ONEDNN_METHODS && onednn_built(); m++) {
             size_t b = onednn_conv_workspace(&o, (onednn_pass)pass, (onednn_method)m);
@@ -393,6 +395,7 @@ static const char *conv_algo_name(const layer *l, int pass, int algo)
  * im2col-par's partial filter gradients. */
 static size_t algo_bytes(const layer *l, int n, int pass, int algo)
 {
+    if (n == l->in.n && algo >= 0 && algo < CONV_ALGO_OWN) return onednn_known(l)->own_bytes[pass][algo];
     const conv_geom g = geom_of(l, n);
     if (algo >= 0 && algo < CONV_ALGO_OWN) return workspace_floats(&g, pass, algo) * sizeof(float);
     int m = onednn_method_of(l, pass, algo);

@@ -52,11 +52,13 @@ typedef struct conv_params {
     /* Kept by the layer itself (left 0 by whoever builds it): oneDNN's methods for its
      * shape, found the first time its algorithms are asked for, for the OpenMP thread
      * count onednn_threads (found again when that changes): per pass, how many it
-     * offers, which (onednn_method), and the workspace of each at the max batch. */
+     * offers, which (onednn_method), and the workspace of each at the max batch; and
+     * the workspace of each of the project's own algorithms at the max batch. */
     int onednn_threads;
     int onednn_count[PASS_COUNT];
     int onednn_method[PASS_COUNT][ONEDNN_METHODS];
     size_t onednn_bytes[PASS_COUNT][ONEDNN_METHODS];
+    size_t own_bytes[PASS_COUNT][CONV_ALGO_OWN];
 } conv_params;
 
 /* l->params slots: weights (OC, IC / groups, KH, KW), then bias (OC) when

@@ -186,19 +186,15 @@ static vdnn_status params_fetch(net *n, int i, int backward, int accumulate)
     for (int k = 0; k < l->nparams && st == VDNN_OK; k++) {
         param *p = &l->params[k];
         size_t bytes = shape_count(p->shape) * sizeof(float);
-        char what[48];
-        vdnn_join(what, sizeof what, p->name, " (swapped in)", NULL);
-        st = device_alloc(n->dev, bytes, l->name, what, (void **)&p->value);
+        st = device_alloc_as(n->dev, bytes, l->name, p->name, " (swapped in)", (void **)&p->value);
         if (st == VDNN_OK) st = device_copy_tagged(n->dev, STREAM_MEMORY, p->value, p->host_value, bytes, COPY_H2D, l->name);
         if (st == VDNN_OK && backward) {
-            vdnn_join(what, sizeof what, p->name, ".grad (swapped)", NULL);
-            st = device_alloc(n->dev, bytes, l->name, what, (void **)&p->grad);
+            st = device_alloc_as(n->dev, bytes, l->name, p->name, ".grad (swapped)", (void **)&p->grad);
             if (st == VDNN_OK && accumulate)
                 st = device_copy(n->dev, STREAM_MEMORY, p->grad, p->host_grad, bytes, COPY_H2D);
         }
         if (st == VDNN_OK && backward && updates_here(n, l)) {
-            vdnn_join(what, sizeof what, p->name, ".momentum (swapped)", NULL);
-            st = device_alloc(n->dev, bytes, l->name, what, (void **)&p->momentum);
+            st = device_alloc_as(n->dev, bytes, l->name, p->name, ".momentum (swapped)", (void **)&p->momentum);
             if (st == VDNN_OK) st = device_copy(n->dev, STREAM_MEMORY, p->momentum, p->host_momentum, bytes, COPY_H2D);
         }
     }
@@ -290,9 +286,7 @@ static vdnn_status forward(net *n, exec_ctx *c, int train)
         if (st == VDNN_OK && n->fwd_in_place[i]) {
             take_block(&n->maps[l->input[0]], out);
         } else if (st == VDNN_OK) {
-            char what[48];
-            vdnn_join(what, sizeof what, "output ", out->name, NULL);
-            st = device_alloc(n->dev, map_room(n, i + 1), l->name, what, (void **)&out->dev);
+            st = device_alloc_as(n->dev, map_room(n, i + 1), l->name, out->name, " (output)", (void **)&out->dev);
             if (st == VDNN_OK) out->state = RES_DEVICE;
         }
         if (st == VDNN_OK) st = take_workspace(n, l, PASS_FWD, c);
@@ -365,9 +359,7 @@ static vdnn_status redo_layer(net *n, int j, exec_ctx *c)
     rc.accumulate = 0;
     rc.accumulate_dx = 0;
     double t0 = n->trace ? vdnn_now_s() : 0;
-    char what[48];
-    vdnn_join(what, sizeof what, "recomputed ", out->name, NULL);
-    vdnn_status st = device_alloc(n->dev, map_room(n, j), l->name, what, (void **)&out->dev);
+    vdnn_status st = device_alloc_as(n->dev, map_room(n, j), l->name, out->name, " (recomputed)", (void **)&out->dev);
     if (st == VDNN_OK) out->state = RES_DEVICE;
     if (st == VDNN_OK) st = take_workspace(n, l, PASS_FWD, &rc);
     const float *xs[LAYER_MAX_INPUTS];
@@ -505,20 +497,18 @@ static vdnn_status gradient_bufs(net *n, layer *l, int i, exec_ctx *c, float **d
     for (int k = 0; k < l->ninputs && st == VDNN_OK; k++) {
         int j = l->input[k];
         if (!n->graph[j].grad) continue;
-        char what[64];
         if (k == pass && n->dx[i + 1] && !n->dx[j] && map_room(n, j) == map_room(n, i + 1)) {
             dxs[k] = n->dx[j] = n->dx[i + 1];
             n->dx[i + 1] = NULL;
         } else if (!n->dx[j]) {
-            vdnn_join(what, sizeof what, "gradient of ", n->maps[j].name, NULL);
-            st = device_alloc(n->dev, map_room(n, j), l->name, what, (void **)&n->dx[j]);
+            st = device_alloc_as(n->dev, map_room(n, j), l->name, n->maps[j].name, "'s gradient", (void **)&n->dx[j]);
             dxs[k] = n->dx[j];
         } else if (l->ops->accumulates_dx) {
             c->accumulate_dx |= 1u << k;
             dxs[k] = n->dx[j];
         } else {
-            vdnn_join(what, sizeof what, "gradient of ", n->maps[j].name, " (a part)");
-            st = device_alloc(n->dev, map_room(n, j), l->name, what, (void **)&part[k]);
+            st = device_alloc_as(n->dev, map_room(n, j), l->name, n->maps[j].name, "'s gradient (a part)",
+                                 (void **)&part[k]);
             dxs[k] = part[k];
         }
     }

@@ -107,8 +107,14 @@ pool *device_pool(device *d) { return d->pool; }
 
 vdnn_status device_alloc(device *d, size_t bytes, const char *layer, const char *tensor, void **ptr)
 {
+    return device_alloc_as(d, bytes, layer, tensor, NULL, ptr);
+}
+
+vdnn_status device_alloc_as(device *d, size_t bytes, const char *layer, const char *tensor, const char *suffix,
+                            void **ptr)
+{
     size_t off = 0;
-    vdnn_status st = pool_alloc(d->pool, bytes, layer, tensor, &off);
+    vdnn_status st = pool_alloc_as(d->pool, bytes, layer, tensor, suffix, &off);
     /* integer arithmetic: the simulator's slab is a token, not memory */
     *ptr = st == VDNN_OK ? (void *)((uintptr_t)d->slab + off) : NULL;
     return st;

@@ -127,6 +127,10 @@ pool *device_pool(device *d);
 
 /* Device memory from the pool. `layer` and `tensor` name the request in a budget error. */
 vdnn_status device_alloc(device *d, size_t bytes, const char *layer, const char *tensor, void **ptr);
+/* device_alloc of `tensor` then `suffix` ("x[3]", " (prefetch)"): joined only for an
+ * error (the planner's simulator makes hundreds of thousands of requests). */
+vdnn_status device_alloc_as(device *d, size_t bytes, const char *layer, const char *tensor, const char *suffix,
+                            void **ptr);
 vdnn_status device_free(device *d, void *ptr);
 /* Frees once `ev` completes; takes ownership of the caller's reference to `ev`. */
 vdnn_status device_free_after(device *d, void *ptr, dev_event *ev);

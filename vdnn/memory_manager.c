@@ -44,9 +44,7 @@ vdnn_status mm_release(device *d, fmap *m)
 vdnn_status mm_prefetch(device *d, fmap *m, size_t room, size_t bytes, const char *layer, mm_stats *s)
 {
     if (m->state != RES_HOST) return vdnn_fail(VDNN_EINVAL, "prefetch of %s, which is not on the host", m->name);
-    char what[48];
-    vdnn_join(what, sizeof what, m->name, " (prefetch)", NULL);
-    vdnn_status st = device_alloc(d, room, layer, what, (void **)&m->dev);
+    vdnn_status st = device_alloc_as(d, room, layer, m->name, " (prefetch)", (void **)&m->dev);
     if (st != VDNN_OK) return st;
     st = device_copy_tagged(d, STREAM_MEMORY, m->dev, m->host, bytes, COPY_H2D, m->name);
     if (st != VDNN_OK) return st;

@@ -244,7 +244,7 @@ static block *new_block(pool *p)
     block *b = p->spare;
     if (!b) return calloc(1, sizeof *b);
     p->spare = b->next;
-    memset(b, 0, sizeof *b);
+    *b = (block){0};
     return b;
 }
 
@@ -378,10 +378,17 @@ static vdnn_status take(pool *p, block *b, size_t size, size_t *offset)
 
 vdnn_status pool_alloc(pool *p, size_t bytes, const char *layer, const char *tensor, size_t *offset)
 {
+    return pool_alloc_as(p, bytes, layer, tensor, NULL, offset);
+}
+
+vdnn_status pool_alloc_as(pool *p, size_t bytes, const char *layer, const char *tensor, const char *suffix,
+                          size_t *offset)
+{
     size_t size = pool_round(bytes ? bytes : 1);
+    if (!suffix) suffix = "";
     if (size < bytes)
-        return vdnn_fail(VDNN_EINVAL, "%s %s: %zu bytes is too large", layer ? layer : "?",
-                         tensor ? tensor : "?", bytes);
+        return vdnn_fail(VDNN_EINVAL, "%s %s%s: %zu bytes is too large", layer ? layer : "?",
+                         tensor ? tensor : "?", suffix, bytes);
     /* Reuse before growth: a hole below the frontier, else the memory of pending frees
      * whose lag has passed (oldest first, waiting for their events), and only then the
      * space past the frontier. No step looks at the capacity, so a larger pool makes
@@ -403,9 +410,9 @@ vdnn_status pool_alloc(pool *p, size_t bytes, const char *layer, const char *ten
         char a[32], f[32], l[32], c[32];
         p->failures++;
         return vdnn_fail(VDNN_EBUDGET,
-                         "device budget exceeded: layer %s, tensor %s asks %s (%zu bytes); "
+                         "device budget exceeded: layer %s, tensor %s%s asks %s (%zu bytes); "
                          "%s free of %s, largest free block %s",
-                         layer ? layer : "-", tensor ? tensor : "-", vdnn_fmt_bytes(size, a, sizeof a),
+                         layer ? layer : "-", tensor ? tensor : "-", suffix, vdnn_fmt_bytes(size, a, sizeof a),
                          size, vdnn_fmt_bytes(p->capacity - p->used, f, sizeof f),
                          vdnn_fmt_bytes(p->capacity, c, sizeof c),
                          vdnn_fmt_bytes(largest_free(p), l, sizeof l));

@@ -63,6 +63,10 @@ size_t pool_round(size_t bytes);
 /* Allocates `bytes` (> 0); *offset receives the block's offset in the slab.
  * `layer` and `tensor` only name the request in an error message (may be NULL). */
 vdnn_status pool_alloc(pool *p, size_t bytes, const char *layer, const char *tensor, size_t *offset);
+/* pool_alloc of a tensor named `tensor` then `suffix` (NULL: none): the two are joined
+ * only for an error message. */
+vdnn_status pool_alloc_as(pool *p, size_t bytes, const char *layer, const char *tensor, const char *suffix,
+                          size_t *offset);
 
 /* Returns a block at once. Freeing an offset that is not live is a programming error
  * reported as VDNN_EINVAL. */
