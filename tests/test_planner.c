@@ -420,6 +420,66 @@ START_TEST(branch_and_bound_finds_the_optimum)
 }
 END_TEST
 
+/* Every 89th plan of ENUM_NET (of hundreds of thousands) on one simulator, each 11th
+ * of those also on a fresh one; `pass` 1 walks them again, when the simulator answers
+ * from memory. */
+typedef struct fresh_check {
+    const net *n;
+    const profile *pr;
+    simulator *s;
+    long plans, seen;
+    int pass;
+} fresh_check;
+
+static int same_as_fresh(void *ctx, const plan *p)
+{
+    fresh_check *f = ctx;
+    double t;
+    size_t peak;
+    if (f->plans++ % 89) return 0;
+    ck_assert_msg(sim_run(f->s, p, &t, &peak) == VDNN_OK, "%s", vdnn_errmsg());
+    size_t used = sim_used_peak(f->s);
+    if (f->seen++ % 11 == (f->pass ? 5 : 0)) {
+        simulator *fresh;
+        double ft;
+        size_t fpeak;
+        ck_assert(sim_create(f->n, f->pr, &fresh) == VDNN_OK);
+        ck_assert_msg(sim_run(fresh, p, &ft, &fpeak) == VDNN_OK, "%s", vdnn_errmsg());
+        ck_assert_msg(t == ft && peak == fpeak && used == sim_used_peak(fresh),
+                      "plan %ld (pass %d): %.9f s, peak %zu, in use %zu; a fresh simulator: %.9f s, %zu, %zu", f->seen,
+                      f->pass, t, peak, used, ft, fpeak, sim_used_peak(fresh));
+        ck_assert_int_eq(sim_runs(fresh), 1);
+        sim_destroy(fresh);
+    }
+    return 0;
+}
+
+START_TEST(simulator_reuse_is_exact)
+{
+    /* the simulator keeps the net attached from one plan to the next while it places
+     * the parameters alike, and answers a plan it has replayed from memory: every
+     * answer is the one a fresh simulator gives */
+    net *n = tn_parse(ENUM_NET, NULL);
+    profile pr;
+    synthetic_profile(n, 7, &pr);
+    fresh_check f = {.n = n, .pr = &pr};
+    ck_assert(sim_create(n, &pr, &f.s) == VDNN_OK);
+    ck_assert(plan_enumerate(n, &pr, same_as_fresh, &f) > 0);
+    long seen = f.seen, runs = sim_runs(f.s), repeats = sim_repeats(f.s);
+    ck_assert_msg(seen > 1000, "%ld plans", seen);
+    ck_assert_int_eq(runs + repeats, seen);
+    f.pass = 1;
+    f.seen = f.plans = 0;
+    ck_assert(plan_enumerate(n, &pr, same_as_fresh, &f) > 0);
+    ck_assert_int_eq(f.seen, seen);
+    ck_assert_int_eq(sim_runs(f.s), runs);
+    ck_assert_int_eq(sim_repeats(f.s), repeats + seen);
+    sim_destroy(f.s);
+    profile_free(&pr);
+    net_free(n);
+}
+END_TEST
+
 START_TEST(vdnn_ladder_follows_the_paper)
 {
     net *n = tn_parse(ENUM_NET, NULL);
@@ -570,6 +630,7 @@ static Suite *planner_suite(void)
     tcase_set_timeout(t, 300);
     tcase_add_loop_test(t, branch_and_bound_finds_the_optimum, 0, 3);
     tcase_add_test(t, vdnn_ladder_follows_the_paper);
+    tcase_add_test(t, simulator_reuse_is_exact);
     suite_add_tcase(s, t);
     t = tcase_create("choice");
     tcase_add_checked_fixture(t, tn_dir_setup, tn_dir_teardown);

@@ -64,14 +64,14 @@ static search_limits limits_left(const planner_opts *f, double start, double sha
 /* pick_micro's search of one size (a split: with one climb); the best plan so far kept
  * in *found when this one is faster. */
 static vdnn_status try_size(const net *c, const planner_opts *f, double start, search_kind k, const profile *pr,
-                            plan *found, double *best, int *better)
+                            plan *found, double *best, int *better, search_stats *ss)
 {
     search_limits lim = limits_left(f, start, MICRO_SHARE);
     lim.fit_nodes = MICRO_FIT_NODES;
     lim.one_climb = c->micro > 0;
     plan p = {0};
     *better = 0;
-    vdnn_status st = plan_search(c, pr, f->budget, k, lim, &p, NULL);
+    vdnn_status st = plan_search(c, pr, f->budget, k, lim, &p, ss);
     if (st != VDNN_OK) return st;
     if (p.predicted_s < *best) {
         *best = p.predicted_s;
@@ -95,14 +95,15 @@ static double floor_of(const net *n, const profile *pr)
 }
 
 /* *found: the best plan of the size chosen, for the final search to start from.
- * *start moves on by the time spent measuring the splits' profiles. */
+ * *start moves on by the time spent measuring the splits' profiles. *whole: the
+ * search of the whole batch (a full search, as the final one is). */
 static vdnn_status pick_micro(const net *n, const planner_opts *f, double *start, search_kind k, const profile *pr,
-                              int *micro, plan *found)
+                              int *micro, plan *found, search_stats *whole)
 {
     *micro = 0;
     double best = 1e300;
     int better = 0;
-    vdnn_status st = try_size(n, f, *start, k, pr, found, &best, &better);
+    vdnn_status st = try_size(n, f, *start, k, pr, found, &best, &better, whole);
     if (st != VDNN_OK && st != VDNN_EBUDGET) return st;
     double target = MICRO_SLACK * floor_of(n, pr);
     if (best <= target) best = -1;   /* the whole batch is good enough */
@@ -118,7 +119,8 @@ static vdnn_status pick_micro(const net *n, const planner_opts *f, double *start
         /* a split whose every plan is slower than the best found (its floor is) is no
          * better without a search, and ends the choice as such a split does */
         int done = st == VDNN_OK && best < 1e300 && floor_of(c, &cp) >= best;
-        if (st == VDNN_OK && !done) st = try_size(c, f, *start, k, &cp, found, &best, &better);
+        search_stats ss;
+        if (st == VDNN_OK && !done) st = try_size(c, f, *start, k, &cp, found, &best, &better, &ss);
         /* smaller micro-batches only get slower once one fits: stop at the first
          * that fits and is no better, or that is as good as unlimited memory */
         done = done || (st == VDNN_OK && (!better || best <= target));
@@ -163,7 +165,11 @@ vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
     search_stats ss = {0};
     double start = t1;
     if (!f->fixed_split && !n->micro && n->minibatch > 1 && k == SEARCH_BB)
-        st = pick_micro(n, f, &start, k, &pr, &micro, &found);
+        st = pick_micro(n, f, &start, k, &pr, &micro, &found, &ss);
+    /* The whole batch chosen, its search (in the choice) is the final one, unless it ran
+     * out of its share of the time: searching again would repeat it. A split chosen is
+     * searched again, fully (the choice climbed from its best seed only). */
+    int searched = st == VDNN_OK && !micro && found.nlayers && !ss.timed_out;
     if (st == VDNN_OK && micro) {
         st = remake(np, micro);
         n = *np;
@@ -172,9 +178,13 @@ vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
         if (st == VDNN_OK) st = profile_get(n, n->dev, f->link_gbps, (int)f->threads, f->cache, &pr, &again);
     }
     double t_micro = vdnn_now_s();
-    if (st == VDNN_OK)
+    if (searched) {
+        t_micro -= ss.seconds;
+        st = plan_verify(n, &pr, f->budget, (int)f->verify, &found, &best, &alt);
+    } else if (st == VDNN_OK) {
         st = plan_choose(n, &pr, f->budget, k, limits_left(f, start, 1.0), found.nlayers ? &found : NULL, (int)f->verify,
                          &best, &alt, &ss);
+    }
     plan_free(&found);
     if (st == VDNN_EBUDGET && k == SEARCH_BB && !n->micro)
         vdnn_wrap(st, "not even in micro-batches of one item");
@@ -185,7 +195,7 @@ vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
                 cached ? "cached" : "measured", t1 - t0, t_micro - t1, ss.seconds, ss.simulations,
                 k != SEARCH_BB ? "" : ss.within_gap ? " (stopped within --search-gap of unlimited memory's speed)"
                 : ss.complete ? "" : ss.timed_out ? " (time limit reached: --search-seconds)"
-                : ss.stalled ? " (stopped: its plan had not improved for as long as it took to find it)"
+                : ss.stalled ? " (stopped: the branch and bound had not improved its plan for a while)"
                                   : " (node limit reached: --node-limit)",
                 t2 - t_micro - ss.seconds);
         if (cached) {

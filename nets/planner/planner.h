@@ -158,8 +158,10 @@ void sim_destroy(simulator *s);
 /* Replays one training iteration of `p`; *time_s is the predicted iteration time and
  * *peak_bytes the pool's high-water mark, parameters included. */
 vdnn_status sim_run(simulator *s, const plan *p, double *time_s, size_t *peak_bytes);
-/* How many iterations the simulator has replayed. */
+/* How many iterations the simulator has replayed, and how many runs it answered
+ * without a replay (a plan it had replayed before: the same results). */
 long sim_runs(const simulator *s);
+long sim_repeats(const simulator *s);
 /* The last run's high-water mark of bytes in blocks not freed (<= its peak, which also
  * counts holes and blocks waiting on an event). Unlike the peak, it never grows when a
  * map is offloaded or a workspace shrinks: the search bounds with it. */
@@ -176,10 +178,11 @@ typedef enum { SEARCH_VDNN = 0, SEARCH_BB } search_kind;
  * fits has been found. */
 #define PLAN_SEARCH_SECONDS 60
 /* The command line's patience (search_limits), unless --search-gap 0 asks for the
- * exact optimum: the branch and bound stops when the plan has not improved for this
- * long, and for as long as it took to find it. The seeds and the climbs find most
- * plans, and the tree then mostly proves them (bench/planner.md). */
-#define PLAN_PATIENCE 0.25
+ * exact optimum: the branch and bound stops once it has gone this long without
+ * improving the plan, and, once it has, as long as it took to. The seeds and the
+ * climbs find the plans, and the tree then mostly proves them (bench/planner.md: after
+ * the climbs it improved none of 45 searches' plans). */
+#define PLAN_PATIENCE 0.1
 /* The command line's default gap: the search stops once its plan is predicted within
  * this fraction of the net's time with unlimited memory (no plan can be faster), and
  * the branch and bound cuts every node that cannot beat its plan by more (an
@@ -202,8 +205,8 @@ typedef struct search_limits {
     long fit_nodes;
     int one_climb;
     double patience;          /* > 0: the branch and bound (after the climbs) stops once
-                               * the search has gone this long, and as long as it took to
-                               * find its plan, without finding a better one */
+                               * it has gone this long, and as long as it took itself to
+                               * improve the plan, without improving it */
 } search_limits;
 
 typedef struct search_stats {
@@ -251,6 +254,9 @@ vdnn_status plan_fit_policy(const net *n, const profile *pr, size_t budget, mem_
 vdnn_status plan_choose(net *n, const profile *pr, size_t budget, search_kind k, search_limits lim, const plan *seed,
                         int verify,
                         plan *out, plan *alt, search_stats *stats);
+/* plan_choose's verification of a plan already searched for: takes *found (left
+ * empty), and returns the faster measured in *out, the other in *alt. */
+vdnn_status plan_verify(net *n, const profile *pr, size_t budget, int verify, plan *found, plan *out, plan *alt);
 
 /* The least budget the planner can plan the net in at its batch (no further split):
  * the least peak of its smallest plans (every map it may move offloaded or recomputed,

@@ -61,6 +61,7 @@ typedef struct search {
     double t0, t_best;        /* when the search began, and when its plan was found */
     double patience;          /* search_limits.patience, for the branch and bound */
     int in_tree;              /* the branch and bound is under way (the climbs are done) */
+    double t_tree;            /* when it began */
     int stalled;              /* no better plan for as long as patience asks */
     int expired;
     double gap;               /* search_limits.gap */
@@ -78,7 +79,8 @@ static int out_of_time(search *s)
 {
     if (!s->expired && s->deadline > 0 && s->best.predicted_s >= 0 && vdnn_now_s() > s->deadline) s->expired = 1;
     if (!s->expired && !s->stalled && s->in_tree && s->patience > 0 && s->best.predicted_s >= 0) {
-        double idle = vdnn_now_s() - s->t_best, took = s->t_best - s->t0;
+        double since = s->t_best > s->t_tree ? s->t_best : s->t_tree;
+        double idle = vdnn_now_s() - since, took = since - s->t_tree;
         if (idle > (took > s->patience ? took : s->patience)) s->stalled = 1;
     }
     if (!s->settled && s->gap > 0 && s->floor_s >= 0 && s->best.predicted_s >= 0 &&
@@ -590,6 +592,7 @@ static vdnn_status search_bb(search *s)
     /* the climbs find most plans; the tree then mostly proves them, and stops once its
      * patience runs out */
     s->in_tree = 1;
+    s->t_tree = vdnn_now_s();
     return tree(s);
 }
 
@@ -700,10 +703,19 @@ static vdnn_status attach_for(net *n, const plan *p)
 vdnn_status plan_choose(net *n, const profile *pr, size_t budget, search_kind k, search_limits lim, const plan *seed,
                         int verify, plan *out, plan *alt, search_stats *stats)
 {
-    plan best = {0}, fixed = {0};
+    plan best = {0};
     if (alt) memset(alt, 0, sizeof *alt);
     vdnn_status st = plan_search_from(n, pr, budget, k, lim, seed, &best, stats);
     if (st != VDNN_OK) return st;
+    return plan_verify(n, pr, budget, verify, &best, out, alt);
+}
+
+vdnn_status plan_verify(net *n, const profile *pr, size_t budget, int verify, plan *found, plan *out, plan *alt)
+{
+    plan best = *found, fixed = {0};
+    memset(found, 0, sizeof *found);
+    if (alt) memset(alt, 0, sizeof *alt);
+    vdnn_status st = VDNN_OK;
     int have_fixed = 0;
     if (verify > 0) {
         st = attach_for(n, &best);

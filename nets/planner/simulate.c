@@ -1,11 +1,26 @@
 /* The simulator: one training iteration of a plan replayed on the simulated device,
  * with the profile's costs on its clocks (planner.h); and the measurement of a plan
  * with real iterations, which the simulator's predictions are checked against. */
+#include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "nets/planner/planner.h"
 #include "vdnn/rng.h"
+
+/* A plan replayed before and what its replay gave. The searches meet the same plan
+ * again and again (a climb's move is a plan its last round simulated; a node of the
+ * branch and bound shares its smallest completion with its first child), and a replay
+ * depends on nothing but the plan, so each is replayed once. */
+typedef struct memo_entry {
+    uint64_t hash;            /* 0: an empty slot */
+    double time_s;
+    size_t peak, used;
+} memo_entry;
+
+/* The memo stops growing at this many bytes (keys and slots together). */
+#define SIM_MEMO_BYTES ((size_t)64 << 20)
 
 struct simulator {
     const profile *pr;
@@ -13,6 +28,15 @@ struct simulator {
     device *d;
     long runs;
     size_t used_peak;         /* the last run's high-water mark of bytes in use */
+    uint64_t attached;        /* the pool's state key once the net was attached, */
+    pool_marks marks;         /* and its marks; */
+    int clean;                /* the last replay succeeded: the net and pool are reusable */
+    size_t key_bytes;         /* a plan's key: every field of it that a replay reads */
+    unsigned char *key;       /* the key of the plan in hand */
+    memo_entry *slot;         /* open addressing, a power of two of slots */
+    unsigned char *keys;      /* slot k's key at keys + k * key_bytes */
+    size_t nslots, count;
+    long hits;
 };
 
 vdnn_status sim_create(const net *n, const profile *pr, simulator **out)
@@ -24,8 +48,11 @@ vdnn_status sim_create(const net *n, const profile *pr, simulator **out)
     simulator *s = calloc(1, sizeof *s);
     if (!s) return vdnn_fail(VDNN_ENOMEM, "out of host memory for the simulator");
     s->pr = pr;
-    vdnn_status st = net_clone(n, &s->m);
+    s->key_bytes = 5 * sizeof(int) + (size_t)n->nlayers * (2 + PASS_COUNT) + 1;
+    s->key = malloc(s->key_bytes);
+    vdnn_status st = s->key ? net_clone(n, &s->m) : vdnn_fail(VDNN_ENOMEM, "out of host memory for the simulator");
     if (st != VDNN_OK) {
+        free(s->key);
         free(s);
         return st;
     }
@@ -40,25 +67,130 @@ void sim_destroy(simulator *s)
     if (!s) return;
     net_free(s->m);
     device_destroy(s->d);
+    free(s->key);
+    free(s->slot);
+    free(s->keys);
     free(s);
 }
 
 long sim_runs(const simulator *s) { return s->runs; }
+long sim_repeats(const simulator *s) { return s->hits; }
+
+/* p's key into s->key and its hash; 0 when p cannot be keyed (a plan of another net,
+ * or one sim_run rejects: it is replayed, and fails there). */
+static uint64_t plan_key(simulator *s, const plan *p)
+{
+    int n = s->m->nlayers;
+    if (p->nlayers != n || !p->offload || !p->swap || !p->algo) return 0;
+    const int head[5] = {p->micro, p->prefetch_ahead, p->release_lag, p->in_place, p->batch};
+    unsigned char *k = s->key;
+    memcpy(k, head, sizeof head);
+    k += sizeof head;
+    memcpy(k, p->offload, (size_t)n + 1);
+    k += n + 1;
+    memcpy(k, p->swap, (size_t)n);
+    k += n;
+    for (int i = 0; i < n; i++)
+        for (int pass = 0; pass < PASS_COUNT; pass++) {
+            if (p->algo[i][pass] < 0 || p->algo[i][pass] > UCHAR_MAX) return 0;
+            *k++ = (unsigned char)p->algo[i][pass];
+        }
+    uint64_t h = 1469598103934665603ull;   /* FNV-1a */
+    for (size_t b = 0; b < s->key_bytes; b++) h = (h ^ s->key[b]) * 1099511628211ull;
+    return h ? h : 1;
+}
+
+/* The slot of the key in hand: its entry, or the empty slot it would go to. */
+static size_t memo_slot(const simulator *s, uint64_t h)
+{
+    size_t k = (size_t)h & (s->nslots - 1);
+    while (s->slot[k].hash && (s->slot[k].hash != h || memcmp(s->keys + k * s->key_bytes, s->key, s->key_bytes)))
+        k = (k + 1) & (s->nslots - 1);
+    return k;
+}
+
+/* Keeps the key in hand's results; quietly does not once the memo is full or memory
+ * is short (the replay is only repeated then). */
+static void memo_put(simulator *s, uint64_t h, double time_s, size_t peak, size_t used)
+{
+    if (2 * (s->count + 1) > s->nslots) {
+        size_t n = s->nslots ? 2 * s->nslots : 1024;
+        if (n * (sizeof *s->slot + s->key_bytes) > SIM_MEMO_BYTES) return;
+        memo_entry *slot = calloc(n, sizeof *slot);
+        unsigned char *keys = malloc(n * s->key_bytes);
+        if (!slot || !keys) {
+            free(slot);
+            free(keys);
+            return;
+        }
+        for (size_t k = 0; k < s->nslots; k++) {
+            if (!s->slot[k].hash) continue;
+            size_t at = (size_t)s->slot[k].hash & (n - 1);
+            while (slot[at].hash) at = (at + 1) & (n - 1);
+            slot[at] = s->slot[k];
+            memcpy(keys + at * s->key_bytes, s->keys + k * s->key_bytes, s->key_bytes);
+        }
+        free(s->slot);
+        free(s->keys);
+        s->slot = slot;
+        s->keys = keys;
+        s->nslots = n;
+    }
+    size_t k = memo_slot(s, h);
+    s->slot[k] = (memo_entry){.hash = h, .time_s = time_s, .peak = peak, .used = used};
+    memcpy(s->keys + k * s->key_bytes, s->key, s->key_bytes);
+    s->count++;
+}
 size_t sim_used_peak(const simulator *s) { return s->used_peak; }
+
+/* Whether the net, attached for an earlier run, can replay p as it stands: p places
+ * the parameters as that run did (swapped or not), and the iterations since returned
+ * the pool to its state once attached (the same blocks, none pending: it then decides
+ * alike, mempool.h). Else the run attaches it again, to a fresh device. */
+static int reusable(const simulator *s, const plan *p)
+{
+    if (!s->d || !s->clean || !p->swap || p->nlayers != s->m->nlayers) return 0;
+    for (int i = 0; i < p->nlayers; i++)
+        if (!p->swap[i] != !s->m->layers[i]->swap) return 0;
+    const pool *pl = device_pool(s->d);
+    return !pool_pending_bytes(pl) && pool_state_key(pl) == s->attached;
+}
 
 vdnn_status sim_run(simulator *s, const plan *p, double *time_s, size_t *peak_bytes)
 {
-    /* A fresh pool per run: the pool's state after an iteration is not its state before
-     * the first (the parameters were allocated into an empty pool). */
-    net_detach(s->m);
-    device_destroy(s->d);
-    s->d = NULL;
-    device_options o = {.kind = DEVICE_SIM, .budget_bytes = (size_t)1 << 50};
-    vdnn_status st = device_create(&o, &s->d);
-    /* swapping decides where the parameters are placed: before attaching */
-    for (int i = 0; st == VDNN_OK && i < s->m->nlayers && p->swap && i < p->nlayers; i++) s->m->layers[i]->swap = p->swap[i];
-    s->m->policy = POLICY_NONE;   /* the plan's swaps, not a config's `policy = swap` */
-    if (st == VDNN_OK) st = net_attach(s->m, s->d);
+    uint64_t h = plan_key(s, p);
+    if (h && s->nslots) {
+        const memo_entry *e = &s->slot[memo_slot(s, h)];
+        if (e->hash) {
+            *time_s = e->time_s;
+            *peak_bytes = e->peak;
+            s->used_peak = e->used;
+            s->hits++;
+            return VDNN_OK;
+        }
+    }
+    vdnn_status st = VDNN_OK;
+    if (reusable(s, p)) {
+        pool_set_marks(device_pool(s->d), s->marks);
+    } else {
+        /* a fresh device: the parameters placed into an empty pool */
+        s->clean = 0;
+        net_detach(s->m);
+        device_destroy(s->d);
+        s->d = NULL;
+        device_options o = {.kind = DEVICE_SIM, .budget_bytes = (size_t)1 << 50};
+        st = device_create(&o, &s->d);
+        /* swapping decides where the parameters are placed: before attaching */
+        for (int i = 0; st == VDNN_OK && i < s->m->nlayers && p->swap && i < p->nlayers; i++)
+            s->m->layers[i]->swap = p->swap[i];
+        s->m->policy = POLICY_NONE;   /* the plan's swaps, not a config's `policy = swap` */
+        if (st == VDNN_OK) st = net_attach(s->m, s->d);
+        if (st == VDNN_OK) {
+            s->attached = pool_state_key(device_pool(s->d));
+            s->marks = pool_get_marks(device_pool(s->d));
+        }
+    }
+    s->clean = 0;
     if (st == VDNN_OK) st = plan_apply(s->m, p);
     if (st != VDNN_OK) return st;
     sim_model model = {0};
@@ -72,6 +204,8 @@ vdnn_status sim_run(simulator *s, const plan *p, double *time_s, size_t *peak_by
     s->runs++;
     *peak_bytes = pool_frontier_peak(device_pool(s->d));
     s->used_peak = pool_live_peak(device_pool(s->d));
+    s->clean = st == VDNN_OK;
+    if (st == VDNN_OK && h) memo_put(s, h, *time_s, *peak_bytes, s->used_peak);
     return st;
 }
 
