@@ -9,6 +9,7 @@
 # that every binary plans from the same profile, measured by the first), WARM (default
 # 1: each binary plans each point once untimed first, so that the profiles of the
 # micro-batch sizes it weighs are cached, and their measuring is not counted).
+# SWEEPS=0 leaves out the sweeps (the second table).
 # Prints one Markdown table: net, batch, budget, binary, micro-batch choice s, search s,
 # simulations, stop, wall s (the command's whole run, the cached profile read included),
 # and the predicted step of the plan; then a second: the wall time of `vdnn sweep
@@ -71,6 +72,7 @@ EOF
         done
     done
 done
+[ "${SWEEPS:-1}" = 0 ] && exit 0
 echo
 echo "| net | batch | binary | sweep of 10 budgets, wall s | rows that fit |"
 echo "|---|---|---|---|---|"

@@ -75,6 +75,7 @@ void sim_destroy(simulator *s)
 
 long sim_runs(const simulator *s) { return s->runs; }
 long sim_repeats(const simulator *s) { return s->hits; }
+size_t sim_used_peak(const simulator *s) { return s->used_peak; }
 
 /* p's key into s->key and its hash; 0 when p cannot be keyed (a plan of another net,
  * or one sim_run rejects: it is replayed, and fails there). */
@@ -141,7 +142,6 @@ static void memo_put(simulator *s, uint64_t h, double time_s, size_t peak, size_
     memcpy(s->keys + k * s->key_bytes, s->key, s->key_bytes);
     s->count++;
 }
-size_t sim_used_peak(const simulator *s) { return s->used_peak; }
 
 /* Whether the net, attached for an earlier run, can replay p as it stands: p places
  * the parameters as that run did (swapped or not), and the iterations since returned
