@@ -197,7 +197,8 @@ typedef enum { SEARCH_VDNN = 0, SEARCH_BB } search_kind;
  * many nodes at most, the budget being else taken as out of reach, and at once where
  * even the smallest plans hold more bytes at a time than the budget. With `one_climb`
  * the search climbs from its best seed only, not also from the smallest plan of every
- * variant and timing (the micro-batch choice weighs splits so). */
+ * variant and timing, and no branch and bound follows (the micro-batch choice weighs
+ * splits so; such a search is complete only within its gap). */
 typedef struct search_limits {
     long nodes;
     double seconds;

@@ -590,7 +590,9 @@ static vdnn_status search_bb(search *s)
     }
     if (st != VDNN_OK) return st;
     /* the climbs find most plans; the tree then mostly proves them, and stops once its
-     * patience runs out */
+     * patience runs out (a search of one climb, which only weighs a split, leaves it
+     * out) */
+    if (s->one_climb) return st;
     s->in_tree = 1;
     s->t_tree = vdnn_now_s();
     return tree(s);
@@ -626,7 +628,8 @@ vdnn_status plan_search_from(const net *n, const profile *pr, size_t budget, sea
     if (stats) {
         stats->simulations = s.sim ? sim_runs(s.sim) : 0;
         stats->nodes = s.nodes;
-        stats->complete = k == SEARCH_BB && (lim.nodes <= 0 || s.nodes < lim.nodes) && !s.expired && !s.stalled;
+        stats->complete = k == SEARCH_BB && (lim.nodes <= 0 || s.nodes < lim.nodes) && !s.expired && !s.stalled &&
+                          (!s.one_climb || s.settled);
         stats->timed_out = s.expired;
         stats->within_gap = s.settled && !s.expired;
         stats->stalled = s.stalled && !s.settled && !s.expired;
