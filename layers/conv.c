@@ -342,9 +342,10 @@ static onednn_conv onednn_shape(const layer *l, int n)
     return o;
 }
 
-/* The layer's record of what oneDNN offers it (conv_params.onednn_*), made or remade
- * for the calling thread's thread count. */
-static conv_params *onednn_known(const layer *l)
+/* The layer's record of its algorithms (conv_params.onednn_* and own_bytes): what oneDNN
+ * offers it, and every algorithm's workspace at the max batch, made or remade for the
+ * calling thread's thread count. */
+static conv_params *known_algos(const layer *l)
 {
     conv_params *p = l->priv;
     const int threads = omp_get_max_threads();
@@ -371,7 +372,7 @@ static int onednn_method_of(const layer *l, int pass, int algo)
 {
     const int k = algo - CONV_ALGO_OWN;
     if (!onednn_built() || k < 0) return -1;
-    const conv_params *p = onednn_known(l);
+    const conv_params *p = known_algos(l);
     return k < p->onednn_count[pass] ? p->onednn_method[pass][k] : -1;
 }
 
@@ -380,7 +381,7 @@ static int onednn_method_of(const layer *l, int pass, int algo)
 static int conv_algo_count(const layer *l, int pass)
 {
     if (pass < 0 || pass >= PASS_COUNT) return 0;
-    return CONV_ALGO_OWN + (onednn_built() ? onednn_known(l)->onednn_count[pass] : 0);
+    return CONV_ALGO_OWN + (onednn_built() ? known_algos(l)->onednn_count[pass] : 0);
 }
 
 static const char *conv_algo_name(const layer *l, int pass, int algo)
@@ -395,12 +396,12 @@ static const char *conv_algo_name(const layer *l, int pass, int algo)
  * im2col-par's partial filter gradients. */
 static size_t algo_bytes(const layer *l, int n, int pass, int algo)
 {
-    if (n == l->in.n && algo >= 0 && algo < CONV_ALGO_OWN) return onednn_known(l)->own_bytes[pass][algo];
+    if (n == l->in.n && algo >= 0 && algo < CONV_ALGO_OWN) return known_algos(l)->own_bytes[pass][algo];
     const conv_geom g = geom_of(l, n);
     if (algo >= 0 && algo < CONV_ALGO_OWN) return workspace_floats(&g, pass, algo) * sizeof(float);
     int m = onednn_method_of(l, pass, algo);
     if (m < 0) return SIZE_MAX;
-    if (n == l->in.n) return onednn_known(l)->onednn_bytes[pass][algo - CONV_ALGO_OWN];
+    if (n == l->in.n) return known_algos(l)->onednn_bytes[pass][algo - CONV_ALGO_OWN];
     const onednn_conv o = onednn_shape(l, n);
     return onednn_conv_workspace(&o, (onednn_pass)pass, (onednn_method)m);
 }

@@ -174,7 +174,6 @@ vdnn_status sim_run(simulator *s, const plan *p, double *time_s, size_t *peak_by
         pool_set_marks(device_pool(s->d), s->marks);
     } else {
         /* a fresh device: the parameters placed into an empty pool */
-        s->clean = 0;
         net_detach(s->m);
         device_destroy(s->d);
         s->d = NULL;
