@@ -16,6 +16,7 @@
 
 #include "nets/planner/planner.h"
 #include "tests/testnet.h"
+#include "vdnn/rng.h"
 
 #define MICRO_TOLERANCE 1e-4
 
@@ -275,8 +276,8 @@ END_TEST
 
 /* One replay of plan p on a fresh simulated device, every micro-batch replayed or
  * repeats skipped: the predicted step, the pool's peaks and its allocation count. */
-static void replay(net *n, const profile *pr, const plan *p, int repeats, double *t, size_t *peak, size_t *live,
-                   uint64_t *allocs)
+static vdnn_status replay_busy(net *n, const profile *pr, const plan *p, int repeats, double *t, double *busy,
+                               size_t *peak, size_t *live, uint64_t *allocs)
 {
     device_options o = {.kind = DEVICE_SIM, .budget_bytes = (size_t)1 << 40};
     device *d = NULL;
@@ -287,18 +288,25 @@ static void replay(net *n, const profile *pr, const plan *p, int repeats, double
     }
     n->policy = POLICY_NONE;
     ck_assert_msg(net_attach(n, d) == VDNN_OK, "%s", vdnn_errmsg());
-    ck_assert_msg(plan_apply(n, p) == VDNN_OK, "%s", vdnn_errmsg());
+    vdnn_status st = plan_apply(n, p);
     sim_model m = {.h2d_bytes_per_s = pr->h2d_bytes_per_s, .d2h_bytes_per_s = pr->d2h_bytes_per_s,
                    .copy_latency_s = pr->copy_latency_s, .replay_repeats = repeats};
     device_sim_set_model(d, &m);
-    ck_assert_msg(net_replay(n, n->minibatch, t) == VDNN_OK, "%s", vdnn_errmsg());
+    if (st == VDNN_OK) st = net_replay(n, n->minibatch, t, busy);
     pool_stats ps;
     pool_get_stats(device_pool(d), &ps);
-    *peak = ps.frontier_peak_bytes;
-    *live = pool_live_peak(device_pool(d));
-    *allocs = ps.allocs;
+    if (peak) *peak = ps.frontier_peak_bytes;
+    if (live) *live = pool_live_peak(device_pool(d));
+    if (allocs) *allocs = ps.allocs;
     net_detach(n);
     device_destroy(d);
+    return st;
+}
+
+static void replay(net *n, const profile *pr, const plan *p, int repeats, double *t, size_t *peak, size_t *live,
+                   uint64_t *allocs)
+{
+    ck_assert_msg(replay_busy(n, pr, p, repeats, t, NULL, peak, live, allocs) == VDNN_OK, "%s", vdnn_errmsg());
 }
 
 /* The simulator replays a middle micro-batch that leaves the device as it found it once,
@@ -355,6 +363,120 @@ START_TEST(simulator_skips_repeated_micro_batches_exactly)
     printf("%s: %d plans, %d of them skipped repeated micro-batches\n", _i ? "graph" : "chain", plans, skipped);
     /* micro-batches of 1 (eight, six in the middle) repeat under most plans */
     ck_assert_int_ge(skipped, plans / 6);
+}
+END_TEST
+
+/* A random plan of n: copy timing, swaps, the maps backward reads (kept, offloaded or,
+ * where it may be, recomputed) and every pass's algorithm. */
+static void random_plan(const net *n, const profile *pr, rng *r, plan *p)
+{
+    static const int timings[][2] = {{PREFETCH_FAR, 1}, {PREFETCH_NEXT, 0}, {PREFETCH_ON_DEMAND, 0}};
+    int m = (int)rng_below(r, 3);
+    ck_assert(plan_policy(n, pr, POLICY_NONE, ALGO_PERF, timings[m][0], timings[m][1], p) == VDNN_OK);
+    p->in_place = (int)rng_below(r, 3);
+    for (int i = 0; i < n->nlayers; i++) {
+        if (layer_swappable(n->layers[i])) p->swap[i] = (unsigned char)rng_below(r, 3);
+        for (int k = 0; k < PASS_COUNT; k++) p->algo[i][k] = (int)rng_below(r, (uint32_t)layer_algo_count(n->layers[i], k));
+    }
+    for (int j = 0; j <= n->nlayers; j++) {
+        if (j == n->nlayers || net_first_reader(n, j) < 0) continue;
+        p->offload[j] = (unsigned char)rng_below(r, 3);
+        if (p->offload[j] == MAP_RECOMPUTE && !net_recomputable(n, j, p->swap)) p->offload[j] = MAP_OFFLOAD;
+    }
+}
+
+/* The planner's climbs leave out the moves that add work (may_gain,
+ * nets/planner/search.c): a slower algorithm for a pass, a kept map offloaded or
+ * recomputed. The simulated step is a max-plus system, so such a change makes a step
+ * faster only by shortening its waits (a freed block reused once its copy is done lands
+ * elsewhere); the compute-stream work never falls, and so no plan whose offloaded map
+ * is kept or recomputed instead is faster than that work of the plan it came from (the
+ * climbs' other bound). Every single such change of random plans of a chain and a
+ * graph, whole and in micro-batches, with repeated micro-batches replayed and skipped. */
+START_TEST(compute_work_never_falls_with_more_work)
+{
+    static const char *const texts[] = {PLAIN_NET, GRAPH_NET};
+    static const int micros[] = {0, 1, 3};
+    static const char *const words[] = {"kept", "offloaded", "recomputed"};
+    static const char *const passes[] = {"forward", "backward-data", "backward-filter"};
+    rng r;
+    rng_seed(&r, 2026);
+    long checked = 0, slower = 0, faster = 0;
+    for (int k = 0; k < 3; k++) {
+        net_overrides ov = net_no_overrides();
+        ov.micro_batch = micros[k];
+        net *n = tn_parse(texts[_i], &ov);
+        profile pr = {.nlayers = n->nlayers, .batch = n->input.n, .h2d_bytes_per_s = 2e6, .d2h_bytes_per_s = 3e6,
+                      .copy_latency_s = 1e-5};
+        pr.layers = calloc((size_t)n->nlayers, sizeof *pr.layers);
+        ck_assert_ptr_nonnull(pr.layers);
+        for (int i = 0; i < n->nlayers; i++) {
+            for (int a = 0; a < LAYER_MAX_ALGOS; a++) {
+                pr.layers[i].fwd_s[a] = 1e-5 * (double)(1 + rng_below(&r, 40));
+                pr.layers[i].bwd_data_s[a] = i ? 1e-5 * (double)(1 + rng_below(&r, 40)) : 0;
+                pr.layers[i].bwd_filter_s[a] = 1e-5 * (double)(1 + rng_below(&r, 40));
+            }
+            pr.layers[i].update_s = n->layers[i]->nparams ? 5e-5 : 0;
+            pr.layers[i].accum_s = 3e-5;
+        }
+        for (int trial = 0; trial < 12; trial++)
+            for (int rep = 0; rep < 2; rep++) {
+                plan p = {0};
+                random_plan(n, &pr, &r, &p);
+                double t0, busy0, t, busy;
+                if (replay_busy(n, &pr, &p, rep, &t0, &busy0, NULL, NULL, NULL) != VDNN_OK) {
+                    plan_free(&p);
+                    continue;
+                }
+                ck_assert_msg(busy0 > 0 && busy0 <= t0 * (1 + 1e-9), "compute work %.9g s of a %.9g s step", busy0, t0);
+                double tol = 1e-9 * t0;   /* skipped repeats are equal to this (device_sim_same) */
+                for (int j = 0; j < n->nlayers; j++) {
+                    if (net_first_reader(n, j) < 0) continue;
+                    const int was = p.offload[j];
+                    for (int to = MAP_KEEP; to <= MAP_RECOMPUTE; to++) {
+                        if (to == was || was == MAP_RECOMPUTE) continue;
+                        p.offload[j] = (unsigned char)to;
+                        if (replay_busy(n, &pr, &p, rep, &t, &busy, NULL, NULL, NULL) == VDNN_OK) {
+                            ck_assert_msg(busy >= busy0 - tol && t >= busy0 - tol,
+                                          "micro-batch %d: map %d %s, not %s: a step of %.12g s with %.12g s of compute "
+                                          "work, below the %.12g s of compute work before", micros[k], j, words[to],
+                                          words[was], t, busy, busy0);
+                            checked++;
+                            slower += t > t0 + tol;
+                            faster += was == MAP_KEEP && t < t0 - tol;
+                        }
+                        p.offload[j] = (unsigned char)was;
+                    }
+                }
+                for (int i = 0; i < n->nlayers; i++)
+                    for (int pass = 0; pass < PASS_COUNT; pass++) {
+                        const int was = p.algo[i][pass];
+                        const double *cost = pass == PASS_FWD ? pr.layers[i].fwd_s
+                                           : pass == PASS_BWD_DATA ? pr.layers[i].bwd_data_s
+                                                                   : pr.layers[i].bwd_filter_s;
+                        for (int a = 0; a < layer_algo_count(n->layers[i], pass); a++) {
+                            if (a == was || cost[a] < cost[was]) continue;
+                            p.algo[i][pass] = a;
+                            ck_assert_msg(replay_busy(n, &pr, &p, rep, &t, &busy, NULL, NULL, NULL) == VDNN_OK, "%s",
+                                          vdnn_errmsg());
+                            ck_assert_msg(busy >= busy0 - tol, "micro-batch %d: %s's %s algorithm %d, not %d: %.12g s of "
+                                          "compute work, was %.12g s", micros[k], n->layers[i]->name, passes[pass], a, was,
+                                          busy, busy0);
+                            checked++;
+                            slower += t > t0 + tol;
+                            faster += t < t0 - tol;
+                            p.algo[i][pass] = was;
+                        }
+                    }
+                plan_free(&p);
+            }
+        free(pr.layers);
+        net_free(n);
+    }
+    printf("%s: %ld single changes, %ld of them slower; %ld of those that add work faster, by shorter "
+           "waits\n", _i ? "graph" : "chain", checked, slower, faster);
+    ck_assert_int_ge(checked, 300);
+    ck_assert_int_ge(slower, checked / 4);
 }
 END_TEST
 
@@ -477,6 +599,7 @@ static Suite *beyond_suite(void)
     tcase_add_loop_test(t, micro_batches_match_the_batch, 0, 2);
     tcase_add_test(t, micro_batches_with_batch_norm);
     tcase_add_loop_test(t, simulator_skips_repeated_micro_batches_exactly, 0, 2);
+    tcase_add_loop_test(t, compute_work_never_falls_with_more_work, 0, 2);
     suite_add_tcase(s, t);
     t = tcase_create("planner");
     tcase_set_timeout(t, 120);

@@ -991,7 +991,7 @@ static size_t replayed_live_peak(net *n)
     ck_assert_int_eq(device_create(&o, &d), VDNN_OK);
     ck_assert_int_eq(net_attach(n, d), VDNN_OK);
     ck_assert_int_eq(net_plan_static(n, POLICY_NONE, ALGO_MEM), VDNN_OK);
-    ck_assert_msg(net_replay(n, n->input.n, NULL) == VDNN_OK, "replay: %s", vdnn_errmsg());
+    ck_assert_msg(net_replay(n, n->input.n, NULL, NULL) == VDNN_OK, "replay: %s", vdnn_errmsg());
     size_t live = pool_live_peak(device_pool(d));
     tn_free(n, d);
     return live;

@@ -244,21 +244,24 @@ void device_sim_set_model(device *d, const sim_model *m);
 void device_sim_advance(device *d, double seconds);
 /* When the last work on either stream ends. */
 double device_sim_elapsed(const device *d);
+/* The compute stream's own work since the model was set: its clock less the time it
+ * waited (for events, the host, or copies on the memory stream). */
+double device_sim_busy(const device *d);
 /* The simulated device's state at a point of the replay, for skipping work that repeats:
  * its pool's key (pool_state_key), the compute clock, how far the memory stream runs
- * ahead of it (0 when idle) and the timed waits so far. device_sim_mark fills it and
+ * ahead of it (0 when idle), the timed waits and the compute stream's work so far. device_sim_mark fills it and
  * returns 1 on the simulated device with no pending frees (and no replay_repeats in its
  * model); else 0. */
 typedef struct sim_mark {
     uint64_t pool_key;
-    double now_s, lead_s, waited_s;
+    double now_s, lead_s, waited_s, busy_s;
 } sim_mark;
 int device_sim_mark(const device *d, sim_mark *m);
 /* Whether work replayed from state a would repeat from state b: the same pool and the
  * same lead of the memory stream (to rounding of the clocks' sums). */
 int device_sim_same(const sim_mark *a, const sim_mark *b);
-/* The work done between marks `from` and `to` done `times` more: both clocks and the
- * timed waits move on by as much again (the pool, where the work ends as it began,
+/* The work done between marks `from` and `to` done `times` more: both clocks, the
+ * timed waits and the compute stream's work move on by as much again (the pool, where the work ends as it began,
  * stays). */
 void device_sim_repeat(device *d, const sim_mark *from, const sim_mark *to, int times);
 

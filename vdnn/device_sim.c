@@ -14,6 +14,7 @@
 typedef struct sim_state {
     sim_model model;
     double t[2];              /* clock per stream: STREAM_COMPUTE, STREAM_MEMORY */
+    double busy;              /* the compute stream's own work so far (its clock less its waits) */
 } sim_state;
 
 static sim_state *state(const device *d) { return d->priv; }
@@ -44,6 +45,7 @@ static vdnn_status sim_copy(device *d, stream_id s, void *dst, const void *src, 
     sim_state *st = state(d);
     if (s == STREAM_COMPUTE) {
         st->t[STREAM_COMPUTE] += copy_s(&st->model, bytes, k);
+        st->busy += copy_s(&st->model, bytes, k);
         return VDNN_OK;
     }
     double start = later(st->t[STREAM_MEMORY], st->t[STREAM_COMPUTE]);
@@ -127,13 +129,19 @@ void device_sim_set_model(device *d, const sim_model *m)
     if (d->kind != DEVICE_SIM) return;
     sim_state *st = state(d);
     st->model = *m;
-    st->t[0] = st->t[1] = 0;
+    st->t[0] = st->t[1] = st->busy = 0;
 }
 
 void device_sim_advance(device *d, double seconds)
 {
     if (d->kind != DEVICE_SIM) return;
     state(d)->t[STREAM_COMPUTE] += seconds;
+    state(d)->busy += seconds;
+}
+
+double device_sim_busy(const device *d)
+{
+    return d->kind == DEVICE_SIM ? state(d)->busy : 0;
 }
 
 double device_sim_elapsed(const device *d)
@@ -152,6 +160,7 @@ int device_sim_mark(const device *d, sim_mark *m)
     m->now_s = st->t[STREAM_COMPUTE];
     m->lead_s = later(st->t[STREAM_MEMORY] - st->t[STREAM_COMPUTE], 0);
     m->waited_s = d->waited_s;
+    m->busy_s = st->busy;
     return 1;
 }
 
@@ -168,6 +177,7 @@ void device_sim_repeat(device *d, const sim_mark *from, const sim_mark *to, int 
     double dt = (to->now_s - from->now_s) * times;
     st->t[STREAM_COMPUTE] += dt;
     st->t[STREAM_MEMORY] += dt;
+    st->busy += (to->busy_s - from->busy_s) * times;
     d->waited_s += (to->waited_s - from->waited_s) * times;
 }
 

@@ -53,11 +53,12 @@ static void copy_plan(net *m, const net *n)
     }
 }
 
-vdnn_status net_replay(net *m, int items, double *step_s)
+vdnn_status net_replay(net *m, int items, double *step_s, double *busy_s)
 {
     step_result r = {0};
     vdnn_status st = net_train_step(m, NULL, NULL, items, 0.0, &r);
     if (step_s) *step_s = device_sim_elapsed(m->dev);
+    if (busy_s) *busy_s = device_sim_busy(m->dev);
     memset(&r, 0, sizeof r);
     if (st == VDNN_OK) st = net_eval_batch(m, NULL, NULL, m->input.n, &r);
     return st;
@@ -80,7 +81,7 @@ vdnn_status net_min_budget(net *n, size_t *bytes)
     if (st == VDNN_OK) st = net_attach(m, d);
     if (st == VDNN_OK) {
         copy_plan(m, n);
-        st = net_replay(m, m->input.n, NULL);
+        st = net_replay(m, m->input.n, NULL, NULL);
     }
     *bytes = d ? pool_frontier_peak(device_pool(d)) : 0;
     net_free(m);

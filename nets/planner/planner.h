@@ -166,6 +166,9 @@ long sim_repeats(const simulator *s);
  * counts holes and blocks waiting on an event). Unlike the peak, it never grows when a
  * map is offloaded or a workspace shrinks: the search bounds with it. */
 size_t sim_used_peak(const simulator *s);
+/* The last run's compute-stream work (its predicted time less the waits for copies):
+ * no plan that differs from it only in maps kept rather than offloaded is faster. */
+double sim_busy_s(const simulator *s);
 
 typedef enum { SEARCH_VDNN = 0, SEARCH_BB } search_kind;
 
@@ -287,12 +290,13 @@ vdnn_status net_plan(net *n, mem_policy p, algo_mode a);
  * net_plan's ALGO_PERF measures). */
 void net_take_profile_algos(net *n, const profile *pr);
 /* Replays on m's simulated device what a run of the plan asks of the pool: a training
- * step of `items` items (*step_s, if non-NULL, gets the simulated clock after it), then
+ * step of `items` items (*step_s, if non-NULL, gets the simulated clock after it, and
+ * *busy_s the compute stream's own work in it: device_sim_busy), then
  * the evaluation of a batch, whose calls differ (nothing offloaded, maps freed after
  * their last reader), so a budget that holds the step may not hold it. A smaller batch
  * makes the same calls as a full one (maps take the room of a full batch), so these two
  * are every pattern a run has. */
-vdnn_status net_replay(net *m, int items, double *step_s);
+vdnn_status net_replay(net *m, int items, double *step_s, double *busy_s);
 
 /* The smallest budget (bytes, a multiple of POOL_ALIGN) in which the net, planned as it
  * is now, trains and evaluates: found by net_replay on a simulated device. The pool's

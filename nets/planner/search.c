@@ -329,10 +329,26 @@ static int get_choice(const plan *p, const decision *d)
     return d->pass == DEC_MAP ? p->offload[d->layer] : d->pass == DEC_SWAP ? p->swap[d->layer] : p->algo[d->layer][d->pass];
 }
 
+/* Whether changing decision d of a plan from `was` to `to` may make it faster than
+ * best_t, the plan's compute-stream work being busy_s (sim_busy_s). The simulated step
+ * is a max-plus system (an operation starts when its stream and the events it waits for
+ * are done: device_sim.c): a change that adds work (a slower algorithm for a pass, a
+ * kept map offloaded or recomputed) makes it faster only by shortening a wait, where a
+ * block lands differently (1-2% of such changes, by tests/test_beyond.c's count, and by
+ * little): the climbs do not chase that. An offloaded map kept or recomputed instead
+ * leaves the compute work as it is or adds to it, so that plan takes at least busy_s:
+ * nothing to gain once that is best_t. */
+static int may_gain(const search *s, const decision *d, int was, int to, double busy_s, double best_t)
+{
+    if (d->pass == DEC_MAP) return was == MAP_RECOMPUTE || (was == MAP_OFFLOAD && busy_s < best_t);
+    if (d->pass == DEC_SWAP) return 1;
+    return pass_s(s->pr, d->layer, d->pass, to) < pass_s(s->pr, d->layer, d->pass, was);
+}
+
 /* Decision d's choice for cur that makes it fastest while it still fits, into *best_c
- * (its current one if none is faster than *best_t, which it lowers); cur is left as it
- * was. */
-static vdnn_status best_choice(search *s, plan *cur, const decision *d, int *best_c, double *best_t)
+ * (its current one if none is faster than *best_t, which it lowers); cur, whose
+ * compute-stream work is busy_s, is left as it was. */
+static vdnn_status best_choice(search *s, plan *cur, double busy_s, const decision *d, int *best_c, double *best_t)
 {
     const int was = get_choice(cur, d);
     const double t = cur->predicted_s;
@@ -340,7 +356,7 @@ static vdnn_status best_choice(search *s, plan *cur, const decision *d, int *bes
     vdnn_status st = VDNN_OK;
     *best_c = was;
     for (int c = 0; c < d->count && st == VDNN_OK; c++) {
-        if (d->choice[c] == was) continue;
+        if (d->choice[c] == was || !may_gain(s, d, was, d->choice[c], busy_s, *best_t)) continue;
         set_choice(cur, d, d->choice[c]);
         st = simulate(s, cur);
         if (st == VDNN_EINVAL) {   /* a recompute chain through a swapped layer: not a plan */
@@ -373,6 +389,8 @@ static vdnn_status climb(search *s, const plan *start)
     int ndec = 0;
     vdnn_status st = make_decisions(s->n, s->pr, 0, start, 1, &dec, &ndec);
     if (st == VDNN_OK) st = plan_copy(&cur, start);
+    if (st == VDNN_OK) st = simulate(s, &cur);   /* for its compute work (remembered: no replay) */
+    double busy = sim_busy_s(s->sim);
     double *gain = calloc((size_t)ndec + 1, sizeof *gain);
     int *pick = calloc((size_t)ndec + 1, sizeof *pick);
     if (st == VDNN_OK && (!gain || !pick)) st = vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
@@ -381,7 +399,7 @@ static vdnn_status climb(search *s, const plan *start)
             int any = 0;
             for (int k = 0; k < ndec && st == VDNN_OK && !out_of_time(s); k++) {
                 double t = cur.predicted_s;
-                st = best_choice(s, &cur, &dec[k], &pick[k], &t);
+                st = best_choice(s, &cur, busy, &dec[k], &pick[k], &t);
                 gain[k] = cur.predicted_s - t;
                 any |= gain[k] > 0;
             }
@@ -399,11 +417,12 @@ static vdnn_status climb(search *s, const plan *start)
         }
         full = 0;
         double t = cur.predicted_s;
-        st = best_choice(s, &cur, &dec[top], &pick[top], &t);
+        st = best_choice(s, &cur, busy, &dec[top], &pick[top], &t);
         gain[top] = cur.predicted_s - t;
         if (st != VDNN_OK || gain[top] <= 0 || (next >= 0 && gain[top] < gain[next])) continue;
         set_choice(&cur, &dec[top], pick[top]);
         st = simulate(s, &cur);
+        busy = sim_busy_s(s->sim);
         gain[top] = 0;
     }
     if (st == VDNN_OK) st = offer(s, &cur);

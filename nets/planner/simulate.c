@@ -15,7 +15,7 @@
  * depends on nothing but the plan, so each is replayed once. */
 typedef struct memo_entry {
     uint64_t hash;            /* 0: an empty slot */
-    double time_s;
+    double time_s, busy_s;
     size_t peak, used;
 } memo_entry;
 
@@ -28,6 +28,7 @@ struct simulator {
     device *d;
     long runs;
     size_t used_peak;         /* the last run's high-water mark of bytes in use */
+    double busy_s;            /* and its compute stream's own work */
     uint64_t attached;        /* the pool's state key once the net was attached, */
     pool_marks marks;         /* and its marks; */
     int clean;                /* the last replay succeeded: the net and pool are reusable */
@@ -76,6 +77,7 @@ void sim_destroy(simulator *s)
 long sim_runs(const simulator *s) { return s->runs; }
 long sim_repeats(const simulator *s) { return s->hits; }
 size_t sim_used_peak(const simulator *s) { return s->used_peak; }
+double sim_busy_s(const simulator *s) { return s->busy_s; }
 
 /* p's key into s->key and its hash; 0 when p cannot be keyed (a plan of another net,
  * or one sim_run rejects: it is replayed, and fails there). */
@@ -112,7 +114,7 @@ static size_t memo_slot(const simulator *s, uint64_t h)
 
 /* Keeps the key in hand's results; quietly does not once the memo is full or memory
  * is short (the replay is only repeated then). */
-static void memo_put(simulator *s, uint64_t h, double time_s, size_t peak, size_t used)
+static void memo_put(simulator *s, uint64_t h, double time_s, double busy_s, size_t peak, size_t used)
 {
     if (2 * (s->count + 1) > s->nslots) {
         size_t n = s->nslots ? 2 * s->nslots : 1024;
@@ -138,7 +140,7 @@ static void memo_put(simulator *s, uint64_t h, double time_s, size_t peak, size_
         s->nslots = n;
     }
     size_t k = memo_slot(s, h);
-    s->slot[k] = (memo_entry){.hash = h, .time_s = time_s, .peak = peak, .used = used};
+    s->slot[k] = (memo_entry){.hash = h, .time_s = time_s, .busy_s = busy_s, .peak = peak, .used = used};
     memcpy(s->keys + k * s->key_bytes, s->key, s->key_bytes);
     s->count++;
 }
@@ -165,6 +167,7 @@ vdnn_status sim_run(simulator *s, const plan *p, double *time_s, size_t *peak_by
             *time_s = e->time_s;
             *peak_bytes = e->peak;
             s->used_peak = e->used;
+            s->busy_s = e->busy_s;
             s->hits++;
             return VDNN_OK;
         }
@@ -199,12 +202,12 @@ vdnn_status sim_run(simulator *s, const plan *p, double *time_s, size_t *peak_by
         model.copy_latency_s = s->pr->copy_latency_s;
     }
     device_sim_set_model(s->d, &model);
-    st = net_replay(s->m, s->m->minibatch, time_s);
+    st = net_replay(s->m, s->m->minibatch, time_s, &s->busy_s);
     s->runs++;
     *peak_bytes = pool_frontier_peak(device_pool(s->d));
     s->used_peak = pool_live_peak(device_pool(s->d));
     s->clean = st == VDNN_OK;
-    if (st == VDNN_OK && h) memo_put(s, h, *time_s, *peak_bytes, s->used_peak);
+    if (st == VDNN_OK && h) memo_put(s, h, *time_s, s->busy_s, *peak_bytes, s->used_peak);
     return st;
 }
 
