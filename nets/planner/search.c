@@ -18,6 +18,7 @@ static const int timing_modes[][3] = {
     {PREFETCH_ON_DEMAND, 0, IN_PLACE_OVER_GRAD},   {PREFETCH_ON_DEMAND, 0, IN_PLACE_OFF},
 };
 #define TIMING_MODES 12
+#define IN_PLACE_WAYS 3   /* consecutive rows of one copy timing */
 
 /* Mode m repeats another on this net: in place where the net forbids it. */
 static int mode_skipped(const net *n, int m)
@@ -95,13 +96,19 @@ static double pass_s(const profile *pr, int layer, int pass, int algo)
     return pass == PASS_FWD ? c->fwd_s[algo] : pass == PASS_BWD_DATA ? c->bwd_data_s[algo] : c->bwd_filter_s[algo];
 }
 
-/* pass: an algorithm's pass; DEC_MAP the layer's input map; DEC_SWAP its parameters */
-enum { DEC_MAP = -1, DEC_SWAP = -2 };
+/* pass: an algorithm's pass; DEC_MAP the layer's input map; DEC_SWAP its parameters;
+ * DEC_TIMING the plan's copy timing (a timing_modes row) */
+enum { DEC_MAP = -1, DEC_SWAP = -2, DEC_TIMING = -3 };
 
 static void set_choice(plan *p, const decision *d, int value)
 {
     if (d->pass == DEC_MAP) p->offload[d->layer] = (unsigned char)value;
     else if (d->pass == DEC_SWAP) p->swap[d->layer] = (unsigned char)value;
+    else if (d->pass == DEC_TIMING) {
+        p->prefetch_ahead = timing_modes[value][0];
+        p->release_lag = timing_modes[value][1];
+        p->in_place = timing_modes[value][2];
+    }
     else p->algo[d->layer][d->pass] = value;
 }
 
@@ -148,12 +155,13 @@ static int algo_choices(const net *n, const profile *pr, int i, int pass, int al
  * of its input, then its algorithms. Config overrides (offload=, algo=) are fixed, and
  * so are the maps `base` recomputes. With `climb` (the hill climb's moves; the branch
  * and bound keeps its variants), a map that may be recomputed has that as a third
- * choice, and a swappable layer's parameters are a decision too: resident, swapped and
- * updated on the host, or swapped and updated on the device. */
+ * choice, a swappable layer's parameters are a decision too (resident, swapped and
+ * updated on the host, or swapped and updated on the device), and so is the copy
+ * timing, last. */
 static vdnn_status make_decisions(const net *n, const profile *pr, int all, const plan *base, int climb,
                                   decision **out, int *count)
 {
-    decision *d = calloc((size_t)n->nlayers * 5 + 1, sizeof *d);
+    decision *d = calloc((size_t)n->nlayers * 5 + 2, sizeof *d);
     if (!d) return vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
     int k = 0;
     for (int i = 0; i < n->nlayers; i++) {
@@ -169,6 +177,12 @@ static vdnn_status make_decisions(const net *n, const profile *pr, int all, cons
         }
         for (int p = 0; p < PASS_COUNT; p++)
             if (n->layers[i]->algo_pinned[p] < 0 && algo_choices(n, pr, i, p, all, &d[k]) > 1) k++;
+    }
+    if (climb) {
+        d[k] = (decision){.layer = -1, .pass = DEC_TIMING};
+        for (int m = 0; m < TIMING_MODES; m++)
+            if (!mode_skipped(n, m)) d[k].choice[d[k].count++] = m;
+        k += d[k].count > 1;
     }
     *out = d;
     *count = k;
@@ -326,6 +340,13 @@ static vdnn_status search_vdnn(search *s)
 
 static int get_choice(const plan *p, const decision *d)
 {
+    if (d->pass == DEC_TIMING) {
+        for (int m = 0; m < TIMING_MODES; m++)
+            if (p->prefetch_ahead == timing_modes[m][0] && p->release_lag == timing_modes[m][1] &&
+                p->in_place == timing_modes[m][2])
+                return m;
+        return -1;
+    }
     return d->pass == DEC_MAP ? p->offload[d->layer] : d->pass == DEC_SWAP ? p->swap[d->layer] : p->algo[d->layer][d->pass];
 }
 
@@ -341,7 +362,7 @@ static int get_choice(const plan *p, const decision *d)
 static int may_gain(const search *s, const decision *d, int was, int to, double busy_s, double best_t)
 {
     if (d->pass == DEC_MAP) return was == MAP_RECOMPUTE || (was == MAP_OFFLOAD && busy_s < best_t);
-    if (d->pass == DEC_SWAP) return 1;
+    if (d->pass == DEC_SWAP || d->pass == DEC_TIMING) return 1;
     return pass_s(s->pr, d->layer, d->pass, to) < pass_s(s->pr, d->layer, d->pass, was);
 }
 
@@ -564,11 +585,38 @@ static vdnn_status first_fit(search *s)
     return st;
 }
 
+/* A climb's start for variant v and the copy timing of timing_modes[m] (the first of
+ * its IN_PLACE_WAYS rows): of the smallest plans of its ways of running in-place layers,
+ * the one of least peak that fits (the climb moves between the ways); *p empty when none
+ * fits. */
+static vdnn_status climb_start(search *s, int v, int m, plan *p)
+{
+    vdnn_status st = VDNN_OK;
+    memset(p, 0, sizeof *p);
+    for (int w = m; w < m + IN_PLACE_WAYS && st == VDNN_OK; w++) {
+        if (mode_skipped(s->n, w)) continue;
+        plan q = {0};
+        st = variant_plan(s->n, s->pr, v, w, &q);
+        free(s->dec);
+        s->dec = NULL;
+        if (st == VDNN_OK) st = make_decisions(s->n, s->pr, 0, &q, 0, &s->dec, &s->ndec);
+        fill_from(&q, s->dec, 0, s->ndec, 1);
+        if (st == VDNN_OK) st = simulate(s, &q);
+        if (st == VDNN_OK && q.peak_bytes <= s->budget && (!p->nlayers || q.peak_bytes < p->peak_bytes)) {
+            plan_free(p);
+            *p = q;
+        } else {
+            plan_free(&q);
+        }
+    }
+    return st;
+}
+
 static vdnn_status search_bb(search *s)
 {
     /* the seeds first (the smallest plans, the fixed policies, the threshold plans),
      * then climbs from the best of them (or from the tree's first plan that fits, when
-     * none does) and from the smallest plan of every variant and copy timing: a good
+     * none does) and from the smallest plan of every variant and copy timing (climb_start): a good
      * incumbent cuts most of the tree */
     vdnn_status st = smallest_plans(s);
     /* where the tree's search for a first fit is capped, a budget below the bytes even
@@ -594,16 +642,10 @@ static vdnn_status search_bb(search *s)
     }
     for (int v = 0; v < VARIANTS && st == VDNN_OK && !s->one_climb && !out_of_time(s); v++) {
         if (v && !variant_differs(s->n, v)) continue;
-        for (int m = 0; m < TIMING_MODES && st == VDNN_OK && !out_of_time(s); m++) {
-            if (mode_skipped(s->n, m)) continue;
+        for (int m = 0; m < TIMING_MODES && st == VDNN_OK && !out_of_time(s); m += IN_PLACE_WAYS) {
             plan p = {0};
-            st = variant_plan(s->n, s->pr, v, m, &p);
-            free(s->dec);
-            s->dec = NULL;
-            if (st == VDNN_OK) st = make_decisions(s->n, s->pr, 0, &p, 0, &s->dec, &s->ndec);
-            fill_from(&p, s->dec, 0, s->ndec, 1);
-            if (st == VDNN_OK) st = simulate(s, &p);
-            if (st == VDNN_OK && p.peak_bytes <= s->budget) st = climb(s, &p);
+            st = climb_start(s, v, m, &p);
+            if (st == VDNN_OK && p.nlayers) st = climb(s, &p);
             plan_free(&p);
         }
     }
