@@ -61,14 +61,14 @@ static search_limits limits_left(const planner_opts *f, double start, double sha
     return lim;
 }
 
-/* pick_micro's search of one size (a split: with one climb); the best plan so far kept
- * in *found when this one is faster. */
+/* pick_micro's search of one size (with one climb, unless `full`); the best plan so far
+ * kept in *found when this one is faster. */
 static vdnn_status try_size(const net *c, const planner_opts *f, double start, search_kind k, const profile *pr,
-                            plan *found, double *best, int *better, search_stats *ss)
+                            int full, plan *found, double *best, int *better, search_stats *ss)
 {
     search_limits lim = limits_left(f, start, MICRO_SHARE);
     lim.fit_nodes = MICRO_FIT_NODES;
-    lim.one_climb = c->micro > 0;
+    lim.one_climb = !full;
     plan p = {0};
     *better = 0;
     vdnn_status st = plan_search(c, pr, f->budget, k, lim, &p, ss);
@@ -95,15 +95,19 @@ static double floor_of(const net *n, const profile *pr)
 }
 
 /* *found: the best plan of the size chosen, for the final search to start from.
- * *start moves on by the time spent measuring the splits' profiles. *whole: the
- * search of the whole batch (a full search, as the final one is). */
+ * *start moves on by the time spent measuring the splits' profiles. *final: the
+ * search of the size chosen, when it was a full one, as the final search is (the
+ * whole batch's, and that of micro-batches of one item, the last size weighed); else
+ * its `seconds` is < 0. */
 static vdnn_status pick_micro(const net *n, const planner_opts *f, double *start, search_kind k, const profile *pr,
-                              int *micro, plan *found, search_stats *whole)
+                              int *micro, plan *found, search_stats *final)
 {
     *micro = 0;
     double best = 1e300;
     int better = 0;
-    vdnn_status st = try_size(n, f, *start, k, pr, found, &best, &better, whole);
+    search_stats ss;
+    vdnn_status st = try_size(n, f, *start, k, pr, 1, found, &best, &better, &ss);
+    *final = ss;
     if (st != VDNN_OK && st != VDNN_EBUDGET) return st;
     double target = MICRO_SLACK * floor_of(n, pr);
     if (best <= target) best = -1;   /* the whole batch is good enough */
@@ -119,12 +123,15 @@ static vdnn_status pick_micro(const net *n, const planner_opts *f, double *start
         /* a split whose every plan is slower than the best found (its floor is) is no
          * better without a search, and ends the choice as such a split does */
         int done = st == VDNN_OK && best < 1e300 && floor_of(c, &cp) >= best;
-        search_stats ss;
-        if (st == VDNN_OK && !done) st = try_size(c, f, *start, k, &cp, found, &best, &better, &ss);
+        if (st == VDNN_OK && !done) st = try_size(c, f, *start, k, &cp, m == 1, found, &best, &better, &ss);
         /* smaller micro-batches only get slower once one fits: stop at the first
          * that fits and is no better, or that is as good as unlimited memory */
         done = done || (st == VDNN_OK && (!better || best <= target));
-        if (better) *micro = m;
+        if (better) {
+            *micro = m;
+            *final = ss;
+            if (m > 1) final->seconds = -1;
+        }
         profile_free(&cp);
         net_free(c);
         if (st != VDNN_OK && st != VDNN_EBUDGET) return st;
@@ -166,10 +173,11 @@ vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
     double start = t1;
     if (!f->fixed_split && !n->micro && n->minibatch > 1 && k == SEARCH_BB)
         st = pick_micro(n, f, &start, k, &pr, &micro, &found, &ss);
-    /* The whole batch chosen, its search (in the choice) is the final one, unless it ran
-     * out of its share of the time: searching again would repeat it. A split chosen is
-     * searched again, fully (the choice climbed from its best seed only). */
-    int searched = st == VDNN_OK && !micro && found.nlayers && !ss.timed_out;
+    /* The size chosen searched fully in the choice (the whole batch, micro-batches of one
+     * item), that search is the final one, unless it ran out of its share of the time:
+     * searching again would repeat it. Another split chosen is searched again, fully
+     * (the choice climbed from its best seed only). */
+    int searched = st == VDNN_OK && found.nlayers && ss.seconds >= 0 && !ss.timed_out;
     if (st == VDNN_OK && micro) {
         st = remake(np, micro);
         n = *np;
