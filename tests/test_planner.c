@@ -454,6 +454,65 @@ static int same_as_fresh(void *ctx, const plan *p)
     return 0;
 }
 
+/* A small graph: a shortcut around batch norm, recomputable and swappable layers. */
+#define CLIMB_NET                                                                                  \
+    "[net]\nbatch = 8\nchannels = 2\nheight = 12\nwidth = 12\n" TN_TRAIN TN_DATA                  \
+    "[convolutional]\nfilters = 4\nsize = 3\npad = 1\n[batchnorm]\n[relu]\nname = a\n"           \
+    "[convolutional]\nfilters = 4\nsize = 3\npad = 1\n[batchnorm]\n[add]\ninput = -1, a\n[relu]\n" \
+    "[maxpool]\nsize = 2\n[convolutional]\nfilters = 8\nsize = 3\npad = 1\n[relu]\n"              \
+    "[connected]\noutput = 4\n[softmax]\n"
+
+/* The search climbs from its starts on several threads, each with a simulator of its
+ * own, and offers their plans in the starts' order, so that it finds what one thread
+ * finds: exactly (every decision), at budgets from the least to none's peak, with no
+ * gap and with one (where a climb's plan ends the search, and the climbs after it count
+ * for nothing). The tree after the climbs gets one node (it runs on one thread). Under
+ * a sanitizer, one cost table of three. */
+START_TEST(climbs_on_threads_find_what_one_thread_finds)
+{
+    if (UNDER_SANITIZER && _i) {
+        printf("SKIPPED: climbs_on_threads_find_what_one_thread_finds, cost table %d of 3, under a sanitizer (make "
+               "test runs all three)\n", _i + 1);
+        return;
+    }
+    net *n = tn_parse(CLIMB_NET, NULL);
+    profile pr;
+    synthetic_profile(n, 11 + (uint64_t)_i, &pr);
+    size_t least = 0;
+    ck_assert(plan_least(n, &least) == VDNN_OK);
+    plan none;
+    ck_assert(plan_fit_policy(n, &pr, 0, POLICY_NONE, ALGO_PERF, &none) == VDNN_OK);
+    ck_assert_uint_lt(least, none.peak_bytes);
+    enum { B = 8 };
+    long sims[2] = {0, 0};
+    for (int b = 0; b < B; b++)
+        for (int g = 0; g < 2; g++) {
+            size_t budget = least + (none.peak_bytes - least) * (size_t)b / (B - 1);
+            plan p[2];
+            for (int t = 0; t < 2; t++) {
+                search_stats ss;
+                search_limits lim = {.nodes = 1, .gap = g ? 0.02 : 0, .threads = t ? 3 : 1};
+                ck_assert_msg(plan_search(n, &pr, budget, SEARCH_BB, lim, &p[t], &ss) == VDNN_OK, "%s", vdnn_errmsg());
+                sims[t] += ss.simulations;
+            }
+            ck_assert_msg(p[0].predicted_s == p[1].predicted_s && p[0].peak_bytes == p[1].peak_bytes,
+                          "budget %zu, gap %d: %.9f s, peak %zu on one thread; %.9f s, %zu on three", budget, g,
+                          p[0].predicted_s, p[0].peak_bytes, p[1].predicted_s, p[1].peak_bytes);
+            ck_assert(p[0].prefetch_ahead == p[1].prefetch_ahead && p[0].release_lag == p[1].release_lag &&
+                      p[0].in_place == p[1].in_place);
+            ck_assert(!memcmp(p[0].offload, p[1].offload, (size_t)n->nlayers + 1));
+            ck_assert(!memcmp(p[0].swap, p[1].swap, (size_t)n->nlayers));
+            ck_assert(!memcmp(p[0].algo, p[1].algo, (size_t)n->nlayers * sizeof *p[0].algo));
+            plan_free(&p[0]);
+            plan_free(&p[1]);
+        }
+    printf("climbs on threads: %ld simulations on one thread, %ld on three\n", sims[0], sims[1]);
+    plan_free(&none);
+    profile_free(&pr);
+    net_free(n);
+}
+END_TEST
+
 START_TEST(simulator_reuse_is_exact)
 {
     /* the simulator keeps the net attached from one plan to the next while it places
@@ -631,6 +690,7 @@ static Suite *planner_suite(void)
     tcase_add_loop_test(t, branch_and_bound_finds_the_optimum, 0, 3);
     tcase_add_test(t, vdnn_ladder_follows_the_paper);
     tcase_add_test(t, simulator_reuse_is_exact);
+    tcase_add_loop_test(t, climbs_on_threads_find_what_one_thread_finds, 0, 3);
     suite_add_tcase(s, t);
     t = tcase_create("choice");
     tcase_add_checked_fixture(t, tn_dir_setup, tn_dir_teardown);

@@ -211,6 +211,8 @@ typedef struct search_limits {
     double patience;          /* > 0: the branch and bound (after the climbs) stops once
                                * it has gone this long, and as long as it took itself to
                                * improve the plan, without improving it */
+    int threads;              /* the threads the climbs run on (0: OpenMP's count, the run's
+                               * --threads); the plan found is the same on any number */
 } search_limits;
 
 typedef struct search_stats {

@@ -1,6 +1,9 @@
 /* The searches for the fastest plan that fits a budget (planner.h, docs/planner.md):
  * vDNN's own ladder, kept as the reference, and a branch and bound over every
  * decision of a plan, both scored by the simulator. */
+#include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,8 +72,11 @@ typedef struct search {
     double floor_s;           /* none with the fastest algorithms: no plan is faster; < 0 unknown */
     long fit_nodes;           /* search_limits.fit_nodes */
     int one_climb;            /* search_limits.one_climb */
+    int threads;              /* search_limits.threads */
     int first_fit;            /* the branch and bound stops at its first plan that fits */
     int settled;              /* the incumbent is within the gap of floor_s */
+    const int *over;          /* set (atomically) when a climb on another thread ended the search */
+    long runs_elsewhere;      /* simulations on other threads' simulators */
 } search;
 
 /* Whether the search is over (checked between simulations): its time is up once it
@@ -87,7 +93,7 @@ static int out_of_time(search *s)
     if (!s->settled && s->gap > 0 && s->floor_s >= 0 && s->best.predicted_s >= 0 &&
         s->best.predicted_s <= s->floor_s * (1 + s->gap))
         s->settled = 1;
-    return s->expired || s->settled || s->stalled;
+    return s->expired || s->settled || s->stalled || (s->over && __atomic_load_n(s->over, __ATOMIC_RELAXED));
 }
 
 static double pass_s(const profile *pr, int layer, int pass, int algo)
@@ -402,8 +408,8 @@ static vdnn_status best_choice(search *s, plan *cur, double busy_s, const decisi
  * it is still at least the next one as last measured, else put back with what it gains
  * now (gains change little from one move to the next). A full round again once no gain
  * is left, so the climb ends where no single change helps, as a full round per move
- * would. A strong incumbent for the branch and bound. */
-static vdnn_status climb(search *s, const plan *start)
+ * would. A strong incumbent for the branch and bound. *out: the plan it reached. */
+static vdnn_status climb(search *s, const plan *start, plan *out)
 {
     plan cur = {0};
     decision *dec = NULL;
@@ -446,11 +452,11 @@ static vdnn_status climb(search *s, const plan *start)
         busy = sim_busy_s(s->sim);
         gain[top] = 0;
     }
-    if (st == VDNN_OK) st = offer(s, &cur);
     free(gain);
     free(pick);
-    plan_free(&cur);
     free(dec);
+    if (st == VDNN_OK) *out = cur;
+    else plan_free(&cur);
     return st;
 }
 
@@ -578,10 +584,12 @@ static vdnn_status first_fit(search *s)
     s->first_fit = 0;
     s->node_limit = limit;
     if (st != VDNN_OK || s->best.predicted_s < 0) return st;
-    plan from = {0};
+    plan from = {0}, got = {0};
     st = plan_copy(&from, &s->best);
-    if (st == VDNN_OK) st = climb(s, &from);
+    if (st == VDNN_OK) st = climb(s, &from, &got);
+    if (st == VDNN_OK) st = offer(s, &got);
     plan_free(&from);
+    plan_free(&got);
     return st;
 }
 
@@ -612,6 +620,152 @@ static vdnn_status climb_start(search *s, int v, int m, plan *p)
     return st;
 }
 
+/* Climbs from a list of starts, on as many threads as the run computes with (OpenMP's
+ * count, or search_limits.threads: each a simulator of its own, the calling thread the
+ * search's). What they
+ * find is what climbing from each start in turn finds: each climb's plan is offered
+ * in the starts' order, and once the search is over (its plan within the gap, or out
+ * of time) no later climb starts, and those under way stop and count for nothing. */
+typedef struct climbs {
+    search *s;
+    const plan *start;
+    plan *got;                /* what climb i reached, once done[i] */
+    char *done;
+    int count, next, offered;
+    int over;                 /* read by the climbs under way (atomically) */
+    int omp_threads;          /* the calling thread's: workspaces are sized by it */
+    vdnn_status st;
+    char err[1024];           /* a failing thread's message, for the calling thread */
+    pthread_mutex_t mu;
+} climbs;
+
+/* Takes climbs until none is left, on simulator w->sim. */
+static void climbs_take(climbs *c, search *w)
+{
+    for (;;) {
+        pthread_mutex_lock(&c->mu);
+        int i = c->over || c->st != VDNN_OK || c->next == c->count ? -1 : c->next++;
+        plan_free(&w->best);
+        vdnn_status st = i < 0 ? VDNN_OK : plan_copy(&w->best, &c->s->best);   /* for out_of_time */
+        pthread_mutex_unlock(&c->mu);
+        if (i < 0) return;
+        plan got = {0};
+        if (st == VDNN_OK) st = climb(w, &c->start[i], &got);
+        pthread_mutex_lock(&c->mu);
+        if (st != VDNN_OK && c->st == VDNN_OK) {
+            c->st = st;
+            snprintf(c->err, sizeof c->err, "%s", vdnn_errmsg());
+            __atomic_store_n(&c->over, 1, __ATOMIC_RELAXED);
+        }
+        c->got[i] = got;
+        c->done[i] = 1;
+        while (c->st == VDNN_OK && !c->over && c->offered < c->count && c->done[c->offered]) {
+            vdnn_status r = offer(c->s, &c->got[c->offered++]);
+            if (r != VDNN_OK) {
+                c->st = r;
+                snprintf(c->err, sizeof c->err, "%s", vdnn_errmsg());
+            }
+            if (r != VDNN_OK || out_of_time(c->s)) __atomic_store_n(&c->over, 1, __ATOMIC_RELAXED);
+        }
+        pthread_mutex_unlock(&c->mu);
+    }
+}
+
+typedef struct climber {
+    climbs *c;
+    search w;
+    vdnn_status st;
+    pthread_t tid;
+} climber;
+
+static void *climber_main(void *arg)
+{
+    climber *k = arg;
+    omp_set_num_threads(k->c->omp_threads);
+    k->st = sim_create(k->w.n, k->w.pr, &k->w.sim);
+    if (k->st == VDNN_OK) {
+        climbs_take(k->c, &k->w);
+    } else {
+        pthread_mutex_lock(&k->c->mu);
+        if (k->c->st == VDNN_OK) {
+            k->c->st = k->st;
+            snprintf(k->c->err, sizeof k->c->err, "%s", vdnn_errmsg());
+            __atomic_store_n(&k->c->over, 1, __ATOMIC_RELAXED);
+        }
+        pthread_mutex_unlock(&k->c->mu);
+    }
+    return NULL;
+}
+
+/* A climber's view of the search: its own simulator, least peaks and time flags. */
+static search climber_view(const search *s, climbs *c)
+{
+    search w = *s;
+    w.sim = NULL;
+    w.best = (plan){.predicted_s = -1};
+    w.over = &c->over;
+    return w;
+}
+
+/* What a climber saw, into the search. */
+static void climber_merge(search *s, search *w)
+{
+    if (w->least && (!s->least || w->least < s->least)) s->least = w->least;
+    if (w->least_used && (!s->least_used || w->least_used < s->least_used)) s->least_used = w->least_used;
+    s->expired |= w->expired;
+    if (w->sim && w->sim != s->sim) {
+        s->runs_elsewhere += sim_runs(w->sim);
+        sim_destroy(w->sim);
+    }
+    plan_free(&w->best);
+}
+
+static vdnn_status climb_all(search *s, const plan *start, int count)
+{
+    if (count < 1) return VDNN_OK;
+    climbs c = {.s = s, .start = start, .count = count, .omp_threads = omp_get_max_threads()};
+    c.got = calloc((size_t)count, sizeof *c.got);
+    c.done = calloc((size_t)count, 1);
+    int threads = s->threads > 0 ? s->threads : c.omp_threads;
+    if (threads > count) threads = count;
+    climber *k = calloc((size_t)threads, sizeof *k);
+    if (!c.got || !c.done || !k) {
+        free(c.got);
+        free(c.done);
+        free(k);
+        return vdnn_fail(VDNN_ENOMEM, "out of host memory for the search's climbs");
+    }
+    pthread_mutex_init(&c.mu, NULL);
+    int started = 1;
+    for (int t = 1; t < threads; t++) {
+        k[t] = (climber){.c = &c, .w = climber_view(s, &c)};
+        if (pthread_create(&k[t].tid, NULL, climber_main, &k[t]) != 0) break;   /* fewer threads, then */
+        started++;
+    }
+    k[0] = (climber){.c = &c, .w = climber_view(s, &c)};
+    k[0].w.sim = s->sim;
+    climbs_take(&c, &k[0].w);
+    for (int t = 1; t < started; t++) pthread_join(k[t].tid, NULL);
+    for (int t = 0; t < started; t++) climber_merge(s, &k[t].w);
+    for (int i = 0; i < count; i++) plan_free(&c.got[i]);
+    pthread_mutex_destroy(&c.mu);
+    vdnn_status st = c.st;
+    if (st != VDNN_OK) vdnn_fail(st, "%s", c.err);
+    free(c.got);
+    free(c.done);
+    free(k);
+    return st;
+}
+
+/* Whether two plans of the search's net make the same decisions. */
+static int same_plan(const search *s, const plan *a, const plan *b)
+{
+    int n = s->n->nlayers;
+    return a->prefetch_ahead == b->prefetch_ahead && a->release_lag == b->release_lag && a->in_place == b->in_place &&
+           a->micro == b->micro && !memcmp(a->offload, b->offload, (size_t)n + 1) && !memcmp(a->swap, b->swap, (size_t)n) &&
+           !memcmp(a->algo, b->algo, (size_t)n * sizeof *a->algo);
+}
+
 static vdnn_status search_bb(search *s)
 {
     /* the seeds first (the smallest plans, the fixed policies, the threshold plans),
@@ -634,21 +788,23 @@ static vdnn_status search_bb(search *s)
     int seeded = s->best.predicted_s >= 0;
     if (st == VDNN_OK && !seeded) st = first_fit(s);
     if (st != VDNN_OK || s->best.predicted_s < 0) return st;
-    if (seeded) {
-        plan from = {0};
-        st = plan_copy(&from, &s->best);
-        if (st == VDNN_OK) st = climb(s, &from);
-        plan_free(&from);
-    }
+    /* the starts: the best seed, and unless one climb is asked for, every variant's
+     * and copy timing's */
+    plan start[1 + VARIANTS * TIMING_MODES / IN_PLACE_WAYS] = {{0}};
+    int count = 0;
+    if (seeded) st = plan_copy(&start[count++], &s->best);
     for (int v = 0; v < VARIANTS && st == VDNN_OK && !s->one_climb && !out_of_time(s); v++) {
         if (v && !variant_differs(s->n, v)) continue;
-        for (int m = 0; m < TIMING_MODES && st == VDNN_OK && !out_of_time(s); m += IN_PLACE_WAYS) {
-            plan p = {0};
-            st = climb_start(s, v, m, &p);
-            if (st == VDNN_OK && p.nlayers) st = climb(s, &p);
-            plan_free(&p);
+        for (int m = 0; m < TIMING_MODES && st == VDNN_OK; m += IN_PLACE_WAYS) {
+            st = climb_start(s, v, m, &start[count]);
+            int again = 0;   /* the best seed may be one of them */
+            for (int i = 0; i < count && start[count].nlayers && !again; i++) again = same_plan(s, &start[i], &start[count]);
+            if (again) plan_free(&start[count]);
+            count += start[count].nlayers > 0;
         }
     }
+    if (st == VDNN_OK && !out_of_time(s)) st = climb_all(s, start, count);
+    for (int i = 0; i <= count && i < (int)(sizeof start / sizeof *start); i++) plan_free(&start[i]);
     if (st != VDNN_OK) return st;
     /* the climbs find most plans; the tree then mostly proves them, and stops once its
      * patience runs out (a search of one climb, which only weighs a split, leaves it
@@ -671,7 +827,7 @@ vdnn_status plan_search_from(const net *n, const profile *pr, size_t budget, sea
     if (!pr) return vdnn_fail(VDNN_EINVAL, "planning needs a profile of the net");
     search s = {.n = n, .pr = pr, .budget = budget ? budget : (size_t)-1, .node_limit = lim.nodes,
                 .gap = lim.gap > 0 ? lim.gap : 0, .floor_s = -1, .fit_nodes = lim.fit_nodes,
-                .one_climb = lim.one_climb, .patience = lim.patience > 0 ? lim.patience : 0};
+                .one_climb = lim.one_climb, .threads = lim.threads, .patience = lim.patience > 0 ? lim.patience : 0};
     double t0 = vdnn_now_s();
     s.t0 = s.t_best = t0;
     s.deadline = lim.seconds > 0 ? t0 + lim.seconds : 0;
@@ -687,7 +843,7 @@ vdnn_status plan_search_from(const net *n, const profile *pr, size_t budget, sea
     }
     if (st == VDNN_OK) st = k == SEARCH_VDNN ? search_vdnn(&s) : search_bb(&s);
     if (stats) {
-        stats->simulations = s.sim ? sim_runs(s.sim) : 0;
+        stats->simulations = (s.sim ? sim_runs(s.sim) : 0) + s.runs_elsewhere;
         stats->nodes = s.nodes;
         stats->complete = k == SEARCH_BB && (lim.nodes <= 0 || s.nodes < lim.nodes) && !s.expired && !s.stalled &&
                           (!s.one_climb || s.settled);
