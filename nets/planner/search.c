@@ -451,6 +451,9 @@ static vdnn_status climb(search *s, const plan *start, plan *out)
         st = simulate(s, &cur);
         busy = sim_busy_s(s->sim);
         gain[top] = 0;
+        if (st == VDNN_OK && s->gap > 0 && s->floor_s >= 0 && cur.peak_bytes <= s->budget &&
+            cur.predicted_s <= s->floor_s * (1 + s->gap))
+            break;   /* within the gap: the search ends with it */
     }
     free(gain);
     free(pick);
