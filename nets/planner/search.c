@@ -625,10 +625,10 @@ static vdnn_status climb_start(search *s, int v, int m, plan *p)
 
 /* Climbs from a list of starts, on as many threads as the run computes with (OpenMP's
  * count, or search_limits.threads: each a simulator of its own, the calling thread the
- * search's). What they
- * find is what climbing from each start in turn finds: each climb's plan is offered
- * in the starts' order, and once the search is over (its plan within the gap, or out
- * of time) no later climb starts, and those under way stop and count for nothing. */
+ * search's). What they find is what climbing from each start in turn finds: each
+ * climb's plan is offered in the starts' order, and once the search is over (its plan
+ * within the gap, or out of time) no later climb starts, and those under way stop and
+ * count for nothing. */
 typedef struct climbs {
     search *s;
     const plan *start;
@@ -773,8 +773,8 @@ static vdnn_status search_bb(search *s)
 {
     /* the seeds first (the smallest plans, the fixed policies, the threshold plans),
      * then climbs from the best of them (or from the tree's first plan that fits, when
-     * none does) and from the smallest plan of every variant and copy timing (climb_start): a good
-     * incumbent cuts most of the tree */
+     * none does) and from the smallest plan of every variant and copy timing
+     * (climb_start): a good incumbent cuts most of the tree */
     vdnn_status st = smallest_plans(s);
     /* where the tree's search for a first fit is capped, a budget below the bytes even
      * the smallest plans hold at once (the bound the tree cuts with) is out of reach */
