@@ -274,6 +274,20 @@ END_TEST
          "[convolutional]\nfilters = 4\nsize = 3\npad = 1\n[batchnorm]\n[dropout]\nprobability = 0.2\n" \
          "[relu]\n[add]\ninput = -1, a\n[relu]\n[maxpool]\nsize = 2\n[connected]\noutput = 4\n[softmax]\n"
 
+/* The net of `text` in micro-batches of `micro` items (0: none), and a profile of it
+ * with a link of 2 and 3 MB/s and no layer costs yet. */
+static net *micro_net(const char *text, int micro, profile *pr)
+{
+    net_overrides ov = net_no_overrides();
+    ov.micro_batch = micro;
+    net *n = tn_parse(text, &ov);
+    *pr = (profile){.nlayers = n->nlayers, .batch = n->input.n, .h2d_bytes_per_s = 2e6, .d2h_bytes_per_s = 3e6,
+                    .copy_latency_s = 1e-5};
+    pr->layers = calloc((size_t)n->nlayers, sizeof *pr->layers);
+    ck_assert_ptr_nonnull(pr->layers);
+    return n;
+}
+
 /* One replay of plan p on a fresh simulated device, every micro-batch replayed or
  * repeats skipped: the predicted step, the pool's peaks and its allocation count. */
 static vdnn_status replay_busy(net *n, const profile *pr, const plan *p, int repeats, double *t, double *busy,
@@ -320,13 +334,8 @@ START_TEST(simulator_skips_repeated_micro_batches_exactly)
     static const int timings[][2] = {{PREFETCH_FAR, 1}, {PREFETCH_NEXT, 0}, {PREFETCH_ON_DEMAND, 0}};
     int plans = 0, skipped = 0;
     for (int k = 0; k < 3; k++) {
-        net_overrides ov = net_no_overrides();
-        ov.micro_batch = micros[k];
-        net *n = tn_parse(texts[_i], &ov);
-        profile pr = {.nlayers = n->nlayers, .batch = n->input.n, .h2d_bytes_per_s = 2e6, .d2h_bytes_per_s = 3e6,
-                      .copy_latency_s = 1e-5};
-        pr.layers = calloc((size_t)n->nlayers, sizeof *pr.layers);
-        ck_assert_ptr_nonnull(pr.layers);
+        profile pr;
+        net *n = micro_net(texts[_i], micros[k], &pr);
         for (int i = 0; i < n->nlayers; i++) {
             for (int a = 0; a < LAYER_MAX_ALGOS; a++) {
                 pr.layers[i].fwd_s[a] = 1e-4 * (1 + (i * 7 + a * 3) % 5);
@@ -403,13 +412,8 @@ START_TEST(compute_work_never_falls_with_more_work)
     rng_seed(&r, 2026);
     long checked = 0, slower = 0, faster = 0;
     for (int k = 0; k < 3; k++) {
-        net_overrides ov = net_no_overrides();
-        ov.micro_batch = micros[k];
-        net *n = tn_parse(texts[_i], &ov);
-        profile pr = {.nlayers = n->nlayers, .batch = n->input.n, .h2d_bytes_per_s = 2e6, .d2h_bytes_per_s = 3e6,
-                      .copy_latency_s = 1e-5};
-        pr.layers = calloc((size_t)n->nlayers, sizeof *pr.layers);
-        ck_assert_ptr_nonnull(pr.layers);
+        profile pr;
+        net *n = micro_net(texts[_i], micros[k], &pr);
         for (int i = 0; i < n->nlayers; i++) {
             for (int a = 0; a < LAYER_MAX_ALGOS; a++) {
                 pr.layers[i].fwd_s[a] = 1e-5 * (double)(1 + rng_below(&r, 40));
