@@ -44,9 +44,10 @@ least_micro = min(micro.values()) if micro else d["dyn_min_budget_bytes"]
 print(d["dyn_min_budget_bytes"], d["min_budget_bytes"]["none"]["perf"] // 2, least_micro)' "$tmp/info.json")
     for budget in $budgets; do
         for bin in "$@"; do
+            # (a budget no plan fits fails here too: the timed run below records why)
             # shellcheck disable=SC2086
-            [ "${WARM:-1}" = 1 ] && "$bin" profile "$cfg" --batch "$batch" --budget "$budget" --threads "$threads" $extra \
-                > /dev/null 2>&1
+            [ "${WARM:-1}" = 1 ] && { "$bin" profile "$cfg" --batch "$batch" --budget "$budget" --threads "$threads" \
+                $extra > /dev/null 2>&1 || true; }
             t0=$(date +%s.%N)
             # shellcheck disable=SC2086 # $extra splits into flags
             "$bin" profile "$cfg" --batch "$batch" --budget "$budget" --threads "$threads" $extra > "$tmp/out" 2>&1 || true
