@@ -249,9 +249,9 @@ double device_sim_elapsed(const device *d);
 double device_sim_busy(const device *d);
 /* The simulated device's state at a point of the replay, for skipping work that repeats:
  * its pool's key (pool_state_key), the compute clock, how far the memory stream runs
- * ahead of it (0 when idle), the timed waits and the compute stream's work so far. device_sim_mark fills it and
- * returns 1 on the simulated device with no pending frees (and no replay_repeats in its
- * model); else 0. */
+ * ahead of it (0 when idle), the timed waits and the compute stream's work so far.
+ * device_sim_mark fills it and returns 1 on the simulated device with no pending frees
+ * (and no replay_repeats in its model); else 0. */
 typedef struct sim_mark {
     uint64_t pool_key;
     double now_s, lead_s, waited_s, busy_s;
@@ -261,8 +261,8 @@ int device_sim_mark(const device *d, sim_mark *m);
  * same lead of the memory stream (to rounding of the clocks' sums). */
 int device_sim_same(const sim_mark *a, const sim_mark *b);
 /* The work done between marks `from` and `to` done `times` more: both clocks, the
- * timed waits and the compute stream's work move on by as much again (the pool, where the work ends as it began,
- * stays). */
+ * timed waits and the compute stream's work move on by as much again (the pool, where
+ * the work ends as it began, stays). */
 void device_sim_repeat(device *d, const sim_mark *from, const sim_mark *to, int times);
 
 /* The number of CUDA GPUs this process sees: 0 when there is no driver or no GPU, and
