@@ -607,12 +607,15 @@ static vdnn_status climb_start(search *s, int v, int m, plan *p)
     for (int w = m; w < m + IN_PLACE_WAYS && st == VDNN_OK; w++) {
         if (mode_skipped(s->n, w)) continue;
         plan q = {0};
+        decision *dec = NULL;
+        int ndec = 0;
         st = variant_plan(s->n, s->pr, v, w, &q);
-        free(s->dec);
-        s->dec = NULL;
-        if (st == VDNN_OK) st = make_decisions(s->n, s->pr, 0, &q, 0, &s->dec, &s->ndec);
-        fill_from(&q, s->dec, 0, s->ndec, 1);
-        if (st == VDNN_OK) st = simulate(s, &q);
+        if (st == VDNN_OK) st = make_decisions(s->n, s->pr, 0, &q, 0, &dec, &ndec);
+        if (st == VDNN_OK) {
+            fill_from(&q, dec, 0, ndec, 1);
+            st = simulate(s, &q);
+        }
+        free(dec);
         if (st == VDNN_OK && q.peak_bytes <= s->budget && (!p->nlayers || q.peak_bytes < p->peak_bytes)) {
             plan_free(p);
             *p = q;
