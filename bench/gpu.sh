@@ -1,7 +1,7 @@
 #!/bin/sh
 # vdnn on a GPU: its speed against PyTorch, what its memory policies cost, and VGG-16 at
 # batch 256 in 8 GiB (bench/gpu.md says what each number means).
-#   sh bench/gpu.sh info|compare|policies|big|all OUTDIR
+#   sh bench/gpu.sh info|compare|policies|big|layers|all OUTDIR
 # Stages, each meant to finish within about 8 minutes on an H100 (run one per command
 # where a command may take no more than 10 minutes; `all` runs them one after another):
 #   info      the machine: GPU, driver, nvcc, cuDNN, vdnn's backends, PyTorch's versions
@@ -13,6 +13,9 @@
 #             link in each direction and both at once, as vdnn's profiler measures it
 #   big       VGG-16 at batch 256 in --budget 8G planned by --policy dyn, against none
 #             with the whole GPU
+#   layers    where the time goes, in TF32: AlexNet at 128 and VGG-16 at 64 under none,
+#             vdnn traced (each layer's passes timed in the step) beside PyTorch's
+#             profiler (its operators and kernels); not part of `all`
 # Every run leaves in OUTDIR its command (NAME.cmd), what it was (NAME.meta), its output
 # (NAME.out), its JSON-lines log (NAME.log, vdnn) and its exit status (NAME.rc, 124 when
 # it ran out of time); after every run OUTDIR/summary.md is written again from all the
@@ -24,13 +27,13 @@
 set -eu
 
 usage() {
-    echo "usage: sh bench/gpu.sh info|compare|policies|big|all OUTDIR" >&2
+    echo "usage: sh bench/gpu.sh info|compare|policies|big|layers|all OUTDIR" >&2
     exit 2
 }
 [ $# -eq 2 ] || usage
 stage=$1
 out=$2
-case $stage in info | compare | policies | big | all) ;; *) usage ;; esac
+case $stage in info | compare | policies | big | layers | all) ;; *) usage ;; esac
 bin=${VDNN_BIN:-build/vdnn}
 py=${PYTHON:-python3}
 flags=${VDNN_FLAGS:-}
@@ -189,6 +192,21 @@ stage_big() {
         train --no-save "$out/configs/vgg16-b256.cfg" --device cuda --policy none --algo perf --steps "$BIG_STEPS" --epochs 1
 }
 
+stage_layers() {
+    for spec in "alexnet 128" "vgg16 64"; do
+        # shellcheck disable=SC2086 # "NET BATCH" into two words
+        set -- $spec
+        net=$1 batch=$2
+        synth_cfg "configs/$net.cfg" "$net-b$batch-layers" "$batch" 6
+        run_vdnn "layers-vdnn-$net-b$batch-tf32" 200 "stage=layers net=$net batch=$batch math=tf32 policy=none" \
+            train --no-save "$out/configs/$net-b$batch-layers.cfg" --device cuda --math tf32 --policy none --algo perf \
+            --steps 6 --epochs 1 --trace "$out/layers-$net-b$batch-tf32-trace.json"
+        run_torch "layers-torch-$net-b$batch-tf32" 200 "stage=layers net=$net batch=$batch math=tf32" \
+            "$out/configs/$net-b$batch-layers.cfg" --device cuda --tf32 1 --batch "$batch" --steps 10 \
+            --warmup "$TORCH_WARMUP" --images-per-s --profile "$out/layers-$net-b$batch-tf32-torch.txt"
+    done
+}
+
 # OUTDIR/summary.md from every run in OUTDIR.
 summarize() {
     "$py" - "$out" << 'EOF'
@@ -342,6 +360,62 @@ if big:
             md += ["", "dyn's plan, as it printed it:", "", "```"] + plan[:16] + ["```"]
     md.append("")
 
+def profile_passes(batch, nlayers):
+    """Per layer of the TF32 profile of this batch and depth in OUTDIR/profile-cache: the
+    fastest measured forward, and the fastest filter plus data pass (seconds)."""
+    for path in sorted(glob.glob(os.path.join(out, "profile-cache", "profile-*.txt"))):
+        text = open(path).read().split("\n")
+        head = " ".join(text[:8])
+        if f"batch {batch} " not in head + " " or f"layers {nlayers} " not in head + " " or " tf32" not in head:
+            continue
+        per, cur = {}, None
+        for line in text:
+            w = line.split()
+            if w and w[0] == "layer":
+                cur = int(w[1])
+                per[cur] = []
+            elif cur is not None and w and w[0].isdigit() and len(per[cur]) < 3:
+                ts = [float(x) for x in w[1:1 + int(w[0])] if float(x) > 0]
+                per[cur].append(min(ts) if ts else 0.0)
+        return per
+    return {}
+
+lay = [r for r in runs.values() if r.get("stage") == "layers" and r["tool"] == "vdnn"]
+for r in sorted(lay, key=lambda r: r["name"]):
+    tr = os.path.join(out, f"layers-{r['net']}-b{r['batch']}-tf32-trace.json")
+    try:
+        ev = [e for e in json.load(open(tr))["traceEvents"] if e.get("ph") == "X" and e.get("tid") == 0]
+    except (OSError, ValueError, KeyError):
+        continue
+    # the steps, each from a forward slice of the first layer on; the last with a backward
+    first = ev[0]["name"] if ev else None
+    starts = [i for i, e in enumerate(ev) if e["name"] == first and e.get("cat") == "forward"]
+    steps = [ev[a:b] for a, b in zip(starts, starts[1:] + [len(ev)])
+             if any(e.get("cat") == "backward" for e in ev[a:b])]
+    if not steps:
+        continue
+    per = {}
+    for e in steps[-1]:
+        per.setdefault(e["name"], {}).setdefault(e.get("cat"), 0.0)
+        per[e["name"]][e.get("cat")] += e["dur"] / 1e3
+    prof = profile_passes(r["batch"], len(per))
+    md += [f"## layers: {r['net']}, batch {r['batch']}, TF32: the last traced training step, per layer", "",
+           "Step: each pass as the host waited for it in the step (tracing adds that wait). Profile: the "
+           "fastest forward and the fastest filter plus data pass vdnn's profiler measured (what the "
+           "planner predicts from). PyTorch's profile of the same net is in "
+           f"`layers-{r['net']}-b{r['batch']}-tf32-torch.txt`.", "",
+           "| layer | forward, step ms | forward, profile ms | backward, step ms | backward, profile ms |",
+           "|---|---|---|---|---|"]
+    tot = [0.0, 0.0, 0.0, 0.0]
+    for j, (name, c) in enumerate(per.items()):
+        p = prof.get(j, [])
+        row = [c.get("forward", 0.0), 1e3 * p[0] if p else None, c.get("backward", 0.0),
+               1e3 * sum(p[1:]) if len(p) > 1 else None]
+        for k, v in enumerate(row):
+            tot[k] += v or 0.0
+        md.append(f"| {name} | " + " | ".join("-" if v is None else f"{v:.3f}" for v in row) + " |")
+    md += ["| (all) | " + " | ".join(f"{v:.3f}" for v in tot) + " |", ""]
+
 pred = [r for r in runs.values() if r["tool"] == "vdnn" and r["ms"]]
 if pred:
     md += ["## The planner's prediction against the measured step", "",
@@ -369,6 +443,7 @@ info) stage_info ;;
 compare) stage_compare ;;
 policies) stage_policies ;;
 big) stage_big ;;
+layers) stage_layers ;;
 all)
     stage_info
     stage_compare

@@ -17,6 +17,8 @@
 #   policies   bench/gpu.sh policies: VGG-16 at batch 64 under none, conv, all and dyn,
 #              the link, and a trace of two steps
 #   big        bench/gpu.sh big: VGG-16 at batch 256 in 8 GiB (dyn) against none
+#   layers     bench/gpu.sh layers: where the time goes in TF32, vdnn's traced layers
+#              beside PyTorch's profiler, AlexNet at 128 and VGG-16 at 64
 # The C libraries come from Debian packages carried in .deps (sh tools/sysroot.sh fetch
 # .deps, here, once) when the machine lacks them. The build is for this GPU's generation
 # only (nvidia-smi's compute capability), to save minutes; if the compiler stops on a
@@ -24,12 +26,12 @@
 # -Werror and the summary says so. Environment: JOBS (default: all cores).
 set -u
 usage() {
-    echo "usage: sh bench/gpu_session.sh test|sanitize|fp32|tf32|policies|big OUTDIR" >&2
+    echo "usage: sh bench/gpu_session.sh test|sanitize|fp32|tf32|policies|big|layers OUTDIR" >&2
     exit 2
 }
 [ $# -eq 2 ] || usage
 stage=$1
-case $stage in test | sanitize | fp32 | tf32 | policies | big) ;; *) usage ;; esac
+case $stage in test | sanitize | fp32 | tf32 | policies | big | layers) ;; *) usage ;; esac
 mkdir -p "$2" || exit 1
 out=$(cd "$2" && pwd)
 started=$(date +%s)
@@ -139,7 +141,7 @@ fp32 | tf32)
     sh bench/gpu.sh info "$work" > "$work/stage.out" 2>&1
     MATH=$stage timeout "$left" sh bench/gpu.sh compare "$work" >> "$work/stage.out" 2>&1 || rc=$?
     ;;
-policies | big)
+policies | big | layers)
     timeout "$left" sh bench/gpu.sh "$stage" "$work" > "$work/stage.out" 2>&1 || rc=$?
     ;;
 esac

@@ -8,7 +8,9 @@ On a GPU (--device cuda) the data lives on the GPU, cuDNN picks its fastest algo
 (cudnn.benchmark), every step is timed between two torch.cuda.synchronize() calls, and
 --tf32 0 (the default) keeps convolutions and matrix products in strict FP32.
 Usage: torch_step.py CFG [--steps N] [--warmup N] [--threads N] [--batch N]
-                         [--device cpu|cuda] [--tf32 0|1] [--images-per-s]
+                         [--device cpu|cuda] [--tf32 0|1] [--images-per-s] [--profile FILE]
+--profile FILE: after the timed steps, five more under torch.profiler, whose table of
+operators and kernels (by self time on the device, or on the CPU) goes to FILE.
 """
 import argparse
 import statistics
@@ -128,6 +130,7 @@ def main():
     ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     ap.add_argument("--tf32", type=int, choices=(0, 1), default=0)
     ap.add_argument("--images-per-s", action="store_true")
+    ap.add_argument("--profile", metavar="FILE")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
@@ -148,20 +151,39 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=float(train["learning_rate"]),
                           momentum=float(train.get("momentum", 0)), weight_decay=float(train.get("weight_decay", 0)))
     loss_fn = nn.CrossEntropyLoss()
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+
     times = []
     for i in range(a.warmup + a.steps):
         if cuda:
             torch.cuda.synchronize()   # the clock starts when the GPU is idle, and stops when it is again
         t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
+        step()
         if cuda:
             torch.cuda.synchronize()
         if i >= a.warmup:
             times.append(1e3 * (time.perf_counter() - t0))
     ms = statistics.median(times)
+    if a.profile:
+        from torch.profiler import ProfilerActivity, profile
+        acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        with profile(activities=acts) as prof:
+            for _ in range(5):
+                step()
+            if cuda:
+                torch.cuda.synchronize()
+        avg = prof.key_averages()
+        key = "self_cpu_time_total"
+        if cuda:   # PyTorch 2.4 renamed the CUDA columns
+            key = "self_device_time_total" if hasattr(avg[0], "self_device_time_total") else "self_cuda_time_total"
+        with open(a.profile, "w") as f:
+            f.write(f"# {a.cfg}, batch {batch}, device {a.device}, tf32 {a.tf32}: five steps, median step {ms:.3f} ms\n")
+            f.write(avg.table(sort_by=key, row_limit=80, max_name_column_width=90) + "\n")
     if a.images_per_s:
         print(f"{ms:.3f} ms/step {1e3 * batch / ms:.1f} images/s")
     else:
