@@ -16,6 +16,10 @@
  * call then runs the chosen algorithm on c->workspace, which the caller sized from that
  * table. Everything is asynchronous on the compute stream: no allocation, no sync.
  *
+ * The bias gradient is the project's own kernel (vdnn_conv_bias_grad): cuDNN's
+ * cudnnConvolutionBackwardBias took 2.5 ms of VGG-16's first layer at batch 64 on an H100
+ * (bench/gpu.md, "where the time goes"), several times what reading dy costs.
+ *
  * cuDNN 9 deprecates this (legacy) convolution API in favour of the graph API; every use
  * of it lives in this file, so that a move to the graph API stays local. */
 #include "vdnn/cuda_util.h"
@@ -463,6 +467,58 @@ extern "C" vdnn_status conv_forward_cuda(layer *l, const exec_ctx *c, const floa
     return VDNN_OK;
 }
 
+/* The bias gradient: db[ch] = (accumulate ? db[ch] : 0) + the sum of dy over items and
+ * positions of channel ch. One block per channel; thread t sums positions t, t + T, ...
+ * of BIAS_ITEMS items at once (independent loads in flight), in float per item, then
+ * in double, and the block adds its threads' sums in a fixed tree: the same bits every
+ * run. */
+#define BIAS_THREADS 1024
+#define BIAS_ITEMS 8
+static __global__ void __launch_bounds__(BIAS_THREADS)
+    vdnn_conv_bias_grad(const float *dy, int n, int c, size_t hw, int accumulate, float *db)
+{
+    __shared__ double part[BIAS_THREADS];
+    for (int ch = blockIdx.x; ch < c; ch += gridDim.x) {
+        double acc = 0.0;
+        int i = 0;
+        for (; i + BIAS_ITEMS <= n; i += BIAS_ITEMS) {
+            const float *p = dy + ((size_t)i * c + ch) * hw;
+            const size_t step = (size_t)c * hw;
+            float a[BIAS_ITEMS] = {0};
+            for (size_t e = threadIdx.x; e < hw; e += BIAS_THREADS) {
+#pragma unroll
+                for (int k = 0; k < BIAS_ITEMS; k++) a[k] += p[k * step + e];
+            }
+#pragma unroll
+            for (int k = 0; k < BIAS_ITEMS; k++) acc += (double)a[k];
+        }
+        for (; i < n; i++) {
+            const float *p = dy + ((size_t)i * c + ch) * hw;
+            float a = 0.0f;
+            for (size_t e = threadIdx.x; e < hw; e += BIAS_THREADS) a += p[e];
+            acc += (double)a;
+        }
+        part[threadIdx.x] = acc;
+        __syncthreads();
+        for (int half = BIAS_THREADS / 2; half > 0; half /= 2) {
+            if ((int)threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
+            __syncthreads();
+        }
+        if (threadIdx.x == 0) db[ch] = (float)(accumulate ? (double)db[ch] + part[0] : part[0]);
+        __syncthreads();
+    }
+}
+
+static vdnn_status bias_grad(const layer *l, const exec_ctx *c, cuda_ctx *ctx, const float *dy, int accumulate)
+{
+    const int oc = l->out.c;
+    const unsigned blocks = oc < 65535 ? (unsigned)oc : 65535u;
+    vdnn_conv_bias_grad<<<blocks, BIAS_THREADS, 0, ctx->compute>>>(dy, c->n, oc, (size_t)l->out.h * l->out.w,
+                                                                   accumulate, l->params[CONV_BIAS].grad);
+    CUDA_LAUNCH_CHECK();
+    return VDNN_OK;
+}
+
 /* The filter, bias and (when dx is not NULL) data gradients. The filter and data passes
  * take c->workspace in turn: both are on the compute stream, so the second starts after
  * the first is done with it. */
@@ -489,8 +545,7 @@ extern "C" vdnn_status conv_backward_cuda(layer *l, const exec_ctx *c, const flo
         st = after_call(l, c, ctx, s, PASS_BWD_FILTER, e, "cudnnConvolutionBackwardFilter", &fid, &retry);
     }
     if (st != VDNN_OK) return st;
-    if (p->bias)
-        CUDNN_TRY(cudnnConvolutionBackwardBias(ctx->cudnn, &one, s->y, dy, keep, s->bias, l->params[CONV_BIAS].grad));
+    if (p->bias && (st = bias_grad(l, c, ctx, dy, c->accumulate)) != VDNN_OK) return st;
     for (retry = dx != NULL; retry && st == VDNN_OK;) {
         cudnnStatus_t e = cudnnConvolutionBackwardData(ctx->cudnn, &one, s->w, w->value, s->y, dy, s->conv,
                                                        (cudnnConvolutionBwdDataAlgo_t)did, c->workspace,
@@ -518,10 +573,56 @@ static void take_times(const layer *l, int pass, const perf_t *perf, int got, cu
     }
 }
 
+/* The seconds the bias takes in the forward pass (added to y) and in the filter pass
+ * (its gradient, overwritten), the least of three runs of each timed with CUDA events
+ * on the compute stream after one untimed run. */
+static vdnn_status time_bias(const layer *l, const exec_ctx *c, cuda_ctx *ctx, conv_gpu *s, float *y,
+                             const float *dy, double *fwd_s, double *bwd_s)
+{
+    cudaEvent_t ev[2];
+    CUDA_TRY(cudaEventCreate(&ev[0]));
+    if (cudaEventCreate(&ev[1]) != cudaSuccess) {
+        cudaEventDestroy(ev[0]);
+        return vdnn_fail(VDNN_EDEVICE, "%s: no CUDA event to time the bias with", l->name);
+    }
+    const float one = 1.0f;
+    vdnn_status st = VDNN_OK;
+    for (int pass = 0; pass < 2 && st == VDNN_OK; pass++) {
+        double best = 1e30;
+        for (int r = 0; r < 4 && st == VDNN_OK; r++) {
+            cudaError_t e = cudaEventRecord(ev[0], ctx->compute);
+            if (e != cudaSuccess) st = cuda_fail_rt((int)e, "cudaEventRecord", __FILE__, __LINE__);
+            cudnnStatus_t d = CUDNN_STATUS_SUCCESS;
+            if (st == VDNN_OK && pass == 0)
+                d = cudnnAddTensor(ctx->cudnn, &one, s->bias, l->params[CONV_BIAS].value, &one, s->y, y);
+            if (d != CUDNN_STATUS_SUCCESS) st = cuda_fail_dnn((int)d, "cudnnAddTensor", __FILE__, __LINE__);
+            if (st == VDNN_OK && pass == 1) st = bias_grad(l, c, ctx, dy, 0);
+            float ms = 0.0f;
+            if (st == VDNN_OK && (e = cudaEventRecord(ev[1], ctx->compute)) == cudaSuccess &&
+                (e = cudaEventSynchronize(ev[1])) == cudaSuccess)
+                e = cudaEventElapsedTime(&ms, ev[0], ev[1]);
+            if (st == VDNN_OK && e != cudaSuccess) st = cuda_fail_rt((int)e, "timing the bias", __FILE__, __LINE__);
+            if (st == VDNN_OK && r > 0 && ms * 1e-3 < best) best = ms * 1e-3;
+        }
+        *(pass == 0 ? fwd_s : bwd_s) = best;
+    }
+    cudaEventDestroy(ev[0]);
+    cudaEventDestroy(ev[1]);
+    return st;
+}
+
+/* Adds `extra` seconds to every measured time of one pass. */
+static void add_to_pass(double *secs, double extra)
+{
+    for (int a = 0; a < LAYER_MAX_ALGOS; a++)
+        if (secs[a] < LAYER_UNMEASURED) secs[a] += extra;
+}
+
 /* cudnnFind...AlgorithmEx on the caller's buffers: cuDNN runs every algorithm whose
  * workspace fits c->workspace and times it with CUDA events. The forward pass writes y,
  * the filter pass the weights' gradient and the data pass dx, all scratch here. The
- * bias (an elementwise pass, the same for every algorithm) is not in these times. */
+ * bias, the same for every algorithm, is timed apart (time_bias) and added to each
+ * forward and filter-pass time, as the layer runs it. */
 extern "C" vdnn_status conv_find_cuda(layer *l, const exec_ctx *c, const float *x, float *y, const float *dy,
                                       float *dx, double secs[PASS_COUNT][LAYER_MAX_ALGOS])
 {
@@ -559,6 +660,14 @@ extern "C" vdnn_status conv_find_cuda(layer *l, const exec_ctx *c, const float *
                                                               max < CONV_PERF_MAX ? max : CONV_PERF_MAX, &got, perf,
                                                               c->workspace, ws));
         take_times(l, PASS_BWD_DATA, perf, got, math, secs);
+    }
+    const conv_params *p = (const conv_params *)l->priv;
+    if (p->bias) {
+        double fb = 0, bb = 0;
+        st = time_bias(l, c, ctx, s, y, dy, &fb, &bb);
+        if (st != VDNN_OK) return st;
+        add_to_pass(secs[PASS_FWD], fb);
+        add_to_pass(secs[PASS_BWD_FILTER], bb);
     }
     return VDNN_OK;
 }

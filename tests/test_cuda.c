@@ -404,6 +404,8 @@ static const lcase conv_cases[] = {
     {"conv 3x1, stride 2x1, pad 1", "[convolutional]\nfilters = 4\nsize_h = 3\nsize_w = 1\nstride_h = 2\n"
      "stride_w = 1\npad = 1\n", {2, 3, 7, 6}, 1, 0, TOL_GEMM, 1},
     {"conv 3x3 p1, 32 groups (ResNeXt)", CONV(64, 3, 1, 1, 0) "groups = 32\n", {2, 64, 8, 8}, 1, 0, TOL_GEMM, 1},
+    /* the bias gradient's rounds of 8 items, its tail, and planes wider than its block */
+    {"conv 3x3 p1, 11 items of 36x36", CONV(3, 3, 1, 1, 1), {11, 2, 36, 36}, 1, 0, TOL_GEMM, 1},
 };
 #define NCONV ((int)(sizeof conv_cases / sizeof *conv_cases))
 
