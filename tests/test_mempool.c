@@ -147,6 +147,30 @@ START_TEST(test_capacity_rounds_down)
 }
 END_TEST
 
+/* A cap fails exactly the requests that would raise the frontier past it, holes below
+ * it still serve, and without the cap the same requests succeed as before. */
+START_TEST(test_cap_stops_the_frontier)
+{
+    fake_sync fs;
+    pool *p = make_pool(100 * U, &fs);
+    size_t a = alloc_ok(p, 3 * U), b = alloc_ok(p, 2 * U);
+    ck_assert_uint_eq(b, 3 * U);
+    ck_assert_int_eq(pool_free(p, a), VDNN_OK);
+    pool_set_cap(p, 6 * U);
+    size_t off = (size_t)-1;
+    ck_assert_int_eq(pool_alloc(p, 4 * U, "l", "t", &off), VDNN_EBUDGET);   /* 5..9: past the cap */
+    ck_assert_msg(strstr(vdnn_errmsg(), "over its cap"), "%s", vdnn_errmsg());
+    ck_assert_uint_eq(pool_frontier_peak(p), 5 * U);
+    ck_assert_uint_eq(alloc_ok(p, 3 * U), 0);                                /* the hole below */
+    ck_assert_uint_eq(alloc_ok(p, U), 5 * U);                                /* up to the cap exactly */
+    ck_assert_int_eq(pool_alloc(p, 1, "l", "t", &off), VDNN_EBUDGET);
+    pool_set_cap(p, 0);
+    ck_assert_uint_eq(alloc_ok(p, 2 * U), 6 * U);
+    ck_assert_uint_eq(pool_frontier_peak(p), 8 * U);
+    pool_destroy(p);
+}
+END_TEST
+
 START_TEST(test_alignment)
 {
     fake_sync fs;
@@ -1008,6 +1032,7 @@ static Suite *mempool_suite(void)
     tcase_add_test(basic, test_round);
     tcase_add_test(basic, test_capacity_rounds_down);
     tcase_add_test(basic, test_alignment);
+    tcase_add_test(basic, test_cap_stops_the_frontier);
     tcase_add_test(basic, test_zero_and_huge_requests);
     tcase_add_test(basic, test_placement);
     tcase_add_test(basic, test_capacity_independent);

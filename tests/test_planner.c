@@ -11,6 +11,7 @@
  * the faster of the two it measures, so only run-to-run noise separates them). */
 #include <check.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -539,6 +540,76 @@ START_TEST(simulator_reuse_is_exact)
 }
 END_TEST
 
+/* Every 41st plan of ENUM_NET on a simulator answering within a cap (the climbs' use)
+ * and on one answering in full: within the cap the same time, peak and bytes in use;
+ * over it SIZE_MAX. Each 5th plan is then asked in full of the capped simulator too,
+ * after the failures before it (their memo entries are no answer to a full run). */
+typedef struct cap_check {
+    simulator *full, *capped;
+    size_t cap;
+    long plans, fits, over;
+} cap_check;
+
+static int capped_as_full(void *ctx, const plan *p)
+{
+    cap_check *c = ctx;
+    if (c->plans++ % 41) return 0;
+    double t, ct;
+    size_t peak, cpeak;
+    ck_assert_msg(sim_run(c->full, p, &t, &peak) == VDNN_OK, "%s", vdnn_errmsg());
+    size_t used = sim_used_peak(c->full);
+    ck_assert_msg(sim_run_within(c->capped, p, c->cap, &ct, &cpeak) == VDNN_OK, "%s", vdnn_errmsg());
+    if (peak <= c->cap) {
+        c->fits++;
+        ck_assert_msg(ct == t && cpeak == peak && sim_used_peak(c->capped) == used,
+                      "plan %ld within the cap %zu: %.9f s, peak %zu, in use %zu; in full %.9f s, %zu, %zu", c->plans,
+                      c->cap, ct, cpeak, sim_used_peak(c->capped), t, peak, used);
+    } else {
+        c->over++;
+        ck_assert_msg(cpeak == SIZE_MAX, "plan %ld: peak %zu over the cap %zu, but the capped run says %zu", c->plans,
+                      peak, c->cap, cpeak);
+    }
+    if (c->plans % 5 == 1) {
+        ck_assert_msg(sim_run(c->capped, p, &ct, &cpeak) == VDNN_OK, "%s", vdnn_errmsg());
+        ck_assert_msg(ct == t && cpeak == peak && sim_used_peak(c->capped) == used,
+                      "plan %ld in full after capped runs: %.9f s, peak %zu; a simulator never capped: %.9f s, %zu",
+                      c->plans, ct, cpeak, t, peak);
+    }
+    return 0;
+}
+
+START_TEST(capped_replays_answer_as_full_ones)
+{
+    /* the climbs ask only whether a plan fits the budget, and how fast it is if it does:
+     * their replays stop where the pool passes the budget (sim_run_within); whole
+     * batches (_i 0) and micro-batches of 2 items (_i 1), caps at 85% and 95% of the way
+     * from the least peak to none's (most plans of ENUM_NET lie above the first) */
+    net_overrides ov = net_no_overrides();
+    ov.micro_batch = _i ? 2 : 0;
+    net *n = tn_parse(ENUM_NET, &ov);
+    profile pr;
+    synthetic_profile(n, 7, &pr);
+    size_t least = 0;
+    ck_assert(plan_least(n, &least) == VDNN_OK);
+    plan none;
+    ck_assert(plan_fit_policy(n, &pr, 0, POLICY_NONE, ALGO_PERF, &none) == VDNN_OK);
+    for (int k = 0; k < 2; k++) {
+        cap_check c = {.cap = least + (none.peak_bytes - least) * (size_t)(k ? 95 : 85) / 100};
+        ck_assert(sim_create(n, &pr, &c.full) == VDNN_OK);
+        ck_assert(sim_create(n, &pr, &c.capped) == VDNN_OK);
+        ck_assert(plan_enumerate(n, &pr, capped_as_full, &c) > 0);
+        ck_assert_msg(c.fits > 100 && c.over > 100, "cap %zu: %ld plans fit, %ld do not", c.cap, c.fits, c.over);
+        printf("capped replays (micro-batches %d, cap %zu): %ld plans fit, %ld do not\n", ov.micro_batch, c.cap, c.fits,
+               c.over);
+        sim_destroy(c.full);
+        sim_destroy(c.capped);
+    }
+    plan_free(&none);
+    profile_free(&pr);
+    net_free(n);
+}
+END_TEST
+
 START_TEST(vdnn_ladder_follows_the_paper)
 {
     net *n = tn_parse(ENUM_NET, NULL);
@@ -690,6 +761,7 @@ static Suite *planner_suite(void)
     tcase_add_loop_test(t, branch_and_bound_finds_the_optimum, 0, 3);
     tcase_add_test(t, vdnn_ladder_follows_the_paper);
     tcase_add_test(t, simulator_reuse_is_exact);
+    tcase_add_loop_test(t, capped_replays_answer_as_full_ones, 0, 2);
     tcase_add_loop_test(t, climbs_on_threads_find_what_one_thread_finds, 0, 3);
     suite_add_tcase(s, t);
     t = tcase_create("choice");

@@ -44,6 +44,7 @@ struct pool {
     size_t used, peak, pending;
     size_t live_peak;          /* highest used - pending: bytes of blocks not yet freed */
     size_t frontier_peak;      /* highest end of any block ever allocated */
+    size_t cap;                /* pool_set_cap: no block may end above it; 0: none */
     uint64_t tick;             /* advanced by the caller at each step of its schedule */
     unsigned lag;              /* ticks a pending free waits before it may be reclaimed */
     uint64_t seq, allocs, frees, failures;
@@ -417,9 +418,19 @@ vdnn_status pool_alloc_as(pool *p, size_t bytes, const char *layer, const char *
                          vdnn_fmt_bytes(p->capacity, c, sizeof c),
                          vdnn_fmt_bytes(largest_free(p), l, sizeof l));
     }
+    if (p->cap && b->off + size > p->cap) {
+        p->failures++;
+        return vdnn_fail(VDNN_EBUDGET, "layer %s, tensor %s%s would end the pool's highest block at %zu bytes, over "
+                         "its cap of %zu", layer ? layer : "-", tensor ? tensor : "-", suffix, b->off + size, p->cap);
+    }
     vdnn_status st = take(p, b, size, offset);
     if (st == VDNN_OK && *offset + size > p->frontier_peak) p->frontier_peak = *offset + size;
     return st;
+}
+
+void pool_set_cap(pool *p, size_t bytes)
+{
+    p->cap = bytes;
 }
 
 vdnn_status pool_free(pool *p, size_t offset)

@@ -97,6 +97,11 @@ size_t pool_pending_bytes(const pool *p);
  * capacity (see pool_alloc), so the same calls succeed in any capacity at least this. */
 size_t pool_frontier_peak(const pool *p);
 void pool_reset_peak(pool *p);
+/* Makes every request that would end a block above `bytes` fail (VDNN_EBUDGET) as if the
+ * capacity were that, with the pool as it is (0: no cap). The choices up to then are
+ * those of any capacity, so a sequence of calls fails under the cap exactly when its
+ * frontier peak would exceed it: the planner's simulator stops a replay there. */
+void pool_set_cap(pool *p, size_t bytes);
 /* The high-water marks (peak, live peak, frontier peak): taken, and put back once a
  * replay has returned every block it took, the pool is as it was for a next replay
  * (the planner's simulator replays plan after plan on one pool). */

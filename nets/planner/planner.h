@@ -158,6 +158,11 @@ void sim_destroy(simulator *s);
 /* Replays one training iteration of `p`; *time_s is the predicted iteration time and
  * *peak_bytes the pool's high-water mark, parameters included. */
 vdnn_status sim_run(simulator *s, const plan *p, double *time_s, size_t *peak_bytes);
+/* sim_run, told that only whether the plan fits `cap` bytes (and if so its time) is of
+ * use: the replay stops once the pool's frontier passes the cap, and a plan that does
+ * not fit gets *peak_bytes SIZE_MAX and *time_s, sim_busy_s and sim_used_peak unknown
+ * (1e30, 0, SIZE_MAX). cap 0: sim_run. */
+vdnn_status sim_run_within(simulator *s, const plan *p, size_t cap, double *time_s, size_t *peak_bytes);
 /* How many iterations the simulator has replayed, and how many runs it answered
  * without a replay (a plan it had replayed before: the same results). */
 long sim_runs(const simulator *s);

@@ -3,6 +3,7 @@
  * decision of a plan, both scored by the simulator. */
 #include <omp.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,6 +209,17 @@ static vdnn_status simulate(search *s, plan *p)
     return st;
 }
 
+/* simulate, where only a plan that fits the budget is of use: one that does not stops
+ * its replay where it passes the budget, and gets peak SIZE_MAX (sim_run_within). */
+static vdnn_status simulate_fit(search *s, plan *p)
+{
+    vdnn_status st = sim_run_within(s->sim, p, s->budget, &p->predicted_s, &p->peak_bytes);
+    if (st != VDNN_OK || p->peak_bytes == SIZE_MAX) return st;
+    if (!s->least || p->peak_bytes < s->least) s->least = p->peak_bytes;
+    if (!s->least_used || sim_used_peak(s->sim) < s->least_used) s->least_used = sim_used_peak(s->sim);
+    return st;
+}
+
 static vdnn_status offer(search *s, const plan *p)
 {
     if (p->peak_bytes > s->budget) return VDNN_OK;
@@ -385,7 +397,7 @@ static vdnn_status best_choice(search *s, plan *cur, double busy_s, const decisi
     for (int c = 0; c < d->count && st == VDNN_OK; c++) {
         if (d->choice[c] == was || !may_gain(s, d, was, d->choice[c], busy_s, *best_t)) continue;
         set_choice(cur, d, d->choice[c]);
-        st = simulate(s, cur);
+        st = simulate_fit(s, cur);
         if (st == VDNN_EINVAL) {   /* a recompute chain through a swapped layer: not a plan */
             st = VDNN_OK;
             cur->peak_bytes = (size_t)-1;

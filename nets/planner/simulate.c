@@ -17,7 +17,8 @@ typedef struct memo_entry {
     uint64_t hash;            /* 0: an empty slot */
     double time_s, busy_s;
     size_t peak, used;
-} memo_entry;
+    size_t over;              /* > 0: the replay stopped past this cap (sim_run_within), */
+} memo_entry;                 /* its peak unknown but over it */
 
 /* The memo stops growing at this many bytes (keys and slots together). */
 #define SIM_MEMO_BYTES ((size_t)64 << 20)
@@ -114,7 +115,7 @@ static size_t memo_slot(const simulator *s, uint64_t h)
 
 /* Keeps the key in hand's results; quietly does not once the memo is full or memory
  * is short (the replay is only repeated then). */
-static void memo_put(simulator *s, uint64_t h, double time_s, double busy_s, size_t peak, size_t used)
+static void memo_put(simulator *s, uint64_t h, double time_s, double busy_s, size_t peak, size_t used, size_t over)
 {
     if (2 * (s->count + 1) > s->nslots) {
         size_t n = s->nslots ? 2 * s->nslots : 1024;
@@ -140,9 +141,9 @@ static void memo_put(simulator *s, uint64_t h, double time_s, double busy_s, siz
         s->nslots = n;
     }
     size_t k = memo_slot(s, h);
-    s->slot[k] = (memo_entry){.hash = h, .time_s = time_s, .busy_s = busy_s, .peak = peak, .used = used};
+    if (!s->slot[k].hash) s->count++;
+    s->slot[k] = (memo_entry){.hash = h, .time_s = time_s, .busy_s = busy_s, .peak = peak, .used = used, .over = over};
     memcpy(s->keys + k * s->key_bytes, s->key, s->key_bytes);
-    s->count++;
 }
 
 /* Whether the net, attached for an earlier run, can replay p as it stands: p places
@@ -160,12 +161,18 @@ static int reusable(const simulator *s, const plan *p)
 
 vdnn_status sim_run(simulator *s, const plan *p, double *time_s, size_t *peak_bytes)
 {
+    return sim_run_within(s, p, 0, time_s, peak_bytes);
+}
+
+vdnn_status sim_run_within(simulator *s, const plan *p, size_t cap, double *time_s, size_t *peak_bytes)
+{
     uint64_t h = plan_key(s, p);
     if (h && s->nslots) {
         const memo_entry *e = &s->slot[memo_slot(s, h)];
-        if (e->hash) {
+        /* a replay stopped past a cap answers for that cap and any lower one */
+        if (e->hash && (!e->over || (cap && cap <= e->over))) {
             *time_s = e->time_s;
-            *peak_bytes = e->peak;
+            *peak_bytes = e->over ? SIZE_MAX : e->peak;
             s->used_peak = e->used;
             s->busy_s = e->busy_s;
             s->hits++;
@@ -202,12 +209,32 @@ vdnn_status sim_run(simulator *s, const plan *p, double *time_s, size_t *peak_by
         model.copy_latency_s = s->pr->copy_latency_s;
     }
     device_sim_set_model(s->d, &model);
-    st = net_replay(s->m, s->m->minibatch, time_s, &s->busy_s);
+    /* the parameters alone past the cap: nothing to replay */
+    pool *pl = device_pool(s->d);
+    int over = cap && pool_frontier_peak(pl) > cap;
+    if (!over) {
+        pool_set_cap(pl, cap);
+        st = net_replay(s->m, s->m->minibatch, time_s, &s->busy_s);
+        pool_set_cap(pl, 0);
+        over = cap && st == VDNN_EBUDGET;
+    }
     s->runs++;
-    *peak_bytes = pool_frontier_peak(device_pool(s->d));
-    s->used_peak = pool_live_peak(device_pool(s->d));
+    if (over) {
+        /* The step's failure path returned what it held (iteration.c, release_all): once
+         * its work is settled, the pool is as attached again and the next replay reuses
+         * it; where it is not (reusable), the next run attaches afresh. */
+        s->clean = device_sync(s->d) == VDNN_OK;
+        *time_s = 1e30;
+        *peak_bytes = SIZE_MAX;
+        s->busy_s = 0;
+        s->used_peak = SIZE_MAX;
+        if (h) memo_put(s, h, *time_s, s->busy_s, cap + 1, s->used_peak, cap);
+        return VDNN_OK;
+    }
+    *peak_bytes = pool_frontier_peak(pl);
+    s->used_peak = pool_live_peak(pl);
     s->clean = st == VDNN_OK;
-    if (st == VDNN_OK && h) memo_put(s, h, *time_s, s->busy_s, *peak_bytes, s->used_peak);
+    if (st == VDNN_OK && h) memo_put(s, h, *time_s, s->busy_s, *peak_bytes, s->used_peak, 0);
     return st;
 }
 
