@@ -514,6 +514,58 @@ START_TEST(climbs_on_threads_find_what_one_thread_finds)
 }
 END_TEST
 
+/* A climb with a search gap ends after a full round that gained less than a tenth of
+ * it: the same climb as with a gap too small to end one (1e-12), until there, so never
+ * more simulations, and fewer where a climb has such a round (counted where the gap
+ * did not end the search instead: no plan within it of none's); its plan no slower
+ * than that one's by more than the gap. Budgets from the least to none's peak, three
+ * cost tables; one climb from the best seed (search_limits.one_climb). */
+#define DEEP_BLOCK "[convolutional]\nfilters = 4\nsize = 3\npad = 1\n[relu]\n"
+#define DEEP_NET                                                                                   \
+    "[net]\nbatch = 8\nchannels = 2\nheight = 12\nwidth = 12\n" TN_TRAIN TN_DATA DEEP_BLOCK DEEP_BLOCK \
+    DEEP_BLOCK DEEP_BLOCK DEEP_BLOCK DEEP_BLOCK DEEP_BLOCK DEEP_BLOCK "[connected]\noutput = 4\n[softmax]\n"
+
+START_TEST(a_climb_ends_after_a_round_of_small_gains)
+{
+    net *n = tn_parse(DEEP_NET, NULL);
+    size_t least = 0;
+    ck_assert(plan_least(n, &least) == VDNN_OK);
+    long fewer = 0, points = 0;
+    for (uint64_t seed = 11; seed < 14; seed++) {
+        profile pr;
+        synthetic_profile(n, seed, &pr);
+        plan none;
+        ck_assert(plan_fit_policy(n, &pr, 0, POLICY_NONE, ALGO_PERF, &none) == VDNN_OK);
+        for (int b = 0; b < 8; b++) {
+            size_t budget = least + (none.peak_bytes - least) * (size_t)b / 7;
+            plan p[2];
+            search_stats ss[2];
+            for (int g = 0; g < 2; g++) {
+                search_limits lim = {.one_climb = 1, .gap = g ? 0.01 : 1e-12};
+                ck_assert_msg(plan_search(n, &pr, budget, SEARCH_BB, lim, &p[g], &ss[g]) == VDNN_OK, "%s",
+                              vdnn_errmsg());
+            }
+            ck_assert_msg(ss[1].simulations <= ss[0].simulations, "budget %zu: %ld simulations with the gap, %ld without",
+                          budget, ss[1].simulations, ss[0].simulations);
+            ck_assert_msg(p[1].predicted_s <= p[0].predicted_s * 1.01, "budget %zu: %.9f s with the gap, %.9f without",
+                          budget, p[1].predicted_s, p[0].predicted_s);
+            /* fewer where the gap did not end the search (no plan within it of none's) */
+            if (p[1].predicted_s > none.predicted_s * 1.011) {
+                fewer += ss[1].simulations < ss[0].simulations;
+                points++;
+            }
+            plan_free(&p[0]);
+            plan_free(&p[1]);
+        }
+        plan_free(&none);
+        profile_free(&pr);
+    }
+    printf("climbs with a gap: fewer simulations at %ld of %ld points it did not end\n", fewer, points);
+    ck_assert_int_gt(fewer, 0);
+    net_free(n);
+}
+END_TEST
+
 START_TEST(simulator_reuse_is_exact)
 {
     /* the simulator keeps the net attached from one plan to the next while it places
@@ -762,6 +814,7 @@ static Suite *planner_suite(void)
     tcase_add_test(t, vdnn_ladder_follows_the_paper);
     tcase_add_test(t, simulator_reuse_is_exact);
     tcase_add_loop_test(t, capped_replays_answer_as_full_ones, 0, 2);
+    tcase_add_test(t, a_climb_ends_after_a_round_of_small_gains);
     tcase_add_loop_test(t, climbs_on_threads_find_what_one_thread_finds, 0, 3);
     suite_add_tcase(s, t);
     t = tcase_create("choice");
