@@ -566,6 +566,45 @@ START_TEST(a_climb_ends_after_a_round_of_small_gains)
 }
 END_TEST
 
+/* A search handed a plan within its gap of none's speed with the fastest algorithms
+ * (as the micro-batch choice hands the split it chose to the final search) measures
+ * none's plans, finds it within the gap, and returns it: a handful of simulations
+ * (one per copy timing), not the seeds and climbs. */
+START_TEST(a_seed_within_the_gap_ends_the_search)
+{
+    net *n = tn_parse(CLIMB_NET, NULL);
+    profile pr;
+    synthetic_profile(n, 11, &pr);
+    size_t least = 0;
+    ck_assert(plan_least(n, &least) == VDNN_OK);
+    plan none;
+    ck_assert(plan_fit_policy(n, &pr, 0, POLICY_NONE, ALGO_PERF, &none) == VDNN_OK);
+    int within = 0;
+    for (int b = 0; b < 8; b++) {
+        size_t budget = least + (none.peak_bytes - least) * (size_t)b / 8;
+        search_limits lim = {.gap = 0.05};
+        plan p, q;
+        search_stats a, c;
+        ck_assert_msg(plan_search(n, &pr, budget, SEARCH_BB, lim, &p, &a) == VDNN_OK, "%s", vdnn_errmsg());
+        ck_assert_msg(plan_search_from(n, &pr, budget, SEARCH_BB, lim, &p, &q, &c) == VDNN_OK, "%s", vdnn_errmsg());
+        ck_assert(q.predicted_s <= p.predicted_s);
+        if (c.within_gap) {
+            within++;
+            ck_assert_msg(c.simulations <= 1 + 12, "budget %zu: %ld simulations for a seed within the gap (%ld without it)",
+                          budget, c.simulations, a.simulations);
+            ck_assert_msg(c.simulations < a.simulations, "budget %zu: %ld simulations with the seed, %ld without", budget,
+                          c.simulations, a.simulations);
+        }
+        plan_free(&p);
+        plan_free(&q);
+    }
+    ck_assert_int_gt(within, 0);
+    plan_free(&none);
+    profile_free(&pr);
+    net_free(n);
+}
+END_TEST
+
 START_TEST(simulator_reuse_is_exact)
 {
     /* the simulator keeps the net attached from one plan to the next while it places
@@ -815,6 +854,7 @@ static Suite *planner_suite(void)
     tcase_add_test(t, simulator_reuse_is_exact);
     tcase_add_loop_test(t, capped_replays_answer_as_full_ones, 0, 2);
     tcase_add_test(t, a_climb_ends_after_a_round_of_small_gains);
+    tcase_add_test(t, a_seed_within_the_gap_ends_the_search);
     tcase_add_loop_test(t, climbs_on_threads_find_what_one_thread_finds, 0, 3);
     suite_add_tcase(s, t);
     t = tcase_create("choice");

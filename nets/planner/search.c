@@ -799,8 +799,19 @@ static vdnn_status search_bb(search *s)
     /* the seeds first (the smallest plans, the fixed policies, the threshold plans),
      * then climbs from the best of them (or from the tree's first plan that fits, when
      * none does) and from the smallest plan of every variant and copy timing
-     * (climb_start): a good incumbent cuts most of the tree */
-    vdnn_status st = smallest_plans(s);
+     * (climb_start): a good incumbent cuts most of the tree. A plan handed in (the
+     * micro-batch choice's for the split it chose) that is within the gap of none's
+     * speed with the fastest algorithms needs no more: that is measured first. */
+    vdnn_status st = VDNN_OK;
+    if (s->best.predicted_s >= 0 && s->gap > 0) {
+        plan p = {0};
+        int fits = 0;
+        st = best_policy_plan(s, POLICY_NONE, ALGO_PERF, &p, &fits);
+        if (st == VDNN_OK && fits) st = offer(s, &p);
+        if (fits) plan_free(&p);
+        if (st != VDNN_OK || out_of_time(s)) return st;
+    }
+    st = smallest_plans(s);
     /* where the tree's search for a first fit is capped, a budget below the bytes even
      * the smallest plans hold at once (the bound the tree cuts with) is out of reach */
     if (st != VDNN_OK || (s->fit_nodes > 0 && s->least_used > s->budget)) return st;
