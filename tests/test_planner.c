@@ -292,6 +292,18 @@ static void synthetic_profile(const net *n, uint64_t seed, profile *pr)
     pr->copy_latency_s = 1e-5;
 }
 
+/* A net from its text, a synthetic profile of it, the least budget any plan fits and
+ * none's plan (with its peak): the range of budgets the searches are tried over. */
+static net *net_and_range(const char *text, const net_overrides *ov, uint64_t seed, profile *pr, size_t *least,
+                          plan *none)
+{
+    net *n = tn_parse(text, ov);
+    synthetic_profile(n, seed, pr);
+    ck_assert(plan_least(n, least) == VDNN_OK);
+    ck_assert(plan_fit_policy(n, pr, 0, POLICY_NONE, ALGO_PERF, none) == VDNN_OK);
+    return n;
+}
+
 typedef struct exhaustive {
     simulator *s;
     size_t *budgets;
@@ -476,13 +488,10 @@ START_TEST(climbs_on_threads_find_what_one_thread_finds)
                "test runs all three)\n", _i + 1);
         return;
     }
-    net *n = tn_parse(CLIMB_NET, NULL);
     profile pr;
-    synthetic_profile(n, 11 + (uint64_t)_i, &pr);
     size_t least = 0;
-    ck_assert(plan_least(n, &least) == VDNN_OK);
     plan none;
-    ck_assert(plan_fit_policy(n, &pr, 0, POLICY_NONE, ALGO_PERF, &none) == VDNN_OK);
+    net *n = net_and_range(CLIMB_NET, NULL, 11 + (uint64_t)_i, &pr, &least, &none);
     ck_assert_uint_lt(least, none.peak_bytes);
     enum { B = 8 };
     long sims[2] = {0, 0};
@@ -572,13 +581,10 @@ END_TEST
  * (one per copy timing), not the seeds and climbs. */
 START_TEST(a_seed_within_the_gap_ends_the_search)
 {
-    net *n = tn_parse(CLIMB_NET, NULL);
     profile pr;
-    synthetic_profile(n, 11, &pr);
     size_t least = 0;
-    ck_assert(plan_least(n, &least) == VDNN_OK);
     plan none;
-    ck_assert(plan_fit_policy(n, &pr, 0, POLICY_NONE, ALGO_PERF, &none) == VDNN_OK);
+    net *n = net_and_range(CLIMB_NET, NULL, 11, &pr, &least, &none);
     int within = 0;
     for (int b = 0; b < 8; b++) {
         size_t budget = least + (none.peak_bytes - least) * (size_t)b / 8;
@@ -677,13 +683,10 @@ START_TEST(capped_replays_answer_as_full_ones)
      * from the least peak to none's (most plans of ENUM_NET lie above the first) */
     net_overrides ov = net_no_overrides();
     ov.micro_batch = _i ? 2 : 0;
-    net *n = tn_parse(ENUM_NET, &ov);
     profile pr;
-    synthetic_profile(n, 7, &pr);
     size_t least = 0;
-    ck_assert(plan_least(n, &least) == VDNN_OK);
     plan none;
-    ck_assert(plan_fit_policy(n, &pr, 0, POLICY_NONE, ALGO_PERF, &none) == VDNN_OK);
+    net *n = net_and_range(ENUM_NET, &ov, 7, &pr, &least, &none);
     for (int k = 0; k < 2; k++) {
         cap_check c = {.cap = least + (none.peak_bytes - least) * (size_t)(k ? 95 : 85) / 100};
         ck_assert(sim_create(n, &pr, &c.full) == VDNN_OK);
