@@ -17,8 +17,8 @@ typedef struct memo_entry {
     uint64_t hash;            /* 0: an empty slot */
     double time_s, busy_s;
     size_t peak, used;
-    size_t over;              /* > 0: the replay stopped past this cap (sim_run_within), */
-} memo_entry;                 /* its peak unknown but over it */
+    size_t over;              /* > 0: the replay stopped past this cap (sim_run_within): */
+} memo_entry;                 /* peak SIZE_MAX, the real one unknown but over it */
 
 /* The memo stops growing at this many bytes (keys and slots together). */
 #define SIM_MEMO_BYTES ((size_t)64 << 20)
@@ -172,7 +172,7 @@ vdnn_status sim_run_within(simulator *s, const plan *p, size_t cap, double *time
         /* a replay stopped past a cap answers for that cap and any lower one */
         if (e->hash && (!e->over || (cap && cap <= e->over))) {
             *time_s = e->time_s;
-            *peak_bytes = e->over ? SIZE_MAX : e->peak;
+            *peak_bytes = e->peak;
             s->used_peak = e->used;
             s->busy_s = e->busy_s;
             s->hits++;
@@ -228,7 +228,7 @@ vdnn_status sim_run_within(simulator *s, const plan *p, size_t cap, double *time
         *peak_bytes = SIZE_MAX;
         s->busy_s = 0;
         s->used_peak = SIZE_MAX;
-        if (h) memo_put(s, h, *time_s, s->busy_s, cap + 1, s->used_peak, cap);
+        if (h) memo_put(s, h, *time_s, s->busy_s, SIZE_MAX, s->used_peak, cap);
         return VDNN_OK;
     }
     *peak_bytes = pool_frontier_peak(pl);
