@@ -578,7 +578,8 @@ END_TEST
 /* A search handed a plan within its gap of none's speed with the fastest algorithms
  * (as the micro-batch choice hands the split it chose to the final search) measures
  * none's plans, finds it within the gap, and returns it: a handful of simulations
- * (one per copy timing), not the seeds and climbs. */
+ * (one per copy timing), not the seeds and climbs; so does a search where none's plan
+ * fits. */
 START_TEST(a_seed_within_the_gap_ends_the_search)
 {
     profile pr;
@@ -605,6 +606,14 @@ START_TEST(a_seed_within_the_gap_ends_the_search)
         plan_free(&q);
     }
     ck_assert_int_gt(within, 0);
+    /* where none's plan fits, a search with a gap measures none's plans first and ends
+     * with the fastest of them: no seed, no climb */
+    plan p;
+    search_stats a;
+    ck_assert(plan_search(n, &pr, none.peak_bytes, SEARCH_BB, (search_limits){.gap = 0.05}, &p, &a) == VDNN_OK);
+    ck_assert_msg(a.within_gap && a.simulations <= 12, "%ld simulations where none fits", a.simulations);
+    ck_assert(p.predicted_s == none.predicted_s);
+    plan_free(&p);
     plan_free(&none);
     profile_free(&pr);
     net_free(n);

@@ -797,11 +797,12 @@ static vdnn_status search_bb(search *s)
     /* the seeds first (the smallest plans, the fixed policies, the threshold plans),
      * then climbs from the best of them (or from the tree's first plan that fits, when
      * none does) and from the smallest plan of every variant and copy timing
-     * (climb_start): a good incumbent cuts most of the tree. A plan handed in (the
-     * micro-batch choice's for the split it chose) that is within the gap of none's
-     * speed with the fastest algorithms needs no more: that is measured first. */
+     * (climb_start): a good incumbent cuts most of the tree. With a gap, none's plans
+     * with the fastest algorithms are measured first: where one fits, or a plan handed
+     * in (the micro-batch choice's for the split it chose) is within the gap of their
+     * speed, no other plan is needed. */
     vdnn_status st = VDNN_OK;
-    if (s->best.predicted_s >= 0 && s->gap > 0) {
+    if (s->gap > 0) {
         plan p = {0};
         int fits = 0;
         st = best_policy_plan(s, POLICY_NONE, ALGO_PERF, &p, &fits);
