@@ -586,7 +586,7 @@ START_TEST(a_seed_within_the_gap_ends_the_search)
     size_t least = 0;
     plan none;
     net *n = net_and_range(CLIMB_NET, NULL, 11, &pr, &least, &none);
-    int within = 0;
+    int shorter = 0;
     for (int b = 0; b < 8; b++) {
         size_t budget = least + (none.peak_bytes - least) * (size_t)b / 8;
         search_limits lim = {.gap = 0.05};
@@ -596,16 +596,20 @@ START_TEST(a_seed_within_the_gap_ends_the_search)
         ck_assert_msg(plan_search_from(n, &pr, budget, SEARCH_BB, lim, &p, &q, &c) == VDNN_OK, "%s", vdnn_errmsg());
         ck_assert(q.predicted_s <= p.predicted_s);
         if (c.within_gap) {
-            within++;
             ck_assert_msg(c.simulations <= 1 + 12, "budget %zu: %ld simulations for a seed within the gap (%ld without it)",
                           budget, c.simulations, a.simulations);
-            ck_assert_msg(c.simulations < a.simulations, "budget %zu: %ld simulations with the seed, %ld without", budget,
-                          c.simulations, a.simulations);
+            /* fewer than without it, but where none's plan fits (with one of its copy
+             * timings): both searches end with it then */
+            if (a.simulations > 12) {
+                ck_assert_msg(c.simulations < a.simulations, "budget %zu: %ld simulations with the seed, %ld without",
+                              budget, c.simulations, a.simulations);
+                shorter++;
+            }
         }
         plan_free(&p);
         plan_free(&q);
     }
-    ck_assert_int_gt(within, 0);
+    ck_assert_int_gt(shorter, 0);
     /* where none's plan fits, a search with a gap measures none's plans first and ends
      * with the fastest of them: no seed, no climb */
     plan p;
