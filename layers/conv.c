@@ -406,7 +406,7 @@ static size_t algo_bytes(const layer *l, int n, int pass, int algo)
     return onednn_conv_workspace(&o, (onednn_pass)pass, (onednn_method)m);
 }
 
-static size_t conv_workspace_bytes(const layer *l, int pass, int algo) { return algo_bytes(l, l->in.n, pass, algo); }
+static size_t conv_workspace_bytes(const layer *l, int n, int pass, int algo) { return algo_bytes(l, n, pass, algo); }
 
 /* layer_need_fn: workspace bytes of `algo` for c->n items. */
 static size_t need_bytes(layer *l, const exec_ctx *c, int pass, int algo, void *arg)
@@ -425,27 +425,39 @@ static vdnn_status settle_algos(layer *l, const exec_ctx *c, int passes)
     return st;
 }
 
-/* Checks the algorithms chosen for the passes that will run and the workspace for n
- * items; `passes` is a bit set of (1 << PASS_*). */
-static vdnn_status check_call(const layer *l, const exec_ctx *c, int passes)
+/* The algorithms that run the passes in `passes` (a bit set of (1 << PASS_*)) for c->n
+ * items, into run[]: the chosen ones, checked, with the workspace for c->n items. A
+ * smaller batch than the max (the last, partial batch of an epoch; the profiler's probe)
+ * is given the workspace of the max batch, which holds what most algorithms need for
+ * fewer items but not what oneDNN's Winograd needs at some smaller batches: there the
+ * usable algorithm with the largest workspace that fits runs instead (layer_algo_fitting),
+ * the same one under every policy, so runs stay comparable (a GPU does the same). */
+static vdnn_status call_algos(layer *l, const exec_ctx *c, int passes, int run[PASS_COUNT])
 {
     size_t need = 0;
     if (c->n < 1 || c->n > l->in.n)
         return vdnn_fail(VDNN_EINVAL, "%s: batch of %d items, expected 1..%d", l->name, c->n,
                          l->in.n);
-    for (int pass = 0; pass < PASS_COUNT; pass++) {
+    vdnn_status st = settle_algos(l, c, passes);
+    const size_t given = c->workspace ? c->workspace_bytes : 0;
+    for (int pass = 0; pass < PASS_COUNT && st == VDNN_OK; pass++) {
+        run[pass] = l->algo[pass];
         if (!(passes & (1 << pass))) continue;
         int a = l->algo[pass];
         size_t b = a >= 0 ? algo_bytes(l, c->n, pass, a) : SIZE_MAX;
         if (b == SIZE_MAX)
             return vdnn_fail(VDNN_EINVAL, "%s: no convolution algorithm %d for pass %d", l->name,
                              a, pass);
+        if (b > given && c->n < l->in.n && given >= algo_bytes(l, l->in.n, pass, a)) {
+            int other = layer_algo_fitting(l, c, pass, need_bytes, NULL);
+            if (other >= 0) run[pass] = other, b = algo_bytes(l, c->n, pass, other);
+        }
         if (b > need) need = b;
     }
-    if (need > 0 && (!c->workspace || c->workspace_bytes < need))
+    if (st == VDNN_OK && need > 0 && given < need)
         return vdnn_fail(VDNN_EINVAL, "%s: workspace of %zu bytes given, %zu needed for %d items",
-                         l->name, c->workspace ? c->workspace_bytes : 0, need, c->n);
-    return VDNN_OK;
+                         l->name, given, need, c->n);
+    return st;
 }
 
 /* ---- im2col, col2im and layout changes -------------------------------------------- */
@@ -843,19 +855,19 @@ static vdnn_status conv_forward(layer *l, const exec_ctx *c, const float *x, flo
 {
     const conv_params *p = l->priv;
     const conv_geom g = geom_of(l, c->n);
-    vdnn_status st = settle_algos(l, c, 1 << PASS_FWD);
-    if (st == VDNN_OK) st = check_call(l, c, 1 << PASS_FWD);
+    int run[PASS_COUNT];
+    vdnn_status st = call_algos(l, c, 1 << PASS_FWD, run);
     if (st != VDNN_OK) return st;
     const float *w = l->params[CONV_WEIGHTS].value;   /* (OC, IC / groups, KH, KW) */
     const float *b = p->bias ? l->params[CONV_BIAS].value : NULL;   /* (OC) */
-    int m = onednn_method_of(l, PASS_FWD, l->algo[PASS_FWD]);
+    int m = onednn_method_of(l, PASS_FWD, run[PASS_FWD]);
     if (m >= 0) {
         const onednn_conv o = onednn_shape(l, c->n);
         return onednn_conv_forward(&o, (onednn_method)m, x, w, b, y, c->workspace, c->workspace_bytes);
     }
     /* the groups one after the other, each with the whole workspace */
     for (int k = 0; k < g.groups; k++)
-        fwd_group(&g, l->algo[PASS_FWD], x + (size_t)k * g.ic * g.ipix,
+        fwd_group(&g, run[PASS_FWD], x + (size_t)k * g.ic * g.ipix,
                   w + (size_t)k * g.oc * g.kdim, b ? b + (size_t)k * g.oc : NULL,
                   y + (size_t)k * g.oc * g.opix, c->workspace);
     return VDNN_OK;
@@ -1174,16 +1186,16 @@ static vdnn_status conv_backward(layer *l, const exec_ctx *c, const float *x, co
     const conv_params *p = l->priv;
     const conv_geom g = geom_of(l, c->n);
     const int passes = (1 << PASS_BWD_FILTER) | (dx ? 1 << PASS_BWD_DATA : 0);
-    vdnn_status st = settle_algos(l, c, passes);
-    if (st == VDNN_OK) st = check_call(l, c, passes);
+    int run[PASS_COUNT];
+    vdnn_status st = call_algos(l, c, passes, run);
     if (st != VDNN_OK) return st;
     const param *w = &l->params[CONV_WEIGHTS];
     if (p->bias) bias_grad(&g, dy, c->accumulate, l->params[CONV_BIAS].grad);
     /* oneDNN's passes take the whole convolution, one after the other in the workspace;
      * the project's own run per group as before, with what is left */
     const onednn_conv o = onednn_shape(l, c->n);
-    int fm = onednn_method_of(l, PASS_BWD_FILTER, l->algo[PASS_BWD_FILTER]);
-    int dm = dx ? onednn_method_of(l, PASS_BWD_DATA, l->algo[PASS_BWD_DATA]) : -1;
+    int fm = onednn_method_of(l, PASS_BWD_FILTER, run[PASS_BWD_FILTER]);
+    int dm = dx ? onednn_method_of(l, PASS_BWD_DATA, run[PASS_BWD_DATA]) : -1;
     if (fm >= 0 || dm >= 0)
         st = onednn_conv_backward(&o, fm, dm, x, dy, w->value, c->accumulate, w->grad, dx, c->workspace,
                                   c->workspace_bytes);
@@ -1192,7 +1204,7 @@ static vdnn_status conv_backward(layer *l, const exec_ctx *c, const float *x, co
     for (int k = 0; k < g.groups; k++) {
         const size_t xo = (size_t)k * g.ic * g.ipix, yo = (size_t)k * g.oc * g.opix;
         const size_t wo = (size_t)k * g.oc * g.kdim;
-        bwd_group(&g, fm >= 0 ? -1 : l->algo[PASS_BWD_FILTER], l->algo[PASS_BWD_DATA], x + xo, dy + yo,
+        bwd_group(&g, fm >= 0 ? -1 : run[PASS_BWD_FILTER], run[PASS_BWD_DATA], x + xo, dy + yo,
                   w->value + wo, c->accumulate, w->grad + wo, own_dx ? own_dx + xo : NULL, c->workspace);
     }
     return VDNN_OK;

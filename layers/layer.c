@@ -2,6 +2,7 @@
 #include "layers/layer.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -456,7 +457,14 @@ const char *layer_algo_name(const layer *l, int pass, int algo)
 size_t layer_workspace_bytes(const layer *l, int pass, int algo)
 {
     if (l->algos) return table_entry(l, pass, algo) ? table_entry(l, pass, algo)->workspace_bytes : 0;
-    return l->ops->workspace_bytes ? l->ops->workspace_bytes(l, pass, algo) : 0;
+    return l->ops->workspace_bytes ? l->ops->workspace_bytes(l, l->in.n, pass, algo) : 0;
+}
+
+size_t layer_workspace_bytes_at(const layer *l, int n, int pass, int algo)
+{
+    if (n == l->in.n) return layer_workspace_bytes(l, pass, algo);
+    if (l->algos) return SIZE_MAX;
+    return l->ops->workspace_bytes ? l->ops->workspace_bytes(l, n, pass, algo) : 0;
 }
 
 int layer_algo_deterministic(const layer *l, int pass, int algo)
@@ -486,9 +494,7 @@ int layer_algo_usable(const layer *l, int pass, int algo)
     return algo < 0 || algo >= ALGO_BITS || !(l->algo_failed[pass] >> algo & 1u);
 }
 
-/* The usable algorithm of `pass` with the largest workspace that fits c->workspace at
- * c->n items: the likely fastest that can run; -1 when none fits. */
-static int fallback_algo(layer *l, const exec_ctx *c, int pass, layer_need_fn need, void *arg)
+int layer_algo_fitting(layer *l, const exec_ctx *c, int pass, layer_need_fn need, void *arg)
 {
     size_t given = c->workspace ? c->workspace_bytes : 0, best_bytes = 0;
     int best = -1;
@@ -504,7 +510,7 @@ vdnn_status layer_algo_failed(layer *l, const exec_ctx *c, int pass, int algo, c
                               void *arg)
 {
     if (algo >= 0 && algo < ALGO_BITS) l->algo_failed[pass] |= 1u << algo;
-    int next = layer_algo_usable(l, pass, l->algo[pass]) ? l->algo[pass] : fallback_algo(l, c, pass, need, arg);
+    int next = layer_algo_usable(l, pass, l->algo[pass]) ? l->algo[pass] : layer_algo_fitting(l, c, pass, need, arg);
     if (next < 0)
         return vdnn_fail(VDNN_EDEVICE, "%s: the %s algorithm '%s' cannot run on this device (%s), and no other fits the "
                          "%zu bytes of workspace given for %d items (--algo mem takes the smallest)", l->name,
@@ -522,7 +528,7 @@ vdnn_status layer_algo_check(layer *l, const exec_ctx *c, int pass, layer_need_f
     if (device_fault_algo(c->dev, l->name, pass_names[pass], layer_algo_name(l, pass, a)) && layer_algo_usable(l, pass, a))
         return layer_algo_failed(l, c, pass, a, "VDNN_FAULTS, a test-only setting", need, arg);
     if (layer_algo_usable(l, pass, a)) return VDNN_OK;
-    int next = fallback_algo(l, c, pass, need, arg);
+    int next = layer_algo_fitting(l, c, pass, need, arg);
     if (next < 0)
         return vdnn_fail(VDNN_EDEVICE, "%s: the %s algorithm '%s' failed earlier on this device, and no other fits the "
                          "%zu bytes of workspace given", l->name, pass_names[pass], layer_algo_name(l, pass, a),

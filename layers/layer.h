@@ -150,7 +150,8 @@ typedef struct layer_ops {
     /* Optional: several algorithms per pass. NULL means one algorithm, no workspace. */
     int (*algo_count)(const layer *l, int pass);
     const char *(*algo_name)(const layer *l, int pass, int algo);
-    size_t (*workspace_bytes)(const layer *l, int pass, int algo);  /* at the max batch */
+    /* for n items (at most the max batch); SIZE_MAX for an algorithm it does not have */
+    size_t (*workspace_bytes)(const layer *l, int n, int pass, int algo);
     /* Optional: one line of hyper-parameters for `vdnn info`, e.g. "3x3/1 p1 32". */
     void (*describe)(const layer *l, char *buf, size_t len);
     /* The CUDA half (layers/TYPE.cu), NULL in a build without CUDA. Same contract as the
@@ -335,7 +336,11 @@ vdnn_status layer_copy_algos(layer *dst, const layer *src);
 
 int layer_algo_count(const layer *l, int pass);
 const char *layer_algo_name(const layer *l, int pass, int algo);
-size_t layer_workspace_bytes(const layer *l, int pass, int algo);
+size_t layer_workspace_bytes(const layer *l, int pass, int algo);   /* at the max batch */
+/* The workspace for n items. Most algorithms need less for fewer items, but not all
+ * (oneDNN's Winograd needs more at some smaller batches). SIZE_MAX where the layer cannot
+ * say: a device's table (cuDNN's) knows the max batch only. */
+size_t layer_workspace_bytes_at(const layer *l, int n, int pass, int algo);
 /* Whether the algorithm gives the same bits on every run (every CPU algorithm does). */
 int layer_algo_deterministic(const layer *l, int pass, int algo);
 
@@ -353,6 +358,9 @@ int layer_algo_usable(const layer *l, int pass, int algo);
 /* Bytes of workspace algorithm `algo` of `pass` needs for c->n items, as the device half
  * knows it (SIZE_MAX: it cannot say). */
 typedef size_t (*layer_need_fn)(layer *l, const exec_ctx *c, int pass, int algo, void *arg);
+/* The usable algorithm of `pass` with the largest workspace that fits c->workspace at
+ * c->n items (`need`): the likely fastest that can run; -1 when none fits. */
+int layer_algo_fitting(layer *l, const exec_ctx *c, int pass, layer_need_fn need, void *arg);
 /* Algorithm `algo` of `pass` could not run (`why`: the library's words): marks it failed,
  * says so in one notice line (vdnn_notice), and when it was l->algo[pass], moves
  * l->algo[pass] to the usable algorithm with the largest workspace that fits

@@ -312,6 +312,11 @@ static vdnn_status run(const conv_entry *e, void *const ptr[ARG_MAX], int accumu
 {
     if (e->bytes > 0 && (!ws || ws_bytes < e->bytes))
         return vdnn_fail(VDNN_EINVAL, "oneDNN: workspace of %zu bytes given, %zu needed", ws ? ws_bytes : 0, e->bytes);
+    /* oneDNN's kernels load its layouts in the workspace with aligned vector loads (an
+     * AVX-512 Winograd kernel faults on a workspace aligned to 16 bytes only); the pool
+     * aligns every block to POOL_ALIGN */
+    if (e->bytes > 0 && (uintptr_t)ws % WS_ALIGN)
+        return vdnn_fail(VDNN_EINVAL, "oneDNN: a workspace at %p, not aligned to %zu bytes", ws, WS_ALIGN);
     dnnl_memory_t user[ARG_MAX] = {0}, mine[ARG_MAX] = {0}, scratch = NULL;
     dnnl_stream_t s = NULL;
     vdnn_status st = VDNN_OK;

@@ -4,8 +4,10 @@
  *
  * oneDNN computes in layouts of its own choosing (channels blocked by 8 or 16). The
  * reorders to and from them, and oneDNN's scratchpad, are paid inside each call in the
- * workspace the caller gives (onednn_conv_workspace says how much): what the rest of
- * vdnn sees stays NCHW, and no memory is taken outside the budget.
+ * workspace the caller gives (onednn_conv_workspace says how much, at a 64-byte aligned
+ * address, as the pool's blocks are): what the rest of vdnn sees stays NCHW, and no
+ * memory is taken outside the budget. The workspace is not monotone in the batch:
+ * Winograd's needs more at some batches below the largest.
  *
  * Primitives are made once per shape, method, pass and thread count and kept for the
  * life of the process (a net has a few shapes; micro-batches add a few batch sizes).

@@ -141,6 +141,19 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* Whether a probe of n items can run `algo` in the workspace of the measuring: some
+ * algorithms need more at a smaller batch than at the whole (oneDNN's Winograd), and the
+ * layer would then run another in their place, whose time is not theirs. */
+static int probe_fits(const layer *l, int n, const int algo[PASS_COUNT], int what, size_t ws_bytes)
+{
+    for (int pass = 0; pass < PASS_COUNT; pass++) {
+        int runs = what == RUN_FWD ? pass == PASS_FWD : what == RUN_BWD ? pass != PASS_FWD
+                 : what == RUN_BWD_FILTER ? pass == PASS_BWD_FILTER : 0;
+        if (runs && layer_workspace_bytes_at(l, n, pass, algo[pass]) > ws_bytes) return 0;
+    }
+    return 1;
+}
+
 /* Seconds of one call with the layer's algorithms set to `algo`. A probe on an eighth
  * of the items comes first: a call whose probe alone, scaled up, is three times
  * `bar` is out (so slow loops cost little to rule out) and gets the scaled probe;
@@ -156,6 +169,7 @@ static vdnn_status time_call(layer *l, device *d, bench_bufs *b, int items, cons
     exec_ctx c = {.dev = d, .n = items, .train = 1, .workspace = b->ws, .workspace_bytes = b->ws_bytes,
                   .labels = b->labels, .grad_scale = 1.0f / (float)items, .loss_sum = &loss, .correct = &correct};
     int probe = items / 8 > 0 ? items / 8 : 1;
+    if (!probe_fits(l, probe, algo, what, b->ws_bytes)) probe = items;
     double t[TIMED_RUNS];
     vdnn_status st = VDNN_OK;
     *secs = 0;
