@@ -248,7 +248,7 @@ static void print_text(const char *cfg, const net *n, device *d, const info_figu
         printf("  (perf: the fastest algorithms, as train --algo perf picks them, from the profile\n"
                "   %s; mem: the smallest workspaces; train's refusals list the same)\n", f->when);
     else
-        printf("  (perf: the largest-workspace algorithms, an upper bound: this net has no profile on %s yet;\n"
+        printf("  (perf: the largest-workspace algorithms, usually the most a plan needs: this net has no profile on %s yet;\n"
                "   a train run or `vdnn profile` measures one, then perf is what training picks, with predicted steps)\n",
                d ? device_model(d) : "this device");
     printf("least budget of any policy in micro-batches (--micro-batch N):");
