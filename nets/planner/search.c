@@ -126,18 +126,38 @@ static int free_map(const net *n, int j)
     return j < n->nlayers && net_first_reader(n, j) >= 0 && net_map_override(n, j) < 0;
 }
 
+/* Bytes that layer i holds at once while it runs `pass` with a workspace of ws bytes: the
+ * workspace with, forward, its input and output maps (distinct blocks, unless the layer
+ * runs in place), backward, its output's gradient. A lower bound on the pool's peak of
+ * every plan that runs the pass with that workspace. */
+static size_t pass_held(const net *n, int i, int pass, size_t ws)
+{
+    const layer *l = n->layers[i];
+    size_t held = pool_round(ws);
+    if (l->ops->in_place) return held;
+    if (pass == PASS_FWD) return held + pool_round(shape_bytes(l->in)) + pool_round(shape_bytes(l->out));
+    return held + pool_round(shape_bytes(l->out));
+}
+
 /* A pass's algorithms worth trying: for each, no other is both at least as fast and
- * at most as large (ties keep the lower index), fastest first. With `all`, every one. */
-static int algo_choices(const net *n, const profile *pr, int i, int pass, int all, decision *d)
+ * at most as large (ties keep the lower index), fastest first. With `all`, every one.
+ * With a budget (0: none), not those whose pass alone holds more (pass_held): no plan
+ * with them fits. When none is left, the one of least workspace, so that every pass
+ * has a choice. */
+static int algo_choices(const net *n, const profile *pr, size_t budget, int i, int pass, int all, decision *d)
 {
     const layer *l = n->layers[i];
     int count = layer_algo_count(l, pass) < PLAN_MAX_ALGOS ? layer_algo_count(l, pass) : PLAN_MAX_ALGOS;
     d->layer = i;
     d->pass = pass;
     d->count = 0;
+    int least = 0;
+    for (int a = 1; a < count; a++)
+        if (layer_workspace_bytes(l, pass, a) < layer_workspace_bytes(l, pass, least)) least = a;
     for (int a = 0; a < count; a++) {
         double ta = pass_s(pr, i, pass, a);
         size_t wa = layer_workspace_bytes(l, pass, a);
+        if (budget && a != least && pass_held(n, i, pass, wa) > budget) continue;
         int dominated = 0;
         for (int b = 0; b < count && !all && !dominated; b++) {
             double tb = pass_s(pr, i, pass, b);
@@ -165,7 +185,7 @@ static int algo_choices(const net *n, const profile *pr, int i, int pass, int al
  * choice, a swappable layer's parameters are a decision too (resident, swapped and
  * updated on the host, or swapped and updated on the device), and so is the copy
  * timing, last. */
-static vdnn_status make_decisions(const net *n, const profile *pr, int all, const plan *base, int climb,
+static vdnn_status make_decisions(const net *n, const profile *pr, size_t budget, int all, const plan *base, int climb,
                                   decision **out, int *count)
 {
     decision *d = calloc((size_t)n->nlayers * 5 + 2, sizeof *d);
@@ -182,8 +202,11 @@ static vdnn_status make_decisions(const net *n, const profile *pr, int all, cons
                               .small = SWAP_HOST};
             k++;
         }
+        /* (one choice left by the budget is a decision too where base has another) */
         for (int p = 0; p < PASS_COUNT; p++)
-            if (n->layers[i]->algo_pinned[p] < 0 && algo_choices(n, pr, i, p, all, &d[k]) > 1) k++;
+            if (n->layers[i]->algo_pinned[p] < 0 && algo_choices(n, pr, budget, i, p, all, &d[k]) > 0 &&
+                (d[k].count > 1 || (base && base->algo[i][p] != d[k].choice[0])))
+                k++;
     }
     if (climb) {
         d[k] = (decision){.layer = -1, .pass = DEC_TIMING};
@@ -431,7 +454,7 @@ static vdnn_status climb(search *s, const plan *start, plan *out)
     plan cur = {0};
     decision *dec = NULL;
     int ndec = 0;
-    vdnn_status st = make_decisions(s->n, s->pr, 0, start, 1, &dec, &ndec);
+    vdnn_status st = make_decisions(s->n, s->pr, s->budget, 0, start, 1, &dec, &ndec);
     if (st == VDNN_OK) st = plan_copy(&cur, start);
     if (st == VDNN_OK) st = simulate(s, &cur);   /* for its compute work (remembered: no replay) */
     double busy = sim_busy_s(s->sim);
@@ -560,7 +583,7 @@ static vdnn_status smallest_plans(search *s)
             st = variant_plan(s->n, s->pr, v < VARIANTS ? v : 0, m, &p);
             for (int j = 0; v == VARIANTS && st == VDNN_OK && j <= s->n->nlayers; j++)
                 if (net_recomputable(s->n, j, p.swap) && net_map_override(s->n, j) < 0) p.offload[j] = MAP_RECOMPUTE;
-            if (st == VDNN_OK) st = make_decisions(s->n, s->pr, 1, &p, 0, &dec, &ndec);
+            if (st == VDNN_OK) st = make_decisions(s->n, s->pr, s->budget, 1, &p, 0, &dec, &ndec);
             if (st == VDNN_OK) {
                 fill_from(&p, dec, 0, ndec, 1);
                 st = simulate(s, &p);
@@ -588,7 +611,7 @@ static vdnn_status tree(search *s)
             s->dec = NULL;
             /* every algorithm, dominated ones too: a larger workspace moves where later
              * blocks land, and can lower the peak */
-            if (st == VDNN_OK) st = make_decisions(s->n, s->pr, 1, &s->work, 0, &s->dec, &s->ndec);
+            if (st == VDNN_OK) st = make_decisions(s->n, s->pr, s->budget, 1, &s->work, 0, &s->dec, &s->ndec);
             if (st == VDNN_OK) st = branch(s);
         }
     }
@@ -630,7 +653,7 @@ static vdnn_status climb_start(search *s, int v, int m, plan *p)
         decision *dec = NULL;
         int ndec = 0;
         st = variant_plan(s->n, s->pr, v, w, &q);
-        if (st == VDNN_OK) st = make_decisions(s->n, s->pr, 0, &q, 0, &dec, &ndec);
+        if (st == VDNN_OK) st = make_decisions(s->n, s->pr, s->budget, 0, &q, 0, &dec, &ndec);
         if (st == VDNN_OK) {
             fill_from(&q, dec, 0, ndec, 1);
             st = simulate(s, &q);
@@ -1069,7 +1092,7 @@ long plan_enumerate(const net *n, const profile *pr, int (*visit)(void *ctx, con
             plan p = {0};
             decision *dec = NULL;
             int ndec = 0;
-            if (variant_plan(n, pr, v, m, &p) != VDNN_OK || make_decisions(n, pr, 1, &p, 0, &dec, &ndec) != VDNN_OK) {
+            if (variant_plan(n, pr, v, m, &p) != VDNN_OK || make_decisions(n, pr, 0, 1, &p, 0, &dec, &ndec) != VDNN_OK) {
                 plan_free(&p);
                 return -1;
             }
