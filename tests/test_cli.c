@@ -877,9 +877,9 @@ START_TEST(test_profile_plan_and_train)
 }
 END_TEST
 
-/* Each profile in `dir` rewritten with every time `k` times as long (a profile measured
- * on a loaded machine); returns how many. */
-static int scale_profiles(const char *dir, double k)
+/* Each profile in `dir` loaded, changed by edit(profile, arg) and saved again; returns
+ * how many. */
+static int rewrite_profiles(const char *dir, void (*edit)(profile *, const void *), const void *arg)
 {
     DIR *dp = opendir(dir);
     int count = 0;
@@ -889,16 +889,7 @@ static int scale_profiles(const char *dir, double k)
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         profile p;
         ck_assert_msg(profile_load(path, &p) == VDNN_OK, "%s", vdnn_errmsg());
-        for (int i = 0; i < p.nlayers; i++) {
-            layer_cost *c = &p.layers[i];
-            for (int a = 0; a < PLAN_MAX_ALGOS; a++) {
-                if (c->fwd_s[a] < 1e29) c->fwd_s[a] *= k;
-                if (c->bwd_data_s[a] < 1e29) c->bwd_data_s[a] *= k;
-                if (c->bwd_filter_s[a] < 1e29) c->bwd_filter_s[a] *= k;
-            }
-            c->update_s *= k;
-            c->accum_s *= k;
-        }
+        edit(&p, arg);
         ck_assert(profile_save(&p, path) == VDNN_OK);
         profile_free(&p);
         count++;
@@ -906,6 +897,25 @@ static int scale_profiles(const char *dir, double k)
     if (dp) closedir(dp);
     return count;
 }
+
+/* Every time *k times as long (a profile measured on a loaded machine). */
+static void scale_times(profile *p, const void *k)
+{
+    const double f = *(const double *)k;
+    for (int i = 0; i < p->nlayers; i++) {
+        layer_cost *c = &p->layers[i];
+        for (int a = 0; a < PLAN_MAX_ALGOS; a++) {
+            if (c->fwd_s[a] < 1e29) c->fwd_s[a] *= f;
+            if (c->bwd_data_s[a] < 1e29) c->bwd_data_s[a] *= f;
+            if (c->bwd_filter_s[a] < 1e29) c->bwd_filter_s[a] *= f;
+        }
+        c->update_s *= f;
+        c->accum_s *= f;
+    }
+}
+
+/* Each profile in `dir` rewritten with every time `k` times as long; returns how many. */
+static int scale_profiles(const char *dir, double k) { return rewrite_profiles(dir, scale_times, &k); }
 
 /* Fashion-MNIST's net at batch 8, on synthetic data. */
 #define FMNIST_NET                                                                                        \
@@ -916,31 +926,23 @@ static int scale_profiles(const char *dir, double k)
     "[convolutional]\nfilters = 64\nsize = 3\npad = 1\n[relu]\n[maxpool]\nsize = 2\n"                     \
     "[connected]\noutput = 256\n[relu]\n[dropout]\nprobability = 0.5\n[connected]\noutput = 10\n[softmax]\n"
 
-/* The profiles in `dir` rewritten so that the fastest algorithm of every pass is
- * want[layer][pass]; returns how many. */
-static int favour_in_profiles(const char *dir, const net *n, int (*want)[PASS_COUNT])
+/* What favour_algos makes fastest: want[layer][pass] of net n. */
+typedef struct favoured {
+    const net *n;
+    int (*want)[PASS_COUNT];
+} favoured;
+
+/* The fastest algorithm of every pass made the favoured one. */
+static void favour_algos(profile *p, const void *arg)
 {
-    DIR *dp = opendir(dir);
-    int count = 0;
-    for (struct dirent *e; dp && (e = readdir(dp)) != NULL;) {
-        if (strncmp(e->d_name, "profile-", 8)) continue;
-        char path[1200];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        profile p;
-        ck_assert_msg(profile_load(path, &p) == VDNN_OK, "%s", vdnn_errmsg());
-        for (int i = 0; i < p.nlayers; i++)
-            for (int q = 0; q < PASS_COUNT; q++) {
-                double *t = q == PASS_FWD ? p.layers[i].fwd_s : q == PASS_BWD_DATA ? p.layers[i].bwd_data_s
-                                                                                   : p.layers[i].bwd_filter_s;
-                for (int a = 0; a < layer_algo_count(n->layers[i], q) && layer_algo_count(n->layers[i], q) > 1; a++)
-                    t[a] = a == want[i][q] ? 1e-4 : 1e-3;
-            }
-        ck_assert(profile_save(&p, path) == VDNN_OK);
-        profile_free(&p);
-        count++;
-    }
-    if (dp) closedir(dp);
-    return count;
+    const favoured *f = arg;
+    for (int i = 0; i < p->nlayers; i++)
+        for (int q = 0; q < PASS_COUNT; q++) {
+            double *t = q == PASS_FWD ? p->layers[i].fwd_s : q == PASS_BWD_DATA ? p->layers[i].bwd_data_s
+                                                                                : p->layers[i].bwd_filter_s;
+            const int count = layer_algo_count(f->n->layers[i], q);
+            for (int a = 0; a < count && count > 1; a++) t[a] = a == f->want[i][q] ? 1e-4 : 1e-3;
+        }
 }
 
 /* With no budget, a CPU device is as large as the plan it runs needs. It is sized before
@@ -1000,7 +1002,8 @@ START_TEST(test_default_budget_fits_measured_algorithms)
     cli_run r = run_cli(args);
     assert_ok(&r, args);
     run_free(&r);
-    ck_assert_int_ge(favour_in_profiles(cache, n, want), 1);
+    const favoured fav = {n, want};
+    ck_assert_int_ge(rewrite_profiles(cache, favour_algos, &fav), 1);
     free(want);
     snprintf(args, sizeof args, "train %s --policy all --steps 1 --threads 2 --link-gbps 0.1 --no-save --profile-cache %s",
              cfg, cache);
