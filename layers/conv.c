@@ -397,8 +397,10 @@ static const char *conv_algo_name(const layer *l, int pass, int algo)
 static size_t algo_bytes(const layer *l, int n, int pass, int algo)
 {
     if (n == l->in.n && algo >= 0 && algo < CONV_ALGO_OWN) return known_algos(l)->own_bytes[pass][algo];
-    const conv_geom g = geom_of(l, n);
-    if (algo >= 0 && algo < CONV_ALGO_OWN) return workspace_floats(&g, pass, algo) * sizeof(float);
+    if (algo >= 0 && algo < CONV_ALGO_OWN) {
+        const conv_geom g = geom_of(l, n);
+        return workspace_floats(&g, pass, algo) * sizeof(float);
+    }
     int m = onednn_method_of(l, pass, algo);
     if (m < 0) return SIZE_MAX;
     if (n == l->in.n) return known_algos(l)->onednn_bytes[pass][algo - CONV_ALGO_OWN];
