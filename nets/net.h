@@ -253,7 +253,12 @@ int net_find_map(const net *n, const char *name);
 /* Sizes, for `info` and the default budget. */
 size_t net_param_bytes(const net *n);                 /* values, grads, momenta */
 size_t net_max_workspace_bytes(const net *n);         /* over the chosen algorithms */
-/* An upper bound of what one training iteration needs from the pool, params included. */
+/* An estimate of what one training iteration needs from the pool, params included: every
+ * parameter and map, the gradient maps a chain (or graph) holds at once, one workspace.
+ * Not a bound: freed blocks wait out the release lag and first fit leaves holes, so a
+ * plan with large workspaces of mixed sizes can need more (a measured mix with oneDNN's
+ * Winograd: half as much again); net_min_budget replays the iteration for the exact
+ * figure. With the smallest workspaces it has held on every net tested (test_budget). */
 size_t net_train_bytes_bound(const net *n);
 
 typedef struct step_result {

@@ -263,8 +263,11 @@ static void check_min_budget(const char *text, int which, const plan_cfg *pc)
              pc->sync ? ", barrier" : "");
     net *n = tn_parse(text, NULL);
     size_t m = min_budget_of(n, pc);
-    ck_assert_msg(m <= net_train_bytes_bound(n) + POOL_ALIGN, "%s: minimum %zu above the documented bound %zu", what, m,
-                  net_train_bytes_bound(n));
+    /* the estimate holds with the smallest workspaces (net.h); the fastest, measured, can
+     * be large and of mixed sizes, and need more */
+    if (pc->algo == ALGO_MEM)
+        ck_assert_msg(m <= net_train_bytes_bound(n) + POOL_ALIGN, "%s: minimum %zu above the estimate %zu", what, m,
+                      net_train_bytes_bound(n));
 
     /* at M, with a slow link on one of them so that frees really are pending */
     device *d = make_device(DEVICE_CPU, m, which % 2 ? 0.5 : 0);
