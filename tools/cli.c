@@ -86,6 +86,24 @@ vdnn_status cli_device(const char *name, size_t budget, long long threads, doubl
     return device_create(&o, out);
 }
 
+vdnn_status cli_plan_fixed(const char *name, long long threads, double link_gbps, size_t budget, net *n,
+                           device **d)
+{
+    size_t need = 0;
+    vdnn_status st = plan_fixed(n, budget, &need);
+    for (int tries = 0; st == VDNN_OK && !budget && tries < 4; tries++) {
+        const device_options *o = device_get_options(*d);
+        if (device_default_budget(o) || need <= o->budget_bytes) break;   /* a GPU's own memory; or it fits */
+        net_detach(n);
+        device_destroy(*d);
+        *d = NULL;
+        st = cli_device(name, pool_round(need + need / 8), threads, link_gbps, n, d);
+        if (st == VDNN_OK) st = plan_attach(n, *d);
+        if (st == VDNN_OK) st = plan_fixed(n, 0, &need);
+    }
+    return st;
+}
+
 /* What the quitting handler writes, made before any signal: SIGINT's, then SIGTERM's. */
 static char quit_msg[2][256];
 static size_t quit_len[2];

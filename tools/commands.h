@@ -43,6 +43,16 @@ extern const char *cli_in_place;
 vdnn_status cli_overrides(net_overrides *ov);
 vdnn_status cli_device(const char *name, size_t budget, long long threads, double link_gbps, const net *n,
                        device **out);
+/* Plans the net attached to *d (by cli_device with the same name, threads and link) by
+ * its fixed policy within `budget` (plan_fixed). With none given (0) on the CPU, whose
+ * default budget is sized before a profile says which algorithms are fastest, for the
+ * largest-workspace ones (cli_default_budget), the measured ones can need more (another
+ * mix of workspaces packs the pool differently: Fashion-MNIST's net under `all` at batch
+ * 8 needed 30.3 MiB of a default 26.2): the device is then made again, as large as the
+ * plan it runs needs and an eighth more, so that no budget means as much as the plan
+ * needs. */
+vdnn_status cli_plan_fixed(const char *name, long long threads, double link_gbps, size_t budget, net *n,
+                           device **d);
 
 int cmd_profile(int argc, char **argv);
 int cmd_sweep(int argc, char **argv);

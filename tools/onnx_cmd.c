@@ -27,7 +27,7 @@ static vdnn_status open_imported(const onnx_import *r, const char *name, const c
         st = vdnn_wrap(st, "the config vdnn wrote for the model does not build (a fault of vdnn's import)");
     if (st == VDNN_OK) st = cli_device(dev_name, 0, threads, 0, *np, dp);
     if (st == VDNN_OK) st = plan_attach(*np, *dp);
-    if (st == VDNN_OK) st = plan_fixed(*np, 0);
+    if (st == VDNN_OK) st = cli_plan_fixed(dev_name, threads, 0, 0, *np, dp);
     if (st == VDNN_OK) st = onnx_import_load(r, *np);
     return st;
 }
@@ -156,7 +156,7 @@ int cmd_export(int argc, char **argv)
     if (st == VDNN_OK) st = net_load(cfg, &ov, &n);
     if (st == VDNN_OK) st = cli_device("cpu", 0, 0, 0, n, &d);
     if (st == VDNN_OK) st = plan_attach(n, d);
-    if (st == VDNN_OK) st = plan_fixed(n, 0);
+    if (st == VDNN_OK) st = cli_plan_fixed("cpu", 0, 0, 0, n, &d);
     if (st == VDNN_OK) st = checkpoint_load(n, weights, NULL, 1);
     int rank = 0;
     if (st == VDNN_OK && out) st = onnx_export_net(n, out, &rank);

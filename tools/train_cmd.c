@@ -126,31 +126,6 @@ static vdnn_status load_data(const char *cfg, const char *flag, const net *n, in
                      dc->path[0] == '/' ? "" : ", relative to ", dc->path[0] == '/' ? "" : cwd);
 }
 
-/* With no budget given, a device without memory of its own to size one by (the CPU's) is
- * made as large as the plan with the largest-workspace algorithms needs, and an eighth more
- * (cli_default_budget): before it exists there is no profile to say which algorithms are
- * fastest. The measured ones can need more (another mix of workspaces packs the pool
- * differently: Fashion-MNIST's net under `all` at batch 8 needed 30.3 MiB of a default
- * 26.2). Then the device is made again, as large as the plan it runs needs and an eighth
- * more, so that no budget means as much as the plan needs. */
-static vdnn_status fit_default_budget(run_flags *f, net *n, device **d)
-{
-    for (int tries = 0; tries < 4; tries++) {
-        if (device_default_budget(device_get_options(*d))) return VDNN_OK;   /* a GPU's own memory */
-        size_t need = 0;
-        vdnn_status st = net_min_budget(n, &need);
-        if (st != VDNN_OK || need <= device_get_options(*d)->budget_bytes) return st;
-        net_detach(n);
-        device_destroy(*d);
-        *d = NULL;
-        st = cli_device(f->device, pool_round(need + need / 8), f->threads, f->link_gbps, n, d);
-        if (st == VDNN_OK) st = plan_attach(n, *d);
-        if (st == VDNN_OK) st = plan_fixed(n, 0);
-        if (st != VDNN_OK) return st;
-    }
-    return VDNN_OK;
-}
-
 static vdnn_status open_all(const char *cfg, run_flags *f, int need_train, net **n, device **d,
                             dataset **train, dataset **test)
 {
@@ -182,8 +157,7 @@ static vdnn_status open_all(const char *cfg, run_flags *f, int need_train, net *
         pf.budget = (*n)->budget_bytes ? (*n)->budget_bytes : ps.capacity_bytes;
         st = plan_dyn(n, &pf, f->quiet ? NULL : stdout, NULL);
     } else if (st == VDNN_OK) {
-        st = plan_fixed(*n, (*n)->budget_bytes);
-        if (st == VDNN_OK && !(*n)->budget_bytes) st = fit_default_budget(f, *n, d);
+        st = cli_plan_fixed(f->device, f->threads, f->link_gbps, (*n)->budget_bytes, *n, d);
     }
     f->plan_s = vdnn_now_s() - t_plan;
     if (st != VDNN_OK) return st;

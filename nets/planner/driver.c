@@ -258,12 +258,13 @@ vdnn_status plan_attach(net *n, device *d)
     return st;
 }
 
-vdnn_status plan_fixed(net *n, size_t budget)
+vdnn_status plan_fixed(net *n, size_t budget, size_t *need)
 {
-    size_t need = 0;
+    size_t bytes = 0;
     vdnn_status st = net_plan(n, n->policy, n->algo);
-    if (st == VDNN_OK) st = net_fit_budget(n, budget, &need);
-    return st == VDNN_EBUDGET ? plan_budget_error(n, budget, need) : st;
+    if (st == VDNN_OK) st = net_fit_budget(n, budget, &bytes);
+    if (need) *need = bytes;
+    return st == VDNN_EBUDGET ? plan_budget_error(n, budget, bytes) : st;
 }
 
 /* A replica rebuilt for a new share keeps the algorithms measured for the old one where
@@ -282,7 +283,7 @@ vdnn_status plan_replica(void *opts, net **np, const int (*algos)[PASS_COUNT])
         size_t need = 0;
         if (st == VDNN_OK && net_fit_budget(n, budget, &need) == VDNN_OK) return VDNN_OK;
     }
-    if (!n->dyn) return plan_fixed(n, budget);
+    if (!n->dyn) return plan_fixed(n, budget, NULL);
     planner_opts pf = *f;
     pf.budget = budget;
     pf.json = 0;

@@ -353,8 +353,9 @@ vdnn_status plan_search_kind(const char *name, search_kind *k);
 vdnn_status plan_attach(net *n, device *d);
 
 /* Plans the attached net by its fixed policy and algorithm mode and checks that the
- * budget (0: none given) holds its iteration; if not, plan_budget_error's refusal. */
-vdnn_status plan_fixed(net *n, size_t budget);
+ * budget (0: none given) holds its iteration; if not, plan_budget_error's refusal.
+ * *need (NULL: not wanted): the least budget of the plan taken. */
+vdnn_status plan_fixed(net *n, size_t budget, size_t *need);
 
 /* The refusal of a budget below what the net's plan needs (need 0: below the
  * parameters), as VDNN_EBUDGET with a message: every fixed policy's minimum, and the
