@@ -624,6 +624,124 @@ START_TEST(a_climb_ends_after_a_round_of_small_gains)
 }
 END_TEST
 
+/* A pass's time in a profile. */
+static double pass_time(const profile *pr, int i, int pass, int a)
+{
+    const layer_cost *c = &pr->layers[i];
+    return pass == PASS_FWD ? c->fwd_s[a] : pass == PASS_BWD_DATA ? c->bwd_data_s[a] : c->bwd_filter_s[a];
+}
+
+/* Whether another algorithm of the pass is at least as fast and at most as large (on a
+ * tie, the lower index): the climbs' moves leave such an algorithm out. */
+static int algo_dominated(const net *n, const profile *pr, int i, int pass, int a)
+{
+    const layer *l = n->layers[i];
+    double ta = pass_time(pr, i, pass, a);
+    size_t wa = layer_workspace_bytes(l, pass, a);
+    for (int b = 0; b < layer_algo_count(l, pass) && b < PLAN_MAX_ALGOS; b++) {
+        double tb = pass_time(pr, i, pass, b);
+        size_t wb = layer_workspace_bytes(l, pass, b);
+        if (b != a && tb <= ta && wb <= wa && (tb < ta || wb < wa || b < a)) return 1;
+    }
+    return 0;
+}
+
+/* q replayed: a failed check when it fits and is faster than p. A recompute chain
+ * through a swapped layer is no plan (EINVAL). */
+static int single_change_gains(simulator *s, const plan *p, plan *q, size_t budget, const char *what, int at)
+{
+    double t;
+    size_t peak;
+    vdnn_status st = sim_run(s, q, &t, &peak);
+    if (st == VDNN_EINVAL) return 0;
+    ck_assert_msg(st == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_msg(peak > budget || t >= p->predicted_s,
+                  "budget %zu: changing %s %d makes the climb's plan faster (%.9f s, peak %zu, against %.9f s)", budget,
+                  what, at, t, peak, p->predicted_s);
+    return 1;
+}
+
+/* A climb ends where no single change of its moves makes the plan faster while it
+ * still fits: an offloaded map kept or recomputed (while the plan's compute work is
+ * shorter than its step), one layer's parameters placed another way, a faster algorithm
+ * for one pass (of those no other is both as fast and as small), another copy timing.
+ * One climb from the best seed, no gap (none of a gap's early stops), budgets from the
+ * least to none's peak, eight cost tables (a climb that ended after its first round
+ * would fail three of them). */
+START_TEST(a_climb_ends_where_no_single_change_helps)
+{
+    profile pr;
+    size_t least = 0;
+    plan none;
+    net *n = net_and_range(CLIMB_NET, NULL, 21 + (uint64_t)_i, &pr, &least, &none);
+    simulator *s = NULL;
+    ck_assert(sim_create(n, &pr, &s) == VDNN_OK);
+    long checked = 0;
+    for (int b = 0; b < 8; b++) {
+        size_t budget = least + (none.peak_bytes - least) * (size_t)b / 7;
+        plan p, q;
+        search_stats ss;
+        ck_assert_msg(plan_search(n, &pr, budget, SEARCH_BB, (search_limits){.one_climb = 1}, &p, &ss) == VDNN_OK, "%s",
+                      vdnn_errmsg());
+        double t;
+        size_t peak;
+        ck_assert(sim_run(s, &p, &t, &peak) == VDNN_OK && t == p.predicted_s && peak <= budget);
+        double busy = sim_busy_s(s);
+        ck_assert(plan_copy(&q, &p) == VDNN_OK);
+        for (int j = 0; j <= n->nlayers; j++) {
+            if (p.offload[j] != MAP_OFFLOAD || busy >= p.predicted_s || net_map_override(n, j) >= 0 ||
+                (j < n->nlayers && net_first_reader(n, j) < 0))
+                continue;
+            for (int to = MAP_KEEP; to <= MAP_RECOMPUTE; to += 2) {
+                if (to == MAP_RECOMPUTE && !net_recomputable(n, j, p.swap)) continue;
+                q.offload[j] = (unsigned char)to;
+                checked += single_change_gains(s, &p, &q, budget, "map", j);
+            }
+            q.offload[j] = p.offload[j];
+        }
+        for (int i = 0; i < n->nlayers; i++) {
+            for (int to = SWAP_NONE; to <= SWAP_DEVICE && layer_swappable(n->layers[i]); to++) {
+                if (to == p.swap[i]) continue;
+                q.swap[i] = (unsigned char)to;
+                checked += single_change_gains(s, &p, &q, budget, "the parameters of layer", i);
+            }
+            q.swap[i] = p.swap[i];
+            for (int pass = 0; pass < PASS_COUNT; pass++) {
+                if (n->layers[i]->algo_pinned[pass] >= 0) continue;
+                for (int a = 0; a < layer_algo_count(n->layers[i], pass) && a < PLAN_MAX_ALGOS; a++) {
+                    if (pass_time(&pr, i, pass, a) >= pass_time(&pr, i, pass, p.algo[i][pass]) ||
+                        algo_dominated(n, &pr, i, pass, a))
+                        continue;
+                    q.algo[i][pass] = a;
+                    checked += single_change_gains(s, &p, &q, budget, "an algorithm of layer", i);
+                }
+                q.algo[i][pass] = p.algo[i][pass];
+            }
+        }
+        const int ahead[] = {PREFETCH_ON_DEMAND, PREFETCH_NEXT, PREFETCH_FAR};
+        for (int a = 0; a < 3; a++)
+            for (int lag = 0; lag <= 1; lag++)
+                for (int w = IN_PLACE_OFF; w <= IN_PLACE_OVER_OUTPUT; w++) {
+                    if ((ahead[a] == PREFETCH_FAR && !lag) || (ahead[a] == PREFETCH_ON_DEMAND && lag) ||
+                        (w && !n->may_in_place) ||
+                        (ahead[a] == p.prefetch_ahead && lag == p.release_lag && w == p.in_place))
+                        continue;
+                    q.prefetch_ahead = ahead[a];
+                    q.release_lag = lag;
+                    q.in_place = w;
+                    checked += single_change_gains(s, &p, &q, budget, "the copy timing to mode", a * 6 + lag * 3 + w);
+                }
+        plan_free(&p);
+        plan_free(&q);
+    }
+    ck_assert_int_gt(checked, 8 * 10);
+    sim_destroy(s);
+    plan_free(&none);
+    profile_free(&pr);
+    net_free(n);
+}
+END_TEST
+
 /* A search handed a plan within its gap of none's speed with the fastest algorithms
  * (as the micro-batch choice hands the split it chose to the final search) measures
  * none's plans, finds it within the gap, and returns it: a handful of simulations
@@ -920,6 +1038,7 @@ static Suite *planner_suite(void)
     tcase_add_test(t, simulator_reuse_is_exact);
     tcase_add_loop_test(t, capped_replays_answer_as_full_ones, 0, 2);
     tcase_add_test(t, a_climb_ends_after_a_round_of_small_gains);
+    tcase_add_loop_test(t, a_climb_ends_where_no_single_change_helps, 0, 8);
     tcase_add_test(t, a_seed_within_the_gap_ends_the_search);
     tcase_add_loop_test(t, climbs_on_threads_find_what_one_thread_finds, 0, 3);
     suite_add_tcase(s, t);

@@ -440,15 +440,57 @@ static vdnn_status best_choice(search *s, plan *cur, double busy_s, const decisi
  * climb's simulations). With no gap (--search-gap 0) every climb goes on to the end. */
 #define CLIMB_LAST_ROUND 0.1
 
-/* From a plan that fits, the single change (keep a map, another algorithm for one pass,
- * ...) that makes it fastest while it still fits, again and again while one makes it
- * faster. A full round of simulations per move would find each; instead the gains a
- * round measured are kept, and after a move the largest is measured again: taken when
- * it is still at least the next one as last measured, else put back with what it gains
- * now (gains change little from one move to the next). A full round again once no gain
- * is left, so the climb ends where no single change helps, as a full round per move
- * would; or, with a search gap, after a round that gained less than CLIMB_LAST_ROUND of
- * it. A strong incumbent for the branch and bound. *out: the plan it reached. */
+/* A decision whose change gained in a full round of a climb, and what it gained. */
+typedef struct move {
+    double gain;
+    int k;
+} move;
+
+/* Largest gain first; on a tie, the earlier decision. */
+static int cmp_move(const void *a, const void *b)
+{
+    const move *x = a, *y = b;
+    if (x->gain != y->gain) return x->gain < y->gain ? 1 : -1;
+    return (x->k > y->k) - (x->k < y->k);
+}
+
+/* Decision d of cur set to `to` where cur, replayed with it, still fits and is faster
+ * (*moved set, its compute-stream work into *busy); else cur is left as it was. */
+static vdnn_status try_move(search *s, plan *cur, const decision *d, int to, double *busy, int *moved)
+{
+    const int was = get_choice(cur, d);
+    const double t = cur->predicted_s;
+    const size_t peak = cur->peak_bytes;
+    *moved = 0;
+    if (to == was) return VDNN_OK;
+    set_choice(cur, d, to);
+    vdnn_status st = simulate_within(s, cur, s->budget);
+    if (st == VDNN_EINVAL) {   /* a recompute chain through a swapped layer: not a plan */
+        st = VDNN_OK;
+        cur->peak_bytes = (size_t)-1;
+    }
+    if (st == VDNN_OK && cur->peak_bytes <= s->budget && cur->predicted_s < t) {
+        *busy = sim_busy_s(s->sim);
+        *moved = 1;
+        return VDNN_OK;
+    }
+    set_choice(cur, d, was);
+    cur->predicted_s = t;
+    cur->peak_bytes = peak;
+    return st;
+}
+
+/* From a plan that fits, single changes (keep a map, another algorithm for one pass,
+ * ...) while they make it faster and it still fits. A full round measures each
+ * decision's best change against the plan; the changes that gained are then made one
+ * after another, largest gain first, each replayed once more against the plan as it
+ * now stands and kept where it still fits and gains, or else the decision's best change
+ * measured again where it has other choices (gains change little from one move to the
+ * next: a move costs a replay or two, where the steepest ascent, a full round per move,
+ * would cost a round). Full rounds repeat until one finds no gain, so the climb
+ * ends where no single change helps; or, with a search gap, after a round that gained
+ * less than CLIMB_LAST_ROUND of it, or at a plan within the gap. A strong incumbent for
+ * the branch and bound. *out: the plan it reached. */
 static vdnn_status climb(search *s, const plan *start, plan *out)
 {
     plan cur = {0};
@@ -458,48 +500,41 @@ static vdnn_status climb(search *s, const plan *start, plan *out)
     if (st == VDNN_OK) st = plan_copy(&cur, start);
     if (st == VDNN_OK) st = simulate(s, &cur);   /* for its compute work (remembered: no replay) */
     double busy = sim_busy_s(s->sim);
-    double *gain = calloc((size_t)ndec + 1, sizeof *gain);
     int *pick = calloc((size_t)ndec + 1, sizeof *pick);
-    if (st == VDNN_OK && (!gain || !pick)) st = vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
-    int last = 0;   /* the last full round gained too little to ask for another */
-    for (int full = 1; st == VDNN_OK && !out_of_time(s);) {
-        if (full) {
-            double sum = 0;
-            for (int k = 0; k < ndec && st == VDNN_OK && !out_of_time(s); k++) {
-                double t = cur.predicted_s;
-                st = best_choice(s, &cur, busy, &dec[k], &pick[k], &t);
-                gain[k] = cur.predicted_s - t;
-                if (gain[k] > 0) sum += gain[k];
+    move *moves = calloc((size_t)ndec + 1, sizeof *moves);
+    if (st == VDNN_OK && (!pick || !moves)) st = vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
+    for (int last = 0; st == VDNN_OK && !last && !out_of_time(s);) {
+        double sum = 0;
+        int count = 0;
+        for (int k = 0; k < ndec && st == VDNN_OK && !out_of_time(s); k++) {
+            double t = cur.predicted_s;
+            st = best_choice(s, &cur, busy, &dec[k], &pick[k], &t);
+            if (cur.predicted_s - t > 0) {
+                moves[count++] = (move){cur.predicted_s - t, k};
+                sum += cur.predicted_s - t;
             }
-            if (sum <= 0) break;
-            last = s->gap > 0 && sum < CLIMB_LAST_ROUND * s->gap * cur.predicted_s;
         }
-        int top = -1, next = -1;
-        for (int k = 0; k < ndec; k++) {
-            if (gain[k] <= 0) continue;
-            if (top < 0 || gain[k] > gain[top]) next = top, top = k;
-            else if (next < 0 || gain[k] > gain[next]) next = k;
+        if (st != VDNN_OK || sum <= 0) break;
+        last = s->gap > 0 && sum < CLIMB_LAST_ROUND * s->gap * cur.predicted_s;
+        qsort(moves, (size_t)count, sizeof *moves, cmp_move);
+        for (int m = 0; m < count && st == VDNN_OK && !out_of_time(s); m++) {
+            const decision *d = &dec[moves[m].k];
+            int moved = 0;
+            st = try_move(s, &cur, d, pick[moves[m].k], &busy, &moved);
+            /* the change no longer gains (or fits): another of the decision's choices may */
+            if (st == VDNN_OK && !moved && d->count > 2) {
+                double t = cur.predicted_s;
+                st = best_choice(s, &cur, busy, d, &pick[moves[m].k], &t);
+                if (st == VDNN_OK) st = try_move(s, &cur, d, pick[moves[m].k], &busy, &moved);
+            }
+            if (st == VDNN_OK && s->gap > 0 && s->floor_s >= 0 && cur.predicted_s <= s->floor_s * (1 + s->gap)) {
+                last = 1;   /* within the gap: the search ends with it */
+                break;
+            }
         }
-        if (top < 0) {
-            if (last) break;
-            full = 1;
-            continue;
-        }
-        full = 0;
-        double t = cur.predicted_s;
-        st = best_choice(s, &cur, busy, &dec[top], &pick[top], &t);
-        gain[top] = cur.predicted_s - t;
-        if (st != VDNN_OK || gain[top] <= 0 || (next >= 0 && gain[top] < gain[next])) continue;
-        set_choice(&cur, &dec[top], pick[top]);
-        st = simulate(s, &cur);
-        busy = sim_busy_s(s->sim);
-        gain[top] = 0;
-        if (st == VDNN_OK && s->gap > 0 && s->floor_s >= 0 && cur.peak_bytes <= s->budget &&
-            cur.predicted_s <= s->floor_s * (1 + s->gap))
-            break;   /* within the gap: the search ends with it */
     }
-    free(gain);
     free(pick);
+    free(moves);
     free(dec);
     if (st == VDNN_OK) *out = cur;
     else plan_free(&cur);
