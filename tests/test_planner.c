@@ -665,9 +665,10 @@ static int single_change_gains(simulator *s, const plan *p, plan *q, size_t budg
  * still fits: an offloaded map kept or recomputed (while the plan's compute work is
  * shorter than its step), one layer's parameters placed another way, a faster algorithm
  * for one pass (of those no other is both as fast and as small), another copy timing.
- * One climb from the best seed, no gap (none of a gap's early stops), budgets from the
- * least to none's peak, eight cost tables (a climb that ended after its first round
- * would fail three of them). */
+ * One climb from the best seed, and the climbs from every start (each one round, the
+ * best plan they reach then climbed on; the tree one node), no gap (none of a gap's
+ * early stops), budgets from the least to none's peak, eight cost tables (a climb that
+ * ended after its first round would fail three of them). */
 START_TEST(a_climb_ends_where_no_single_change_helps)
 {
     profile pr;
@@ -677,12 +678,12 @@ START_TEST(a_climb_ends_where_no_single_change_helps)
     simulator *s = NULL;
     ck_assert(sim_create(n, &pr, &s) == VDNN_OK);
     long checked = 0;
-    for (int b = 0; b < 8; b++) {
-        size_t budget = least + (none.peak_bytes - least) * (size_t)b / 7;
+    for (int b = 0; b < 16; b++) {
+        size_t budget = least + (none.peak_bytes - least) * (size_t)(b / 2) / 7;
         plan p, q;
         search_stats ss;
-        ck_assert_msg(plan_search(n, &pr, budget, SEARCH_BB, (search_limits){.one_climb = 1}, &p, &ss) == VDNN_OK, "%s",
-                      vdnn_errmsg());
+        search_limits lim = b % 2 ? (search_limits){.nodes = 1} : (search_limits){.one_climb = 1};
+        ck_assert_msg(plan_search(n, &pr, budget, SEARCH_BB, lim, &p, &ss) == VDNN_OK, "%s", vdnn_errmsg());
         double t;
         size_t peak;
         ck_assert(sim_run(s, &p, &t, &peak) == VDNN_OK && t == p.predicted_s && peak <= budget);
@@ -734,7 +735,7 @@ START_TEST(a_climb_ends_where_no_single_change_helps)
         plan_free(&p);
         plan_free(&q);
     }
-    ck_assert_int_gt(checked, 8 * 10);
+    ck_assert_int_gt(checked, 16 * 10);
     sim_destroy(s);
     plan_free(&none);
     profile_free(&pr);
