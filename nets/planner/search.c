@@ -405,8 +405,19 @@ static int may_gain(const search *s, const decision *d, int was, int to, double 
     return pass_s(s->pr, d->layer, d->pass, to) < pass_s(s->pr, d->layer, d->pass, was);
 }
 
+/* Whether every choice of d after `c` (in d's order) adds work to the plan that takes c:
+ * a pass's algorithms go fastest first, a map is kept before it is recomputed (compute)
+ * or offloaded (copies), and parameters kept on the device need no copies, which both
+ * ways of swapping them add. Once such a choice fits and gains, the ones after it could
+ * make the plan faster only where a block lands elsewhere (may_gain). */
+static int adds_work_after(const decision *d, int c)
+{
+    return d->pass >= 0 || d->pass == DEC_MAP || (d->pass == DEC_SWAP && c == SWAP_NONE);
+}
+
 /* Decision d's choice for cur that makes it fastest while it still fits, into *best_c
- * (its current one if none is faster than *best_t, which it lowers); cur, whose
+ * (its current one if none is faster than *best_t, which it lowers; the choices after
+ * one that fits and gains not tried where they add work: adds_work_after); cur, whose
  * compute-stream work is busy_s, is left as it was. */
 static vdnn_status best_choice(search *s, plan *cur, double busy_s, const decision *d, int *best_c, double *best_t)
 {
@@ -426,6 +437,7 @@ static vdnn_status best_choice(search *s, plan *cur, double busy_s, const decisi
         if (st == VDNN_OK && cur->peak_bytes <= s->budget && cur->predicted_s < *best_t) {
             *best_t = cur->predicted_s;
             *best_c = d->choice[c];
+            if (adds_work_after(d, d->choice[c])) break;
         }
     }
     set_choice(cur, d, was);
