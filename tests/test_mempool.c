@@ -327,6 +327,47 @@ START_TEST(test_coalesce_counts)
 }
 END_TEST
 
+/* The state key names the blocks (offset, size, state), whatever the way there: the
+ * same layout reached by other requests or frees in another order has the same key,
+ * another layout (a block freed, pending, or placed elsewhere) another. */
+START_TEST(test_state_key_follows_the_blocks)
+{
+    fake_sync fs, gs;
+    pool *p = make_pool(16 * U, &fs), *q = make_pool(16 * U, &gs);
+    const uint64_t empty = pool_state_key(p);
+    ck_assert(pool_state_key(q) == empty);
+    size_t a = alloc_ok(p, U), b = alloc_ok(p, 2 * U), c = alloc_ok(p, 3 * U);
+    const uint64_t abc = pool_state_key(p);
+    ck_assert(abc != empty);
+    ck_assert_int_eq(pool_free(p, b), VDNN_OK);
+    const uint64_t hole = pool_state_key(p);
+    ck_assert(hole != abc && hole != empty);
+    ck_assert_int_eq(pool_free(p, c), VDNN_OK);   /* merges with the hole and the tail */
+    ck_assert_int_eq(pool_free(p, a), VDNN_OK);
+    ck_assert(pool_state_key(p) == empty);
+    /* the same blocks by another way: q takes a 3U block where b's hole is to be */
+    size_t qa = alloc_ok(q, U), qx = alloc_ok(q, 3 * U);
+    ck_assert(pool_state_key(q) != abc);
+    ck_assert_int_eq(pool_free(q, qx), VDNN_OK);
+    size_t qb = alloc_ok(q, 2 * U), qc = alloc_ok(q, 3 * U);
+    ck_assert(qa == a && qb == b && qc == c);
+    ck_assert(pool_state_key(q) == abc);
+    /* pending is a state of its own; reclaimed, the block is free as if freed at once */
+    fake_ev ev = {.id = 1};
+    ck_assert_int_eq(pool_free_after(q, qb, &ev), VDNN_OK);
+    ck_assert(pool_state_key(q) != abc && pool_state_key(q) != hole);
+    ev.done = 1;
+    pool_reclaim(q, 0);
+    ck_assert(pool_state_key(q) == hole);
+    /* freed in every order, the pool is one free block again */
+    ck_assert_int_eq(pool_free(q, qa), VDNN_OK);
+    ck_assert_int_eq(pool_free(q, qc), VDNN_OK);
+    ck_assert(pool_state_key(q) == empty);
+    pool_destroy(p);
+    pool_destroy(q);
+}
+END_TEST
+
 /* ---- bad frees ------------------------------------------------------------------ */
 
 START_TEST(test_bad_free)
@@ -1038,6 +1079,7 @@ static Suite *mempool_suite(void)
     tcase_add_test(basic, test_capacity_independent);
     tcase_add_test(basic, test_coalesce_both_sides);
     tcase_add_test(basic, test_coalesce_counts);
+    tcase_add_test(basic, test_state_key_follows_the_blocks);
     tcase_add_test(basic, test_bad_free);
     tcase_add_test(basic, test_stats_counters);
     suite_add_tcase(s, basic);

@@ -48,11 +48,27 @@ struct pool {
     uint64_t tick;             /* advanced by the caller at each step of its schedule */
     unsigned lag;              /* ticks a pending free waits before it may be reclaimed */
     uint64_t seq, allocs, frees, failures;
+    uint64_t key;              /* pool_state_key: the sum of the blocks' shares (share()) */
 };
 
 size_t pool_round(size_t bytes)
 {
     return (bytes + POOL_ALIGN - 1) / POOL_ALIGN * POOL_ALIGN;
+}
+
+static uint64_t mix(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h * 0xff51afd7ed558ccdull;
+}
+
+/* A block's share of the pool's state key: a hash of its offset, size and state. The
+ * blocks tile the pool, so the set of them is its state, and the key, the sum of their
+ * shares (mod 2^64), is kept as blocks change: every change of a block takes its old
+ * share out and puts its new one in. */
+static uint64_t share(const block *b)
+{
+    return mix(mix(mix(0xcbf29ce484222325ull, b->off), b->size), (uint64_t)b->state);
 }
 
 /* ---- the treap of free blocks ---- */
@@ -217,6 +233,7 @@ pool *pool_create(size_t capacity_bytes, const pool_sync *sync)
         p->head = p->last = calloc(1, sizeof *p->head);
         if (!p->head) { free(p); return NULL; }
         p->head->size = p->capacity;
+        p->key = share(p->head);
         t_insert(p, p->head);
     }
     return p;
@@ -265,7 +282,9 @@ static void coalesce(pool *p, block *b)
 {
     block *n = b->next && b->next->state == BLOCK_FREE ? b->next : NULL;
     block *q = b->prev && b->prev->state == BLOCK_FREE ? b->prev : NULL;
+    if (n) p->key -= share(n);
     if (q) {
+        p->key -= share(q);
         if (n) {
             t_remove(p, n);
             q->size += n->size;
@@ -274,17 +293,23 @@ static void coalesce(pool *p, block *b)
         q->size += b->size;
         unlink_block(p, b);
         t_resized(p->free_root, q);
+        p->key += share(q);
     } else if (n) {
         b->size += n->size;
         p->free_root = t_replace(p->free_root, n, b);
         unlink_block(p, n);
+        p->key += share(b);
     } else {
         t_insert(p, b);
+        p->key += share(b);
     }
 }
 
+/* b (used or pending) is free now; its share leaves the key here, and coalesce puts
+ * the merged block's in. */
 static void release_block(pool *p, block *b)
 {
+    p->key -= share(b);
     if (b->state == BLOCK_PENDING) {
         p->pending -= b->size;
         if (p->sync.release) p->sync.release(p->sync.ctx, b->ev);
@@ -353,6 +378,7 @@ static vdnn_status take(pool *p, block *b, size_t size, size_t *offset)
         free(rest);
         return st;
     }
+    p->key -= share(b);
     if (rest) {
         /* the rest keeps b's place among the free blocks */
         rest->off = b->off + size;
@@ -369,6 +395,7 @@ static vdnn_status take(pool *p, block *b, size_t size, size_t *offset)
         t_remove(p, b);
     }
     b->state = BLOCK_USED;
+    p->key += share(b) + (rest ? share(rest) : 0);
     p->used += size;
     if (p->used > p->peak) p->peak = p->used;
     if (p->used - p->pending > p->live_peak) p->live_peak = p->used - p->pending;
@@ -450,7 +477,9 @@ vdnn_status pool_free_after(pool *p, size_t offset, void *ev)
         return vdnn_fail(VDNN_EINVAL, "pool: free of offset %zu, which is not allocated", offset);
     }
     p->frees++;
+    p->key -= share(b);
     b->state = BLOCK_PENDING;
+    p->key += share(b);
     b->ev = ev;
     b->seq = p->seq++;
     b->ripe = p->tick + p->lag;
@@ -499,17 +528,9 @@ void pool_set_marks(pool *p, pool_marks m)
 }
 size_t pool_frontier_peak(const pool *p) { return p->frontier_peak; }
 size_t pool_live_peak(const pool *p) { return p->live_peak; }
-static uint64_t mix(uint64_t h, uint64_t v)
-{
-    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    return h * 0xff51afd7ed558ccdull;
-}
-
 uint64_t pool_state_key(const pool *p)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (const block *b = p->head; b; b = b->next) h = mix(mix(mix(h, b->off), b->size), (uint64_t)b->state);
-    return h;
+    return p->key;
 }
 
 void pool_set_lag(pool *p, unsigned ticks) { p->lag = ticks; }

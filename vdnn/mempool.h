@@ -114,9 +114,9 @@ void pool_set_marks(pool *p, pool_marks m);
  * any placement needs; unlike the peak, it never grows when a block is freed earlier. */
 size_t pool_live_peak(const pool *p);
 /* A key of the pool's blocks: every block's offset, size and state (free, used or
- * pending) in address order. Two pools with the same key and no pending blocks make the
- * same choices for the same requests from here on (the treap's shape and the counters
- * enter no choice). */
+ * pending), kept as they change (O(1)). Two pools with the same key and no pending
+ * blocks make the same choices for the same requests from here on (the treap's shape
+ * and the counters enter no choice). */
 uint64_t pool_state_key(const pool *p);
 
 #endif
