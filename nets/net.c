@@ -885,6 +885,12 @@ void net_detach(net *n)
 
 vdnn_status net_attach(net *n, device *d)
 {
+    vdnn_status st = net_attach_unplanned(n, d);
+    return st == VDNN_OK ? net_plan_static(n, n->policy, n->algo) : st;
+}
+
+vdnn_status net_attach_unplanned(net *n, device *d)
+{
     if (n->dev) return vdnn_fail(VDNN_EINVAL, "the net is already on a device");
     n->dev = d;
     n->maps = calloc((size_t)n->nlayers + 1, sizeof *n->maps);
@@ -911,9 +917,7 @@ vdnn_status net_attach(net *n, device *d)
         st = l->swap ? layer_alloc_params_host(l, d, n->train.seed) : layer_alloc_params(l, d, n->train.seed);
         if (st != VDNN_OK) return st;
     }
-    vdnn_status st = device_alloc(d, (size_t)n->input.n * sizeof(int32_t), "input", "labels", (void **)&n->labels);
-    if (st == VDNN_OK) st = net_plan_static(n, n->policy, n->algo);
-    return st;
+    return device_alloc(d, (size_t)n->input.n * sizeof(int32_t), "input", "labels", (void **)&n->labels);
 }
 
 size_t net_param_bytes(const net *n)

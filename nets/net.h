@@ -187,8 +187,12 @@ vdnn_status net_clone_batch(const net *n, int batch, int micro, net **out);
 vdnn_status net_remake(net *n, int micro, net **out);
 
 /* Allocates and initialises every parameter on `d` (from the seed), and the label
- * buffer. The net keeps `d` until net_detach() or net_free(). */
+ * buffer, and plans with the config's policy and mode (net_plan_static). The net keeps
+ * `d` until net_detach() or net_free(). */
 vdnn_status net_attach(net *n, device *d);
+/* net_attach() without the plan: for a caller that applies one of its own at once
+ * (plan_apply; the simulator attaches for thousands of plans). */
+vdnn_status net_attach_unplanned(net *n, device *d);
 /* Returns everything the net holds on its device (parameters, host buffers). */
 void net_detach(net *n);
 

@@ -193,7 +193,7 @@ vdnn_status sim_run_within(simulator *s, const plan *p, size_t cap, double *time
         for (int i = 0; st == VDNN_OK && i < s->m->nlayers && p->swap && i < p->nlayers; i++)
             s->m->layers[i]->swap = p->swap[i];
         s->m->policy = POLICY_NONE;   /* the plan's swaps, not a config's `policy = swap` */
-        if (st == VDNN_OK) st = net_attach(s->m, s->d);
+        if (st == VDNN_OK) st = net_attach_unplanned(s->m, s->d);   /* plan_apply below plans it */
         if (st == VDNN_OK) {
             s->attached = pool_state_key(device_pool(s->d));
             s->marks = pool_get_marks(device_pool(s->d));
