@@ -915,7 +915,7 @@ static vdnn_status search_bb(search *s)
     }
     /* Of several climbs, each makes one full round and its moves, and the best plan they
      * reach is climbed on until no single change helps: the rounds after the first gain
-     * little (on ResNet-110 at batch 16 and its least budget, 0.1-0.3 ms of 2835), and would be paid
+     * little (on ResNet-110 at batch 16 and its least budget, 0.1-0.34 ms of 2835), and would be paid
      * for at every start. */
     if (st == VDNN_OK && !out_of_time(s)) st = climb_all(s, start, count, count > 1);
     for (int i = 0; i <= count && i < (int)(sizeof start / sizeof *start); i++) plan_free(&start[i]);
