@@ -666,6 +666,18 @@ static vdnn_status tree(search *s)
     return st;
 }
 
+/* A climb from the search's plan until no single change helps, its plan offered. */
+static vdnn_status climb_best(search *s)
+{
+    plan from = {0}, got = {0};
+    vdnn_status st = plan_copy(&from, &s->best);
+    if (st == VDNN_OK) st = climb(s, &from, 0, &got);
+    if (st == VDNN_OK) st = offer(s, &got);
+    plan_free(&from);
+    plan_free(&got);
+    return st;
+}
+
 /* When no seed fits: the tree (smallest choices first while nothing fits) until its
  * first plan that fits (within s->fit_nodes nodes, when set), and a climb from there,
  * which finds in a few thousand simulations what the tree would in tens of thousands. */
@@ -678,13 +690,7 @@ static vdnn_status first_fit(search *s)
     s->first_fit = 0;
     s->node_limit = limit;
     if (st != VDNN_OK || s->best.predicted_s < 0) return st;
-    plan from = {0}, got = {0};
-    st = plan_copy(&from, &s->best);
-    if (st == VDNN_OK) st = climb(s, &from, 0, &got);
-    if (st == VDNN_OK) st = offer(s, &got);
-    plan_free(&from);
-    plan_free(&got);
-    return st;
+    return climb_best(s);
 }
 
 /* A climb's start for variant v and the copy timing of timing_modes[m] (the first of
@@ -915,18 +921,11 @@ static vdnn_status search_bb(search *s)
     }
     /* Of several climbs, each makes one full round and its moves, and the best plan they
      * reach is climbed on until no single change helps: the rounds after the first gain
-     * little (on ResNet-110 at batch 16 and its least budget, 0.1-0.34 ms of 2835), and would be paid
-     * for at every start. */
+     * little (on ResNet-110 at batch 16 and its least budget, 0.1-0.34 ms of 2835), and
+     * would be paid for at every start. */
     if (st == VDNN_OK && !out_of_time(s)) st = climb_all(s, start, count, count > 1);
     for (int i = 0; i <= count && i < (int)(sizeof start / sizeof *start); i++) plan_free(&start[i]);
-    if (st == VDNN_OK && count > 1 && !out_of_time(s)) {
-        plan from = {0}, got = {0};
-        st = plan_copy(&from, &s->best);
-        if (st == VDNN_OK) st = climb(s, &from, 0, &got);
-        if (st == VDNN_OK) st = offer(s, &got);
-        plan_free(&from);
-        plan_free(&got);
-    }
+    if (st == VDNN_OK && count > 1 && !out_of_time(s)) st = climb_best(s);
     if (st != VDNN_OK) return st;
     /* the climbs find most plans; the tree then mostly proves them, and stops once its
      * patience runs out (a search of one climb, which only weighs a split, leaves it
