@@ -525,11 +525,13 @@ static int same_as_fresh(void *ctx, const plan *p)
     "[connected]\noutput = 4\n[softmax]\n"
 
 /* The search climbs from its starts on several threads, each with a simulator of its
- * own, and offers their plans in the starts' order, so that it finds what one thread
- * finds: exactly (every decision), at budgets from the least to none's peak, with no
- * gap and with one (where a climb's plan ends the search, and the climbs after it count
- * for nothing). The tree after the climbs gets one node (it runs on one thread). Under
- * a sanitizer, one cost table of three. */
+ * own, and offers their plans in the starts' order, and a climb that runs alone (the
+ * last one from the best plan, or a search of one climb) deals each full round's
+ * decisions out among the threads, so that it finds what one thread finds: exactly
+ * (every decision), at budgets from the least to none's peak, with no gap, with one
+ * (where a climb's plan ends the search, and the climbs after it count for nothing),
+ * and with one climb. The tree after the climbs gets one node (it runs on one thread).
+ * Under a sanitizer, one cost table of three. */
 START_TEST(climbs_on_threads_find_what_one_thread_finds)
 {
     if (UNDER_SANITIZER && _i) {
@@ -545,17 +547,18 @@ START_TEST(climbs_on_threads_find_what_one_thread_finds)
     enum { B = 8 };
     long sims[2] = {0, 0};
     for (int b = 0; b < B; b++)
-        for (int g = 0; g < 2; g++) {
+        for (int g = 0; g < 3; g++) {
             size_t budget = least + (none.peak_bytes - least) * (size_t)b / (B - 1);
             plan p[2];
             for (int t = 0; t < 2; t++) {
                 search_stats ss;
-                search_limits lim = {.nodes = 1, .gap = g ? 0.02 : 0, .threads = t ? 3 : 1};
+                search_limits lim = {.nodes = 1, .gap = g == 1 ? 0.02 : 0, .one_climb = g == 2, .threads = t ? 3 : 1};
                 ck_assert_msg(plan_search(n, &pr, budget, SEARCH_BB, lim, &p[t], &ss) == VDNN_OK, "%s", vdnn_errmsg());
                 sims[t] += ss.simulations;
             }
+            static const char *const kind[] = {"no gap", "gap 0.02", "one climb"};
             ck_assert_msg(p[0].predicted_s == p[1].predicted_s && p[0].peak_bytes == p[1].peak_bytes,
-                          "budget %zu, gap %d: %.9f s, peak %zu on one thread; %.9f s, %zu on three", budget, g,
+                          "budget %zu, %s: %.9f s, peak %zu on one thread; %.9f s, %zu on three", budget, kind[g],
                           p[0].predicted_s, p[0].peak_bytes, p[1].predicted_s, p[1].peak_bytes);
             ck_assert(p[0].prefetch_ahead == p[1].prefetch_ahead && p[0].release_lag == p[1].release_lag &&
                       p[0].in_place == p[1].in_place);

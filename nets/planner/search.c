@@ -78,6 +78,8 @@ typedef struct search {
     int settled;              /* the incumbent is within the gap of floor_s */
     const int *over;          /* set (atomically) when a climb on another thread ended the search */
     long runs_elsewhere;      /* simulations on other threads' simulators */
+    simulator **helper;       /* a climb's full rounds share their decisions with these, */
+    int nhelper;              /* one per thread besides the caller's (round_on_threads) */
 } search;
 
 /* Whether the search is over (checked between simulations): its time is up once it
@@ -492,6 +494,87 @@ static vdnn_status try_move(search *s, plan *cur, const decision *d, int to, dou
     return st;
 }
 
+/* A share of a full round: decisions from, from + step, ... of cur, on a simulator of
+ * its own (v.sim), each one's best choice and gain into pick[k] and gain[k]. */
+typedef struct round_part {
+    search v;
+    plan cur;
+    const decision *dec;
+    int ndec, from, step, omp_threads;
+    double busy;
+    int *pick;
+    double *gain;
+    vdnn_status st;
+    char err[1024];
+    pthread_t tid;
+} round_part;
+
+static vdnn_status round_share(round_part *r)
+{
+    vdnn_status st = VDNN_OK;
+    for (int k = r->from; k < r->ndec && st == VDNN_OK; k += r->step) {
+        if (r->v.deadline > 0 && vdnn_now_s() > r->v.deadline) {
+            r->v.expired = 1;
+            break;
+        }
+        double t = r->cur.predicted_s;
+        st = best_choice(&r->v, &r->cur, r->busy, &r->dec[k], &r->pick[k], &t);
+        r->gain[k] = r->cur.predicted_s - t;
+    }
+    if (st != VDNN_OK) snprintf(r->err, sizeof r->err, "%s", vdnn_errmsg());
+    return st;
+}
+
+static void *round_main(void *arg)
+{
+    round_part *r = arg;
+    omp_set_num_threads(r->omp_threads);   /* workspaces are sized by it, as on the caller's */
+    r->st = round_share(r);
+    return NULL;
+}
+
+/* A climb's full round (each decision's best choice for cur, whose compute-stream work is
+ * busy, into pick and gain) on the caller's thread and s->nhelper more, the decisions
+ * dealt out in turn: every replay depends on the plan alone, so the round measures what
+ * it measures on one thread. The helpers' simulators are made at the first such round. */
+static vdnn_status round_on_threads(search *s, const plan *cur, double busy, const decision *dec, int ndec, int *pick,
+                                    double *gain)
+{
+    int parts = 1 + s->nhelper;
+    round_part *r = calloc((size_t)parts, sizeof *r);
+    vdnn_status st = r ? VDNN_OK : vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
+    for (int h = 0; st == VDNN_OK && h < s->nhelper; h++)
+        if (!s->helper[h]) st = sim_create(s->n, s->pr, &s->helper[h]);
+    int made = 0;
+    for (; st == VDNN_OK && made < parts; made++) {
+        r[made] = (round_part){.v = *s, .dec = dec, .ndec = ndec, .from = made, .step = parts,
+                               .omp_threads = omp_get_max_threads(), .busy = busy, .pick = pick, .gain = gain};
+        r[made].v.sim = made ? s->helper[made - 1] : s->sim;
+        r[made].v.best = (plan){.predicted_s = -1};
+        r[made].v.least = r[made].v.least_used = 0;
+        st = plan_copy(&r[made].cur, cur);
+    }
+    int started = 1;
+    for (int t = 1; st == VDNN_OK && t < parts; t++) {
+        if (pthread_create(&r[t].tid, NULL, round_main, &r[t]) != 0) break;
+        started++;
+    }
+    if (st == VDNN_OK) {
+        r[0].st = round_share(&r[0]);
+        for (int t = 1; t < started; t++) pthread_join(r[t].tid, NULL);
+        for (int t = started; t < parts; t++) r[t].st = round_share(&r[t]);   /* a thread that did not start */
+    }
+    for (int t = 0; t < made; t++) {
+        if (st == VDNN_OK && r[t].st != VDNN_OK) st = vdnn_fail(r[t].st, "%s", r[t].err);
+        if (r[t].v.least && (!s->least || r[t].v.least < s->least)) s->least = r[t].v.least;
+        if (r[t].v.least_used && (!s->least_used || r[t].v.least_used < s->least_used)) s->least_used = r[t].v.least_used;
+        s->expired |= r[t].v.expired;
+        plan_free(&r[t].cur);
+    }
+    free(r);
+    return st;
+}
+
 /* From a plan that fits, single changes (keep a map, another algorithm for one pass,
  * ...) while they make it faster and it still fits. A full round measures each
  * decision's best change against the plan; the changes that gained are then made one
@@ -514,20 +597,28 @@ static vdnn_status climb(search *s, const plan *start, int rounds, plan *out)
     if (st == VDNN_OK) st = simulate(s, &cur);   /* for its compute work (remembered: no replay) */
     double busy = sim_busy_s(s->sim);
     int *pick = calloc((size_t)ndec + 1, sizeof *pick);
+    double *gain = calloc((size_t)ndec + 1, sizeof *gain);
     move *moves = calloc((size_t)ndec + 1, sizeof *moves);
-    if (st == VDNN_OK && (!pick || !moves)) st = vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
+    if (st == VDNN_OK && (!pick || !gain || !moves)) st = vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
     for (int last = 0, round = 0; st == VDNN_OK && !last && !out_of_time(s);) {
         double sum = 0;
         int count = 0;
-        for (int k = 0; k < ndec && st == VDNN_OK && !out_of_time(s); k++) {
-            double t = cur.predicted_s;
-            st = best_choice(s, &cur, busy, &dec[k], &pick[k], &t);
-            if (cur.predicted_s - t > 0) {
-                moves[count++] = (move){cur.predicted_s - t, k};
-                sum += cur.predicted_s - t;
+        memset(gain, 0, (size_t)ndec * sizeof *gain);
+        if (s->nhelper > 0) {
+            st = round_on_threads(s, &cur, busy, dec, ndec, pick, gain);
+        } else {
+            for (int k = 0; k < ndec && st == VDNN_OK && !out_of_time(s); k++) {
+                double t = cur.predicted_s;
+                st = best_choice(s, &cur, busy, &dec[k], &pick[k], &t);
+                gain[k] = cur.predicted_s - t;
             }
         }
-        if (st != VDNN_OK || sum <= 0) break;
+        for (int k = 0; k < ndec && st == VDNN_OK; k++)
+            if (gain[k] > 0) {
+                moves[count++] = (move){gain[k], k};
+                sum += gain[k];
+            }
+        if (st != VDNN_OK || sum <= 0 || out_of_time(s)) break;
         last = (s->gap > 0 && sum < CLIMB_LAST_ROUND * s->gap * cur.predicted_s) || ++round == rounds;
         qsort(moves, (size_t)count, sizeof *moves, cmp_move);
         for (int m = 0; m < count && st == VDNN_OK && !out_of_time(s); m++) {
@@ -547,6 +638,7 @@ static vdnn_status climb(search *s, const plan *start, int rounds, plan *out)
         }
     }
     free(pick);
+    free(gain);
     free(moves);
     free(dec);
     if (st == VDNN_OK) *out = cur;
@@ -808,6 +900,7 @@ static search climber_view(const search *s, climbs *c)
     w.sim = NULL;
     w.best = (plan){.predicted_s = -1};
     w.over = &c->over;
+    if (c->count > 1) w.helper = NULL, w.nhelper = 0;   /* the climbs have the threads */
     return w;
 }
 
@@ -953,6 +1046,9 @@ vdnn_status plan_search_from(const net *n, const profile *pr, size_t budget, sea
     s.t0 = s.t_best = t0;
     s.deadline = lim.seconds > 0 ? t0 + lim.seconds : 0;
     s.best.predicted_s = -1;
+    int threads = lim.threads > 0 ? lim.threads : omp_get_max_threads();
+    if (k == SEARCH_BB && threads > 1 && (s.helper = calloc((size_t)threads - 1, sizeof *s.helper)))
+        s.nhelper = threads - 1;
     vdnn_status st = sim_create(n, pr, &s.sim);
     if (st == VDNN_OK && seed && k == SEARCH_BB) {
         plan p = {0};
@@ -963,6 +1059,11 @@ vdnn_status plan_search_from(const net *n, const profile *pr, size_t budget, sea
         plan_free(&p);
     }
     if (st == VDNN_OK) st = k == SEARCH_VDNN ? search_vdnn(&s) : search_bb(&s);
+    for (int h = 0; h < s.nhelper; h++) {
+        if (s.helper[h]) s.runs_elsewhere += sim_runs(s.helper[h]);
+        sim_destroy(s.helper[h]);
+    }
+    free(s.helper);
     if (stats) {
         stats->simulations = (s.sim ? sim_runs(s.sim) : 0) + s.runs_elsewhere;
         stats->nodes = s.nodes;
