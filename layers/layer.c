@@ -170,11 +170,21 @@ static void fill_init(const param *p, float *h, size_t count, rng *r)
     }
 }
 
-vdnn_status layer_alloc_params(layer *l, device *d, uint64_t seed)
+/* Every param's memory, not yet filled: value, and grad and momentum if trainable, from
+ * the device pool, or for a swapped layer (host) in host memory (device_host_alloc). */
+static vdnn_status place(layer *l, device *d, int host)
 {
     for (int i = 0; i < l->nparams; i++) {
         param *p = &l->params[i];
-        size_t count = shape_count(p->shape), bytes = count * sizeof(float);
+        size_t bytes = shape_count(p->shape) * sizeof(float);
+        if (host) {
+            p->host_value = device_host_alloc(d, bytes);
+            p->host_grad = device_host_alloc(d, bytes);
+            p->host_momentum = device_host_alloc(d, bytes);
+            if (!p->host_value || !p->host_grad || !p->host_momentum)
+                return vdnn_fail(VDNN_ENOMEM, "out of host memory for the swapped %s.%s", l->name, p->name);
+            continue;
+        }
         char tname[64];
         vdnn_join(tname, sizeof tname, p->name, NULL, NULL);
         vdnn_status st = device_alloc(d, bytes, l->name, tname, (void **)&p->value);
@@ -187,13 +197,30 @@ vdnn_status layer_alloc_params(layer *l, device *d, uint64_t seed)
             }
         }
         if (st != VDNN_OK) return st;
-        if (device_get_code(d) == DEVICE_CODE_NONE) continue;   /* no memory to fill */
-        float *h = malloc(bytes);
-        if (!h) return vdnn_fail(VDNN_ENOMEM, "out of host memory initialising %s.%s", l->name, p->name);
+    }
+    return VDNN_OK;
+}
+
+/* Fills the placed params: values per their init from `seed`, gradients and momenta
+ * zeroed (nothing to fill on a device that holds no memory). */
+static vdnn_status draw(layer *l, device *d, uint64_t seed, int host)
+{
+    if (device_get_code(d) == DEVICE_CODE_NONE) return VDNN_OK;
+    for (int i = 0; i < l->nparams; i++) {
+        param *p = &l->params[i];
+        size_t count = shape_count(p->shape), bytes = count * sizeof(float);
         rng r;
         rng_seed(&r, rng_hash(seed, (uint64_t)l->index, (uint64_t)i));
+        if (host) {
+            fill_init(p, p->host_value, count, &r);
+            memset(p->host_grad, 0, bytes);
+            memset(p->host_momentum, 0, bytes);
+            continue;
+        }
+        float *h = malloc(bytes);
+        if (!h) return vdnn_fail(VDNN_ENOMEM, "out of host memory initialising %s.%s", l->name, p->name);
         fill_init(p, h, count, &r);
-        st = device_upload(d, p->value, h, bytes);
+        vdnn_status st = device_upload(d, p->value, h, bytes);
         free(h);
         if (st == VDNN_OK && p->trainable) st = device_zero(d, p->grad, bytes);
         if (st == VDNN_OK && p->trainable) st = device_zero(d, p->momentum, bytes);
@@ -202,27 +229,30 @@ vdnn_status layer_alloc_params(layer *l, device *d, uint64_t seed)
     return VDNN_OK;
 }
 
+static vdnn_status check_swappable(const layer *l)
+{
+    if (layer_swappable(l)) return VDNN_OK;
+    return vdnn_fail(VDNN_EINVAL, "%s: its parameters cannot be swapped (%s)", l->name,
+                     l->nparams ? "its forward pass updates state in them" : "it has none");
+}
+
+vdnn_status layer_alloc_params(layer *l, device *d, uint64_t seed)
+{
+    vdnn_status st = place(l, d, 0);
+    return st == VDNN_OK ? draw(l, d, seed, 0) : st;
+}
+
 vdnn_status layer_alloc_params_host(layer *l, device *d, uint64_t seed)
 {
-    if (!layer_swappable(l))
-        return vdnn_fail(VDNN_EINVAL, "%s: its parameters cannot be swapped (%s)", l->name,
-                         l->nparams ? "its forward pass updates state in them" : "it has none");
-    for (int i = 0; i < l->nparams; i++) {
-        param *p = &l->params[i];
-        size_t count = shape_count(p->shape), bytes = count * sizeof(float);
-        p->host_value = device_host_alloc(d, bytes);
-        p->host_grad = device_host_alloc(d, bytes);
-        p->host_momentum = device_host_alloc(d, bytes);
-        if (!p->host_value || !p->host_grad || !p->host_momentum)
-            return vdnn_fail(VDNN_ENOMEM, "out of host memory for the swapped %s.%s", l->name, p->name);
-        if (device_get_code(d) == DEVICE_CODE_NONE) continue;
-        rng r;
-        rng_seed(&r, rng_hash(seed, (uint64_t)l->index, (uint64_t)i));
-        fill_init(p, p->host_value, count, &r);
-        memset(p->host_grad, 0, bytes);
-        memset(p->host_momentum, 0, bytes);
-    }
-    return VDNN_OK;
+    vdnn_status st = check_swappable(l);
+    if (st == VDNN_OK) st = place(l, d, 1);
+    return st == VDNN_OK ? draw(l, d, seed, 1) : st;
+}
+
+vdnn_status layer_place_params(layer *l, device *d)
+{
+    vdnn_status st = l->swap ? check_swappable(l) : VDNN_OK;
+    return st == VDNN_OK ? place(l, d, l->swap != SWAP_NONE) : st;
 }
 
 size_t layer_param_bytes(const layer *l)

@@ -274,6 +274,10 @@ size_t layer_param_bytes(const layer *l);   /* values + grads + momenta */
  * (device_host_alloc), values from the same seed, so a swapped net starts bit for bit
  * where a resident one does. The device pointers stay NULL. */
 vdnn_status layer_alloc_params_host(layer *l, device *d, uint64_t seed);
+/* As layer_alloc_params, or layer_alloc_params_host where l->swap is set, without
+ * filling anything: for a net that is only planned, whose values nobody reads (untouched
+ * host memory costs nothing; drawing a large net's parameters takes seconds). */
+vdnn_status layer_place_params(layer *l, device *d);
 /* Whether the layer's parameters can be swapped: all of them trainable (a layer with
  * state its forward writes, such as batch norm's running statistics, stays resident). */
 int layer_swappable(const layer *l);

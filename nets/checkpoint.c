@@ -138,7 +138,8 @@ vdnn_status checkpoint_save(net *n, const char *path, const ckpt_state *s)
 {
     tensor_ref *t = NULL;
     int count = 0;
-    vdnn_status st = list_all(n, &t, &count);
+    vdnn_status st = net_check_drawn(n, path);
+    if (st == VDNN_OK) st = list_all(n, &t, &count);
     if (st != VDNN_OK) return st;
     size_t max_count = 0;
     for (int i = 0; i < count; i++)

@@ -624,8 +624,10 @@ static vdnn_status load_input(net *n, const float *x, const int32_t *y, int item
 {
     if (items < 1 || items > n->input.n)
         return vdnn_fail(VDNN_EINVAL, "a batch of %d items for a net built for %d", items, n->input.n);
+    vdnn_status st = net_check_drawn(n, "a training or evaluation step");
+    if (st != VDNN_OK) return st;
     fmap *m = &n->maps[0];
-    vdnn_status st = device_alloc(n->dev, map_room(n, 0), "input", "x[0]", (void **)&m->dev);
+    st = device_alloc(n->dev, map_room(n, 0), "input", "x[0]", (void **)&m->dev);
     if (st != VDNN_OK) return st;
     m->state = RES_DEVICE;
     st = device_upload(n->dev, m->dev, x, map_bytes(n, 0, items));

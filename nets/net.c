@@ -833,6 +833,7 @@ vdnn_status net_remake(net *n, int micro, net **out)
     m->algo = n->algo;
     m->budget_bytes = n->budget_bytes;
     m->sync_layers = n->sync_layers;
+    m->plan_only = n->plan_only;
     m->trace = n->trace;
     return VDNN_OK;
 }
@@ -914,10 +915,18 @@ vdnn_status net_attach_unplanned(net *n, device *d)
         vdnn_status st = layer_bind(l, d);
         if (st != VDNN_OK) return st;
         if (net_policy_swaps(n, i, n->policy)) l->swap = 1;
-        st = l->swap ? layer_alloc_params_host(l, d, n->train.seed) : layer_alloc_params(l, d, n->train.seed);
+        st = n->plan_only ? layer_place_params(l, d)
+             : l->swap    ? layer_alloc_params_host(l, d, n->train.seed)
+                          : layer_alloc_params(l, d, n->train.seed);
         if (st != VDNN_OK) return st;
     }
     return device_alloc(d, (size_t)n->input.n * sizeof(int32_t), "input", "labels", (void **)&n->labels);
+}
+
+vdnn_status net_check_drawn(const net *n, const char *what)
+{
+    if (!n->plan_only) return VDNN_OK;
+    return vdnn_fail(VDNN_EINVAL, "%s: the net was attached for planning only and its parameters hold no values", what);
 }
 
 size_t net_param_bytes(const net *n)

@@ -129,6 +129,9 @@ typedef struct net {
     int in_place;             /* how they run in the iteration now (IN_PLACE_*): the first
                                * whose minimum fits the budget (net_fit_budget), or a plan's */
     int sync_layers;          /* vDNN's original per-layer barrier on both streams */
+    int plan_only;            /* attach places the parameters without drawing them
+                               * (layer_place_params): the net is only planned, and it
+                               * refuses to run or be saved (net_check_drawn) */
     int prefetch_ahead;       /* PREFETCH_FAR (vDNN), PREFETCH_NEXT or PREFETCH_ON_DEMAND */
     int release_lag;          /* layers an offloaded map's memory waits for its copy before reuse */
     device *dev;              /* not owned; set by net_attach */
@@ -195,6 +198,8 @@ vdnn_status net_attach(net *n, device *d);
 vdnn_status net_attach_unplanned(net *n, device *d);
 /* Returns everything the net holds on its device (parameters, host buffers). */
 void net_detach(net *n);
+/* VDNN_EINVAL, naming `what`, when the net's parameters hold no values (plan_only). */
+vdnn_status net_check_drawn(const net *n, const char *what);
 
 /* Sets the policy and plans which maps to offload (per-layer `offload=` overrides win)
  * and each convolution's algorithm per pass for the mode (per-layer `algo` overrides

@@ -391,7 +391,7 @@ static Onnx__ValueInfoProto *value_info(ex *e, const char *name, int rank, const
 vdnn_status onnx_export_net(net *n, const char *path, int *out_rank)
 {
     ex e = {.n = n};
-    vdnn_status st = VDNN_OK;
+    vdnn_status st = net_check_drawn(n, path);
     e.vname = grab(&e.a, (size_t)(n->nlayers + 1) * sizeof *e.vname);
     e.rank = grab(&e.a, (size_t)(n->nlayers + 1) * sizeof *e.rank);
     if (!e.vname || !e.rank) st = vdnn_fail(VDNN_ENOMEM, "out of memory exporting %d layers", n->nlayers);

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nets/checkpoint.h"
 #include "nets/planner/planner.h"
 #include "tests/testnet.h"
 #include "tests/tsan.h"
@@ -915,6 +916,67 @@ START_TEST(vdnn_ladder_follows_the_paper)
 }
 END_TEST
 
+/* ---- a net attached for planning only ---- */
+
+/* This process's resident memory in bytes (Linux: /proc/self/statm). */
+static size_t resident_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    ck_assert_msg(f != NULL, "/proc/self/statm");
+    unsigned long size = 0, resident = 0;
+    ck_assert_int_eq(fscanf(f, "%lu %lu", &size, &resident), 2);
+    fclose(f);
+    return (size_t)resident * 4096;
+}
+
+/* 4096 inputs to 2048 outputs: 32 MiB of weights, 96 MiB with their gradients and
+ * momenta; the second layer's parameters are swapped. */
+#define PLAN_ONLY_NET                                                                                       \
+    "[net]\nbatch = 2\nchannels = 16\nheight = 16\nwidth = 16\n" TN_TRAIN TN_DATA "[connected]\noutput = 2048\n" \
+    "[connected]\noutput = 4\n[softmax]\n"
+
+/* `vdnn profile` without --verify plans a net it never runs: the parameters are placed
+ * (the pool holds what a drawn net's holds, swapped ones in host memory), not drawn,
+ * which on a net of gigabytes took seconds of a second's planning; such a net refuses
+ * a step and a checkpoint instead of running on values nobody drew. */
+START_TEST(a_net_only_planned_draws_no_parameters)
+{
+    size_t used[2] = {0, 0}, grew[2] = {0, 0}, params = 0;
+    for (int only = 0; only < 2; only++) {
+        net *n = tn_parse(PLAN_ONLY_NET, NULL);
+        device *d = tn_device_for(n);
+        n->plan_only = only;
+        n->layers[1]->swap = SWAP_HOST;
+        params = layer_param_bytes(n->layers[0]);
+        size_t before = resident_bytes();
+        ck_assert_msg(net_attach(n, d) == VDNN_OK, "%s", vdnn_errmsg());
+        grew[only] = resident_bytes() - before;
+        used[only] = pool_used_bytes(device_pool(d));
+        ck_assert(n->layers[0]->params[0].value != NULL);
+        ck_assert(n->layers[1]->params[0].value == NULL && n->layers[1]->params[0].host_value != NULL);
+        if (only) {
+            tn_batch b = tn_batch_make(n, 2, 1);
+            step_result r = {0};
+            ck_assert_int_eq(net_train_step(n, b.x, b.y, 2, 0.01, &r), VDNN_EINVAL);
+            tn_msg_has("training or evaluation step", "planning only");
+            ck_assert_int_eq(net_eval_batch(n, b.x, b.y, 2, &r), VDNN_EINVAL);
+            tn_batch_free(&b);
+            char dir[256], path[512];
+            tn_tmpdir(dir, sizeof dir, "plan_only");
+            ck_assert_int_eq(checkpoint_save(n, tn_join(path, sizeof path, dir, "c.ckpt"), NULL), VDNN_EINVAL);
+            tn_msg_has("c.ckpt", "planning only");
+            ck_assert(!tn_exists(path));
+            tn_rmtree(dir);
+        }
+        net_free(n);
+        device_destroy(d);
+    }
+    ck_assert_uint_eq(used[0], used[1]);
+    ck_assert_msg(grew[0] > params / 2, "drawing 96 MiB of parameters made only %zu bytes resident", grew[0]);
+    ck_assert_msg(grew[1] < params / 16, "placing the parameters made %zu bytes resident", grew[1]);
+}
+END_TEST
+
 /* ---- the planner's choice, measured ---- */
 
 START_TEST(dyn_is_never_slower_than_a_fixed_policy)
@@ -1050,6 +1112,7 @@ static Suite *planner_suite(void)
     tcase_add_checked_fixture(t, tn_dir_setup, tn_dir_teardown);
     tcase_set_timeout(t, 300);
     tcase_add_test(t, dyn_is_never_slower_than_a_fixed_policy);
+    tcase_add_test(t, a_net_only_planned_draws_no_parameters);
     suite_add_tcase(s, t);
     return s;
 }

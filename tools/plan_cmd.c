@@ -46,6 +46,8 @@ int cmd_profile(int argc, char **argv)
     device *d = NULL;
     plan p = {0};
     if (st == VDNN_OK) st = net_load(cfg, &ov, &n);
+    /* without verification no iteration runs: the parameters are placed, not drawn */
+    if (st == VDNN_OK) n->plan_only = !f.verify;
     /* verifying runs real iterations in the budget; predicting only needs the profile,
      * measured on a device of the net's own size */
     if (st == VDNN_OK) st = cli_device(dev_name, f.verify ? f.budget : 0, f.threads, f.link_gbps, n, &d);
