@@ -531,7 +531,7 @@ static int same_as_fresh(void *ctx, const plan *p)
  * decisions out among the threads, so that it finds what one thread finds: exactly
  * (every decision), at budgets from the least to none's peak, with no gap, with one
  * (where a climb's plan ends the search, and the climbs after it count for nothing),
- * and with one climb. The tree after the climbs gets one node (it runs on one thread).
+ * and with one climb (also one that makes its moves every five decisions). The tree after the climbs gets one node (it runs on one thread).
  * Under a sanitizer, one cost table of three. */
 START_TEST(climbs_on_threads_find_what_one_thread_finds)
 {
@@ -548,16 +548,17 @@ START_TEST(climbs_on_threads_find_what_one_thread_finds)
     enum { B = 8 };
     long sims[2] = {0, 0};
     for (int b = 0; b < B; b++)
-        for (int g = 0; g < 3; g++) {
+        for (int g = 0; g < 4; g++) {
             size_t budget = least + (none.peak_bytes - least) * (size_t)b / (B - 1);
             plan p[2];
             for (int t = 0; t < 2; t++) {
                 search_stats ss;
-                search_limits lim = {.nodes = 1, .gap = g == 1 ? 0.02 : 0, .one_climb = g == 2, .threads = t ? 3 : 1};
+                search_limits lim = {.nodes = 1, .gap = g == 1 ? 0.02 : 0, .one_climb = g >= 2, .threads = t ? 3 : 1,
+                                     .climb_chunk = g == 3 ? 5 : 0};
                 ck_assert_msg(plan_search(n, &pr, budget, SEARCH_BB, lim, &p[t], &ss) == VDNN_OK, "%s", vdnn_errmsg());
                 sims[t] += ss.simulations;
             }
-            static const char *const kind[] = {"no gap", "gap 0.02", "one climb"};
+            static const char *const kind[] = {"no gap", "gap 0.02", "one climb", "one climb, moves every 5 decisions"};
             ck_assert_msg(p[0].predicted_s == p[1].predicted_s && p[0].peak_bytes == p[1].peak_bytes,
                           "budget %zu, %s: %.9f s, peak %zu on one thread; %.9f s, %zu on three", budget, kind[g],
                           p[0].predicted_s, p[0].peak_bytes, p[1].predicted_s, p[1].peak_bytes);
@@ -670,9 +671,10 @@ static int single_change_gains(simulator *s, const plan *p, plan *q, size_t budg
  * shorter than its step), one layer's parameters placed another way, a faster algorithm
  * for one pass (of those no other is both as fast and as small), another copy timing.
  * One climb from the best seed, and the climbs from every start (each one round, the
- * best plan they reach then climbed on; the tree one node), no gap (none of a gap's
- * early stops), budgets from the least to none's peak, eight cost tables (a climb that
- * ended after its first round would fail three of them). */
+ * best plan they reach then climbed on; the tree one node), and one climb whose rounds
+ * make their moves every five decisions (search_limits.climb_chunk); no gap (none of
+ * a gap's early stops), budgets from the least to none's peak, eight cost tables (a
+ * climb that ended after its first round would fail three of them). */
 START_TEST(a_climb_ends_where_no_single_change_helps)
 {
     profile pr;
@@ -682,11 +684,12 @@ START_TEST(a_climb_ends_where_no_single_change_helps)
     simulator *s = NULL;
     ck_assert(sim_create(n, &pr, &s) == VDNN_OK);
     long checked = 0;
-    for (int b = 0; b < 16; b++) {
-        size_t budget = least + (none.peak_bytes - least) * (size_t)(b / 2) / 7;
+    for (int b = 0; b < 24; b++) {
+        size_t budget = least + (none.peak_bytes - least) * (size_t)(b / 3) / 7;
         plan p, q;
         search_stats ss;
-        search_limits lim = b % 2 ? (search_limits){.nodes = 1} : (search_limits){.one_climb = 1};
+        search_limits lim = b % 3 == 1 ? (search_limits){.nodes = 1} : (search_limits){.one_climb = 1};
+        if (b % 3 == 2) lim.climb_chunk = 5;   /* as on a net of thousands of decisions */
         ck_assert_msg(plan_search(n, &pr, budget, SEARCH_BB, lim, &p, &ss) == VDNN_OK, "%s", vdnn_errmsg());
         double t;
         size_t peak;
@@ -739,7 +742,7 @@ START_TEST(a_climb_ends_where_no_single_change_helps)
         plan_free(&p);
         plan_free(&q);
     }
-    ck_assert_int_gt(checked, 16 * 10);
+    ck_assert_int_gt(checked, 24 * 10);
     sim_destroy(s);
     plan_free(&none);
     profile_free(&pr);

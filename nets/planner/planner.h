@@ -218,6 +218,8 @@ typedef struct search_limits {
                                * improve the plan, without improving it */
     int threads;              /* the threads the climbs run on (0: OpenMP's count, the run's
                                * --threads); the plan found is the same on any number */
+    int climb_chunk;          /* decisions a climb's round measures against one plan before
+                               * it makes their changes (0: the default, search.c) */
 } search_limits;
 
 typedef struct search_stats {

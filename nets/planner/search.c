@@ -73,6 +73,7 @@ typedef struct search {
     double floor_s;           /* none with the fastest algorithms: no plan is faster; < 0 unknown */
     long fit_nodes;           /* search_limits.fit_nodes */
     int one_climb;            /* search_limits.one_climb */
+    int chunk;                /* search_limits.climb_chunk; 0: as CLIMB_ROUND_MAX says */
     int threads;              /* search_limits.threads */
     int first_fit;            /* the branch and bound stops at its first plan that fits */
     int settled;              /* the incumbent is within the gap of floor_s */
@@ -454,6 +455,17 @@ static vdnn_status best_choice(search *s, plan *cur, double busy_s, const decisi
  * climb's simulations). With no gap (--search-gap 0) every climb goes on to the end. */
 #define CLIMB_LAST_ROUND 0.1
 
+/* A climb's full round of more than CLIMB_ROUND_MAX decisions measures them in equal
+ * parts of at most CLIMB_PART, each against the plan as it stands, and makes a part's
+ * changes that gained before it goes on: on a net of thousands of decisions
+ * (ResNet-1202: 7,218, a replay of 2-4 ms) a round against one plan outlasts the
+ * search's time, and a climb that the deadline cuts short before its moves gains
+ * nothing. Every other shipped config has fewer (VGG-116 578, ResNet-110 667, VGG-416
+ * about 2,100) and climbs in whole rounds, as before; on ResNet-1202 parts of 1,024
+ * reached better plans in the time than parts of 2,406 (bench/planner.md). */
+#define CLIMB_ROUND_MAX 2500
+#define CLIMB_PART 1024
+
 /* A decision whose change gained in a full round of a climb, and what it gained. */
 typedef struct move {
     double gain;
@@ -577,7 +589,8 @@ static vdnn_status round_on_threads(search *s, const plan *cur, double busy, con
 
 /* From a plan that fits, single changes (keep a map, another algorithm for one pass,
  * ...) while they make it faster and it still fits. A full round measures each
- * decision's best change against the plan; the changes that gained are then made one
+ * decision's best change against the plan (in parts on the largest nets:
+ * CLIMB_ROUND_MAX); the changes that gained are then made one
  * after another, largest gain first, each replayed once more against the plan as it
  * now stands and kept where it still fits and gains, or else the decision's best change
  * measured again where it has other choices (gains change little from one move to the
@@ -600,42 +613,47 @@ static vdnn_status climb(search *s, const plan *start, int rounds, plan *out)
     double *gain = calloc((size_t)ndec + 1, sizeof *gain);
     move *moves = calloc((size_t)ndec + 1, sizeof *moves);
     if (st == VDNN_OK && (!pick || !gain || !moves)) st = vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
+    const int most = s->chunk ? s->chunk : ndec > CLIMB_ROUND_MAX ? CLIMB_PART : ndec;
+    const int parts = most ? (ndec + most - 1) / most : 0, size = parts ? (ndec + parts - 1) / parts : 0;
     for (int last = 0, round = 0; st == VDNN_OK && !last && !out_of_time(s);) {
         double sum = 0;
-        int count = 0;
-        memset(gain, 0, (size_t)ndec * sizeof *gain);
-        if (s->nhelper > 0) {
-            st = round_on_threads(s, &cur, busy, dec, ndec, pick, gain);
-        } else {
-            for (int k = 0; k < ndec && st == VDNN_OK && !out_of_time(s); k++) {
-                double t = cur.predicted_s;
-                st = best_choice(s, &cur, busy, &dec[k], &pick[k], &t);
-                gain[k] = cur.predicted_s - t;
+        for (int from = 0; from < ndec && st == VDNN_OK && !last && !out_of_time(s); from += size) {
+            int count = 0, part = ndec - from < size ? ndec - from : size;
+            memset(gain + from, 0, (size_t)part * sizeof *gain);
+            if (s->nhelper > 0) {
+                st = round_on_threads(s, &cur, busy, dec + from, part, pick + from, gain + from);
+            } else {
+                for (int k = from; k < from + part && st == VDNN_OK && !out_of_time(s); k++) {
+                    double t = cur.predicted_s;
+                    st = best_choice(s, &cur, busy, &dec[k], &pick[k], &t);
+                    gain[k] = cur.predicted_s - t;
+                }
+            }
+            for (int k = from; k < from + part && st == VDNN_OK; k++)
+                if (gain[k] > 0) {
+                    moves[count++] = (move){gain[k], k};
+                    sum += gain[k];
+                }
+            if (st != VDNN_OK || out_of_time(s)) break;
+            qsort(moves, (size_t)count, sizeof *moves, cmp_move);
+            for (int m = 0; m < count && st == VDNN_OK && !out_of_time(s); m++) {
+                const decision *d = &dec[moves[m].k];
+                int moved = 0;
+                st = try_move(s, &cur, d, pick[moves[m].k], &busy, &moved);
+                /* the change no longer gains (or fits): another of the decision's choices may */
+                if (st == VDNN_OK && !moved && d->count > 2) {
+                    double t = cur.predicted_s;
+                    st = best_choice(s, &cur, busy, d, &pick[moves[m].k], &t);
+                    if (st == VDNN_OK) st = try_move(s, &cur, d, pick[moves[m].k], &busy, &moved);
+                }
+                if (st == VDNN_OK && s->gap > 0 && s->floor_s >= 0 && cur.predicted_s <= s->floor_s * (1 + s->gap)) {
+                    last = 1;   /* within the gap: the search ends with it */
+                    break;
+                }
             }
         }
-        for (int k = 0; k < ndec && st == VDNN_OK; k++)
-            if (gain[k] > 0) {
-                moves[count++] = (move){gain[k], k};
-                sum += gain[k];
-            }
-        if (st != VDNN_OK || sum <= 0 || out_of_time(s)) break;
-        last = (s->gap > 0 && sum < CLIMB_LAST_ROUND * s->gap * cur.predicted_s) || ++round == rounds;
-        qsort(moves, (size_t)count, sizeof *moves, cmp_move);
-        for (int m = 0; m < count && st == VDNN_OK && !out_of_time(s); m++) {
-            const decision *d = &dec[moves[m].k];
-            int moved = 0;
-            st = try_move(s, &cur, d, pick[moves[m].k], &busy, &moved);
-            /* the change no longer gains (or fits): another of the decision's choices may */
-            if (st == VDNN_OK && !moved && d->count > 2) {
-                double t = cur.predicted_s;
-                st = best_choice(s, &cur, busy, d, &pick[moves[m].k], &t);
-                if (st == VDNN_OK) st = try_move(s, &cur, d, pick[moves[m].k], &busy, &moved);
-            }
-            if (st == VDNN_OK && s->gap > 0 && s->floor_s >= 0 && cur.predicted_s <= s->floor_s * (1 + s->gap)) {
-                last = 1;   /* within the gap: the search ends with it */
-                break;
-            }
-        }
+        if (st != VDNN_OK || sum <= 0) break;
+        last = last || (s->gap > 0 && sum < CLIMB_LAST_ROUND * s->gap * cur.predicted_s) || ++round == rounds;
     }
     free(pick);
     free(gain);
@@ -1041,7 +1059,8 @@ vdnn_status plan_search_from(const net *n, const profile *pr, size_t budget, sea
     if (!pr) return vdnn_fail(VDNN_EINVAL, "planning needs a profile of the net");
     search s = {.n = n, .pr = pr, .budget = budget ? budget : (size_t)-1, .node_limit = lim.nodes,
                 .gap = lim.gap > 0 ? lim.gap : 0, .floor_s = -1, .fit_nodes = lim.fit_nodes,
-                .one_climb = lim.one_climb, .threads = lim.threads, .patience = lim.patience > 0 ? lim.patience : 0};
+                .one_climb = lim.one_climb, .threads = lim.threads, .patience = lim.patience > 0 ? lim.patience : 0,
+                .chunk = lim.climb_chunk > 0 ? lim.climb_chunk : 0};
     double t0 = vdnn_now_s();
     s.t0 = s.t_best = t0;
     s.deadline = lim.seconds > 0 ? t0 + lim.seconds : 0;
