@@ -877,6 +877,82 @@ START_TEST(test_profile_plan_and_train)
 }
 END_TEST
 
+/* `path`'s plan written to `out` with every layer's swap column (the third of a layer
+ * line) set to `swap` where the layer has parameters (conv*, fc*), else 0. */
+static void plan_with_swaps(const char *path, const char *out, int swap)
+{
+    char *text = tn_read(path, NULL);
+    ck_assert(text != NULL);
+    FILE *f = fopen(out, "w");
+    ck_assert(f != NULL);
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        char name[64], map[16], rest[256];
+        int was = 0;
+        if (line[0] != '#' && sscanf(line, "%63s %15s %d %255[^\n]", name, map, &was, rest) == 4) {
+            int params = !strncmp(name, "conv", 4) || !strncmp(name, "fc", 2);
+            fprintf(f, "%s %s %d %s\n", name, map, params ? swap : 0, rest);
+        } else {
+            fprintf(f, "%s\n", line);
+        }
+    }
+    fclose(f);
+    free(text);
+}
+
+/* `train --plan` places the parameters as the plan says when it attaches the net: a
+ * plan that swaps layers trains (train placed every parameter on the device first and
+ * then refused the plan), and so does a plan that swaps none under a config whose own
+ * policy swaps every layer. The plan comes from `vdnn profile --save-plan`, trained
+ * with the flags its hint names. */
+START_TEST(test_train_plan_places_the_parameters)
+{
+    char cfg[512], swap_cfg[512], plan_file[512], edited[512], args[2048];
+    write_cfg(cfg, sizeof cfg, "net.cfg", CLI_NET);
+    write_cfg(swap_cfg, sizeof swap_cfg, "swap.cfg", TN_HEAD "[memory]\npolicy = swap\n" TN_LAYERS);
+    tn_path(plan_file, sizeof plan_file, "net.plan");
+    tn_path(edited, sizeof edited, "edited.plan");
+    snprintf(args, sizeof args, "profile %s --budget 1M --threads 1 --save-plan %s", cfg, plan_file);
+    cli_run r = run_cli(args);
+    assert_ok(&r, args);
+    const char *hint = strstr(r.out, "(train with --plan ");
+    ck_assert_msg(hint != NULL, "no hint:\n%s", r.out);
+    char flags[256] = "";
+    sscanf(hint + strlen("(train with --plan ") + strlen(plan_file), "%255[^)]", flags);
+    run_free(&r);
+    const char *cfgs[2] = {cfg, swap_cfg};
+    for (int k = 0; k < 2; k++) {
+        plan_with_swaps(plan_file, edited, k == 0);
+        snprintf(args, sizeof args, "train %s --steps 2 --plan %s%s --threads 1 --no-save", cfgs[k], edited, flags);
+        r = run_cli(args);
+        assert_ok(&r, args);
+        run_free(&r);
+    }
+}
+END_TEST
+
+/* The hint `vdnn profile --save-plan` prints names the flags train needs: the plan's
+ * micro-batches (at the least budget any plan fits, this net's plan splits its batch),
+ * and --batch where profile was given one. */
+START_TEST(test_save_plan_hint_names_the_split)
+{
+    char cfg[512], plan_file[512], args[2048];
+    write_cfg(cfg, sizeof cfg, "net.cfg", CLI_NET);
+    tn_path(plan_file, sizeof plan_file, "net.plan");
+    const size_t least = info_min_budget(cfg, "micro_batch_min_budget_bytes.1");
+    snprintf(args, sizeof args, "profile %s --budget %zu --batch 16 --threads 1 --save-plan %s", cfg, least, plan_file);
+    cli_run r = run_cli(args);
+    assert_ok(&r, args);
+    const char *hint = strstr(r.out, "(train with --plan ");
+    ck_assert_msg(hint && strstr(hint, " --batch 16 --micro-batch 1)"), "the hint lacks the split:\n%s", r.out);
+    run_free(&r);
+    snprintf(args, sizeof args, "train %s --steps 1 --plan %s --batch 16 --micro-batch 1 --budget %zu --threads 1 --no-save",
+             cfg, plan_file, least);
+    r = run_cli(args);
+    assert_ok(&r, args);
+    run_free(&r);
+}
+END_TEST
+
 /* Each profile in `dir` loaded, changed by edit(profile, arg) and saved again; returns
  * how many. */
 static int rewrite_profiles(const char *dir, void (*edit)(profile *, const void *), const void *arg)
@@ -1216,6 +1292,8 @@ static Suite *cli_suite(void)
     tcase_add_test(dev, test_devices_cpu_algorithms);
     tcase_add_test(dev, test_manager_devices);
     tcase_add_test(dev, test_profile_plan_and_train);
+    tcase_add_test(dev, test_train_plan_places_the_parameters);
+    tcase_add_test(dev, test_save_plan_hint_names_the_split);
     tcase_add_test(dev, test_profile_age_and_prediction);
     tcase_add_test(dev, test_default_budget_fits_measured_algorithms);
     tcase_add_test(dev, test_profile_progress);

@@ -60,7 +60,11 @@ int cmd_profile(int argc, char **argv)
     if (st == VDNN_OK) st = plan_dyn(&n, &f, json ? NULL : stdout, &p);
     if (st == VDNN_OK && save) {
         st = plan_save(&p, n, save);
-        if (st == VDNN_OK && !json) printf("plan saved to %s (train with --plan %s)\n", save, save);
+        /* the flags train needs for the net the plan was made for */
+        char flags[64] = "";
+        int k = batch > 0 ? snprintf(flags, sizeof flags, " --batch %d", p.batch) : 0;
+        if (p.micro) snprintf(flags + k, sizeof flags - (size_t)k, " --micro-batch %d", p.micro);
+        if (st == VDNN_OK && !json) printf("plan saved to %s (train with --plan %s%s)\n", save, save, flags);
     }
     if (p.nlayers) plan_free(&p);
     net_free(n);

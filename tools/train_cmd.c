@@ -144,20 +144,23 @@ static vdnn_status open_all(const char *cfg, run_flags *f, int need_train, net *
     if (st == VDNN_OK) st = load_data(cfg, f->data, *n, need_train, train, test);
     if (st == VDNN_OK) st = apply_memory_flags(*n, f);
     if (st == VDNN_OK) st = cli_device(f->device, (*n)->budget_bytes, f->threads, f->link_gbps, *n, d);
-    if (st == VDNN_OK) {
+    double t_plan = vdnn_now_s();
+    if (st == VDNN_OK && f->plan) {
+        /* a plan file places the parameters itself (it may swap some) */
+        st = plan_attach_file(*n, *d, f->plan, (*n)->budget_bytes);
+    } else if (st == VDNN_OK) {
         st = plan_attach(*n, *d);
         if (st == VDNN_EBUDGET) st = plan_budget_error(*n, (*n)->budget_bytes, 0);
-    }
-    double t_plan = vdnn_now_s();
-    if (st == VDNN_OK && f->plan) st = plan_load_fit(*n, f->plan, (*n)->budget_bytes);
-    else if (st == VDNN_OK && (*n)->dyn) {
-        pool_stats ps;
-        pool_get_stats(device_pool(*d), &ps);
-        planner_opts pf = planner_of(f);
-        pf.budget = (*n)->budget_bytes ? (*n)->budget_bytes : ps.capacity_bytes;
-        st = plan_dyn(n, &pf, f->quiet ? NULL : stdout, NULL);
-    } else if (st == VDNN_OK) {
-        st = cli_plan_fixed(f->device, f->threads, f->link_gbps, (*n)->budget_bytes, *n, d);
+        t_plan = vdnn_now_s();
+        if (st == VDNN_OK && (*n)->dyn) {
+            pool_stats ps;
+            pool_get_stats(device_pool(*d), &ps);
+            planner_opts pf = planner_of(f);
+            pf.budget = (*n)->budget_bytes ? (*n)->budget_bytes : ps.capacity_bytes;
+            st = plan_dyn(n, &pf, f->quiet ? NULL : stdout, NULL);
+        } else if (st == VDNN_OK) {
+            st = cli_plan_fixed(f->device, f->threads, f->link_gbps, (*n)->budget_bytes, *n, d);
+        }
     }
     f->plan_s = vdnn_now_s() - t_plan;
     if (st != VDNN_OK) return st;

@@ -226,10 +226,14 @@ vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
     return st;
 }
 
-vdnn_status plan_load_fit(net *n, const char *path, size_t budget)
+vdnn_status plan_attach_file(net *n, device *d, const char *path, size_t budget)
 {
+    if (n->dev) return vdnn_fail(VDNN_EINVAL, "plan_attach_file: the net is already on a device");
+    /* the plan names algorithms as the device's table does: the layers bound first */
+    vdnn_status st = VDNN_OK;
+    for (int i = 0; i < n->nlayers && st == VDNN_OK; i++) st = layer_bind(n->layers[i], d);
     plan p = {0};
-    vdnn_status st = plan_load(n, path, &p);
+    if (st == VDNN_OK) st = plan_load(n, path, &p);
     if (st != VDNN_OK) return st;
     simulator *s = NULL;
     double t;
@@ -240,11 +244,18 @@ vdnn_status plan_load_fit(net *n, const char *path, size_t budget)
     if (st == VDNN_OK && budget && p.peak_bytes > budget)
         st = vdnn_fail(VDNN_EBUDGET, "--plan %s needs %s of device memory, more than the budget of %s", path,
                        vdnn_fmt_bytes_exact(p.peak_bytes, need, sizeof need), vdnn_fmt_bytes_exact(budget, b, sizeof b));
+    /* the parameters placed where the plan keeps them: swapping is decided at attach */
+    mem_policy policy = n->policy;
+    if (st == VDNN_OK) {
+        for (int i = 0; i < n->nlayers; i++) n->layers[i]->swap = p.swap[i];
+        n->policy = POLICY_NONE;
+        st = net_attach(n, d);
+        n->policy = policy;
+    }
     if (st == VDNN_OK) st = plan_apply(n, &p);
     plan_free(&p);
     return st;
 }
-
 
 vdnn_status plan_attach(net *n, device *d)
 {

@@ -372,9 +372,11 @@ vdnn_status plan_budget_error(net *n, size_t budget, size_t need);
  * with plan_free(). */
 vdnn_status plan_dyn(net **np, const planner_opts *o, FILE *out, plan *chosen);
 
-/* Loads a plan file for the attached net and applies it; fails when its simulated peak
- * exceeds `budget` (0: no limit). */
-vdnn_status plan_load_fit(net *n, const char *path, size_t budget);
+/* Attaches n (not yet attached) to d as a plan file says and applies the plan: its
+ * swapped layers' parameters placed in host memory from the start (a config's `policy
+ * = swap` does not override it); fails, before anything is placed, when the plan is not
+ * of this net or its simulated peak exceeds `budget` (0: no limit). */
+vdnn_status plan_attach_file(net *n, device *d, const char *path, size_t budget);
 
 /* A data-parallel replica, planned as one device would be for its device's budget: by
  * plan_dyn (quietly, with the settings of the planner_opts `opts`) for dyn, else by
