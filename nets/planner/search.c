@@ -951,14 +951,14 @@ static vdnn_status climb_all(search *s, const plan *start, int count, int rounds
         return vdnn_fail(VDNN_ENOMEM, "out of host memory for the search's climbs");
     }
     pthread_mutex_init(&c.mu, NULL);
+    /* every view taken before any climber starts: a climber's offer writes the search */
+    for (int t = 0; t < threads; t++) k[t] = (climber){.c = &c, .w = climber_view(s, &c)};
+    k[0].w.sim = s->sim;
     int started = 1;
     for (int t = 1; t < threads; t++) {
-        k[t] = (climber){.c = &c, .w = climber_view(s, &c)};
         if (pthread_create(&k[t].tid, NULL, climber_main, &k[t]) != 0) break;   /* fewer threads, then */
         started++;
     }
-    k[0] = (climber){.c = &c, .w = climber_view(s, &c)};
-    k[0].w.sim = s->sim;
     climbs_take(&c, &k[0].w);
     for (int t = 1; t < started; t++) pthread_join(k[t].tid, NULL);
     for (int t = 0; t < started; t++) climber_merge(s, &k[t].w);
