@@ -930,9 +930,10 @@ START_TEST(test_train_plan_places_the_parameters)
 }
 END_TEST
 
-/* The hint `vdnn profile --save-plan` prints names the flags train needs: the plan's
- * micro-batches (at the least budget any plan fits, this net's plan splits its batch),
- * and --batch where profile was given one. */
+/* A plan is for one batch and split: the hint `vdnn profile --save-plan` prints names
+ * them (the plan's micro-batches: at the least budget any plan fits, this net's plan
+ * splits its batch; --batch where profile was given one), and `train --plan` builds the
+ * net for them when no flag says otherwise. */
 START_TEST(test_save_plan_hint_names_the_split)
 {
     char cfg[512], plan_file[512], args[2048];
@@ -950,6 +951,15 @@ START_TEST(test_save_plan_hint_names_the_split)
     r = run_cli(args);
     assert_ok(&r, args);
     run_free(&r);
+    snprintf(args, sizeof args, "train %s --steps 1 --plan %s --budget %zu --threads 1 --no-save", cfg, plan_file, least);
+    r = run_cli(args);
+    assert_ok(&r, args);
+    ck_assert_msg(strstr(r.out, "batch 16 in micro-batches of 1,"), "not the plan's split:\n%s", r.out);
+    run_free(&r);
+    /* a flag that differs from the plan is still refused, naming the plan's */
+    snprintf(args, sizeof args, "train %s --steps 1 --plan %s --micro-batch 2 --budget %zu --threads 1 --no-save", cfg,
+             plan_file, least);
+    fails_with(args, "net.plan:", "--micro-batch 1");
 }
 END_TEST
 

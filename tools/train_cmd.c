@@ -133,6 +133,13 @@ static vdnn_status open_all(const char *cfg, run_flags *f, int need_train, net *
     vdnn_status st = cli_overrides(&ov);
     ov.batch = (int)f->batch;
     ov.micro_batch = (int)f->micro;
+    /* a plan is for one batch and split: the net is built for them unless the flags say
+     * otherwise (a file that does not read is reported with file:line when loaded) */
+    int plan_batch = 0, plan_micro = 0;
+    if (f->plan && plan_file_split(f->plan, &plan_batch, &plan_micro) == VDNN_OK) {
+        if (f->batch < 0) ov.batch = plan_batch;
+        if (!f->micro) ov.micro_batch = plan_micro;
+    }
     ov.epochs = (int)f->epochs;
     ov.lr = f->lr;
     ov.seed = f->seed;

@@ -368,6 +368,26 @@ static vdnn_status read_plan(reader *r, const net *n, plan *p)
     return st;
 }
 
+vdnn_status plan_file_split(const char *path, int *batch, int *micro)
+{
+    /* a regular file only: a pipe read here would be empty for plan_load */
+    char *text = NULL;
+    size_t len = 0;
+    reader r = {.path = path};
+    int version = 0, layers = 0;
+    vdnn_status st = vdnn_file_read(path, "plan", PLAN_FILE_MAX_BYTES, VDNN_FILE_TEXT, &text, &len);
+    if (st == VDNN_OK && !(r.f = fmemopen(text, len, "r")))
+        st = vdnn_fail(VDNN_ENOMEM, "%s: out of host memory reading the plan", path);
+    if (st == VDNN_OK) st = read_magic(&r, &version);
+    if (st == VDNN_OK) st = read_int(&r, "layers", 1, 1000000, &layers);
+    if (st == VDNN_OK) st = read_int(&r, "batch", 1, 1000000000, batch);
+    if (st == VDNN_OK) st = read_int(&r, "micro_batch", 0, 1000000000, micro);
+    if (r.f) fclose(r.f);
+    free(r.buf);
+    free(text);
+    return st;
+}
+
 vdnn_status plan_load(const net *n, const char *path, plan *out)
 {
     vdnn_status st = plan_init(out, n);

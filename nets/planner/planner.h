@@ -144,6 +144,9 @@ int plan_choose_algo(const layer *l, int pass, algo_mode a, const layer_cost *c)
  * only maps some backward pass reads are offloaded; errors name the file and line. */
 vdnn_status plan_save(const plan *p, const net *n, const char *path);
 vdnn_status plan_load(const net *n, const char *path, plan *out);
+/* The batch and micro-batch size (0: none) a plan file was made for, read from its
+ * header without a net (a regular file only); errors as plan_load's. */
+vdnn_status plan_file_split(const char *path, int *batch, int *micro);
 /* A table (or one JSON object) of the plan: per layer its input map and whether it is
  * offloaded, algorithms, workspace and measured times (when pr is non-NULL), then the
  * copy timing and the prediction. */
