@@ -1195,6 +1195,21 @@ START_TEST(test_plan_errors)
     fails_with(args, "net.plan:", "batch");
     snprintf(args, sizeof args, "train %s --steps 1 --plan /nonexistent/x.plan --quiet", cfg);
     fails_with(args, "x.plan", NULL);
+    /* a header whose split no net can take is not adopted: the plan is refused, named */
+    char *text = tn_read(plan_file, NULL), edited[512];
+    ck_assert(text && strstr(text, "\nbatch 16\nmicro_batch 0\n"));
+    const char *heads[2][2] = {{"batch 16\nmicro_batch 99\n", "micro-batches of 99"},
+                               {"batch 1000000\nmicro_batch 0\n", "batch 1000000"}};
+    for (int k = 0; k < 2; k++) {
+        char *at = strstr(text, "\nbatch 16\nmicro_batch 0\n") + 1, body[8192];
+        snprintf(body, sizeof body, "%.*s%s%s", (int)(at - text), text, heads[k][0],
+                 at + strlen("batch 16\nmicro_batch 0\n"));
+        tn_path(edited, sizeof edited, "edited.plan");
+        tn_write_text(edited, body);
+        snprintf(args, sizeof args, "train %s --steps 1 --plan %s --quiet", cfg, edited);
+        fails_with(args, "edited.plan:", heads[k][1]);
+    }
+    free(text);
     /* a plan that needs more than the budget is refused with both numbers */
     ck_assert(peak > 4096);
     snprintf(args, sizeof args, "train %s --steps 1 --plan %s --budget %zu --quiet", cfg, plan_file, peak - POOL_ALIGN);

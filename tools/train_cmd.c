@@ -20,6 +20,9 @@
 #include "vdnn/json.h"
 #include "tools/commands.h"
 
+/* The largest --batch and --micro-batch. */
+#define TRAIN_MAX_BATCH 65536
+
 typedef struct run_flags {
     const char *device, *data, *save, *resume, *init, *log, *weights, *policy, *algo, *trace;
     const char *plan, *search, *cache;
@@ -134,9 +137,11 @@ static vdnn_status open_all(const char *cfg, run_flags *f, int need_train, net *
     ov.batch = (int)f->batch;
     ov.micro_batch = (int)f->micro;
     /* a plan is for one batch and split: the net is built for them unless the flags say
-     * otherwise (a file that does not read is reported with file:line when loaded) */
+     * otherwise, within the flags' own ranges (a file that does not read, or holds sizes
+     * no flag takes, is reported with file:line when loaded, as a mismatch) */
     int plan_batch = 0, plan_micro = 0;
-    if (f->plan && plan_file_split(f->plan, &plan_batch, &plan_micro) == VDNN_OK) {
+    if (f->plan && plan_file_split(f->plan, &plan_batch, &plan_micro) == VDNN_OK && plan_batch <= TRAIN_MAX_BATCH &&
+        plan_micro <= plan_batch) {
         if (f->batch < 0) ov.batch = plan_batch;
         if (!f->micro) ov.micro_batch = plan_micro;
     }
@@ -423,7 +428,7 @@ static vdnn_status parse_train(int argc, char **argv, run_flags *f, const char *
         {"--data", ARG_STRING, &f->data, 0, 0, "the data set's folder or file, or synthetic (data of the config's shape)", 0},
         {"--epochs", ARG_INT, &f->epochs, 1, 1e6, "override [train] epochs", 0},
         {"--steps", ARG_INT, &f->steps, 1, 1e12, "stop after this many optimizer steps", 0},
-        {"--batch", ARG_INT, &f->batch, 1, 65536, "override [net] batch", 0},
+        {"--batch", ARG_INT, &f->batch, 1, TRAIN_MAX_BATCH, "override [net] batch", 0},
         {"--lr", ARG_FLOAT, &f->lr, 1e-12, 100, "override [train] learning_rate", 0},
         {"--seed", ARG_INT, &f->seed, 0, 2147483647, "override [train] seed", 0},
         {"--threads", ARG_INT, &f->threads, 1, 1024, "CPU compute threads (default: all cores)", 0},
@@ -443,7 +448,7 @@ static vdnn_status parse_train(int argc, char **argv, run_flags *f, const char *
         {"--search", ARG_STRING, &f->search, 0, 0, "dyn's search: bb (branch and bound, default) or vdnn", 0},
         {"--profile-cache", ARG_STRING, &f->cache, 0, 0, "where measured profiles are kept", 0},
         {"--node-limit", ARG_INT, &f->node_limit, 0, 1e12, "dyn: branch-and-bound nodes (0: no limit)", 0},
-        {"--micro-batch", ARG_INT, &f->micro, 1, 65536, "split each batch into micro-batches of N items", 0},
+        {"--micro-batch", ARG_INT, &f->micro, 1, TRAIN_MAX_BATCH, "split each batch into micro-batches of N items", 0},
         {"--search-seconds", ARG_FLOAT, &f->search_seconds, 0, 1e9, "dyn: wall time of one search (0: no limit)", 0},
         {"--search-gap", ARG_FLOAT, &f->search_gap, 0, 1, "dyn: stop within this fraction of the best possible (0: exact)", 0},
         {"--devices", ARG_STRING, &f->devices, 0, 0, "data-parallel over these devices, e.g. cpu:0,cpu:1 or cuda:0,cuda:1", 0},
@@ -658,7 +663,7 @@ int cmd_test(int argc, char **argv)
     const char *cfg = NULL;
     arg_spec specs[] = {
         {"--weights", ARG_STRING, &f.weights, 0, 0, "", 0}, {"--data", ARG_STRING, &f.data, 0, 0, "", 0},
-        {"--batch", ARG_INT, &f.batch, 1, 65536, "", 0}, {"--device", ARG_STRING, &f.device, 0, 0, "", 0},
+        {"--batch", ARG_INT, &f.batch, 1, TRAIN_MAX_BATCH, "", 0}, {"--device", ARG_STRING, &f.device, 0, 0, "", 0},
         {"--math", ARG_STRING, &cli_math, 0, 0, "", 0}, {"--nondeterministic", ARG_FLAG, &cli_nondeterministic, 0, 0, "", 0},
         {"--budget", ARG_BYTES, &f.budget, 0, 0, "", 0}, {"--threads", ARG_INT, &f.threads, 1, 1024, "", 0},
         {"--workers", ARG_INT, &f.workers, 1, 64, "", 0},
