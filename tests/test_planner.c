@@ -531,8 +531,9 @@ static int same_as_fresh(void *ctx, const plan *p)
  * decisions out among the threads, so that it finds what one thread finds: exactly
  * (every decision), at budgets from the least to none's peak, with no gap, with one
  * (where a climb's plan ends the search, and the climbs after it count for nothing),
- * and with one climb (also one that makes its moves every five decisions). The tree after the climbs gets one node (it runs on one thread).
- * Under a sanitizer, one cost table of three. */
+ * and with one climb (also one that makes its moves every five decisions). The tree
+ * after the climbs gets one node (it runs on one thread). Under a sanitizer, one cost
+ * table of three. */
 START_TEST(climbs_on_threads_find_what_one_thread_finds)
 {
     if (UNDER_SANITIZER && _i) {

@@ -396,17 +396,10 @@ static vdnn_status measure_row(sweep *s, sweep_row *r, plan *p)
     net *n = s->n;
     unsigned char *was = malloc((size_t)n->nlayers);
     if (!was) return vdnn_fail(VDNN_ENOMEM, "out of host memory");
-    /* Where the parameters live is decided when they are placed (net_attach): as the
-     * plan swaps them. The config's policy is set aside meanwhile, or `policy = swap`
-     * would swap every layer whatever the plan says. */
-    mem_policy policy = n->policy;
-    n->policy = POLICY_NONE;
-    for (int i = 0; i < n->nlayers; i++) {
-        was[i] = (unsigned char)n->layers[i]->swap;
-        n->layers[i]->swap = p->swap[i];
-    }
+    /* the parameters placed as the plan swaps them; the net's own swaps put back after */
+    for (int i = 0; i < n->nlayers; i++) was[i] = (unsigned char)n->layers[i]->swap;
     vdnn_status st = cli_device(s->o.device, r->budget, s->o.threads, s->o.link_gbps, s->n, &d);
-    if (st == VDNN_OK) st = net_attach(s->n, d);
+    if (st == VDNN_OK) st = plan_attach_as(s->n, d, p);
     s->n->peak_iter_bytes = 0;
     if (st == VDNN_OK) {
         stage = "the real iterations";
@@ -423,7 +416,6 @@ static vdnn_status measure_row(sweep *s, sweep_row *r, plan *p)
     net_detach(s->n);
     device_destroy(d);
     for (int i = 0; i < n->nlayers; i++) n->layers[i]->swap = was[i];
-    n->policy = policy;
     free(was);
     return st;
 }

@@ -244,14 +244,7 @@ vdnn_status plan_attach_file(net *n, device *d, const char *path, size_t budget)
     if (st == VDNN_OK && budget && p.peak_bytes > budget)
         st = vdnn_fail(VDNN_EBUDGET, "--plan %s needs %s of device memory, more than the budget of %s", path,
                        vdnn_fmt_bytes_exact(p.peak_bytes, need, sizeof need), vdnn_fmt_bytes_exact(budget, b, sizeof b));
-    /* the parameters placed where the plan keeps them: swapping is decided at attach */
-    mem_policy policy = n->policy;
-    if (st == VDNN_OK) {
-        for (int i = 0; i < n->nlayers; i++) n->layers[i]->swap = p.swap[i];
-        n->policy = POLICY_NONE;
-        st = net_attach(n, d);
-        n->policy = policy;
-    }
+    if (st == VDNN_OK) st = plan_attach_as(n, d, &p);
     if (st == VDNN_OK) st = plan_apply(n, &p);
     plan_free(&p);
     return st;

@@ -201,6 +201,18 @@ vdnn_status plan_apply(net *n, const plan *p)
     return VDNN_OK;
 }
 
+vdnn_status plan_attach_as(net *n, device *d, const plan *p)
+{
+    /* swapping is decided when the parameters are placed; a config's `policy = swap`,
+     * which would swap every layer, is set aside meanwhile */
+    mem_policy policy = n->policy;
+    for (int i = 0; i < n->nlayers; i++) n->layers[i]->swap = p->swap[i];
+    n->policy = POLICY_NONE;
+    vdnn_status st = net_attach(n, d);
+    n->policy = policy;
+    return st;
+}
+
 /* ---- fixed policies ------------------------------------------------------------------ */
 
 /* The algorithm of `pass` with the least time in t (NULL: all equal); ties go to the

@@ -375,6 +375,9 @@ vdnn_status plan_budget_error(net *n, size_t budget, size_t need);
  * with plan_free(). */
 vdnn_status plan_dyn(net **np, const planner_opts *o, FILE *out, plan *chosen);
 
+/* Attaches n (not yet attached) to d with each layer's parameters placed as p swaps
+ * them (a config's `policy = swap` set aside); p is not applied. */
+vdnn_status plan_attach_as(net *n, device *d, const plan *p);
 /* Attaches n (not yet attached) to d as a plan file says and applies the plan: its
  * swapped layers' parameters placed in host memory from the start (a config's `policy
  * = swap` does not override it); fails, before anything is placed, when the plan is not

@@ -1157,8 +1157,7 @@ static vdnn_status attach_for(net *n, const plan *p)
     if (same_swaps(n, p)) return VDNN_OK;
     device *d = n->dev;
     net_detach(n);
-    for (int i = 0; i < n->nlayers; i++) n->layers[i]->swap = p->swap[i];
-    return net_attach(n, d);
+    return plan_attach_as(n, d, p);
 }
 
 vdnn_status plan_choose(net *n, const profile *pr, size_t budget, search_kind k, search_limits lim, const plan *seed,
