@@ -35,7 +35,8 @@ struct pool {
     block *head, *last;
     block *free_root;          /* treap of free blocks by offset */
     block **bucket;            /* hash of live blocks by offset */
-    size_t nbuckets, nlive;
+    size_t nbuckets, nlive;    /* nbuckets a power of two, 2^(64 - hshift) */
+    unsigned hshift;
     block *qhead, *qtail;      /* pending frees, oldest first */
     block *spare;              /* block records unlinked, kept for the next split (by next) */
     int unsorted;              /* the queue's ripe ticks may not rise from head to tail (the lag
@@ -174,7 +175,12 @@ static block *t_first_fit(block *t, size_t size)
 
 /* ---- live blocks by offset ---- */
 
-static size_t h_slot(const pool *p, size_t off) { return (off / POOL_ALIGN * 0x9e3779b97f4a7c15ull) % p->nbuckets; }
+/* Fibonacci hashing: the top bits of the offset's multiple (a modulo would cost a
+ * division at every allocation and free of a replay). */
+static size_t h_slot(const pool *p, size_t off)
+{
+    return (size_t)(((uint64_t)(off / POOL_ALIGN) * 0x9e3779b97f4a7c15ull) >> p->hshift);
+}
 
 static vdnn_status h_insert(pool *p, block *b)
 {
@@ -186,6 +192,8 @@ static vdnn_status h_insert(pool *p, block *b)
         size_t oldn = p->nbuckets;
         p->bucket = fresh;
         p->nbuckets = n;
+        p->hshift = 64;
+        for (size_t m = n; m > 1; m >>= 1) p->hshift--;
         for (size_t k = 0; k < oldn; k++)
             for (block *x = old[k], *nx; x; x = nx) {
                 nx = x->hnext;
