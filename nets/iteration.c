@@ -660,6 +660,17 @@ static vdnn_status run_chunk(net *n, const float *x, const int32_t *y, int items
     return st;
 }
 
+/* Whether a step's last micro-batch runs other work than a middle one: SWAP_DEVICE
+ * layers update in its backward (with lr >= 0), and its gradients are announced to the
+ * data-parallel reduction. */
+static int last_differs(const net *n, double lr)
+{
+    if (n->grads_ready) return 1;
+    for (int i = 0; lr >= 0 && i < n->nlayers; i++)
+        if (n->layers[i]->swap == SWAP_DEVICE) return 1;
+    return 0;
+}
+
 /* Forward and backward of `items` items in micro-batches: gradients of the loss sum
  * scaled by 1/total, dropout masks of items base.. of the whole batch. With lr >= 0,
  * SWAP_DEVICE layers update in the last backward (net_train_step); with lr < 0 every
@@ -678,22 +689,25 @@ static vdnn_status chunks(net *n, const float *x, const int32_t *y, int items, i
     vdnn_status st = VDNN_OK;
     sim_mark before, after;
     int marked = 0;
+    const int last_like_middle = items % n->input.n == 0 && !last_differs(n, lr);
     for (int off = 0; off < items && st == VDNN_OK; off += n->input.n) {
         int k = items - off < n->input.n ? items - off : n->input.n;
         n->update_lr = off + k >= items ? lr : -1;   /* SWAP_DEVICE layers update in the last backward */
         n->grads_final = off + k >= items;
         st = run_chunk(n, x, y, k, off, base, total, off > 0, &loss, r);
-        if (off + k >= items || st != VDNN_OK) continue;
+        if (st != VDNN_OK) continue;
         release_all(n);
+        if (off + k >= items) continue;
         /* A replay on the simulated device: a middle micro-batch (neither the first nor
          * the last) that leaves the device as it found it would be repeated exactly by
-         * every middle one after it, so they take its time without being replayed. */
+         * every middle one after it, so they take its time without being replayed; and
+         * so would the last, where it runs the same work as a middle one. */
         int was_marked = marked;
         marked = device_sim_mark(n->dev, &after);
         int middle = (items - (off + k) - 1) / n->input.n;
-        if (off > 0 && was_marked && marked && middle > 0 && device_sim_same(&before, &after)) {
-            device_sim_repeat(n->dev, &before, &after, middle);
-            off += middle * n->input.n;
+        if (off > 0 && was_marked && marked && middle + last_like_middle > 0 && device_sim_same(&before, &after)) {
+            device_sim_repeat(n->dev, &before, &after, middle + last_like_middle);
+            off += (middle + last_like_middle) * n->input.n;
         }
         before = after;
     }
