@@ -589,6 +589,52 @@ END_TEST
     "[net]\nbatch = 8\nchannels = 2\nheight = 12\nwidth = 12\n" TN_TRAIN TN_DATA DEEP_BLOCK DEEP_BLOCK \
     DEEP_BLOCK DEEP_BLOCK DEEP_BLOCK DEEP_BLOCK DEEP_BLOCK DEEP_BLOCK "[connected]\noutput = 4\n[softmax]\n"
 
+/* A climb makes its moves in groups where the plan with a whole group still fits and
+ * is faster (search.c, CLIMB_GROUP_FIRST), else one at a time: on a deep chain with
+ * three made-up cost tables and budgets from the least to none's peak, fewer replays in
+ * all than one change at a time, every plan fitting, and none more than a few percent
+ * slower (a_climb_ends_where_no_single_change_helps checks that a grouped climb still
+ * ends where no single change helps). */
+START_TEST(a_climb_makes_its_moves_in_groups)
+{
+    net *n = tn_parse(DEEP_NET, NULL);
+    size_t least = 0;
+    ck_assert(plan_least(n, &least) == VDNN_OK);
+    long grouped = 0, alone = 0;
+    int faster = 0, slower = 0;
+    for (uint64_t seed = 11; seed < 14; seed++) {
+        profile pr;
+        synthetic_profile(n, seed, &pr);
+        plan none;
+        ck_assert(plan_fit_policy(n, &pr, 0, POLICY_NONE, ALGO_PERF, &none) == VDNN_OK);
+        for (int b = 0; b < 8; b++) {
+            size_t budget = least + (none.peak_bytes - least) * (size_t)b / 8;
+            plan p[2];
+            for (int g = 0; g < 2; g++) {
+                search_stats ss;
+                search_limits lim = {.one_climb = 1, .threads = 1, .climb_group = g ? 1 : 0};
+                ck_assert_msg(plan_search(n, &pr, budget, SEARCH_BB, lim, &p[g], &ss) == VDNN_OK, "%s", vdnn_errmsg());
+                ck_assert_uint_le(p[g].peak_bytes, budget);
+                *(g ? &alone : &grouped) += ss.simulations;
+            }
+            ck_assert_msg(p[0].predicted_s <= 1.05 * p[1].predicted_s,
+                          "seed %d, budget %zu: grouped moves planned %.6f s, one at a time %.6f s", (int)seed, budget,
+                          p[0].predicted_s, p[1].predicted_s);
+            faster += p[0].predicted_s < p[1].predicted_s;
+            slower += p[0].predicted_s > p[1].predicted_s;
+            plan_free(&p[0]);
+            plan_free(&p[1]);
+        }
+        plan_free(&none);
+        profile_free(&pr);
+    }
+    printf("moves in groups: %ld simulations, one at a time %ld; plans faster at %d points, slower at %d\n", grouped,
+           alone, faster, slower);
+    ck_assert_int_lt(grouped, alone);
+    net_free(n);
+}
+END_TEST
+
 START_TEST(a_climb_ends_after_a_round_of_small_gains)
 {
     net *n = tn_parse(DEEP_NET, NULL);
@@ -1109,6 +1155,7 @@ static Suite *planner_suite(void)
     tcase_add_test(t, simulator_reuse_is_exact);
     tcase_add_loop_test(t, capped_replays_answer_as_full_ones, 0, 2);
     tcase_add_test(t, a_climb_ends_after_a_round_of_small_gains);
+    tcase_add_test(t, a_climb_makes_its_moves_in_groups);
     tcase_add_loop_test(t, a_climb_ends_where_no_single_change_helps, 0, 8);
     tcase_add_test(t, a_seed_within_the_gap_ends_the_search);
     tcase_add_loop_test(t, climbs_on_threads_find_what_one_thread_finds, 0, 3);

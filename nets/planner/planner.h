@@ -227,6 +227,8 @@ typedef struct search_limits {
                                * --threads); the plan found is the same on any number */
     int climb_chunk;          /* decisions a climb's round measures against one plan before
                                * it makes their changes (0: the default, search.c) */
+    int climb_group;          /* the changes a climb's first group of moves makes at once
+                               * (0: the default, search.c; 1: one at a time) */
 } search_limits;
 
 typedef struct search_stats {
