@@ -201,6 +201,7 @@ dev_event *device_event_record(device *d, stream_id s)
         return NULL;
     }
     atomic_init(&ev->refs, 1);
+    ev->single = d->impl->one_thread;
     ev->stream = s;
     if (d->impl->record(d, s, ev) != VDNN_OK) {
         free(ev);
@@ -209,15 +210,25 @@ dev_event *device_event_record(device *d, stream_id s)
     return ev;
 }
 
+/* An event of a one_thread device (the simulator's, by the thousand a replay) is
+ * counted without a locked instruction. */
+static int add_ref(dev_event *ev, int by)
+{
+    if (!ev->single) return atomic_fetch_add(&ev->refs, by) + by;
+    int r = atomic_load_explicit(&ev->refs, memory_order_relaxed) + by;
+    atomic_store_explicit(&ev->refs, r, memory_order_relaxed);
+    return r;
+}
+
 dev_event *device_event_retain(dev_event *ev)
 {
-    if (ev) atomic_fetch_add(&ev->refs, 1);
+    if (ev) add_ref(ev, 1);
     return ev;
 }
 
 void device_event_release(device *d, dev_event *ev)
 {
-    if (!ev || atomic_fetch_sub(&ev->refs, 1) != 1) return;
+    if (!ev || add_ref(ev, -1) != 0) return;
     if (d->impl->event_free) d->impl->event_free(d, ev);
     if (d->impl->one_thread) {   /* the simulator records and releases events by the thousand */
         ev->handle = d->spare_events;

@@ -8,7 +8,8 @@
 #include "vdnn/trace.h"
 
 struct dev_event {
-    atomic_int refs;
+    atomic_int refs;       /* counted with plain loads and stores where `single` */
+    int single;            /* recorded on a one_thread device: no other thread holds it */
     stream_id stream;
     uint64_t ticket;       /* CPU: completed once the stream's done count reaches it */
     void *handle;          /* CUDA: the cudaEvent_t */
