@@ -635,6 +635,49 @@ START_TEST(a_climb_makes_its_moves_in_groups)
 }
 END_TEST
 
+/* A climb whose full round found no change that gains marks its plan settled at the
+ * budget (plan.settled_at), and a search at that budget handed the plan (the
+ * micro-batch choice's, for the final search) does not measure that round again: the
+ * same plan in fewer replays than from the same plan unmarked. */
+START_TEST(a_settled_plan_is_not_climbed_again)
+{
+    net *n = tn_parse(DEEP_NET, NULL);
+    size_t least = 0;
+    ck_assert(plan_least(n, &least) == VDNN_OK);
+    profile pr;
+    synthetic_profile(n, 12, &pr);
+    plan none;
+    ck_assert(plan_fit_policy(n, &pr, 0, POLICY_NONE, ALGO_PERF, &none) == VDNN_OK);
+    int settled = 0;
+    for (int b = 0; b < 8; b++) {
+        size_t budget = least + (none.peak_bytes - least) * (size_t)b / 8;
+        search_limits lim = {.one_climb = 1, .threads = 1};   /* no gap: each climb goes to its end */
+        plan p, q, got[2];
+        search_stats ss[2];
+        ck_assert_msg(plan_search(n, &pr, budget, SEARCH_BB, lim, &p, &ss[0]) == VDNN_OK, "%s", vdnn_errmsg());
+        ck_assert_uint_eq(p.settled_at, budget);
+        ck_assert(plan_copy(&q, &p) == VDNN_OK);
+        q.settled_at = 0;
+        ck_assert(plan_search_from(n, &pr, budget, SEARCH_BB, lim, &p, &got[0], &ss[0]) == VDNN_OK);
+        ck_assert(plan_search_from(n, &pr, budget, SEARCH_BB, lim, &q, &got[1], &ss[1]) == VDNN_OK);
+        ck_assert(got[0].predicted_s == got[1].predicted_s && got[0].peak_bytes == got[1].peak_bytes);
+        /* where a seed beats the handed plan, both searches climb from it alike */
+        if (got[1].predicted_s == p.predicted_s) {
+            ck_assert_int_lt(ss[0].simulations, ss[1].simulations);
+            settled++;
+        }
+        plan_free(&p);
+        plan_free(&q);
+        plan_free(&got[0]);
+        plan_free(&got[1]);
+    }
+    ck_assert_int_ge(settled, 4);
+    plan_free(&none);
+    profile_free(&pr);
+    net_free(n);
+}
+END_TEST
+
 START_TEST(a_climb_ends_after_a_round_of_small_gains)
 {
     net *n = tn_parse(DEEP_NET, NULL);
@@ -1156,6 +1199,7 @@ static Suite *planner_suite(void)
     tcase_add_loop_test(t, capped_replays_answer_as_full_ones, 0, 2);
     tcase_add_test(t, a_climb_ends_after_a_round_of_small_gains);
     tcase_add_test(t, a_climb_makes_its_moves_in_groups);
+    tcase_add_test(t, a_settled_plan_is_not_climbed_again);
     tcase_add_loop_test(t, a_climb_ends_where_no_single_change_helps, 0, 8);
     tcase_add_test(t, a_seed_within_the_gap_ends_the_search);
     tcase_add_loop_test(t, climbs_on_threads_find_what_one_thread_finds, 0, 3);

@@ -116,6 +116,8 @@ typedef struct plan {
     double predicted_s;       /* simulated iteration time; < 0: not simulated */
     size_t peak_bytes;        /* simulated pool peak (the least budget the plan fits) */
     double measured_s;        /* measured iteration time; < 0: not verified */
+    size_t settled_at;        /* a budget at which a climb's full round found no change of
+                               * this plan that gains (search.c); 0: none known */
 } plan;
 
 /* Functions that fill a plan treat it as empty (free what it held first): on success

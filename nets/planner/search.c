@@ -659,8 +659,11 @@ static vdnn_status climb(search *s, const plan *start, int rounds, plan *out)
     plan cur = {0};
     decision *dec = NULL;
     int ndec = 0;
+    /* a plan a full round found no gain for, at this budget, gains nothing by another */
+    if (start->settled_at && start->settled_at == s->budget) return plan_copy(out, start);
     vdnn_status st = make_decisions(s->n, s->pr, s->budget, 0, start, 1, &dec, &ndec);
     if (st == VDNN_OK) st = plan_copy(&cur, start);
+    cur.settled_at = 0;
     if (st == VDNN_OK) st = simulate(s, &cur);   /* for its compute work (remembered: no replay) */
     double busy = sim_busy_s(s->sim);
     int *pick = calloc((size_t)ndec + 1, sizeof *pick);
@@ -671,7 +674,8 @@ static vdnn_status climb(search *s, const plan *start, int rounds, plan *out)
     const int parts = most ? (ndec + most - 1) / most : 0, size = parts ? (ndec + parts - 1) / parts : 0;
     for (int last = 0, round = 0; st == VDNN_OK && !last && !out_of_time(s);) {
         double sum = 0;
-        for (int from = 0; from < ndec && st == VDNN_OK && !last && !out_of_time(s); from += size) {
+        int from = 0;
+        for (; from < ndec && st == VDNN_OK && !last && !out_of_time(s); from += size) {
             int count = 0, part = ndec - from < size ? ndec - from : size;
             memset(gain + from, 0, (size_t)part * sizeof *gain);
             if (s->nhelper > 0) {
@@ -719,6 +723,7 @@ static vdnn_status climb(search *s, const plan *start, int rounds, plan *out)
                 }
             }
         }
+        if (st == VDNN_OK && sum <= 0 && from >= ndec) cur.settled_at = s->budget;   /* a whole round measured */
         if (st != VDNN_OK || sum <= 0) break;
         last = last || (s->gap > 0 && sum < CLIMB_LAST_ROUND * s->gap * cur.predicted_s) || ++round == rounds;
     }
