@@ -597,16 +597,13 @@ END_TEST
  * ends where no single change helps). */
 START_TEST(a_climb_makes_its_moves_in_groups)
 {
-    net *n = tn_parse(DEEP_NET, NULL);
-    size_t least = 0;
-    ck_assert(plan_least(n, &least) == VDNN_OK);
     long grouped = 0, alone = 0;
     int faster = 0, slower = 0;
     for (uint64_t seed = 11; seed < 14; seed++) {
         profile pr;
-        synthetic_profile(n, seed, &pr);
+        size_t least = 0;
         plan none;
-        ck_assert(plan_fit_policy(n, &pr, 0, POLICY_NONE, ALGO_PERF, &none) == VDNN_OK);
+        net *n = net_and_range(DEEP_NET, NULL, seed, &pr, &least, &none);
         for (int b = 0; b < 8; b++) {
             size_t budget = least + (none.peak_bytes - least) * (size_t)b / 8;
             plan p[2];
@@ -627,11 +624,11 @@ START_TEST(a_climb_makes_its_moves_in_groups)
         }
         plan_free(&none);
         profile_free(&pr);
+        net_free(n);
     }
     printf("moves in groups: %ld simulations, one at a time %ld; plans faster at %d points, slower at %d\n", grouped,
            alone, faster, slower);
     ck_assert_int_lt(grouped, alone);
-    net_free(n);
 }
 END_TEST
 
@@ -641,13 +638,10 @@ END_TEST
  * same plan in fewer replays than from the same plan unmarked. */
 START_TEST(a_settled_plan_is_not_climbed_again)
 {
-    net *n = tn_parse(DEEP_NET, NULL);
-    size_t least = 0;
-    ck_assert(plan_least(n, &least) == VDNN_OK);
     profile pr;
-    synthetic_profile(n, 12, &pr);
+    size_t least = 0;
     plan none;
-    ck_assert(plan_fit_policy(n, &pr, 0, POLICY_NONE, ALGO_PERF, &none) == VDNN_OK);
+    net *n = net_and_range(DEEP_NET, NULL, 12, &pr, &least, &none);
     int settled = 0;
     for (int b = 0; b < 8; b++) {
         size_t budget = least + (none.peak_bytes - least) * (size_t)b / 8;

@@ -492,6 +492,21 @@ static int cmp_move(const void *a, const void *b)
     return (x->k > y->k) - (x->k < y->k);
 }
 
+/* cur replayed with changes just made to it (t: its time before them): *moved where it
+ * still fits and is faster, its compute-stream work then into *busy; the caller puts
+ * the changes back where not. */
+static vdnn_status replay_changed(search *s, plan *cur, double t, double *busy, int *moved)
+{
+    vdnn_status st = simulate_within(s, cur, s->budget);
+    if (st == VDNN_EINVAL) {   /* a recompute chain through a swapped layer: not a plan */
+        st = VDNN_OK;
+        cur->peak_bytes = (size_t)-1;
+    }
+    *moved = st == VDNN_OK && cur->peak_bytes <= s->budget && faster(cur->predicted_s, t);
+    if (*moved) *busy = sim_busy_s(s->sim);
+    return st;
+}
+
 /* Decision d of cur set to `to` where cur, replayed with it, still fits and is faster
  * (*moved set, its compute-stream work into *busy); else cur is left as it was. */
 static vdnn_status try_move(search *s, plan *cur, const decision *d, int to, double *busy, int *moved)
@@ -502,16 +517,8 @@ static vdnn_status try_move(search *s, plan *cur, const decision *d, int to, dou
     *moved = 0;
     if (to == was) return VDNN_OK;
     set_choice(cur, d, to);
-    vdnn_status st = simulate_within(s, cur, s->budget);
-    if (st == VDNN_EINVAL) {   /* a recompute chain through a swapped layer: not a plan */
-        st = VDNN_OK;
-        cur->peak_bytes = (size_t)-1;
-    }
-    if (st == VDNN_OK && cur->peak_bytes <= s->budget && faster(cur->predicted_s, t)) {
-        *busy = sim_busy_s(s->sim);
-        *moved = 1;
-        return VDNN_OK;
-    }
+    vdnn_status st = replay_changed(s, cur, t, busy, moved);
+    if (*moved) return st;
     set_choice(cur, d, was);
     cur->predicted_s = t;
     cur->peak_bytes = peak;
@@ -544,16 +551,8 @@ static vdnn_status try_group(search *s, plan *cur, const decision *dec, const mo
         was[j] = get_choice(cur, &dec[moves[j].k]);
         set_choice(cur, &dec[moves[j].k], pick[moves[j].k]);
     }
-    vdnn_status st = simulate_within(s, cur, s->budget);
-    if (st == VDNN_EINVAL) {   /* a recompute chain through a swapped layer: not a plan */
-        st = VDNN_OK;
-        cur->peak_bytes = (size_t)-1;
-    }
-    if (st == VDNN_OK && cur->peak_bytes <= s->budget && faster(cur->predicted_s, t)) {
-        *busy = sim_busy_s(s->sim);
-        *moved = 1;
-        return VDNN_OK;
-    }
+    vdnn_status st = replay_changed(s, cur, t, busy, moved);
+    if (*moved) return st;
     for (int j = g - 1; j >= 0; j--) set_choice(cur, &dec[moves[j].k], was[j]);
     cur->predicted_s = t;
     cur->peak_bytes = peak;
@@ -649,11 +648,12 @@ static vdnn_status round_on_threads(search *s, const plan *cur, double busy, con
  * once more against the plan as it now stands and kept where it still fits and gains,
  * or else a decision's best change measured again where it has other choices (gains
  * change little from one move to the next: a move costs a replay or two, where the
- * steepest ascent, a full round per move, would cost a round). Full rounds repeat until one finds no gain, so the climb
- * ends where no single change helps; or, with a search gap, after a round that gained
- * less than CLIMB_LAST_ROUND of it, or at a plan within the gap; or after `rounds` full
- * rounds and their moves (0: no such limit). A strong incumbent for the branch and
- * bound. *out: the plan it reached. */
+ * steepest ascent, a full round per move, would cost a round). Full rounds repeat until
+ * one finds no gain, so the climb ends where no single change helps (its plan then
+ * settled at the budget: plan.settled_at, and not climbed again); or, with a search
+ * gap, after a round that gained less than CLIMB_LAST_ROUND of it, or at a plan within
+ * the gap; or after `rounds` full rounds and their moves (0: no such limit). A strong
+ * incumbent for the branch and bound. *out: the plan it reached. */
 static vdnn_status climb(search *s, const plan *start, int rounds, plan *out)
 {
     plan cur = {0};
