@@ -633,9 +633,10 @@ START_TEST(a_climb_makes_its_moves_in_groups)
 END_TEST
 
 /* A climb whose full round found no change that gains marks its plan settled at the
- * budget (plan.settled_at), and a search at that budget handed the plan (the
- * micro-batch choice's, for the final search) does not measure that round again: the
- * same plan in fewer replays than from the same plan unmarked. */
+ * budget and costs (plan.settled_at, settled_costs), and a search at that budget with
+ * those costs handed the plan (the micro-batch choice's, for the final search) does not
+ * measure that round again: the same plan in fewer replays than from the same plan
+ * unmarked; under costs one rounding apart it is climbed again. */
 START_TEST(a_settled_plan_is_not_climbed_again)
 {
     profile pr;
@@ -659,6 +660,18 @@ START_TEST(a_settled_plan_is_not_climbed_again)
         if (got[1].predicted_s == p.predicted_s) {
             ck_assert_int_lt(ss[0].simulations, ss[1].simulations);
             settled++;
+            /* under other costs (one of them a rounding apart) it is climbed again */
+            profile other = pr;
+            other.layers = malloc((size_t)pr.nlayers * sizeof *pr.layers);
+            ck_assert_ptr_nonnull(other.layers);
+            memcpy(other.layers, pr.layers, (size_t)pr.nlayers * sizeof *pr.layers);
+            other.layers[0].fwd_s[0] = nextafter(other.layers[0].fwd_s[0], 1.0);
+            plan again;
+            search_stats sa;
+            ck_assert(plan_search_from(n, &other, budget, SEARCH_BB, lim, &p, &again, &sa) == VDNN_OK);
+            ck_assert_int_gt(sa.simulations, ss[0].simulations);
+            plan_free(&again);
+            free(other.layers);
         }
         plan_free(&p);
         plan_free(&q);

@@ -75,6 +75,7 @@ typedef struct search {
     int one_climb;            /* search_limits.one_climb */
     int chunk;                /* search_limits.climb_chunk; 0: as CLIMB_ROUND_MAX says */
     int group;                /* search_limits.climb_group, else CLIMB_GROUP_FIRST */
+    uint64_t costs;           /* costs_key(pr) */
     int threads;              /* search_limits.threads */
     int first_fit;            /* the branch and bound stops at its first plan that fits */
     int settled;              /* the incumbent is within the gap of floor_s */
@@ -381,6 +382,19 @@ static vdnn_status search_vdnn(search *s)
     return st;
 }
 
+/* A hash of every cost a replay reads from the profile: a plan settled under other
+ * costs (a profile measured, then read back rounded from the cache) is climbed again. */
+static uint64_t costs_key(const profile *pr)
+{
+    const double link[4] = {pr->h2d_bytes_per_s, pr->d2h_bytes_per_s, pr->duplex_bytes_per_s, pr->copy_latency_s};
+    uint64_t h = 1469598103934665603ull;   /* FNV-1a */
+    const unsigned char *b = (const unsigned char *)link;
+    for (size_t k = 0; k < sizeof link; k++) h = (h ^ b[k]) * 1099511628211ull;
+    b = (const unsigned char *)pr->layers;
+    for (size_t k = 0; b && k < (size_t)pr->nlayers * sizeof *pr->layers; k++) h = (h ^ b[k]) * 1099511628211ull;
+    return h;
+}
+
 /* Whether a plan of time t is faster than one of time than_t (PLAN_GAIN_TOL). */
 static int faster(double t, double than_t)
 {
@@ -659,8 +673,9 @@ static vdnn_status climb(search *s, const plan *start, int rounds, plan *out)
     plan cur = {0};
     decision *dec = NULL;
     int ndec = 0;
-    /* a plan a full round found no gain for, at this budget, gains nothing by another */
-    if (start->settled_at && start->settled_at == s->budget) return plan_copy(out, start);
+    /* a plan a full round found no gain for, at this budget and these costs, gains nothing by another */
+    if (start->settled_at && start->settled_at == s->budget && start->settled_costs == s->costs)
+        return plan_copy(out, start);
     vdnn_status st = make_decisions(s->n, s->pr, s->budget, 0, start, 1, &dec, &ndec);
     if (st == VDNN_OK) st = plan_copy(&cur, start);
     cur.settled_at = 0;
@@ -723,7 +738,10 @@ static vdnn_status climb(search *s, const plan *start, int rounds, plan *out)
                 }
             }
         }
-        if (st == VDNN_OK && sum <= 0 && from >= ndec) cur.settled_at = s->budget;   /* a whole round measured */
+        if (st == VDNN_OK && sum <= 0 && from >= ndec) {   /* a whole round measured */
+            cur.settled_at = s->budget;
+            cur.settled_costs = s->costs;
+        }
         if (st != VDNN_OK || sum <= 0) break;
         last = last || (s->gap > 0 && sum < CLIMB_LAST_ROUND * s->gap * cur.predicted_s) || ++round == rounds;
     }
@@ -1136,6 +1154,7 @@ vdnn_status plan_search_from(const net *n, const profile *pr, size_t budget, sea
                 .group = lim.climb_group <= 0             ? CLIMB_GROUP_FIRST
                          : lim.climb_group > CLIMB_GROUP_MAX ? CLIMB_GROUP_MAX
                                                              : lim.climb_group};
+    s.costs = costs_key(pr);
     double t0 = vdnn_now_s();
     s.t0 = s.t_best = t0;
     s.deadline = lim.seconds > 0 ? t0 + lim.seconds : 0;
