@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "vdnn/file.h"
+#include "vdnn/hash.h"
 #include "vdnn/rng.h"
 
 #define IMAGES_PATH_MAX 4096
@@ -141,8 +142,7 @@ static vdnn_status cache_path(const char *dir, char *buf, size_t len)
     char home[1024], abs[IMAGES_PATH_MAX];
     const char *folder = vdnn_cache_dir(home, sizeof home);
     if (!realpath(dir, abs)) snprintf(abs, sizeof abs, "%s", dir);
-    uint64_t h = 1469598103934665603ull;
-    for (const char *c = abs; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+    uint64_t h = vdnn_hash_str(VDNN_HASH_START, abs);
     int w = snprintf(buf, len, "%s/lists/images-%016llx.txt", folder, (unsigned long long)h);
     if (w < 0 || (size_t)w >= len) return vdnn_fail(VDNN_EINVAL, "image list cache path too long: %s", folder);
     return VDNN_OK;

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vdnn/hash.h"
+
 static const cfg_key net_keys[] = {
     {"batch", CFG_INT, 1, 1, 65536, NULL, 0, "items per mini-batch"},
     {"channels", CFG_INT, 1, 1, 4096, NULL, 0, "input channels"},
@@ -396,9 +398,7 @@ typedef struct name_table {
 
 static uint64_t name_hash(const char *s)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
+    return vdnn_hash_str(VDNN_HASH_START, s);
 }
 
 /* The layer called `name`, or -1. */

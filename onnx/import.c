@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vdnn/hash.h"
+
 /* The most nodes, values and layers one model may have here. */
 #define IMPORT_MAX_NODES 1000000
 
@@ -71,9 +73,7 @@ typedef struct ctx {
 
 static uint64_t hash_str(const char *s)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
+    return vdnn_hash_str(VDNN_HASH_START, s);
 }
 
 static int *map_slot(const strmap *t, const char *k)

@@ -10,6 +10,7 @@
 #include "nets/planner/planner.h"
 #include "nets/solver.h"
 #include "vdnn/file.h"
+#include "vdnn/hash.h"
 #include "vdnn/rng.h"
 
 /* Timed runs per measurement, after a probe and a warm-up; the median is kept. */
@@ -17,7 +18,7 @@
 
 uint64_t net_fingerprint(const net *n)
 {
-    uint64_t h = 1469598103934665603ull;   /* FNV-1a */
+    uint64_t h = VDNN_HASH_START;
     char buf[256];
     for (int i = 0; i < n->nlayers; i++) {
         const layer *l = n->layers[i];
@@ -28,7 +29,7 @@ uint64_t net_fingerprint(const net *n)
                            layer_algo_count(l, PASS_BWD_DATA), layer_algo_count(l, PASS_BWD_FILTER), desc);
         for (int k = 0; k < l->ninputs && len < (int)sizeof buf; k++)
             len += snprintf(buf + len, sizeof buf - (size_t)len, "<%d", l->input[k]);
-        for (int k = 0; k < len && k < (int)sizeof buf; k++) h = (h ^ (unsigned char)buf[k]) * 1099511628211ull;
+        h = vdnn_hash_bytes(h, buf, (size_t)(len < 0 ? 0 : len < (int)sizeof buf ? len : (int)sizeof buf));
     }
     return h;
 }

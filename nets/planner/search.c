@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "nets/planner/planner.h"
+#include "vdnn/hash.h"
 
 /* How early copies may run (nets/planner/budget.c orders them fastest first), each
  * with every way of running in-place layers (IN_PLACE_*: first fit packs each
@@ -387,12 +388,8 @@ static vdnn_status search_vdnn(search *s)
 static uint64_t costs_key(const profile *pr)
 {
     const double link[4] = {pr->h2d_bytes_per_s, pr->d2h_bytes_per_s, pr->duplex_bytes_per_s, pr->copy_latency_s};
-    uint64_t h = 1469598103934665603ull;   /* FNV-1a */
-    const unsigned char *b = (const unsigned char *)link;
-    for (size_t k = 0; k < sizeof link; k++) h = (h ^ b[k]) * 1099511628211ull;
-    b = (const unsigned char *)pr->layers;
-    for (size_t k = 0; b && k < (size_t)pr->nlayers * sizeof *pr->layers; k++) h = (h ^ b[k]) * 1099511628211ull;
-    return h;
+    uint64_t h = vdnn_hash_bytes(VDNN_HASH_START, link, sizeof link);
+    return pr->layers ? vdnn_hash_bytes(h, pr->layers, (size_t)pr->nlayers * sizeof *pr->layers) : h;
 }
 
 /* Whether a plan of time t is faster than one of time than_t (PLAN_GAIN_TOL). */

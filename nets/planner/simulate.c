@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "nets/planner/planner.h"
+#include "vdnn/hash.h"
 #include "vdnn/rng.h"
 
 /* A plan replayed before and what its replay gave. The searches meet the same plan
@@ -99,8 +100,7 @@ static uint64_t plan_key(simulator *s, const plan *p)
             if (p->algo[i][pass] < 0 || p->algo[i][pass] > UCHAR_MAX) return 0;
             *k++ = (unsigned char)p->algo[i][pass];
         }
-    uint64_t h = 1469598103934665603ull;   /* FNV-1a */
-    for (size_t b = 0; b < s->key_bytes; b++) h = (h ^ s->key[b]) * 1099511628211ull;
+    uint64_t h = vdnn_hash_bytes(VDNN_HASH_START, s->key, s->key_bytes);
     return h ? h : 1;
 }
 
