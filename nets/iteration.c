@@ -674,7 +674,8 @@ static int last_differs(const net *n, double lr)
 /* Forward and backward of `items` items in micro-batches: gradients of the loss sum
  * scaled by 1/total, dropout masks of items base.. of the whole batch. With lr >= 0,
  * SWAP_DEVICE layers update in the last backward (net_train_step); with lr < 0 every
- * update waits for net_update. */
+ * update waits for net_update. Each micro-batch returns its blocks (release_all), the last
+ * one and a failed one too. */
 static vdnn_status chunks(net *n, const float *x, const int32_t *y, int items, int base, int total, double lr,
                           step_result *r)
 {
@@ -695,9 +696,8 @@ static vdnn_status chunks(net *n, const float *x, const int32_t *y, int items, i
         n->update_lr = off + k >= items ? lr : -1;   /* SWAP_DEVICE layers update in the last backward */
         n->grads_final = off + k >= items;
         st = run_chunk(n, x, y, k, off, base, total, off > 0, &loss, r);
-        if (st != VDNN_OK) continue;
-        release_all(n);
-        if (off + k >= items) continue;
+        release_all(n);   /* a failed one's blocks too */
+        if (st != VDNN_OK || off + k >= items) continue;
         /* A replay on the simulated device: a middle micro-batch (neither the first nor
          * the last) that leaves the device as it found it would be repeated exactly by
          * every middle one after it, so they take its time without being replayed; and
@@ -735,8 +735,7 @@ static vdnn_status update(net *n, double lr, int lr_in_backward)
 vdnn_status net_train_step(net *n, const float *x, const int32_t *y, int items, double lr, step_result *r)
 {
     vdnn_status st = chunks(n, x, y, items, 0, items, lr, r);
-    if (st == VDNN_OK) st = update(n, lr, 1);
-    release_all(n);
+    if (st == VDNN_OK) st = update(n, lr, 1);   /* (chunks returned every block) */
     /* every failure of the step's work shows by its end, and every timed wait is read */
     vdnn_status done = st == VDNN_OK ? device_sync(n->dev) : VDNN_OK;
     n->stats.wait_s += device_take_wait_s(n->dev);
@@ -752,7 +751,6 @@ vdnn_status net_backprop(net *n, const float *x, const int32_t *y, int items, in
     if (base < 0 || total < items)
         return vdnn_fail(VDNN_EINVAL, "items %d..%d of a batch of %d", base, base + items, total);
     vdnn_status st = chunks(n, x, y, items, base, total, -1, r);
-    release_all(n);
     vdnn_status done = st == VDNN_OK ? device_sync(n->dev) : VDNN_OK;
     n->stats.wait_s += device_take_wait_s(n->dev);
     if (st != VDNN_OK) return st;
