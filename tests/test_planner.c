@@ -632,6 +632,50 @@ START_TEST(a_climb_makes_its_moves_in_groups)
 }
 END_TEST
 
+/* The climbs from a variant's starts, which differ in their copy timing alone, share one
+ * first round (search.c, round_hint): on the small graph and the deep chain, three
+ * made-up cost tables each, at budgets from the least to none's peak, every plan fits,
+ * none is more than a few percent slower than where every start measures its own round
+ * (search_limits.own_rounds), and the searches take fewer replays in all. */
+START_TEST(a_variants_starts_share_their_first_round)
+{
+    static const char *const nets[] = {CLIMB_NET, DEEP_NET};
+    long shared = 0, own = 0;
+    int same = 0, points = 0;
+    for (int k = 0; k < 2; k++)
+        for (uint64_t seed = 1; seed <= 3; seed++) {
+            profile pr;
+            size_t least = 0;
+            plan none;
+            net *n = net_and_range(nets[k], NULL, seed, &pr, &least, &none);
+            for (int b = 0; b < 8; b++) {
+                size_t budget = least + (none.peak_bytes - least) * (size_t)b / 7;
+                plan p[2];
+                for (int o = 0; o < 2; o++) {
+                    search_stats ss;
+                    search_limits lim = {.gap = PLAN_SEARCH_GAP, .nodes = 1, .threads = 1, .own_rounds = o};
+                    ck_assert_msg(plan_search(n, &pr, budget, SEARCH_BB, lim, &p[o], &ss) == VDNN_OK, "%s", vdnn_errmsg());
+                    ck_assert_uint_le(p[o].peak_bytes, budget);
+                    *(o ? &own : &shared) += ss.simulations;
+                }
+                ck_assert_msg(p[0].predicted_s <= 1.05 * p[1].predicted_s,
+                              "net %d, seed %d, budget %zu: shared rounds planned %.6f s, own rounds %.6f s", k,
+                              (int)seed, budget, p[0].predicted_s, p[1].predicted_s);
+                same += p[0].predicted_s == p[1].predicted_s;
+                points++;
+                plan_free(&p[0]);
+                plan_free(&p[1]);
+            }
+            plan_free(&none);
+            profile_free(&pr);
+            net_free(n);
+        }
+    printf("shared first rounds: %ld simulations, each start its own %ld; the same plan at %d of %d points\n", shared,
+           own, same, points);
+    ck_assert_int_lt(shared, own);
+}
+END_TEST
+
 /* A climb whose full round found no change that gains marks its plan settled at the
  * budget and costs (plan.settled_at, settled_costs), and a search at that budget with
  * those costs handed the plan (the micro-batch choice's, for the final search) does not
@@ -1207,6 +1251,7 @@ static Suite *planner_suite(void)
     tcase_add_test(t, a_climb_ends_after_a_round_of_small_gains);
     tcase_add_test(t, a_climb_makes_its_moves_in_groups);
     tcase_add_test(t, a_settled_plan_is_not_climbed_again);
+    tcase_add_test(t, a_variants_starts_share_their_first_round);
     tcase_add_loop_test(t, a_climb_ends_where_no_single_change_helps, 0, 8);
     tcase_add_test(t, a_seed_within_the_gap_ends_the_search);
     tcase_add_loop_test(t, climbs_on_threads_find_what_one_thread_finds, 0, 3);

@@ -232,6 +232,8 @@ typedef struct search_limits {
                                * it makes their changes (0: the default, search.c) */
     int climb_group;          /* the changes a climb's first group of moves makes at once
                                * (0: the default, search.c; 1: one at a time) */
+    int own_rounds;           /* 1: every start's climb measures its own first round (by
+                               * default a variant's starts share one: search.c) */
 } search_limits;
 
 typedef struct search_stats {

@@ -76,6 +76,7 @@ typedef struct search {
     int one_climb;            /* search_limits.one_climb */
     int chunk;                /* search_limits.climb_chunk; 0: as CLIMB_ROUND_MAX says */
     int group;                /* search_limits.climb_group, else CLIMB_GROUP_FIRST */
+    int own_rounds;           /* search_limits.own_rounds */
     uint64_t costs;           /* costs_key(pr) */
     int threads;              /* search_limits.threads */
     int first_fit;            /* the branch and bound stops at its first plan that fits */
@@ -651,6 +652,111 @@ static vdnn_status round_on_threads(search *s, const plan *cur, double busy, con
     return st;
 }
 
+/* Decisions dec[0..count) of cur (whose compute-stream work is busy): each one's best
+ * choice and gain into pick and gain, on the search's threads where it has helpers. */
+static vdnn_status measure_round(search *s, plan *cur, double busy, const decision *dec, int count, int *pick,
+                                 double *gain)
+{
+    memset(gain, 0, (size_t)count * sizeof *gain);
+    if (s->nhelper > 0) return round_on_threads(s, cur, busy, dec, count, pick, gain);
+    vdnn_status st = VDNN_OK;
+    for (int k = 0; k < count && st == VDNN_OK && !out_of_time(s); k++) {
+        double t = cur->predicted_s;
+        st = best_choice(s, cur, busy, &dec[k], &pick[k], &t);
+        gain[k] = cur->predicted_s - t;
+    }
+    return st;
+}
+
+/* A full round measured against one start of the search's climbs, which the climbs from
+ * the starts that differ from it only in copy timing take for their first round
+ * (hinted_round; search_bb says which). */
+typedef struct round_hint {
+    plan base;
+    decision *dec;
+    int ndec;
+    int *pick;
+    double *gain;
+    int *index;               /* decision_slot's: the decision's index in dec, or -1 */
+} round_hint;
+
+/* A decision's slot among a net's possible ones (each layer's map, swap and passes, and
+ * the copy timing last). */
+static int decision_slot(const net *n, const decision *d)
+{
+    return d->pass == DEC_TIMING ? n->nlayers * (PASS_COUNT + 2) : d->layer * (PASS_COUNT + 2) + d->pass + 2;
+}
+
+static void round_hint_free(round_hint *h)
+{
+    plan_free(&h->base);
+    free(h->dec);
+    free(h->pick);
+    free(h->gain);
+    free(h->index);
+    memset(h, 0, sizeof *h);
+}
+
+/* Hint h: the full round of a climb from `start`. */
+static vdnn_status round_hint_measure(search *s, const plan *start, round_hint *h)
+{
+    memset(h, 0, sizeof *h);
+    const int slots = s->n->nlayers * (PASS_COUNT + 2) + 1;
+    vdnn_status st = plan_copy(&h->base, start);
+    if (st == VDNN_OK) st = make_decisions(s->n, s->pr, s->budget, 0, &h->base, 1, &h->dec, &h->ndec);
+    if (st == VDNN_OK && (s->chunk || h->ndec > CLIMB_ROUND_MAX)) {   /* a climb of parts: no whole round to share */
+        round_hint_free(h);
+        return VDNN_OK;
+    }
+    if (st == VDNN_OK) {
+        h->pick = calloc((size_t)h->ndec + 1, sizeof *h->pick);
+        h->gain = calloc((size_t)h->ndec + 1, sizeof *h->gain);
+        h->index = malloc((size_t)slots * sizeof *h->index);
+        if (!h->pick || !h->gain || !h->index) st = vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
+    }
+    for (int k = 0; st == VDNN_OK && k < slots; k++) h->index[k] = -1;
+    for (int k = 0; st == VDNN_OK && k < h->ndec; k++) h->index[decision_slot(s->n, &h->dec[k])] = k;
+    if (st == VDNN_OK) st = simulate(s, &h->base);
+    if (st == VDNN_OK) st = measure_round(s, &h->base, sim_busy_s(s->sim), h->dec, h->ndec, h->pick, h->gain);
+    if (st != VDNN_OK) round_hint_free(h);
+    return st;
+}
+
+/* A climb's first full round from hint h: each decision that h measured with the same
+ * choices, and that stands in cur as it stood in h's plan, takes h's best choice and
+ * gain; the others are measured against cur. */
+static vdnn_status hinted_round(search *s, plan *cur, double busy, const round_hint *h, const decision *dec, int ndec,
+                                int *pick, double *gain)
+{
+    decision *todo = malloc((size_t)ndec * sizeof *todo);
+    int *at = malloc((size_t)ndec * sizeof *at), *tpick = malloc((size_t)ndec * sizeof *tpick);
+    double *tgain = malloc((size_t)ndec * sizeof *tgain);
+    vdnn_status st = todo && at && tpick && tgain ? VDNN_OK : vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
+    int n = 0;
+    for (int k = 0; st == VDNN_OK && k < ndec; k++) {
+        int j = h->index[decision_slot(s->n, &dec[k])];
+        const decision *a = j >= 0 ? &h->dec[j] : NULL;
+        if (a && a->count == dec[k].count && !memcmp(a->choice, dec[k].choice, (size_t)a->count * sizeof *a->choice) &&
+            get_choice(cur, &dec[k]) == get_choice(&h->base, a)) {
+            pick[k] = h->pick[j];
+            gain[k] = h->gain[j];
+        } else {
+            todo[n] = dec[k];
+            at[n++] = k;
+        }
+    }
+    if (st == VDNN_OK && n) st = measure_round(s, cur, busy, todo, n, tpick, tgain);
+    for (int m = 0; st == VDNN_OK && m < n; m++) {
+        pick[at[m]] = tpick[m];
+        gain[at[m]] = tgain[m];
+    }
+    free(todo);
+    free(at);
+    free(tpick);
+    free(tgain);
+    return st;
+}
+
 /* From a plan that fits, single changes (keep a map, another algorithm for one pass,
  * ...) while they make it faster and it still fits. A full round measures each
  * decision's best change against the plan (in parts on the largest nets:
@@ -665,7 +771,7 @@ static vdnn_status round_on_threads(search *s, const plan *cur, double busy, con
  * gap, after a round that gained less than CLIMB_LAST_ROUND of it, or at a plan within
  * the gap; or after `rounds` full rounds and their moves (0: no such limit). A strong
  * incumbent for the branch and bound. *out: the plan it reached. */
-static vdnn_status climb(search *s, const plan *start, int rounds, plan *out)
+static vdnn_status climb(search *s, const plan *start, const round_hint *hint, int rounds, plan *out)
 {
     plan cur = {0};
     decision *dec = NULL;
@@ -686,18 +792,15 @@ static vdnn_status climb(search *s, const plan *start, int rounds, plan *out)
     const int parts = most ? (ndec + most - 1) / most : 0, size = parts ? (ndec + parts - 1) / parts : 0;
     for (int last = 0, round = 0; st == VDNN_OK && !last && !out_of_time(s);) {
         double sum = 0;
+        int hinted = 0;   /* this round took gains from the hint */
         int from = 0;
         for (; from < ndec && st == VDNN_OK && !last && !out_of_time(s); from += size) {
             int count = 0, part = ndec - from < size ? ndec - from : size;
-            memset(gain + from, 0, (size_t)part * sizeof *gain);
-            if (s->nhelper > 0) {
-                st = round_on_threads(s, &cur, busy, dec + from, part, pick + from, gain + from);
+            if (hint && !round && part == ndec) {
+                st = hinted_round(s, &cur, busy, hint, dec, ndec, pick, gain);
+                hinted = 1;
             } else {
-                for (int k = from; k < from + part && st == VDNN_OK && !out_of_time(s); k++) {
-                    double t = cur.predicted_s;
-                    st = best_choice(s, &cur, busy, &dec[k], &pick[k], &t);
-                    gain[k] = cur.predicted_s - t;
-                }
+                st = measure_round(s, &cur, busy, dec + from, part, pick + from, gain + from);
             }
             for (int k = from; k < from + part && st == VDNN_OK; k++)
                 if (gain[k] > 0) {
@@ -735,7 +838,7 @@ static vdnn_status climb(search *s, const plan *start, int rounds, plan *out)
                 }
             }
         }
-        if (st == VDNN_OK && sum <= 0 && from >= ndec) {   /* a whole round measured */
+        if (st == VDNN_OK && sum <= 0 && from >= ndec && !hinted) {   /* a whole round measured */
             cur.settled_at = s->budget;
             cur.settled_costs = s->costs;
         }
@@ -868,7 +971,7 @@ static vdnn_status climb_best(search *s)
 {
     plan from = {0}, got = {0};
     vdnn_status st = plan_copy(&from, &s->best);
-    if (st == VDNN_OK) st = climb(s, &from, 0, &got);
+    if (st == VDNN_OK) st = climb(s, &from, NULL, 0, &got);
     if (st == VDNN_OK) st = offer(s, &got);
     plan_free(&from);
     plan_free(&got);
@@ -929,6 +1032,7 @@ static vdnn_status climb_start(search *s, int v, int m, plan *p)
 typedef struct climbs {
     search *s;
     const plan *start;
+    const round_hint *const *hint;   /* climb i's first round from hint[i] where not NULL */
     plan *got;                /* what climb i reached, once done[i] */
     char *done;
     int count, next, offered;
@@ -951,7 +1055,7 @@ static void climbs_take(climbs *c, search *w)
         pthread_mutex_unlock(&c->mu);
         if (i < 0) return;
         plan got = {0};
-        if (st == VDNN_OK) st = climb(w, &c->start[i], c->rounds, &got);
+        if (st == VDNN_OK) st = climb(w, &c->start[i], c->hint[i], c->rounds, &got);
         pthread_mutex_lock(&c->mu);
         if (st != VDNN_OK && c->st == VDNN_OK) {
             c->st = st;
@@ -1022,10 +1126,10 @@ static void climber_merge(search *s, search *w)
     plan_free(&w->best);
 }
 
-static vdnn_status climb_all(search *s, const plan *start, int count, int rounds)
+static vdnn_status climb_all(search *s, const plan *start, const round_hint *const *hint, int count, int rounds)
 {
     if (count < 1) return VDNN_OK;
-    climbs c = {.s = s, .start = start, .count = count, .rounds = rounds, .omp_threads = omp_get_max_threads()};
+    climbs c = {.s = s, .start = start, .hint = hint, .count = count, .rounds = rounds, .omp_threads = omp_get_max_threads()};
     c.got = calloc((size_t)count, sizeof *c.got);
     c.done = calloc((size_t)count, 1);
     int threads = s->threads > 0 ? s->threads : c.omp_threads;
@@ -1104,8 +1208,12 @@ static vdnn_status search_bb(search *s)
     if (st != VDNN_OK || s->best.predicted_s < 0) return st;
     /* the starts: the best seed, and unless one climb is asked for, every variant's
      * and copy timing's */
-    plan start[1 + VARIANTS * TIMING_MODES / IN_PLACE_WAYS] = {{0}};
-    int count = 0;
+    enum { STARTS = 1 + VARIANTS * TIMING_MODES / IN_PLACE_WAYS };
+    plan start[STARTS] = {{0}};
+    round_hint hints[VARIANTS];
+    const round_hint *hint[STARTS] = {0};
+    int variant[STARTS], tried[VARIANTS] = {0}, count = 0;
+    memset(hints, 0, sizeof hints);
     if (seeded) st = plan_copy(&start[count++], &s->best);
     for (int v = 0; v < VARIANTS && st == VDNN_OK && !s->one_climb && !out_of_time(s); v++) {
         if (v && !variant_differs(s->n, v)) continue;
@@ -1114,15 +1222,31 @@ static vdnn_status search_bb(search *s)
             int again = 0;   /* the best seed may be one of them */
             for (int i = 0; i < count && start[count].nlayers && !again; i++) again = same_plan(s, &start[i], &start[count]);
             if (again) plan_free(&start[count]);
+            variant[count] = v;
             count += start[count].nlayers > 0;
         }
+    }
+    /* A variant's starts differ in their copy timing alone, and their climbs' first full
+     * rounds measure nearly the same gains: one round is measured, from the variant's
+     * last start (the latest copies, which hold the least memory: a change that does not
+     * fit there seldom fits at another timing), and its other starts take each
+     * decision's best choice and gain from it where the decision stands as it did there
+     * (hinted_round). The moves are replayed as ever, so a gain that does not hold under
+     * another timing is not made. On ResNet-110 at batch 128 and its least budget, 7,200
+     * of a search's 8,900 replays went to its eight climbs' first rounds; with the rounds
+     * shared, 5,600 in all, the same plan (bench/planner.md). */
+    for (int i = count - 1; i >= seeded && count > 1 && !s->own_rounds && st == VDNN_OK && !out_of_time(s); i--) {
+        round_hint *h = &hints[variant[i]];
+        if (!tried[variant[i]]++) st = round_hint_measure(s, &start[i], h);
+        if (h->dec) hint[i] = h;
     }
     /* Of several climbs, each makes one full round and its moves, and the best plan they
      * reach is climbed on until no single change helps: the rounds after the first gain
      * little (on ResNet-110 at batch 16 and its least budget, 0.1-0.34 ms of 2835), and
      * would be paid for at every start. */
-    if (st == VDNN_OK && !out_of_time(s)) st = climb_all(s, start, count, count > 1);
-    for (int i = 0; i <= count && i < (int)(sizeof start / sizeof *start); i++) plan_free(&start[i]);
+    if (st == VDNN_OK && !out_of_time(s)) st = climb_all(s, start, hint, count, count > 1);
+    for (int i = 0; i <= count && i < STARTS; i++) plan_free(&start[i]);
+    for (int v = 0; v < VARIANTS; v++) round_hint_free(&hints[v]);
     if (st == VDNN_OK && count > 1 && !out_of_time(s)) st = climb_best(s);
     if (st != VDNN_OK) return st;
     /* the climbs find most plans; the tree then mostly proves them, and stops once its
@@ -1147,7 +1271,7 @@ vdnn_status plan_search_from(const net *n, const profile *pr, size_t budget, sea
     search s = {.n = n, .pr = pr, .budget = budget ? budget : (size_t)-1, .node_limit = lim.nodes,
                 .gap = lim.gap > 0 ? lim.gap : 0, .floor_s = -1, .fit_nodes = lim.fit_nodes,
                 .one_climb = lim.one_climb, .threads = lim.threads, .patience = lim.patience > 0 ? lim.patience : 0,
-                .chunk = lim.climb_chunk > 0 ? lim.climb_chunk : 0,
+                .chunk = lim.climb_chunk > 0 ? lim.climb_chunk : 0, .own_rounds = lim.own_rounds,
                 .group = lim.climb_group <= 0             ? CLIMB_GROUP_FIRST
                          : lim.climb_group > CLIMB_GROUP_MAX ? CLIMB_GROUP_MAX
                                                              : lim.climb_group};
