@@ -678,9 +678,9 @@ END_TEST
 
 /* A climb whose full round found no change that gains marks its plan settled at the
  * budget and costs (plan.settled_at, settled_costs), and a search at that budget with
- * those costs handed the plan (the micro-batch choice's, for the final search) does not
- * measure that round again: the same plan in fewer replays than from the same plan
- * unmarked; under costs one rounding apart it is climbed again. */
+ * those costs handed the plan (the micro-batch choice's, for the final search) measures
+ * neither that round nor the seeds again: the same plan in one replay, fewer than from
+ * the same plan unmarked; under costs one rounding apart it is climbed again. */
 START_TEST(a_settled_plan_is_not_climbed_again)
 {
     profile pr;
@@ -703,6 +703,9 @@ START_TEST(a_settled_plan_is_not_climbed_again)
         /* where a seed beats the handed plan, both searches climb from it alike */
         if (got[1].predicted_s == p.predicted_s) {
             ck_assert_int_lt(ss[0].simulations, ss[1].simulations);
+            /* the plan itself replayed, and nothing else: neither a round nor the seeds
+             * it was climbed from */
+            ck_assert_int_eq(ss[0].simulations, 1);
             settled++;
             /* under other costs (one of them a rounding apart) it is climbed again */
             profile other = pr;

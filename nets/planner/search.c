@@ -1190,11 +1190,15 @@ static vdnn_status search_bb(search *s)
         if (fits) plan_free(&p);
         if (st != VDNN_OK || out_of_time(s)) return st;
     }
-    st = smallest_plans(s);
+    /* A plan handed in that a climb settled at this budget and under these costs (the
+     * micro-batch choice's, for the split it chose) came from a search that offered
+     * every seed below and climbed from the best of them: none is faster than it. */
+    const int handed = s->best.predicted_s >= 0 && s->best.settled_at == s->budget && s->best.settled_costs == s->costs;
+    if (!handed) st = smallest_plans(s);
     /* where the tree's search for a first fit is capped, a budget below the bytes even
      * the smallest plans hold at once (the bound the tree cuts with) is out of reach */
-    if (st != VDNN_OK || (s->fit_nodes > 0 && s->least_used > s->budget)) return st;
-    for (int pol = 0; pol < POLICY_COUNT && st == VDNN_OK; pol++)
+    if (st != VDNN_OK || (!handed && s->fit_nodes > 0 && s->least_used > s->budget)) return st;
+    for (int pol = 0; pol < POLICY_COUNT && st == VDNN_OK && !handed; pol++)
         for (int a = 0; a < ALGO_MODE_COUNT && st == VDNN_OK; a++) {
             plan p = {0};
             int fits = 0;
@@ -1202,7 +1206,7 @@ static vdnn_status search_bb(search *s)
             if (st == VDNN_OK && fits) st = offer(s, &p);
             if (fits) plan_free(&p);
         }
-    if (st == VDNN_OK) st = threshold_plans(s);
+    if (st == VDNN_OK && !handed) st = threshold_plans(s);
     int seeded = s->best.predicted_s >= 0;
     if (st == VDNN_OK && !seeded) st = first_fit(s);
     if (st != VDNN_OK || s->best.predicted_s < 0) return st;
