@@ -61,17 +61,19 @@ static search_limits limits_left(const planner_opts *f, double start, double sha
     return lim;
 }
 
-/* pick_micro's search of one size (with one climb, unless `full`); the best plan so far
- * kept in *found when this one is faster. */
+/* pick_micro's search of one size, with one climb: the size chosen is searched again,
+ * fully, from its plan (which that search's seeds need not be measured for again); the
+ * best plan so far kept in *found when this one is faster. */
 static vdnn_status try_size(const net *c, const planner_opts *f, double start, search_kind k, const profile *pr,
-                            int full, plan *found, double *best, int *better, search_stats *ss)
+                            plan *found, double *best, int *better)
 {
     search_limits lim = limits_left(f, start, MICRO_SHARE);
     lim.fit_nodes = MICRO_FIT_NODES;
-    lim.one_climb = !full;
+    lim.one_climb = 1;
     plan p = {0};
+    search_stats ss;
     *better = 0;
-    vdnn_status st = plan_search(c, pr, f->budget, k, lim, &p, ss);
+    vdnn_status st = plan_search(c, pr, f->budget, k, lim, &p, &ss);
     if (st != VDNN_OK) return st;
     if (p.predicted_s < *best) {
         *best = p.predicted_s;
@@ -95,19 +97,14 @@ static double floor_of(const net *n, const profile *pr)
 }
 
 /* *found: the best plan of the size chosen, for the final search to start from.
- * *start moves on by the time spent measuring the splits' profiles. *final: the
- * search of the size chosen, when it was a full one, as the final search is (the
- * whole batch's, and that of micro-batches of one item, the last size weighed); else
- * its `seconds` is < 0. */
+ * *start moves on by the time spent measuring the splits' profiles. */
 static vdnn_status pick_micro(const net *n, const planner_opts *f, double *start, search_kind k, const profile *pr,
-                              int *micro, plan *found, search_stats *final)
+                              int *micro, plan *found)
 {
     *micro = 0;
     double best = 1e300;
     int better = 0;
-    search_stats ss;
-    vdnn_status st = try_size(n, f, *start, k, pr, 1, found, &best, &better, &ss);
-    *final = ss;
+    vdnn_status st = try_size(n, f, *start, k, pr, found, &best, &better);
     if (st != VDNN_OK && st != VDNN_EBUDGET) return st;
     double target = MICRO_SLACK * floor_of(n, pr);
     if (best <= target) best = -1;   /* the whole batch is good enough */
@@ -123,15 +120,11 @@ static vdnn_status pick_micro(const net *n, const planner_opts *f, double *start
         /* a split whose every plan is slower than the best found (its floor is) is no
          * better without a search, and ends the choice as such a split does */
         int done = st == VDNN_OK && best < 1e300 && floor_of(c, &cp) >= best;
-        if (st == VDNN_OK && !done) st = try_size(c, f, *start, k, &cp, m == 1, found, &best, &better, &ss);
+        if (st == VDNN_OK && !done) st = try_size(c, f, *start, k, &cp, found, &best, &better);
         /* smaller micro-batches only get slower once one fits: stop at the first
          * that fits and is no better, or that is as good as unlimited memory */
         done = done || (st == VDNN_OK && (!better || best <= target));
-        if (better) {
-            *micro = m;
-            *final = ss;
-            if (m > 1) final->seconds = -1;
-        }
+        if (better) *micro = m;
         profile_free(&cp);
         net_free(c);
         if (st != VDNN_OK && st != VDNN_EBUDGET) return st;
@@ -172,12 +165,7 @@ vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
     search_stats ss = {0};
     double start = t1;
     if (!f->fixed_split && !n->micro && n->minibatch > 1 && k == SEARCH_BB)
-        st = pick_micro(n, f, &start, k, &pr, &micro, &found, &ss);
-    /* The size chosen searched fully in the choice (the whole batch, micro-batches of one
-     * item), that search is the final one, unless it ran out of its share of the time:
-     * searching again would repeat it. Another split chosen is searched again, fully
-     * (the choice climbed from its best seed only). */
-    int searched = st == VDNN_OK && found.nlayers && ss.seconds >= 0 && !ss.timed_out;
+        st = pick_micro(n, f, &start, k, &pr, &micro, &found);
     if (st == VDNN_OK && micro) {
         st = remake(np, micro);
         n = *np;
@@ -186,10 +174,7 @@ vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
         if (st == VDNN_OK) st = profile_get(n, n->dev, f->link_gbps, (int)f->threads, f->cache, &pr, &again);
     }
     double t_micro = vdnn_now_s();
-    if (searched) {
-        t_micro -= ss.seconds;
-        st = plan_verify(n, &pr, f->budget, (int)f->verify, &found, &best, &alt);
-    } else if (st == VDNN_OK) {
+    if (st == VDNN_OK) {
         st = plan_choose(n, &pr, f->budget, k, limits_left(f, start, 1.0), found.nlayers ? &found : NULL, (int)f->verify,
                          &best, &alt, &ss);
     }
