@@ -582,8 +582,10 @@ END_TEST
  * it: the same climb as with a gap too small to end one (1e-12), until there, so never
  * more simulations, and fewer where a climb has such a round (counted where the gap
  * did not end the search instead: no plan within it of none's); its plan no slower
- * than that one's by more than the gap. Budgets from the least to none's peak, three
- * cost tables; one climb from the best seed (search_limits.one_climb). */
+ * than that one's by more than the gap, and settled (plan.settled_at) where that round
+ * ended it: not climbed again with that gap, climbed again with another. Budgets from
+ * the least to none's peak, three cost tables; one climb from the best seed
+ * (search_limits.one_climb). */
 #define DEEP_BLOCK "[convolutional]\nfilters = 4\nsize = 3\npad = 1\n[relu]\n"
 #define DEEP_NET                                                                                   \
     "[net]\nbatch = 8\nchannels = 2\nheight = 12\nwidth = 12\n" TN_TRAIN TN_DATA DEEP_BLOCK DEEP_BLOCK \
@@ -760,6 +762,27 @@ START_TEST(a_climb_ends_after_a_round_of_small_gains)
             if (p[1].predicted_s > none.predicted_s * 1.011) {
                 fewer += ss[1].simulations < ss[0].simulations;
                 points++;
+            }
+            /* such a round's plan is settled at the budget, costs and gap: a search with
+             * the gap handed it takes fewer replays than handed it unmarked (neither
+             * seeds nor a round); one with another gap climbs it as if unmarked */
+            if (p[1].predicted_s > none.predicted_s * 1.011 && ss[1].simulations < ss[0].simulations) {
+                ck_assert_uint_eq(p[1].settled_at, budget);
+                plan q;
+                ck_assert(plan_copy(&q, &p[1]) == VDNN_OK);
+                q.settled_at = 0;
+                for (int g = 0; g < 2; g++) {
+                    search_limits lim = {.one_climb = 1, .gap = g ? 0.01 : 1e-12};
+                    plan again[2];
+                    search_stats sa[2];
+                    ck_assert(plan_search_from(n, &pr, budget, SEARCH_BB, lim, &p[1], &again[0], &sa[0]) == VDNN_OK);
+                    ck_assert(plan_search_from(n, &pr, budget, SEARCH_BB, lim, &q, &again[1], &sa[1]) == VDNN_OK);
+                    if (g) ck_assert_int_lt(sa[0].simulations, sa[1].simulations);
+                    else ck_assert_int_eq(sa[0].simulations, sa[1].simulations);
+                    plan_free(&again[0]);
+                    plan_free(&again[1]);
+                }
+                plan_free(&q);
             }
             plan_free(&p[0]);
             plan_free(&p[1]);

@@ -77,7 +77,7 @@ typedef struct search {
     int chunk;                /* search_limits.climb_chunk; 0: as CLIMB_ROUND_MAX says */
     int group;                /* search_limits.climb_group, else CLIMB_GROUP_FIRST */
     int own_rounds;           /* search_limits.own_rounds */
-    uint64_t costs;           /* costs_key(pr) */
+    uint64_t costs;           /* costs_key(pr, gap) */
     int threads;              /* search_limits.threads */
     int first_fit;            /* the branch and bound stops at its first plan that fits */
     int settled;              /* the incumbent is within the gap of floor_s */
@@ -384,11 +384,12 @@ static vdnn_status search_vdnn(search *s)
     return st;
 }
 
-/* A hash of every cost a replay reads from the profile: a plan settled under other
- * costs (a profile measured, then read back rounded from the cache) is climbed again. */
-static uint64_t costs_key(const profile *pr)
+/* A hash of every cost a replay reads from the profile, and of the search gap: a plan
+ * settled under other costs (a profile measured, then read back rounded from the cache)
+ * or another gap is climbed again. */
+static uint64_t costs_key(const profile *pr, double gap)
 {
-    const double link[4] = {pr->h2d_bytes_per_s, pr->d2h_bytes_per_s, pr->duplex_bytes_per_s, pr->copy_latency_s};
+    const double link[5] = {pr->h2d_bytes_per_s, pr->d2h_bytes_per_s, pr->duplex_bytes_per_s, pr->copy_latency_s, gap};
     uint64_t h = vdnn_hash_bytes(VDNN_HASH_START, link, sizeof link);
     return pr->layers ? vdnn_hash_bytes(h, pr->layers, (size_t)pr->nlayers * sizeof *pr->layers) : h;
 }
@@ -766,10 +767,10 @@ static vdnn_status hinted_round(search *s, plan *cur, double busy, const round_h
  * or else a decision's best change measured again where it has other choices (gains
  * change little from one move to the next: a move costs a replay or two, where the
  * steepest ascent, a full round per move, would cost a round). Full rounds repeat until
- * one finds no gain, so the climb ends where no single change helps (its plan then
- * settled at the budget: plan.settled_at, and not climbed again); or, with a search
- * gap, after a round that gained less than CLIMB_LAST_ROUND of it, or at a plan within
- * the gap; or after `rounds` full rounds and their moves (0: no such limit). A strong
+ * one finds no gain, so the climb ends where no single change helps; or, with a search
+ * gap, after a round that gained less than CLIMB_LAST_ROUND of it (either way its plan
+ * then settled at the budget: plan.settled_at, and not climbed again), or at a plan
+ * within the gap; or after `rounds` full rounds and their moves (0: no such limit). A strong
  * incumbent for the branch and bound. *out: the plan it reached. */
 static vdnn_status climb(search *s, const plan *start, const round_hint *hint, int rounds, plan *out)
 {
@@ -838,12 +839,14 @@ static vdnn_status climb(search *s, const plan *start, const round_hint *hint, i
                 }
             }
         }
-        if (st == VDNN_OK && sum <= 0 && from >= ndec && !hinted) {   /* a whole round measured */
+        const int small = s->gap > 0 && sum < CLIMB_LAST_ROUND * s->gap * cur.predicted_s;
+        /* a whole round measured that gained nothing, or too little for another */
+        if (st == VDNN_OK && (sum <= 0 || small) && from >= ndec && !hinted) {
             cur.settled_at = s->budget;
             cur.settled_costs = s->costs;
         }
         if (st != VDNN_OK || sum <= 0) break;
-        last = last || (s->gap > 0 && sum < CLIMB_LAST_ROUND * s->gap * cur.predicted_s) || ++round == rounds;
+        last = last || small || ++round == rounds;
     }
     free(pick);
     free(gain);
@@ -1279,7 +1282,7 @@ vdnn_status plan_search_from(const net *n, const profile *pr, size_t budget, sea
                 .group = lim.climb_group <= 0             ? CLIMB_GROUP_FIRST
                          : lim.climb_group > CLIMB_GROUP_MAX ? CLIMB_GROUP_MAX
                                                              : lim.climb_group};
-    s.costs = costs_key(pr);
+    s.costs = costs_key(pr, s.gap);
     double t0 = vdnn_now_s();
     s.t0 = s.t_best = t0;
     s.deadline = lim.seconds > 0 ? t0 + lim.seconds : 0;
