@@ -49,7 +49,8 @@ struct pool {
     uint64_t tick;             /* advanced by the caller at each step of its schedule */
     unsigned lag;              /* ticks a pending free waits before it may be reclaimed */
     uint64_t seq, allocs, frees, failures;
-    uint64_t key;              /* pool_state_key: the sum of the blocks' shares (share()) */
+    uint64_t key;              /* pool_state_key: the sum of the used and pending blocks'
+                                * shares (share()) */
 };
 
 size_t pool_round(size_t bytes)
@@ -64,9 +65,11 @@ static uint64_t mix(uint64_t h, uint64_t v)
 }
 
 /* A block's share of the pool's state key: a hash of its offset, size and state. The
- * blocks tile the pool, so the set of them is its state, and the key, the sum of their
- * shares (mod 2^64), is kept as blocks change: every change of a block takes its old
- * share out and puts its new one in. */
+ * blocks tile the pool and free ones are always merged with free neighbours, so the
+ * used and pending blocks decide the free ones, and the set of them is the pool's
+ * state: the key, the sum of their shares (mod 2^64), is kept as they change (a block
+ * taken puts its share in, one freed takes it out, a pending one changes it); free
+ * blocks split and merged leave it as it is. */
 static uint64_t share(const block *b)
 {
     return mix(mix(mix(0xcbf29ce484222325ull, b->off), b->size), (uint64_t)b->state);
@@ -241,7 +244,6 @@ pool *pool_create(size_t capacity_bytes, const pool_sync *sync)
         p->head = p->last = calloc(1, sizeof *p->head);
         if (!p->head) { free(p); return NULL; }
         p->head->size = p->capacity;
-        p->key = share(p->head);
         t_insert(p, p->head);
     }
     return p;
@@ -290,9 +292,7 @@ static void coalesce(pool *p, block *b)
 {
     block *n = b->next && b->next->state == BLOCK_FREE ? b->next : NULL;
     block *q = b->prev && b->prev->state == BLOCK_FREE ? b->prev : NULL;
-    if (n) p->key -= share(n);
     if (q) {
-        p->key -= share(q);
         if (n) {
             t_remove(p, n);
             q->size += n->size;
@@ -301,20 +301,16 @@ static void coalesce(pool *p, block *b)
         q->size += b->size;
         unlink_block(p, b);
         t_resized(p->free_root, q);
-        p->key += share(q);
     } else if (n) {
         b->size += n->size;
         p->free_root = t_replace(p->free_root, n, b);
         unlink_block(p, n);
-        p->key += share(b);
     } else {
         t_insert(p, b);
-        p->key += share(b);
     }
 }
 
-/* b (used or pending) is free now; its share leaves the key here, and coalesce puts
- * the merged block's in. */
+/* b (used or pending) is free now: its share leaves the key. */
 static void release_block(pool *p, block *b)
 {
     p->key -= share(b);
@@ -386,7 +382,6 @@ static vdnn_status take(pool *p, block *b, size_t size, size_t *offset)
         free(rest);
         return st;
     }
-    p->key -= share(b);
     if (rest) {
         /* the rest keeps b's place among the free blocks */
         rest->off = b->off + size;
@@ -403,7 +398,7 @@ static vdnn_status take(pool *p, block *b, size_t size, size_t *offset)
         t_remove(p, b);
     }
     b->state = BLOCK_USED;
-    p->key += share(b) + (rest ? share(rest) : 0);
+    p->key += share(b);
     p->used += size;
     if (p->used > p->peak) p->peak = p->used;
     if (p->used - p->pending > p->live_peak) p->live_peak = p->used - p->pending;
