@@ -71,9 +71,8 @@ static vdnn_status try_size(const net *c, const planner_opts *f, double start, s
     lim.fit_nodes = MICRO_FIT_NODES;
     lim.one_climb = 1;
     plan p = {0};
-    search_stats ss;
     *better = 0;
-    vdnn_status st = plan_search(c, pr, f->budget, k, lim, &p, &ss);
+    vdnn_status st = plan_search(c, pr, f->budget, k, lim, &p, NULL);
     if (st != VDNN_OK) return st;
     if (p.predicted_s < *best) {
         *best = p.predicted_s;
