@@ -993,6 +993,50 @@ START_TEST(simulator_reuse_is_exact)
 }
 END_TEST
 
+/* The simulator keeps two clones of the net attached: plans that swap the parameters
+ * alike reuse one while plans that swap one layer otherwise (a climb's swap choices,
+ * in between) take the other, so that alternating between them attaches twice in all;
+ * every answer is a fresh simulator's. */
+START_TEST(simulator_keeps_two_nets_attached)
+{
+    net *n = tn_parse(CLIMB_NET, NULL);
+    profile pr;
+    synthetic_profile(n, 5, &pr);
+    int sw = -1;
+    for (int i = 0; i < n->nlayers && sw < 0; i++)
+        if (layer_swappable(n->layers[i])) sw = i;
+    ck_assert_int_ge(sw, 0);
+    simulator *s;
+    ck_assert(sim_create(n, &pr, &s) == VDNN_OK);
+    enum { STEPS = 12 };
+    int plans = 0;
+    for (int k = 0; k < STEPS; k++) {
+        plan p;
+        ck_assert(plan_policy(n, &pr, POLICY_NONE, ALGO_PERF, PREFETCH_NEXT, 1, &p) == VDNN_OK);
+        p.swap[sw] = k % 2 ? SWAP_HOST : SWAP_NONE;
+        /* a map offloaded per pair of steps: no plan repeats an earlier one */
+        for (int j = 0, m = 0; j <= n->nlayers; j++)
+            if (p.offload[j] == MAP_KEEP && net_map_override(n, j) < 0 && net_first_reader(n, j) >= 0 && m++ < k / 2)
+                p.offload[j] = MAP_OFFLOAD;
+        double t, ft;
+        size_t peak, fpeak;
+        ck_assert_msg(sim_run(s, &p, &t, &peak) == VDNN_OK, "%s", vdnn_errmsg());
+        simulator *f;
+        ck_assert(sim_create(n, &pr, &f) == VDNN_OK);
+        ck_assert(sim_run(f, &p, &ft, &fpeak) == VDNN_OK);
+        ck_assert_msg(t == ft && peak == fpeak, "step %d: %.9f s, peak %zu; fresh %.9f s, %zu", k, t, peak, ft, fpeak);
+        sim_destroy(f);
+        plan_free(&p);
+        plans++;
+    }
+    ck_assert_int_eq(sim_runs(s), plans);
+    ck_assert_int_eq(sim_attaches(s), 2);
+    sim_destroy(s);
+    profile_free(&pr);
+    net_free(n);
+}
+END_TEST
+
 /* Every 41st plan of ENUM_NET on a simulator answering within a cap (the climbs' use)
  * and on one answering in full: within the cap the same time, peak and bytes in use;
  * over it SIZE_MAX. Each 5th plan is then asked in full of the capped simulator too,
@@ -1273,6 +1317,7 @@ static Suite *planner_suite(void)
     tcase_add_loop_test(t, branch_and_bound_finds_the_optimum, 0, 3);
     tcase_add_test(t, vdnn_ladder_follows_the_paper);
     tcase_add_test(t, simulator_reuse_is_exact);
+    tcase_add_test(t, simulator_keeps_two_nets_attached);
     tcase_add_loop_test(t, capped_replays_answer_as_full_ones, 0, 2);
     tcase_add_test(t, a_climb_ends_after_a_round_of_small_gains);
     tcase_add_test(t, a_climb_makes_its_moves_in_groups);

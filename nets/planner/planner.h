@@ -174,6 +174,9 @@ vdnn_status sim_run_within(simulator *s, const plan *p, size_t cap, double *time
  * without a replay (a plan it had replayed before: the same results). */
 long sim_runs(const simulator *s);
 long sim_repeats(const simulator *s);
+/* How many of the replays attached a clone of the net afresh: it keeps two attached,
+ * each reused by a plan that places the parameters alike (swaps them alike). */
+long sim_attaches(const simulator *s);
 /* The last run's high-water mark of bytes in blocks not freed (<= its peak, which also
  * counts holes and blocks waiting on an event). Unlike the peak, it never grows when a
  * map is offloaded or a workspace shrinks: the search bounds with it. */

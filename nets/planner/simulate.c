@@ -24,16 +24,29 @@ typedef struct memo_entry {
 /* The memo stops growing at this many bytes (keys and slots together). */
 #define SIM_MEMO_BYTES ((size_t)64 << 20)
 
-struct simulator {
-    const profile *pr;
-    net *m;                   /* a clone of the net, attached to `d` per run */
+/* A clone of the net attached to a simulated device of its own, its parameters placed
+ * as a plan swaps them. */
+typedef struct sim_net {
+    net *m;
     device *d;
-    long runs;
-    size_t used_peak;         /* the last run's high-water mark of bytes in use */
-    double busy_s;            /* and its compute stream's own work */
     uint64_t attached;        /* the pool's state key once the net was attached, */
     pool_marks marks;         /* and its marks; */
-    int clean;                /* the last replay succeeded: the net and pool are reusable */
+    int clean;                /* the last replay on it succeeded: the net and pool are reusable */
+    long used;                /* the run that last used it */
+} sim_net;
+
+/* Two: a climb's round replays plan after plan with the same swaps, and between them the
+ * plans that swap one layer otherwise (each a swap decision's choice), so that the net
+ * attached for the former waits while the latter take the other (an attach, a fresh pool
+ * and its first replay cost a few replays' worth of allocations). */
+#define SIM_NETS 2
+
+struct simulator {
+    const profile *pr;
+    sim_net net[SIM_NETS];
+    long runs, attaches;
+    size_t used_peak;         /* the last run's high-water mark of bytes in use */
+    double busy_s;            /* and its compute stream's own work */
     size_t key_bytes;         /* a plan's key: every field of it that a replay reads */
     unsigned char *key;       /* the key of the plan in hand */
     memo_entry *slot;         /* open addressing, a power of two of slots */
@@ -53,14 +66,17 @@ vdnn_status sim_create(const net *n, const profile *pr, simulator **out)
     s->pr = pr;
     s->key_bytes = 5 * sizeof(int) + (size_t)n->nlayers * (2 + PASS_COUNT) + 1;
     s->key = malloc(s->key_bytes);
-    vdnn_status st = s->key ? net_clone(n, &s->m) : vdnn_fail(VDNN_ENOMEM, "out of host memory for the simulator");
+    vdnn_status st = s->key ? VDNN_OK : vdnn_fail(VDNN_ENOMEM, "out of host memory for the simulator");
+    for (int k = 0; k < SIM_NETS && st == VDNN_OK; k++) {
+        st = net_clone(n, &s->net[k].m);
+        if (st != VDNN_OK) break;
+        s->net[k].m->sync_layers = n->sync_layers;
+        for (int i = 0; pr && i < n->nlayers; i++) s->net[k].m->layers[i]->cost = &pr->layers[i];
+    }
     if (st != VDNN_OK) {
-        free(s->key);
-        free(s);
+        sim_destroy(s);
         return st;
     }
-    s->m->sync_layers = n->sync_layers;
-    for (int i = 0; pr && i < s->m->nlayers; i++) s->m->layers[i]->cost = &pr->layers[i];
     *out = s;
     return VDNN_OK;
 }
@@ -68,8 +84,10 @@ vdnn_status sim_create(const net *n, const profile *pr, simulator **out)
 void sim_destroy(simulator *s)
 {
     if (!s) return;
-    net_free(s->m);
-    device_destroy(s->d);
+    for (int k = 0; k < SIM_NETS; k++) {
+        net_free(s->net[k].m);
+        device_destroy(s->net[k].d);
+    }
     free(s->key);
     free(s->slot);
     free(s->keys);
@@ -78,6 +96,7 @@ void sim_destroy(simulator *s)
 
 long sim_runs(const simulator *s) { return s->runs; }
 long sim_repeats(const simulator *s) { return s->hits; }
+long sim_attaches(const simulator *s) { return s->attaches; }
 size_t sim_used_peak(const simulator *s) { return s->used_peak; }
 double sim_busy_s(const simulator *s) { return s->busy_s; }
 
@@ -85,7 +104,7 @@ double sim_busy_s(const simulator *s) { return s->busy_s; }
  * or one sim_run rejects: it is replayed, and fails there). */
 static uint64_t plan_key(simulator *s, const plan *p)
 {
-    int n = s->m->nlayers;
+    int n = s->net[0].m->nlayers;
     if (p->nlayers != n || !p->offload || !p->swap || !p->algo) return 0;
     const int head[5] = {p->micro, p->prefetch_ahead, p->release_lag, p->in_place, p->batch};
     unsigned char *k = s->key;
@@ -146,17 +165,54 @@ static void memo_put(simulator *s, uint64_t h, double time_s, double busy_s, siz
     memcpy(s->keys + k * s->key_bytes, s->key, s->key_bytes);
 }
 
-/* Whether the net, attached for an earlier run, can replay p as it stands: p places
- * the parameters as that run did (swapped or not), and the iterations since returned
- * the pool to its state once attached (the same blocks, none pending: it then decides
- * alike, mempool.h). Else the run attaches it again, to a fresh device. */
-static int reusable(const simulator *s, const plan *p)
+/* Whether net a, attached for an earlier run, can replay p as it stands: p places the
+ * parameters as that run did (swapped or not), and the iterations since returned the
+ * pool to its state once attached (the same blocks, none pending: it then decides
+ * alike, mempool.h). Else a run attaches it again, to a fresh device. */
+static int reusable(const sim_net *a, const plan *p)
 {
-    if (!s->d || !s->clean || !p->swap || p->nlayers != s->m->nlayers) return 0;
+    if (!a->d || !a->clean || !p->swap || p->nlayers != a->m->nlayers) return 0;
     for (int i = 0; i < p->nlayers; i++)
-        if (!p->swap[i] != !s->m->layers[i]->swap) return 0;
-    const pool *pl = device_pool(s->d);
-    return !pool_pending_bytes(pl) && pool_state_key(pl) == s->attached;
+        if (!p->swap[i] != !a->m->layers[i]->swap) return 0;
+    const pool *pl = device_pool(a->d);
+    return !pool_pending_bytes(pl) && pool_state_key(pl) == a->attached;
+}
+
+/* The net to replay p on: one that can as it stands, else the one used least recently,
+ * attached afresh with p's swaps. */
+static vdnn_status net_for(simulator *s, const plan *p, sim_net **out)
+{
+    sim_net *a = NULL;
+    for (int k = 0; k < SIM_NETS && !a; k++)
+        if (reusable(&s->net[k], p)) a = &s->net[k];
+    if (a) {
+        pool_set_marks(device_pool(a->d), a->marks);
+    } else {
+        a = &s->net[0];
+        for (int k = 1; k < SIM_NETS; k++)
+            if (s->net[k].used < a->used) a = &s->net[k];
+        /* a fresh device: the parameters placed into an empty pool */
+        s->attaches++;
+        net_detach(a->m);
+        device_destroy(a->d);
+        a->d = NULL;
+        device_options o = {.kind = DEVICE_SIM, .budget_bytes = (size_t)1 << 50};
+        vdnn_status st = device_create(&o, &a->d);
+        /* swapping decides where the parameters are placed: before attaching */
+        for (int i = 0; st == VDNN_OK && i < a->m->nlayers && p->swap && i < p->nlayers; i++)
+            a->m->layers[i]->swap = p->swap[i];
+        a->m->policy = POLICY_NONE;   /* the plan's swaps, not a config's `policy = swap` */
+        if (st == VDNN_OK) st = net_attach_unplanned(a->m, a->d);   /* plan_apply below plans it */
+        if (st == VDNN_OK) {
+            a->attached = pool_state_key(device_pool(a->d));
+            a->marks = pool_get_marks(device_pool(a->d));
+        }
+        a->clean = 0;
+        if (st != VDNN_OK) return st;
+    }
+    a->used = s->runs + 1;
+    *out = a;
+    return VDNN_OK;
 }
 
 vdnn_status sim_run(simulator *s, const plan *p, double *time_s, size_t *peak_bytes)
@@ -179,28 +235,11 @@ vdnn_status sim_run_within(simulator *s, const plan *p, size_t cap, double *time
             return VDNN_OK;
         }
     }
-    vdnn_status st = VDNN_OK;
-    if (reusable(s, p)) {
-        pool_set_marks(device_pool(s->d), s->marks);
-    } else {
-        /* a fresh device: the parameters placed into an empty pool */
-        net_detach(s->m);
-        device_destroy(s->d);
-        s->d = NULL;
-        device_options o = {.kind = DEVICE_SIM, .budget_bytes = (size_t)1 << 50};
-        st = device_create(&o, &s->d);
-        /* swapping decides where the parameters are placed: before attaching */
-        for (int i = 0; st == VDNN_OK && i < s->m->nlayers && p->swap && i < p->nlayers; i++)
-            s->m->layers[i]->swap = p->swap[i];
-        s->m->policy = POLICY_NONE;   /* the plan's swaps, not a config's `policy = swap` */
-        if (st == VDNN_OK) st = net_attach_unplanned(s->m, s->d);   /* plan_apply below plans it */
-        if (st == VDNN_OK) {
-            s->attached = pool_state_key(device_pool(s->d));
-            s->marks = pool_get_marks(device_pool(s->d));
-        }
-    }
-    s->clean = 0;
-    if (st == VDNN_OK) st = plan_apply(s->m, p);
+    sim_net *a = NULL;
+    vdnn_status st = net_for(s, p, &a);
+    if (st != VDNN_OK) return st;
+    a->clean = 0;
+    st = plan_apply(a->m, p);
     if (st != VDNN_OK) return st;
     sim_model model = {0};
     if (s->pr) {
@@ -208,13 +247,13 @@ vdnn_status sim_run_within(simulator *s, const plan *p, size_t cap, double *time
         model.d2h_bytes_per_s = s->pr->d2h_bytes_per_s;
         model.copy_latency_s = s->pr->copy_latency_s;
     }
-    device_sim_set_model(s->d, &model);
+    device_sim_set_model(a->d, &model);
     /* the parameters alone past the cap: nothing to replay */
-    pool *pl = device_pool(s->d);
+    pool *pl = device_pool(a->d);
     int over = cap && pool_frontier_peak(pl) > cap;
     if (!over) {
         pool_set_cap(pl, cap);
-        st = net_replay(s->m, s->m->minibatch, time_s, &s->busy_s);
+        st = net_replay(a->m, a->m->minibatch, time_s, &s->busy_s);
         pool_set_cap(pl, 0);
         over = cap && st == VDNN_EBUDGET;
     }
@@ -223,7 +262,7 @@ vdnn_status sim_run_within(simulator *s, const plan *p, size_t cap, double *time
         /* The step's failure path returned what it held (iteration.c, release_all): once
          * its work is settled, the pool is as attached again and the next replay reuses
          * it; where it is not (reusable), the next run attaches afresh. */
-        s->clean = device_sync(s->d) == VDNN_OK;
+        a->clean = device_sync(a->d) == VDNN_OK;
         *time_s = 1e30;
         *peak_bytes = SIZE_MAX;
         s->busy_s = 0;
@@ -233,7 +272,7 @@ vdnn_status sim_run_within(simulator *s, const plan *p, size_t cap, double *time
     }
     *peak_bytes = pool_frontier_peak(pl);
     s->used_peak = pool_live_peak(pl);
-    s->clean = st == VDNN_OK;
+    a->clean = st == VDNN_OK;
     if (st == VDNN_OK && h) memo_put(s, h, *time_s, s->busy_s, *peak_bytes, s->used_peak, 0);
     return st;
 }
