@@ -729,10 +729,11 @@ static vdnn_status round_hint_measure(search *s, const plan *start, round_hint *
 static vdnn_status hinted_round(search *s, plan *cur, double busy, const round_hint *h, const decision *dec, int ndec,
                                 int *pick, double *gain)
 {
-    decision *todo = malloc((size_t)ndec * sizeof *todo);
-    int *at = malloc((size_t)ndec * sizeof *at), *tpick = malloc((size_t)ndec * sizeof *tpick);
-    double *tgain = malloc((size_t)ndec * sizeof *tgain);
-    vdnn_status st = todo && at && tpick && tgain ? VDNN_OK : vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
+    decision *unmeasured = malloc((size_t)ndec * sizeof *unmeasured);
+    int *at = malloc((size_t)ndec * sizeof *at), *upick = malloc((size_t)ndec * sizeof *upick);
+    double *ugain = malloc((size_t)ndec * sizeof *ugain);
+    vdnn_status st =
+        unmeasured && at && upick && ugain ? VDNN_OK : vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
     int n = 0;
     for (int k = 0; st == VDNN_OK && k < ndec; k++) {
         int j = h->index[decision_slot(s->n, &dec[k])];
@@ -742,19 +743,19 @@ static vdnn_status hinted_round(search *s, plan *cur, double busy, const round_h
             pick[k] = h->pick[j];
             gain[k] = h->gain[j];
         } else {
-            todo[n] = dec[k];
+            unmeasured[n] = dec[k];
             at[n++] = k;
         }
     }
-    if (st == VDNN_OK && n) st = measure_round(s, cur, busy, todo, n, tpick, tgain);
+    if (st == VDNN_OK && n) st = measure_round(s, cur, busy, unmeasured, n, upick, ugain);
     for (int m = 0; st == VDNN_OK && m < n; m++) {
-        pick[at[m]] = tpick[m];
-        gain[at[m]] = tgain[m];
+        pick[at[m]] = upick[m];
+        gain[at[m]] = ugain[m];
     }
-    free(todo);
+    free(unmeasured);
     free(at);
-    free(tpick);
-    free(tgain);
+    free(upick);
+    free(ugain);
     return st;
 }
 
