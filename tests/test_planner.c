@@ -531,9 +531,12 @@ static int same_as_fresh(void *ctx, const plan *p)
  * decisions out among the threads, so that it finds what one thread finds: exactly
  * (every decision), at budgets from the least to none's peak, with no gap, with one
  * (where a climb's plan ends the search, and the climbs after it count for nothing),
- * and with one climb (also one that makes its moves every five decisions). The tree
- * after the climbs gets one node (it runs on one thread). Under a sanitizer, one cost
- * table of three. */
+ * and with one climb (also one that makes its moves every five decisions). The seeds
+ * (each fixed policy's plans, the smallest and the threshold plans) are simulated on
+ * the threads too and offered in their order: a search whose time is up at once ends
+ * with the best of them, the same on one thread and on three. The tree after the
+ * climbs gets one node (it runs on one thread). Under a sanitizer, one cost table of
+ * three. */
 START_TEST(climbs_on_threads_find_what_one_thread_finds)
 {
     if (UNDER_SANITIZER && _i) {
@@ -549,17 +552,18 @@ START_TEST(climbs_on_threads_find_what_one_thread_finds)
     enum { B = 8 };
     long sims[2] = {0, 0};
     for (int b = 0; b < B; b++)
-        for (int g = 0; g < 4; g++) {
+        for (int g = 0; g < 5; g++) {
             size_t budget = least + (none.peak_bytes - least) * (size_t)b / (B - 1);
             plan p[2];
             for (int t = 0; t < 2; t++) {
                 search_stats ss;
-                search_limits lim = {.nodes = 1, .gap = g == 1 ? 0.02 : 0, .one_climb = g >= 2, .threads = t ? 3 : 1,
-                                     .climb_chunk = g == 3 ? 5 : 0};
+                search_limits lim = {.nodes = 1, .gap = g == 1 ? 0.02 : 0, .one_climb = g == 2 || g == 3,
+                                     .threads = t ? 3 : 1, .climb_chunk = g == 3 ? 5 : 0, .seconds = g == 4 ? 1e-9 : 0};
                 ck_assert_msg(plan_search(n, &pr, budget, SEARCH_BB, lim, &p[t], &ss) == VDNN_OK, "%s", vdnn_errmsg());
                 sims[t] += ss.simulations;
             }
-            static const char *const kind[] = {"no gap", "gap 0.02", "one climb", "one climb, moves every 5 decisions"};
+            static const char *const kind[] = {"no gap", "gap 0.02", "one climb", "one climb, moves every 5 decisions",
+                                               "the seeds alone"};
             ck_assert_msg(p[0].predicted_s == p[1].predicted_s && p[0].peak_bytes == p[1].peak_bytes,
                           "budget %zu, %s: %.9f s, peak %zu on one thread; %.9f s, %zu on three", budget, kind[g],
                           p[0].predicted_s, p[0].peak_bytes, p[1].predicted_s, p[1].peak_bytes);

@@ -83,8 +83,9 @@ typedef struct search {
     int settled;              /* the incumbent is within the gap of floor_s */
     const int *over;          /* set (atomically) when a climb on another thread ended the search */
     long runs_elsewhere;      /* simulations on other threads' simulators */
-    simulator **helper;       /* a climb's full rounds share their decisions with these, */
-    int nhelper;              /* one per thread besides the caller's (round_on_threads) */
+    simulator **helper;       /* the seeds and a climb's full rounds share their work with these, */
+    int nhelper;              /* one per thread besides the caller's (on_threads) */
+    int view;                 /* a thread's view of the search, for its share of on_threads' jobs */
 } search;
 
 /* Whether the search is over (checked between simulations): its time is up once it
@@ -257,6 +258,85 @@ static vdnn_status offer(search *s, const plan *p)
     return plan_copy(&s->best, p);
 }
 
+/* Work in independent jobs, each of which writes results of its own: job k of fn on
+ * search v (the search itself, or a thread's view of it with a simulator of its own),
+ * as thread `thread` of on_threads; *stop set ends the thread's share. */
+typedef vdnn_status (*job_fn)(search *v, void *ctx, int thread, int k, int *stop);
+
+/* A thread's share of on_threads' jobs: thread, thread + step, ... (dealt out so, each
+ * simulator replays the same plans, and remembers the same, on every run). */
+typedef struct job_thread {
+    search v;
+    job_fn fn;
+    void *ctx;
+    int thread, step, count, omp_threads;
+    vdnn_status st;
+    char err[1024];
+    pthread_t tid;
+} job_thread;
+
+static vdnn_status jobs_take(job_thread *t)
+{
+    vdnn_status st = VDNN_OK;
+    for (int stop = 0, k = t->thread; st == VDNN_OK && !stop && k < t->count; k += t->step)
+        st = t->fn(&t->v, t->ctx, t->thread, k, &stop);
+    if (st != VDNN_OK) snprintf(t->err, sizeof t->err, "%s", vdnn_errmsg());
+    return st;
+}
+
+static void *job_main(void *arg)
+{
+    job_thread *t = arg;
+    omp_set_num_threads(t->omp_threads);   /* workspaces are sized by it, as on the caller's */
+    t->st = jobs_take(t);
+    return NULL;
+}
+
+/* Jobs 0..count-1 of fn on the caller's thread and s->nhelper more (each job's results
+ * depend on its inputs alone, as every replay depends on the plan alone, so the work
+ * measures what it measures on one thread); without helpers, on s itself. A job's
+ * `thread` is below 1 + s->nhelper; the helpers' simulators are made at the first such
+ * work. */
+static vdnn_status on_threads(search *s, int count, job_fn fn, void *ctx)
+{
+    int parts = 1 + s->nhelper < count ? 1 + s->nhelper : count;
+    if (parts <= 1) {
+        vdnn_status st = VDNN_OK;
+        for (int stop = 0, k = 0; st == VDNN_OK && !stop && k < count; k++) st = fn(s, ctx, 0, k, &stop);
+        return st;
+    }
+    job_thread *t = calloc((size_t)parts, sizeof *t);
+    vdnn_status st = t ? VDNN_OK : vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
+    for (int h = 0; st == VDNN_OK && h < parts - 1; h++)
+        if (!s->helper[h]) st = sim_create(s->n, s->pr, &s->helper[h]);
+    for (int i = 0; st == VDNN_OK && i < parts; i++) {
+        t[i] = (job_thread){.v = *s, .fn = fn, .ctx = ctx, .thread = i, .step = parts, .count = count,
+                            .omp_threads = omp_get_max_threads()};
+        t[i].v.sim = i ? s->helper[i - 1] : s->sim;
+        t[i].v.best = (plan){.predicted_s = -1};
+        t[i].v.least = t[i].v.least_used = 0;
+        t[i].v.view = 1;
+    }
+    int started = 1;
+    for (int i = 1; st == VDNN_OK && i < parts; i++) {
+        if (pthread_create(&t[i].tid, NULL, job_main, &t[i]) != 0) break;   /* fewer threads, then */
+        started++;
+    }
+    if (st == VDNN_OK) {
+        t[0].st = jobs_take(&t[0]);
+        for (int i = 1; i < started; i++) pthread_join(t[i].tid, NULL);
+        for (int i = started; i < parts; i++) t[i].st = jobs_take(&t[i]);   /* a thread that did not start */
+    }
+    for (int i = 0; st == VDNN_OK && i < parts; i++) {
+        if (t[i].st != VDNN_OK) st = vdnn_fail(t[i].st, "%s", t[i].err);
+        if (t[i].v.least && (!s->least || t[i].v.least < s->least)) s->least = t[i].v.least;
+        if (t[i].v.least_used && (!s->least_used || t[i].v.least_used < s->least_used)) s->least_used = t[i].v.least_used;
+        s->expired |= t[i].v.expired;
+    }
+    free(t);
+    return st;
+}
+
 /* One node of the branch and bound: decisions ..k-1 of s->work are made. At each node
  * two completions bound the rest: the fastest choices (no offload, fastest algorithms)
  * bound the time from below, and the smallest (offload, smallest workspaces) bound the
@@ -319,27 +399,60 @@ static vdnn_status branch(search *s)
     return st;
 }
 
+/* The plans of fixed policies: job k is pair[k / nmodes]'s (a policy and an algorithm
+ * mode) with copy timing modes[k % nmodes], simulated into p[k]. */
+typedef struct policy_jobs {
+    const int (*pair)[2];
+    int modes[TIMING_MODES], nmodes;
+    plan *p;
+} policy_jobs;
+
+static vdnn_status policy_job(search *v, void *ctx, int thread, int k, int *stop)
+{
+    (void)thread, (void)stop;
+    policy_jobs *j = ctx;
+    const int *pa = j->pair[k / j->nmodes];
+    vdnn_status st = timing_plan(v->n, v->pr, (mem_policy)pa[0], (algo_mode)pa[1], j->modes[k % j->nmodes], &j->p[k]);
+    return st == VDNN_OK ? simulate(v, &j->p[k]) : st;
+}
+
+/* For each of npairs (policy, algorithm mode) pairs, the fastest plan that fits over
+ * every copy timing (on a tie the earlier), into out[i] where fits[i]; the plans are
+ * simulated on the search's threads. None's with the fastest algorithms is the floor
+ * (search.floor_s). */
+static vdnn_status policy_plans(search *s, const int (*pair)[2], int npairs, plan *out, int *fits)
+{
+    policy_jobs j = {.pair = pair};
+    for (int m = 0; m < TIMING_MODES; m++)
+        if (!mode_skipped(s->n, m)) j.modes[j.nmodes++] = m;
+    const int count = npairs * j.nmodes;
+    j.p = calloc((size_t)count, sizeof *j.p);
+    vdnn_status st = j.p ? on_threads(s, count, policy_job, &j) : vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
+    for (int i = 0; i < npairs; i++) {
+        fits[i] = 0;
+        for (int x = 0; st == VDNN_OK && x < j.nmodes; x++) {
+            plan *p = &j.p[i * j.nmodes + x];
+            if (pair[i][0] == POLICY_NONE && pair[i][1] == ALGO_PERF && (s->floor_s < 0 || p->predicted_s < s->floor_s))
+                s->floor_s = p->predicted_s;
+            if (p->peak_bytes <= s->budget && (!fits[i] || p->predicted_s < out[i].predicted_s)) {
+                if (fits[i]) plan_free(&out[i]);
+                out[i] = *p;
+                *p = (plan){0};
+                fits[i] = 1;
+            }
+        }
+    }
+    for (int k = 0; j.p && k < count; k++) plan_free(&j.p[k]);
+    free(j.p);
+    return st;
+}
+
 /* The fastest plan of a fixed policy that fits, over every copy timing; on a tie the
  * earlier wins. */
 static vdnn_status best_policy_plan(search *s, mem_policy pol, algo_mode a, plan *out, int *fits)
 {
-    *fits = 0;
-    vdnn_status st = VDNN_OK;
-    for (int m = 0; m < TIMING_MODES && st == VDNN_OK; m++) {
-        if (mode_skipped(s->n, m)) continue;
-        plan p = {0};
-        st = timing_plan(s->n, s->pr, pol, a, m, &p);
-        if (st == VDNN_OK) st = simulate(s, &p);
-        if (st == VDNN_OK && pol == POLICY_NONE && a == ALGO_PERF && (s->floor_s < 0 || p.predicted_s < s->floor_s))
-            s->floor_s = p.predicted_s;
-        if (st == VDNN_OK && p.peak_bytes <= s->budget && (!*fits || p.predicted_s < out->predicted_s)) {
-            if (*fits) plan_free(out);
-            st = plan_copy(out, &p);
-            *fits = 1;
-        }
-        plan_free(&p);
-    }
-    return st;
+    const int pair[1][2] = {{pol, a}};
+    return policy_plans(s, pair, 1, out, fits);
 }
 
 /* The paper's vDNN_dyn: the first rung that fits. */
@@ -491,6 +604,12 @@ static vdnn_status best_choice(search *s, plan *cur, double busy_s, const decisi
 #define CLIMB_ROUND_MAX 2500
 #define CLIMB_PART 1024
 
+/* Whether a climb over ndec decisions measures its full rounds in parts. */
+static int in_parts(const search *s, int ndec)
+{
+    return s->chunk || ndec > CLIMB_ROUND_MAX;
+}
+
 /* A decision whose change gained in a full round of a climb, and what it gained. */
 typedef struct move {
     double gain;
@@ -572,100 +691,52 @@ static vdnn_status try_group(search *s, plan *cur, const decision *dec, const mo
     return st;
 }
 
-/* A share of a full round: decisions from, from + step, ... of cur, on a simulator of
- * its own (v.sim), each one's best choice and gain into pick[k] and gain[k]. */
-typedef struct round_part {
-    search v;
-    plan cur;
+/* A full round's jobs: decision k's best choice for the plan (thread i's copy of it,
+ * cur[i]) and its gain. */
+typedef struct round_jobs {
+    plan **cur;
     const decision *dec;
-    int ndec, from, step, omp_threads;
     double busy;
     int *pick;
     double *gain;
-    vdnn_status st;
-    char err[1024];
-    pthread_t tid;
-} round_part;
+} round_jobs;
 
-static vdnn_status round_share(round_part *r)
+static vdnn_status round_job(search *v, void *ctx, int thread, int k, int *stop)
 {
-    vdnn_status st = VDNN_OK;
-    for (int k = r->from; k < r->ndec && st == VDNN_OK; k += r->step) {
-        if (r->v.deadline > 0 && vdnn_now_s() > r->v.deadline) {
-            r->v.expired = 1;
-            break;
-        }
-        double t = r->cur.predicted_s;
-        st = best_choice(&r->v, &r->cur, r->busy, &r->dec[k], &r->pick[k], &t);
-        r->gain[k] = r->cur.predicted_s - t;
+    round_jobs *r = ctx;
+    /* a thread's view ends at the deadline alone; the search itself wherever it is over */
+    if (v->view ? v->deadline > 0 && vdnn_now_s() > v->deadline : out_of_time(v)) {
+        if (v->view) v->expired = 1;
+        *stop = 1;
+        return VDNN_OK;
     }
-    if (st != VDNN_OK) snprintf(r->err, sizeof r->err, "%s", vdnn_errmsg());
-    return st;
-}
-
-static void *round_main(void *arg)
-{
-    round_part *r = arg;
-    omp_set_num_threads(r->omp_threads);   /* workspaces are sized by it, as on the caller's */
-    r->st = round_share(r);
-    return NULL;
-}
-
-/* A climb's full round (each decision's best choice for cur, whose compute-stream work is
- * busy, into pick and gain) on the caller's thread and s->nhelper more, the decisions
- * dealt out in turn: every replay depends on the plan alone, so the round measures what
- * it measures on one thread. The helpers' simulators are made at the first such round. */
-static vdnn_status round_on_threads(search *s, const plan *cur, double busy, const decision *dec, int ndec, int *pick,
-                                    double *gain)
-{
-    int parts = 1 + s->nhelper;
-    round_part *r = calloc((size_t)parts, sizeof *r);
-    vdnn_status st = r ? VDNN_OK : vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
-    for (int h = 0; st == VDNN_OK && h < s->nhelper; h++)
-        if (!s->helper[h]) st = sim_create(s->n, s->pr, &s->helper[h]);
-    int made = 0;
-    for (; st == VDNN_OK && made < parts; made++) {
-        r[made] = (round_part){.v = *s, .dec = dec, .ndec = ndec, .from = made, .step = parts,
-                               .omp_threads = omp_get_max_threads(), .busy = busy, .pick = pick, .gain = gain};
-        r[made].v.sim = made ? s->helper[made - 1] : s->sim;
-        r[made].v.best = (plan){.predicted_s = -1};
-        r[made].v.least = r[made].v.least_used = 0;
-        st = plan_copy(&r[made].cur, cur);
-    }
-    int started = 1;
-    for (int t = 1; st == VDNN_OK && t < parts; t++) {
-        if (pthread_create(&r[t].tid, NULL, round_main, &r[t]) != 0) break;
-        started++;
-    }
-    if (st == VDNN_OK) {
-        r[0].st = round_share(&r[0]);
-        for (int t = 1; t < started; t++) pthread_join(r[t].tid, NULL);
-        for (int t = started; t < parts; t++) r[t].st = round_share(&r[t]);   /* a thread that did not start */
-    }
-    for (int t = 0; t < made; t++) {
-        if (st == VDNN_OK && r[t].st != VDNN_OK) st = vdnn_fail(r[t].st, "%s", r[t].err);
-        if (r[t].v.least && (!s->least || r[t].v.least < s->least)) s->least = r[t].v.least;
-        if (r[t].v.least_used && (!s->least_used || r[t].v.least_used < s->least_used)) s->least_used = r[t].v.least_used;
-        s->expired |= r[t].v.expired;
-        plan_free(&r[t].cur);
-    }
-    free(r);
+    plan *cur = r->cur[thread];
+    double t = cur->predicted_s;
+    vdnn_status st = best_choice(v, cur, r->busy, &r->dec[k], &r->pick[k], &t);
+    r->gain[k] = cur->predicted_s - t;
     return st;
 }
 
 /* Decisions dec[0..count) of cur (whose compute-stream work is busy): each one's best
- * choice and gain into pick and gain, on the search's threads where it has helpers. */
+ * choice and gain into pick and gain, on the search's threads where it has helpers (each
+ * with a copy of cur; best_choice leaves the caller's as it was). */
 static vdnn_status measure_round(search *s, plan *cur, double busy, const decision *dec, int count, int *pick,
                                  double *gain)
 {
     memset(gain, 0, (size_t)count * sizeof *gain);
-    if (s->nhelper > 0) return round_on_threads(s, cur, busy, dec, count, pick, gain);
-    vdnn_status st = VDNN_OK;
-    for (int k = 0; k < count && st == VDNN_OK && !out_of_time(s); k++) {
-        double t = cur->predicted_s;
-        st = best_choice(s, cur, busy, &dec[k], &pick[k], &t);
-        gain[k] = cur->predicted_s - t;
+    const int copies = 1 + s->nhelper;
+    plan *copy = calloc((size_t)copies, sizeof *copy);
+    plan **at = calloc((size_t)copies, sizeof *at);
+    vdnn_status st = copy && at ? VDNN_OK : vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
+    for (int i = 0; st == VDNN_OK && i < copies; i++) {
+        at[i] = i ? &copy[i] : cur;
+        if (i) st = plan_copy(&copy[i], cur);
     }
+    round_jobs r = {.cur = at, .dec = dec, .busy = busy, .pick = pick, .gain = gain};
+    if (st == VDNN_OK) st = on_threads(s, count, round_job, &r);
+    for (int i = 1; copy && i < copies; i++) plan_free(&copy[i]);
+    free(copy);
+    free(at);
     return st;
 }
 
@@ -705,7 +776,7 @@ static vdnn_status round_hint_measure(search *s, const plan *start, round_hint *
     const int slots = s->n->nlayers * (PASS_COUNT + 2) + 1;
     vdnn_status st = plan_copy(&h->base, start);
     if (st == VDNN_OK) st = make_decisions(s->n, s->pr, s->budget, 0, &h->base, 1, &h->dec, &h->ndec);
-    if (st == VDNN_OK && (s->chunk || h->ndec > CLIMB_ROUND_MAX)) {   /* a climb of parts: no whole round to share */
+    if (st == VDNN_OK && in_parts(s, h->ndec)) {   /* no whole round to share */
         round_hint_free(h);
         return VDNN_OK;
     }
@@ -790,7 +861,7 @@ static vdnn_status climb(search *s, const plan *start, const round_hint *hint, i
     double *gain = calloc((size_t)ndec + 1, sizeof *gain);
     move *moves = calloc((size_t)ndec + 1, sizeof *moves);
     if (st == VDNN_OK && (!pick || !gain || !moves)) st = vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
-    const int most = s->chunk ? s->chunk : ndec > CLIMB_ROUND_MAX ? CLIMB_PART : ndec;
+    const int most = s->chunk ? s->chunk : in_parts(s, ndec) ? CLIMB_PART : ndec;
     const int parts = most ? (ndec + most - 1) / most : 0, size = parts ? (ndec + parts - 1) / parts : 0;
     for (int last = 0, round = 0; st == VDNN_OK && !last && !out_of_time(s);) {
         double sum = 0;
@@ -882,69 +953,130 @@ static int variant_differs(const net *n, int v)
     return (!(v & 1) || any) && (!(v & 2) || swaps);
 }
 
+/* The seeds that each take a job of their own (threshold_plans, smallest_plans): job k
+ * is what[k] (an algorithm mode or a variant, and a copy timing), its plan into p[k],
+ * which fits where fits[k]. */
+typedef struct seed_jobs {
+    int (*what)[2];
+    plan *p;
+    char *fits;
+} seed_jobs;
+
+static vdnn_status seed_jobs_make(seed_jobs *j, int count)
+{
+    j->what = calloc((size_t)count, sizeof *j->what);
+    j->p = calloc((size_t)count, sizeof *j->p);
+    j->fits = calloc((size_t)count, 1);
+    return j->what && j->p && j->fits ? VDNN_OK : vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
+}
+
+/* Jobs 0..count-1 of fn on the search's threads, then their plans offered in order. */
+static vdnn_status seed_jobs_run(search *s, seed_jobs *j, int count, job_fn fn)
+{
+    vdnn_status st = on_threads(s, count, fn, j);
+    for (int k = 0; k < count; k++) {
+        if (st == VDNN_OK && j->fits[k]) st = offer(s, &j->p[k]);
+        plan_free(&j->p[k]);
+    }
+    return st;
+}
+
+static void seed_jobs_free(seed_jobs *j)
+{
+    free(j->what);
+    free(j->p);
+    free(j->fits);
+}
+
 /* vDNN's threshold idea: every map below map t that the search may offload goes to
  * the host, those above stay (backward reads them first). The least t that fits, found
  * by bisection (the bytes held fall as t grows, near enough), for every algorithm mode
- * and copy timing: a handful of simulations that scale to nets of thousands of layers. */
+ * and copy timing (a job each): a handful of simulations that scale to nets of
+ * thousands of layers. */
+static vdnn_status threshold_job(search *v, void *ctx, int thread, int k, int *stop)
+{
+    (void)thread, (void)stop;
+    seed_jobs *j = ctx;
+    plan *p = &j->p[k];
+    vdnn_status st = timing_plan(v->n, v->pr, POLICY_NONE, (algo_mode)j->what[k][0], j->what[k][1], p);
+    int lo = 0, hi = v->n->nlayers + 1, best = -1;
+    while (st == VDNN_OK && lo <= hi) {
+        int t = lo + (hi - lo) / 2;
+        for (int i = 0; i <= v->n->nlayers; i++)
+            if (free_map(v->n, i)) p->offload[i] = (unsigned char)(i < t);
+        st = simulate(v, p);
+        if (st == VDNN_OK && p->peak_bytes <= v->budget) {
+            best = t;
+            hi = t - 1;
+        } else {
+            lo = t + 1;
+        }
+    }
+    if (st == VDNN_OK && best >= 0) {
+        for (int i = 0; i <= v->n->nlayers; i++)
+            if (free_map(v->n, i)) p->offload[i] = (unsigned char)(i < best);
+        st = simulate(v, p);
+        j->fits[k] = st == VDNN_OK;
+    }
+    return st;
+}
+
 static vdnn_status threshold_plans(search *s)
 {
-    vdnn_status st = VDNN_OK;
-    for (int a = 0; a < ALGO_MODE_COUNT && st == VDNN_OK; a++)
-        for (int m = 0; m < TIMING_MODES && st == VDNN_OK; m++) {
-            if (mode_skipped(s->n, m)) continue;
-            plan p = {0};
-            st = timing_plan(s->n, s->pr, POLICY_NONE, (algo_mode)a, m, &p);
-            int lo = 0, hi = s->n->nlayers + 1, best = -1;
-            while (st == VDNN_OK && lo <= hi) {
-                int t = lo + (hi - lo) / 2;
-                for (int j = 0; j <= s->n->nlayers; j++)
-                    if (free_map(s->n, j)) p.offload[j] = (unsigned char)(j < t);
-                st = simulate(s, &p);
-                if (st == VDNN_OK && p.peak_bytes <= s->budget) {
-                    best = t;
-                    hi = t - 1;
-                } else {
-                    lo = t + 1;
-                }
+    seed_jobs j = {0};
+    int count = 0;
+    vdnn_status st = seed_jobs_make(&j, ALGO_MODE_COUNT * TIMING_MODES);
+    for (int a = 0; st == VDNN_OK && a < ALGO_MODE_COUNT; a++)
+        for (int m = 0; m < TIMING_MODES; m++)
+            if (!mode_skipped(s->n, m)) {
+                j.what[count][0] = a;
+                j.what[count++][1] = m;
             }
-            if (st == VDNN_OK && best >= 0) {
-                for (int j = 0; j <= s->n->nlayers; j++)
-                    if (free_map(s->n, j)) p.offload[j] = (unsigned char)(j < best);
-                st = simulate(s, &p);
-                if (st == VDNN_OK) st = offer(s, &p);
-            }
-            plan_free(&p);
-        }
+    if (st == VDNN_OK) st = seed_jobs_run(s, &j, count, threshold_job);
+    seed_jobs_free(&j);
     return st;
 }
 
 /* The smallest plan of every variant and copy timing (every map the branch and bound
  * may move offloaded, the smallest workspaces), and of every timing with each map that
- * can be recomputed recomputed: simulated (their least peak kept in s->least) and
- * offered. */
+ * can be recomputed recomputed (variant VARIANTS here), a job each: simulated (their
+ * least peak kept in s->least) and offered. */
+static vdnn_status smallest_job(search *v, void *ctx, int thread, int k, int *stop)
+{
+    (void)thread, (void)stop;
+    seed_jobs *j = ctx;
+    const int var = j->what[k][0];
+    plan *p = &j->p[k];
+    decision *dec = NULL;
+    int ndec = 0;
+    vdnn_status st = variant_plan(v->n, v->pr, var < VARIANTS ? var : 0, j->what[k][1], p);
+    for (int i = 0; var == VARIANTS && st == VDNN_OK && i <= v->n->nlayers; i++)
+        if (net_recomputable(v->n, i, p->swap) && net_map_override(v->n, i) < 0) p->offload[i] = MAP_RECOMPUTE;
+    if (st == VDNN_OK) st = make_decisions(v->n, v->pr, v->budget, 1, p, 0, &dec, &ndec);
+    if (st == VDNN_OK) {
+        fill_from(p, dec, 0, ndec, 1);
+        st = simulate(v, p);
+    }
+    free(dec);
+    j->fits[k] = st == VDNN_OK;   /* offer() takes those that fit */
+    return st;
+}
+
 static vdnn_status smallest_plans(search *s)
 {
-    vdnn_status st = VDNN_OK;
-    for (int v = 0; v < VARIANTS + 1 && st == VDNN_OK; v++) {
+    seed_jobs j = {0};
+    int count = 0;
+    vdnn_status st = seed_jobs_make(&j, (VARIANTS + 1) * TIMING_MODES);
+    for (int v = 0; st == VDNN_OK && v < VARIANTS + 1; v++) {
         if (v < VARIANTS && v && !variant_differs(s->n, v)) continue;
-        for (int m = 0; m < TIMING_MODES && st == VDNN_OK; m++) {
-            if (mode_skipped(s->n, m)) continue;
-            plan p = {0};
-            decision *dec = NULL;
-            int ndec = 0;
-            st = variant_plan(s->n, s->pr, v < VARIANTS ? v : 0, m, &p);
-            for (int j = 0; v == VARIANTS && st == VDNN_OK && j <= s->n->nlayers; j++)
-                if (net_recomputable(s->n, j, p.swap) && net_map_override(s->n, j) < 0) p.offload[j] = MAP_RECOMPUTE;
-            if (st == VDNN_OK) st = make_decisions(s->n, s->pr, s->budget, 1, &p, 0, &dec, &ndec);
-            if (st == VDNN_OK) {
-                fill_from(&p, dec, 0, ndec, 1);
-                st = simulate(s, &p);
+        for (int m = 0; m < TIMING_MODES; m++)
+            if (!mode_skipped(s->n, m)) {
+                j.what[count][0] = v;
+                j.what[count++][1] = m;
             }
-            if (st == VDNN_OK) st = offer(s, &p);
-            free(dec);
-            plan_free(&p);
-        }
     }
+    if (st == VDNN_OK) st = seed_jobs_run(s, &j, count, smallest_job);
+    seed_jobs_free(&j);
     return st;
 }
 
@@ -1176,6 +1308,27 @@ static int same_plan(const search *s, const plan *a, const plan *b)
            !memcmp(a->algo, b->algo, (size_t)n * sizeof *a->algo);
 }
 
+/* The seeds of every fixed policy and algorithm mode, offered in that order (with a
+ * gap, none's with the fastest algorithms were offered first). */
+static vdnn_status policy_seeds(search *s)
+{
+    int pair[POLICY_COUNT * ALGO_MODE_COUNT][2], fits[POLICY_COUNT * ALGO_MODE_COUNT], n = 0;
+    plan got[POLICY_COUNT * ALGO_MODE_COUNT];
+    for (int pol = 0; pol < POLICY_COUNT; pol++)
+        for (int a = 0; a < ALGO_MODE_COUNT; a++)
+            if (!(s->gap > 0 && pol == POLICY_NONE && a == ALGO_PERF)) {
+                pair[n][0] = pol;
+                pair[n++][1] = a;
+            }
+    vdnn_status st = policy_plans(s, (const int(*)[2])pair, n, got, fits);
+    for (int i = 0; i < n; i++)
+        if (fits[i]) {
+            if (st == VDNN_OK) st = offer(s, &got[i]);
+            plan_free(&got[i]);
+        }
+    return st;
+}
+
 static vdnn_status search_bb(search *s)
 {
     /* the seeds first (the smallest plans, the fixed policies, the threshold plans),
@@ -1202,14 +1355,7 @@ static vdnn_status search_bb(search *s)
     /* where the tree's search for a first fit is capped, a budget below the bytes even
      * the smallest plans hold at once (the bound the tree cuts with) is out of reach */
     if (st != VDNN_OK || (!handed && s->fit_nodes > 0 && s->least_used > s->budget)) return st;
-    for (int pol = 0; pol < POLICY_COUNT && st == VDNN_OK && !handed; pol++)
-        for (int a = 0; a < ALGO_MODE_COUNT && st == VDNN_OK; a++) {
-            plan p = {0};
-            int fits = 0;
-            st = best_policy_plan(s, (mem_policy)pol, (algo_mode)a, &p, &fits);
-            if (st == VDNN_OK && fits) st = offer(s, &p);
-            if (fits) plan_free(&p);
-        }
+    if (!handed) st = policy_seeds(s);
     if (st == VDNN_OK && !handed) st = threshold_plans(s);
     int seeded = s->best.predicted_s >= 0;
     if (st == VDNN_OK && !seeded) st = first_fit(s);
