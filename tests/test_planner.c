@@ -738,6 +738,41 @@ START_TEST(a_settled_plan_is_not_climbed_again)
 }
 END_TEST
 
+/* A net whose climbs measure their rounds in parts (here parts of five decisions, as
+ * ResNet-1202's are of about a thousand) shares no first rounds among its starts: a
+ * plan handed in settled goes straight to the tree, where the same search of whole
+ * rounds climbs from every variant's smallest plan. */
+START_TEST(a_settled_plan_climbed_in_parts_is_not_climbed_from_the_starts)
+{
+    profile pr;
+    size_t least = 0;
+    plan none;
+    net *n = net_and_range(DEEP_NET, NULL, 12, &pr, &least, &none);
+    for (int b = 0; b < 8; b++) {
+        size_t budget = least + (none.peak_bytes - least) * (size_t)b / 8;
+        search_limits one = {.one_climb = 1, .threads = 1, .climb_chunk = 5};
+        plan p, got[2];
+        search_stats ss[2];
+        ck_assert_msg(plan_search(n, &pr, budget, SEARCH_BB, one, &p, &ss[0]) == VDNN_OK, "%s", vdnn_errmsg());
+        ck_assert_uint_eq(p.settled_at, budget);
+        for (int w = 0; w < 2; w++) {
+            search_limits lim = {.threads = 1, .nodes = 1, .climb_chunk = w ? 0 : 5};
+            ck_assert(plan_search_from(n, &pr, budget, SEARCH_BB, lim, &p, &got[w], &ss[w]) == VDNN_OK);
+            ck_assert(got[w].predicted_s <= p.predicted_s);
+        }
+        /* the plan replayed, and the tree's one node (its two completions) */
+        ck_assert_int_le(ss[0].simulations, 3);
+        ck_assert_int_gt(ss[1].simulations, 10 * ss[0].simulations);
+        plan_free(&p);
+        plan_free(&got[0]);
+        plan_free(&got[1]);
+    }
+    plan_free(&none);
+    profile_free(&pr);
+    net_free(n);
+}
+END_TEST
+
 START_TEST(a_climb_ends_after_a_round_of_small_gains)
 {
     net *n = tn_parse(DEEP_NET, NULL);
@@ -1326,6 +1361,7 @@ static Suite *planner_suite(void)
     tcase_add_test(t, a_climb_ends_after_a_round_of_small_gains);
     tcase_add_test(t, a_climb_makes_its_moves_in_groups);
     tcase_add_test(t, a_settled_plan_is_not_climbed_again);
+    tcase_add_test(t, a_settled_plan_climbed_in_parts_is_not_climbed_from_the_starts);
     tcase_add_test(t, a_variants_starts_share_their_first_round);
     tcase_add_loop_test(t, a_climb_ends_where_no_single_change_helps, 0, 8);
     tcase_add_test(t, a_seed_within_the_gap_ends_the_search);
