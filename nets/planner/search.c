@@ -955,19 +955,19 @@ static int variant_differs(const net *n, int v)
 
 /* The seeds that each take a job of their own (threshold_plans, smallest_plans): job k
  * is what[k] (an algorithm mode or a variant, and a copy timing), its plan into p[k],
- * which fits where fits[k]. */
+ * to be offered where ready[k]. */
 typedef struct seed_jobs {
     int (*what)[2];
     plan *p;
-    char *fits;
+    char *ready;
 } seed_jobs;
 
 static vdnn_status seed_jobs_make(seed_jobs *j, int count)
 {
     j->what = calloc((size_t)count, sizeof *j->what);
     j->p = calloc((size_t)count, sizeof *j->p);
-    j->fits = calloc((size_t)count, 1);
-    return j->what && j->p && j->fits ? VDNN_OK : vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
+    j->ready = calloc((size_t)count, 1);
+    return j->what && j->p && j->ready ? VDNN_OK : vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
 }
 
 /* Jobs 0..count-1 of fn on the search's threads, then their plans offered in order. */
@@ -975,7 +975,7 @@ static vdnn_status seed_jobs_run(search *s, seed_jobs *j, int count, job_fn fn)
 {
     vdnn_status st = on_threads(s, count, fn, j);
     for (int k = 0; k < count; k++) {
-        if (st == VDNN_OK && j->fits[k]) st = offer(s, &j->p[k]);
+        if (st == VDNN_OK && j->ready[k]) st = offer(s, &j->p[k]);
         plan_free(&j->p[k]);
     }
     return st;
@@ -985,7 +985,7 @@ static void seed_jobs_free(seed_jobs *j)
 {
     free(j->what);
     free(j->p);
-    free(j->fits);
+    free(j->ready);
 }
 
 /* vDNN's threshold idea: every map below map t that the search may offload goes to
@@ -1016,7 +1016,7 @@ static vdnn_status threshold_job(search *v, void *ctx, int thread, int k, int *s
         for (int i = 0; i <= v->n->nlayers; i++)
             if (free_map(v->n, i)) p->offload[i] = (unsigned char)(i < best);
         st = simulate(v, p);
-        j->fits[k] = st == VDNN_OK;
+        j->ready[k] = st == VDNN_OK;   /* the least threshold that fits */
     }
     return st;
 }
@@ -1058,7 +1058,7 @@ static vdnn_status smallest_job(search *v, void *ctx, int thread, int k, int *st
         st = simulate(v, p);
     }
     free(dec);
-    j->fits[k] = st == VDNN_OK;   /* offer() takes those that fit */
+    j->ready[k] = st == VDNN_OK;   /* offer() takes it where it fits */
     return st;
 }
 
