@@ -981,6 +981,16 @@ static vdnn_status seed_jobs_run(search *s, seed_jobs *j, int count, job_fn fn)
     return st;
 }
 
+/* Jobs (what, m) for every copy timing m the net has, after the *count made. */
+static void seed_jobs_timings(seed_jobs *j, const net *n, int what, int *count)
+{
+    for (int m = 0; m < TIMING_MODES; m++)
+        if (!mode_skipped(n, m)) {
+            j->what[*count][0] = what;
+            j->what[(*count)++][1] = m;
+        }
+}
+
 static void seed_jobs_free(seed_jobs *j)
 {
     free(j->what);
@@ -1026,12 +1036,7 @@ static vdnn_status threshold_plans(search *s)
     seed_jobs j = {0};
     int count = 0;
     vdnn_status st = seed_jobs_make(&j, ALGO_MODE_COUNT * TIMING_MODES);
-    for (int a = 0; st == VDNN_OK && a < ALGO_MODE_COUNT; a++)
-        for (int m = 0; m < TIMING_MODES; m++)
-            if (!mode_skipped(s->n, m)) {
-                j.what[count][0] = a;
-                j.what[count++][1] = m;
-            }
+    for (int a = 0; st == VDNN_OK && a < ALGO_MODE_COUNT; a++) seed_jobs_timings(&j, s->n, a, &count);
     if (st == VDNN_OK) st = seed_jobs_run(s, &j, count, threshold_job);
     seed_jobs_free(&j);
     return st;
@@ -1067,14 +1072,8 @@ static vdnn_status smallest_plans(search *s)
     seed_jobs j = {0};
     int count = 0;
     vdnn_status st = seed_jobs_make(&j, (VARIANTS + 1) * TIMING_MODES);
-    for (int v = 0; st == VDNN_OK && v < VARIANTS + 1; v++) {
-        if (v < VARIANTS && v && !variant_differs(s->n, v)) continue;
-        for (int m = 0; m < TIMING_MODES; m++)
-            if (!mode_skipped(s->n, m)) {
-                j.what[count][0] = v;
-                j.what[count++][1] = m;
-            }
-    }
+    for (int v = 0; st == VDNN_OK && v < VARIANTS + 1; v++)
+        if (v == VARIANTS || !v || variant_differs(s->n, v)) seed_jobs_timings(&j, s->n, v, &count);
     if (st == VDNN_OK) st = seed_jobs_run(s, &j, count, smallest_job);
     seed_jobs_free(&j);
     return st;
