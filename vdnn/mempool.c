@@ -118,6 +118,22 @@ static block *t_merge(block *a, block *b)
     return b;
 }
 
+/* Puts b into treap t: down the path its offset takes to the first node of lower
+ * priority, whose subtree b splits between its children. */
+static block *t_put(block *t, block *b)
+{
+    if (!t) return b;
+    if (b->prio > t->prio) {
+        t_split(t, b->off, &b->left, &b->right);
+        t_fix(b);
+        return b;
+    }
+    if (b->off < t->off) t->left = t_put(t->left, b);
+    else t->right = t_put(t->right, b);
+    t_fix(t);
+    return t;
+}
+
 static void t_insert(pool *p, block *b)
 {
     p->rng ^= p->rng << 13;
@@ -126,17 +142,22 @@ static void t_insert(pool *p, block *b)
     b->prio = p->rng;
     b->left = b->right = NULL;
     b->max_free = b->size;
-    block *l, *r;
-    t_split(p->free_root, b->off, &l, &r);
-    p->free_root = t_merge(t_merge(l, b), r);
+    p->free_root = t_put(p->free_root, b);
+}
+
+/* Takes b out of treap t: its children, merged, take its place. */
+static block *t_take(block *t, const block *b)
+{
+    if (t == b) return t_merge(b->left, b->right);
+    if (b->off < t->off) t->left = t_take(t->left, b);
+    else t->right = t_take(t->right, b);
+    t_fix(t);
+    return t;
 }
 
 static void t_remove(pool *p, block *b)
 {
-    block *l, *m, *r;
-    t_split(p->free_root, b->off, &l, &m);
-    t_split(m, b->off + 1, &m, &r);
-    p->free_root = t_merge(l, r);
+    p->free_root = t_take(p->free_root, b);
     b->left = b->right = NULL;
 }
 
