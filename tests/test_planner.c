@@ -533,8 +533,9 @@ static int same_as_fresh(void *ctx, const plan *p)
  * (where a climb's plan ends the search, and the climbs after it count for nothing),
  * and with one climb (also one that makes its moves every five decisions). The seeds
  * (each fixed policy's plans, the smallest and the threshold plans) are simulated on
- * the threads too and offered in their order: a search whose time is up at once ends
- * with the best of them, the same on one thread and on three. The tree after the
+ * the threads too, and the one offered is the one offering them in turn offers (the
+ * earliest of the fastest): a search whose time is up at once ends with it, the same
+ * on one thread and on three. The tree after the
  * climbs gets one node (it runs on one thread). Under a sanitizer, one cost table of
  * three. */
 START_TEST(climbs_on_threads_find_what_one_thread_finds)

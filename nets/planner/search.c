@@ -399,51 +399,62 @@ static vdnn_status branch(search *s)
     return st;
 }
 
-/* The plans of fixed policies: job k is pair[k / nmodes]'s (a policy and an algorithm
- * mode) with copy timing modes[k % nmodes], simulated into p[k]. */
+/* The plans of fixed policies: job i is pair[i]'s (a policy and an algorithm mode) at
+ * every copy timing, the fastest that fits into out[i] where fits[i] (on a tie the
+ * earlier timing), and the least time of them all into fastest[i]. */
 typedef struct policy_jobs {
     const int (*pair)[2];
-    int modes[TIMING_MODES], nmodes;
-    plan *p;
+    plan *out;
+    int *fits;
+    double *fastest;
 } policy_jobs;
 
-static vdnn_status policy_job(search *v, void *ctx, int thread, int k, int *stop)
+static vdnn_status policy_job(search *v, void *ctx, int thread, int i, int *stop)
 {
     (void)thread, (void)stop;
     policy_jobs *j = ctx;
-    const int *pa = j->pair[k / j->nmodes];
-    vdnn_status st = timing_plan(v->n, v->pr, (mem_policy)pa[0], (algo_mode)pa[1], j->modes[k % j->nmodes], &j->p[k]);
-    return st == VDNN_OK ? simulate(v, &j->p[k]) : st;
+    vdnn_status st = VDNN_OK;
+    for (int m = 0; m < TIMING_MODES && st == VDNN_OK; m++) {
+        if (mode_skipped(v->n, m)) continue;
+        plan p = {0};
+        st = timing_plan(v->n, v->pr, (mem_policy)j->pair[i][0], (algo_mode)j->pair[i][1], m, &p);
+        if (st == VDNN_OK) st = simulate(v, &p);
+        if (st == VDNN_OK && (j->fastest[i] < 0 || p.predicted_s < j->fastest[i])) j->fastest[i] = p.predicted_s;
+        if (st == VDNN_OK && p.peak_bytes <= v->budget && (!j->fits[i] || p.predicted_s < j->out[i].predicted_s)) {
+            if (j->fits[i]) plan_free(&j->out[i]);
+            j->out[i] = p;
+            p = (plan){0};
+            j->fits[i] = 1;
+        }
+        plan_free(&p);
+    }
+    return st;
 }
 
 /* For each of npairs (policy, algorithm mode) pairs, the fastest plan that fits over
- * every copy timing (on a tie the earlier), into out[i] where fits[i]; the plans are
- * simulated on the search's threads. None's with the fastest algorithms is the floor
+ * every copy timing (on a tie the earlier), into out[i] where fits[i]; the pairs are
+ * measured on the search's threads. None's with the fastest algorithms is the floor
  * (search.floor_s). */
 static vdnn_status policy_plans(search *s, const int (*pair)[2], int npairs, plan *out, int *fits)
 {
-    policy_jobs j = {.pair = pair};
-    for (int m = 0; m < TIMING_MODES; m++)
-        if (!mode_skipped(s->n, m)) j.modes[j.nmodes++] = m;
-    const int count = npairs * j.nmodes;
-    j.p = calloc((size_t)count, sizeof *j.p);
-    vdnn_status st = j.p ? on_threads(s, count, policy_job, &j) : vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
+    double *fastest = malloc((size_t)npairs * sizeof *fastest);
+    if (!fastest) return vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
     for (int i = 0; i < npairs; i++) {
         fits[i] = 0;
-        for (int x = 0; st == VDNN_OK && x < j.nmodes; x++) {
-            plan *p = &j.p[i * j.nmodes + x];
-            if (pair[i][0] == POLICY_NONE && pair[i][1] == ALGO_PERF && (s->floor_s < 0 || p->predicted_s < s->floor_s))
-                s->floor_s = p->predicted_s;
-            if (p->peak_bytes <= s->budget && (!fits[i] || p->predicted_s < out[i].predicted_s)) {
-                if (fits[i]) plan_free(&out[i]);
-                out[i] = *p;
-                *p = (plan){0};
-                fits[i] = 1;
-            }
+        fastest[i] = -1;
+    }
+    policy_jobs j = {.pair = pair, .out = out, .fits = fits, .fastest = fastest};
+    vdnn_status st = on_threads(s, npairs, policy_job, &j);
+    for (int i = 0; i < npairs; i++) {
+        if (st == VDNN_OK && pair[i][0] == POLICY_NONE && pair[i][1] == ALGO_PERF && fastest[i] >= 0 &&
+            (s->floor_s < 0 || fastest[i] < s->floor_s))
+            s->floor_s = fastest[i];
+        if (st != VDNN_OK && fits[i]) {
+            plan_free(&out[i]);
+            fits[i] = 0;
         }
     }
-    for (int k = 0; j.p && k < count; k++) plan_free(&j.p[k]);
-    free(j.p);
+    free(fastest);
     return st;
 }
 
@@ -954,30 +965,54 @@ static int variant_differs(const net *n, int v)
 }
 
 /* The seeds that each take a job of their own (threshold_plans, smallest_plans): job k
- * is what[k] (an algorithm mode or a variant, and a copy timing), its plan into p[k],
- * to be offered where ready[k]. */
+ * is what[k] (an algorithm mode or a variant, and a copy timing), its plan made in
+ * p[thread]. Each thread keeps the fastest of its jobs' plans that fits (best[thread],
+ * job best_k[thread]: a thread takes its jobs in order, so on a tie the earlier), and
+ * the fastest of those (on a tie the earlier job) is offered, which is what offering
+ * every plan in turn offers, with a plan or two per thread held at once. */
 typedef struct seed_jobs {
     int (*what)[2];
-    plan *p;
-    char *ready;
+    int threads;
+    plan *p, *best;
+    int *best_k;
 } seed_jobs;
 
-static vdnn_status seed_jobs_make(seed_jobs *j, int count)
+static vdnn_status seed_jobs_make(seed_jobs *j, const search *s, int count)
 {
+    j->threads = 1 + s->nhelper;
     j->what = calloc((size_t)count, sizeof *j->what);
-    j->p = calloc((size_t)count, sizeof *j->p);
-    j->ready = calloc((size_t)count, 1);
-    return j->what && j->p && j->ready ? VDNN_OK : vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
+    j->p = calloc((size_t)j->threads, sizeof *j->p);
+    j->best = calloc((size_t)j->threads, sizeof *j->best);
+    j->best_k = malloc((size_t)j->threads * sizeof *j->best_k);
+    if (!j->what || !j->p || !j->best || !j->best_k) return vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
+    for (int t = 0; t < j->threads; t++) j->best_k[t] = -1;
+    return VDNN_OK;
 }
 
-/* Jobs 0..count-1 of fn on the search's threads, then their plans offered in order. */
+/* Job k's plan, made and simulated in p[thread]: the thread's best where it fits and is
+ * faster. */
+static void seed_keep(const search *v, seed_jobs *j, int thread, int k)
+{
+    plan *p = &j->p[thread], *b = &j->best[thread];
+    if (p->peak_bytes <= v->budget && (j->best_k[thread] < 0 || p->predicted_s < b->predicted_s)) {
+        plan was = *b;
+        *b = *p;
+        *p = was;
+        j->best_k[thread] = k;
+    }
+    plan_free(p);
+}
+
+/* Jobs 0..count-1 of fn on the search's threads, then the fastest plan that fits offered. */
 static vdnn_status seed_jobs_run(search *s, seed_jobs *j, int count, job_fn fn)
 {
     vdnn_status st = on_threads(s, count, fn, j);
-    for (int k = 0; k < count; k++) {
-        if (st == VDNN_OK && j->ready[k]) st = offer(s, &j->p[k]);
-        plan_free(&j->p[k]);
-    }
+    int w = -1;
+    for (int t = 0; t < j->threads; t++)
+        if (j->best_k[t] >= 0 && (w < 0 || j->best[t].predicted_s < j->best[w].predicted_s ||
+                                  (j->best[t].predicted_s == j->best[w].predicted_s && j->best_k[t] < j->best_k[w])))
+            w = t;
+    if (st == VDNN_OK && w >= 0) st = offer(s, &j->best[w]);
     return st;
 }
 
@@ -993,9 +1028,14 @@ static void seed_jobs_timings(seed_jobs *j, const net *n, int what, int *count)
 
 static void seed_jobs_free(seed_jobs *j)
 {
+    for (int t = 0; t < j->threads; t++) {
+        if (j->p) plan_free(&j->p[t]);
+        if (j->best) plan_free(&j->best[t]);
+    }
     free(j->what);
     free(j->p);
-    free(j->ready);
+    free(j->best);
+    free(j->best_k);
 }
 
 /* vDNN's threshold idea: every map below map t that the search may offload goes to
@@ -1005,9 +1045,10 @@ static void seed_jobs_free(seed_jobs *j)
  * thousands of layers. */
 static vdnn_status threshold_job(search *v, void *ctx, int thread, int k, int *stop)
 {
-    (void)thread, (void)stop;
+    (void)stop;
     seed_jobs *j = ctx;
-    plan *p = &j->p[k];
+    plan *p = &j->p[thread];
+    plan_free(p);
     vdnn_status st = timing_plan(v->n, v->pr, POLICY_NONE, (algo_mode)j->what[k][0], j->what[k][1], p);
     int lo = 0, hi = v->n->nlayers + 1, best = -1;
     while (st == VDNN_OK && lo <= hi) {
@@ -1026,7 +1067,7 @@ static vdnn_status threshold_job(search *v, void *ctx, int thread, int k, int *s
         for (int i = 0; i <= v->n->nlayers; i++)
             if (free_map(v->n, i)) p->offload[i] = (unsigned char)(i < best);
         st = simulate(v, p);
-        j->ready[k] = st == VDNN_OK;   /* the least threshold that fits */
+        if (st == VDNN_OK) seed_keep(v, j, thread, k);
     }
     return st;
 }
@@ -1035,7 +1076,7 @@ static vdnn_status threshold_plans(search *s)
 {
     seed_jobs j = {0};
     int count = 0;
-    vdnn_status st = seed_jobs_make(&j, ALGO_MODE_COUNT * TIMING_MODES);
+    vdnn_status st = seed_jobs_make(&j, s, ALGO_MODE_COUNT * TIMING_MODES);
     for (int a = 0; st == VDNN_OK && a < ALGO_MODE_COUNT; a++) seed_jobs_timings(&j, s->n, a, &count);
     if (st == VDNN_OK) st = seed_jobs_run(s, &j, count, threshold_job);
     seed_jobs_free(&j);
@@ -1048,10 +1089,11 @@ static vdnn_status threshold_plans(search *s)
  * least peak kept in s->least) and offered. */
 static vdnn_status smallest_job(search *v, void *ctx, int thread, int k, int *stop)
 {
-    (void)thread, (void)stop;
+    (void)stop;
     seed_jobs *j = ctx;
     const int var = j->what[k][0];
-    plan *p = &j->p[k];
+    plan *p = &j->p[thread];
+    plan_free(p);
     decision *dec = NULL;
     int ndec = 0;
     vdnn_status st = variant_plan(v->n, v->pr, var < VARIANTS ? var : 0, j->what[k][1], p);
@@ -1063,7 +1105,7 @@ static vdnn_status smallest_job(search *v, void *ctx, int thread, int k, int *st
         st = simulate(v, p);
     }
     free(dec);
-    j->ready[k] = st == VDNN_OK;   /* offer() takes it where it fits */
+    if (st == VDNN_OK) seed_keep(v, j, thread, k);
     return st;
 }
 
@@ -1071,7 +1113,7 @@ static vdnn_status smallest_plans(search *s)
 {
     seed_jobs j = {0};
     int count = 0;
-    vdnn_status st = seed_jobs_make(&j, (VARIANTS + 1) * TIMING_MODES);
+    vdnn_status st = seed_jobs_make(&j, s, (VARIANTS + 1) * TIMING_MODES);
     for (int v = 0; st == VDNN_OK && v < VARIANTS + 1; v++)
         if (v == VARIANTS || !v || variant_differs(s->n, v)) seed_jobs_timings(&j, s->n, v, &count);
     if (st == VDNN_OK) st = seed_jobs_run(s, &j, count, smallest_job);
