@@ -535,9 +535,8 @@ static int same_as_fresh(void *ctx, const plan *p)
  * (each fixed policy's plans, the smallest and the threshold plans) are simulated on
  * the threads too, and the one offered is the one offering them in turn offers (the
  * earliest of the fastest): a search whose time is up at once ends with it, the same
- * on one thread and on three. The tree after the
- * climbs gets one node (it runs on one thread). Under a sanitizer, one cost table of
- * three. */
+ * on one thread and on three. The tree after the climbs gets one node (it runs on one
+ * thread). Under a sanitizer, one cost table of three. */
 START_TEST(climbs_on_threads_find_what_one_thread_finds)
 {
     if (UNDER_SANITIZER && _i) {

@@ -872,7 +872,7 @@ static vdnn_status climb(search *s, const plan *start, const round_hint *hint, i
     double *gain = calloc((size_t)ndec + 1, sizeof *gain);
     move *moves = calloc((size_t)ndec + 1, sizeof *moves);
     if (st == VDNN_OK && (!pick || !gain || !moves)) st = vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
-    const int most = s->chunk ? s->chunk : in_parts(s, ndec) ? CLIMB_PART : ndec;
+    const int most = !in_parts(s, ndec) ? ndec : s->chunk ? s->chunk : CLIMB_PART;
     const int parts = most ? (ndec + most - 1) / most : 0, size = parts ? (ndec + parts - 1) / parts : 0;
     for (int last = 0, round = 0; st == VDNN_OK && !last && !out_of_time(s);) {
         double sum = 0;
