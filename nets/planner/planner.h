@@ -174,6 +174,11 @@ vdnn_status sim_run_within(simulator *s, const plan *p, size_t cap, double *time
  * without a replay (a plan it had replayed before: the same results). */
 long sim_runs(const simulator *s);
 long sim_repeats(const simulator *s);
+/* How many of the replays took their evaluation batch's marks from an earlier one that
+ * ran the same forward pass from the same pool (simulate.c), and how many replays'
+ * peaks the evaluation set (first fit packing its blocks higher than the step's). */
+long sim_eval_repeats(const simulator *s);
+long sim_eval_peaks(const simulator *s);
 /* How many of the replays attached a clone of the net afresh: it keeps two attached,
  * each reused by a plan that places the parameters alike (swaps them alike). */
 long sim_attaches(const simulator *s);

@@ -10,19 +10,113 @@
 #include "vdnn/hash.h"
 #include "vdnn/rng.h"
 
+/* A table of what replays gave, by a key of every input they read: open addressing
+ * over a power of two of slots, each a hash (0: empty), a key and a value. It stops
+ * growing at max_bytes, or when memory is short: a replay is only repeated then. */
+typedef struct memo {
+    size_t key_bytes, value_bytes, max_bytes;
+    unsigned char *key;       /* the key in hand */
+    uint64_t *hash;
+    unsigned char *keys;      /* slot k's key at keys + k * key_bytes */
+    unsigned char *values;    /* and its value at values + k * value_bytes */
+    size_t nslots, count;
+} memo;
+
+static vdnn_status memo_init(memo *m, size_t key_bytes, size_t value_bytes, size_t max_bytes)
+{
+    *m = (memo){.key_bytes = key_bytes, .value_bytes = value_bytes, .max_bytes = max_bytes};
+    m->key = malloc(key_bytes);
+    return m->key ? VDNN_OK : vdnn_fail(VDNN_ENOMEM, "out of host memory for the simulator");
+}
+
+static void memo_free(memo *m)
+{
+    free(m->key);
+    free(m->hash);
+    free(m->keys);
+    free(m->values);
+}
+
+/* The key in hand's hash (never 0). */
+static uint64_t memo_hash(const memo *m)
+{
+    uint64_t h = vdnn_hash_bytes(VDNN_HASH_START, m->key, m->key_bytes);
+    return h ? h : 1;
+}
+
+/* The slot of the key in hand (hash h): its entry, or the empty slot it would go to. */
+static size_t memo_slot(const memo *m, uint64_t h)
+{
+    size_t k = (size_t)h & (m->nslots - 1);
+    while (m->hash[k] && (m->hash[k] != h || memcmp(m->keys + k * m->key_bytes, m->key, m->key_bytes)))
+        k = (k + 1) & (m->nslots - 1);
+    return k;
+}
+
+/* The value kept for the key in hand, or NULL. */
+static void *memo_get(const memo *m, uint64_t h)
+{
+    if (!m->nslots) return NULL;
+    size_t k = memo_slot(m, h);
+    return m->hash[k] ? m->values + k * m->value_bytes : NULL;
+}
+
+static void memo_put(memo *m, uint64_t h, const void *value)
+{
+    if (2 * (m->count + 1) > m->nslots) {
+        size_t n = m->nslots ? 2 * m->nslots : 1024;
+        if (n * (sizeof *m->hash + m->key_bytes + m->value_bytes) > m->max_bytes) return;
+        uint64_t *hash = calloc(n, sizeof *hash);
+        unsigned char *keys = malloc(n * m->key_bytes), *values = malloc(n * m->value_bytes);
+        if (!hash || !keys || !values) {
+            free(hash);
+            free(keys);
+            free(values);
+            return;
+        }
+        for (size_t k = 0; k < m->nslots; k++) {
+            if (!m->hash[k]) continue;
+            size_t at = (size_t)m->hash[k] & (n - 1);
+            while (hash[at]) at = (at + 1) & (n - 1);
+            hash[at] = m->hash[k];
+            memcpy(keys + at * m->key_bytes, m->keys + k * m->key_bytes, m->key_bytes);
+            memcpy(values + at * m->value_bytes, m->values + k * m->value_bytes, m->value_bytes);
+        }
+        free(m->hash);
+        free(m->keys);
+        free(m->values);
+        m->hash = hash;
+        m->keys = keys;
+        m->values = values;
+        m->nslots = n;
+    }
+    size_t k = memo_slot(m, h);
+    if (!m->hash[k]) m->count++;
+    m->hash[k] = h;
+    memcpy(m->keys + k * m->key_bytes, m->key, m->key_bytes);
+    memcpy(m->values + k * m->value_bytes, value, m->value_bytes);
+}
+
 /* A plan replayed before and what its replay gave. The searches meet the same plan
  * again and again (a climb's move is a plan its last round simulated; a node of the
  * branch and bound shares its smallest completion with its first child), and a replay
  * depends on nothing but the plan, so each is replayed once. */
-typedef struct memo_entry {
-    uint64_t hash;            /* 0: an empty slot */
+typedef struct replayed {
     double time_s, busy_s;
     size_t peak, used;
     size_t over;              /* > 0: the replay stopped past this cap (sim_run_within): */
-} memo_entry;                 /* peak SIZE_MAX, the real one unknown but over it */
+} replayed;                   /* peak SIZE_MAX, the real one unknown but over it */
 
-/* The memo stops growing at this many bytes (keys and slots together). */
+/* The plans' memo stops growing at this many bytes (keys and slots together). */
 #define SIM_MEMO_BYTES ((size_t)64 << 20)
+
+/* The evaluation batch that follows a replay's training step asks the same of the pool
+ * for every plan that runs the same forward pass (each layer's algorithm, which maps
+ * take their input's block, the swapped parameters, the release lag) from the pool as
+ * attached: most of a search's changes (a map offloaded or recomputed, a backward
+ * algorithm, the prefetch) leave it as it was, so its high-water marks are kept by
+ * that (a tenth of a replay's work). This table stops growing at this many bytes. */
+#define SIM_EVAL_BYTES ((size_t)16 << 20)
 
 /* A clone of the net attached to a simulated device of its own, its parameters placed
  * as a plan swaps them. */
@@ -47,12 +141,9 @@ struct simulator {
     long runs, attaches;
     size_t used_peak;         /* the last run's high-water mark of bytes in use */
     double busy_s;            /* and its compute stream's own work */
-    size_t key_bytes;         /* a plan's key: every field of it that a replay reads */
-    unsigned char *key;       /* the key of the plan in hand */
-    memo_entry *slot;         /* open addressing, a power of two of slots */
-    unsigned char *keys;      /* slot k's key at keys + k * key_bytes */
-    size_t nslots, count;
-    long hits;
+    memo plans;               /* replayed, by every field of a plan that a replay reads */
+    memo evals;               /* pool_marks of the evaluation batch, by eval_key */
+    long hits, eval_hits, eval_peaks;
 };
 
 vdnn_status sim_create(const net *n, const profile *pr, simulator **out)
@@ -64,9 +155,9 @@ vdnn_status sim_create(const net *n, const profile *pr, simulator **out)
     simulator *s = calloc(1, sizeof *s);
     if (!s) return vdnn_fail(VDNN_ENOMEM, "out of host memory for the simulator");
     s->pr = pr;
-    s->key_bytes = 5 * sizeof(int) + (size_t)n->nlayers * (2 + PASS_COUNT) + 1;
-    s->key = malloc(s->key_bytes);
-    vdnn_status st = s->key ? VDNN_OK : vdnn_fail(VDNN_ENOMEM, "out of host memory for the simulator");
+    const size_t L = (size_t)n->nlayers;
+    vdnn_status st = memo_init(&s->plans, 5 * sizeof(int) + L * (2 + PASS_COUNT) + 1, sizeof(replayed), SIM_MEMO_BYTES);
+    if (st == VDNN_OK) st = memo_init(&s->evals, 3 * L + 1, sizeof(pool_marks), SIM_EVAL_BYTES);
     for (int k = 0; k < SIM_NETS && st == VDNN_OK; k++) {
         st = net_clone(n, &s->net[k].m);
         if (st != VDNN_OK) break;
@@ -88,26 +179,27 @@ void sim_destroy(simulator *s)
         net_free(s->net[k].m);
         device_destroy(s->net[k].d);
     }
-    free(s->key);
-    free(s->slot);
-    free(s->keys);
+    memo_free(&s->plans);
+    memo_free(&s->evals);
     free(s);
 }
 
 long sim_runs(const simulator *s) { return s->runs; }
 long sim_repeats(const simulator *s) { return s->hits; }
+long sim_eval_repeats(const simulator *s) { return s->eval_hits; }
+long sim_eval_peaks(const simulator *s) { return s->eval_peaks; }
 long sim_attaches(const simulator *s) { return s->attaches; }
 size_t sim_used_peak(const simulator *s) { return s->used_peak; }
 double sim_busy_s(const simulator *s) { return s->busy_s; }
 
-/* p's key into s->key and its hash; 0 when p cannot be keyed (a plan of another net,
- * or one sim_run rejects: it is replayed, and fails there). */
+/* p's key into s->plans' key in hand and its hash; 0 when p cannot be keyed (a plan of
+ * another net, or one sim_run rejects: it is replayed, and fails there). */
 static uint64_t plan_key(simulator *s, const plan *p)
 {
     int n = s->net[0].m->nlayers;
     if (p->nlayers != n || !p->offload || !p->swap || !p->algo) return 0;
     const int head[5] = {p->micro, p->prefetch_ahead, p->release_lag, p->in_place, p->batch};
-    unsigned char *k = s->key;
+    unsigned char *k = s->plans.key;
     memcpy(k, head, sizeof head);
     k += sizeof head;
     memcpy(k, p->offload, (size_t)n + 1);
@@ -119,50 +211,26 @@ static uint64_t plan_key(simulator *s, const plan *p)
             if (p->algo[i][pass] < 0 || p->algo[i][pass] > UCHAR_MAX) return 0;
             *k++ = (unsigned char)p->algo[i][pass];
         }
-    uint64_t h = vdnn_hash_bytes(VDNN_HASH_START, s->key, s->key_bytes);
-    return h ? h : 1;
+    return memo_hash(&s->plans);
 }
 
-/* The slot of the key in hand: its entry, or the empty slot it would go to. */
-static size_t memo_slot(const simulator *s, uint64_t h)
+/* The key of the evaluation batch net m, trained by plan p, runs next (what its calls
+ * to the pool read) into s->evals' key in hand, and its hash; 0 where p has no such
+ * key (plan_key). m's fwd_in_place is as its training step's forward left it, which
+ * the evaluation's takes again (the same maps' decisions). */
+static uint64_t eval_key(simulator *s, const net *m, const plan *p)
 {
-    size_t k = (size_t)h & (s->nslots - 1);
-    while (s->slot[k].hash && (s->slot[k].hash != h || memcmp(s->keys + k * s->key_bytes, s->key, s->key_bytes)))
-        k = (k + 1) & (s->nslots - 1);
-    return k;
-}
-
-/* Keeps the key in hand's results; quietly does not once the memo is full or memory
- * is short (the replay is only repeated then). */
-static void memo_put(simulator *s, uint64_t h, double time_s, double busy_s, size_t peak, size_t used, size_t over)
-{
-    if (2 * (s->count + 1) > s->nslots) {
-        size_t n = s->nslots ? 2 * s->nslots : 1024;
-        if (n * (sizeof *s->slot + s->key_bytes) > SIM_MEMO_BYTES) return;
-        memo_entry *slot = calloc(n, sizeof *slot);
-        unsigned char *keys = malloc(n * s->key_bytes);
-        if (!slot || !keys) {
-            free(slot);
-            free(keys);
-            return;
-        }
-        for (size_t k = 0; k < s->nslots; k++) {
-            if (!s->slot[k].hash) continue;
-            size_t at = (size_t)s->slot[k].hash & (n - 1);
-            while (slot[at].hash) at = (at + 1) & (n - 1);
-            slot[at] = s->slot[k];
-            memcpy(keys + at * s->key_bytes, s->keys + k * s->key_bytes, s->key_bytes);
-        }
-        free(s->slot);
-        free(s->keys);
-        s->slot = slot;
-        s->keys = keys;
-        s->nslots = n;
+    const int n = m->nlayers;
+    if (p->release_lag < 0 || p->release_lag > UCHAR_MAX) return 0;
+    unsigned char *k = s->evals.key;
+    for (int i = 0; i < n; i++) {
+        if (p->algo[i][PASS_FWD] < 0 || p->algo[i][PASS_FWD] > UCHAR_MAX) return 0;
+        k[i] = (unsigned char)p->algo[i][PASS_FWD];
+        k[n + i] = p->swap[i];
+        k[2 * n + i] = m->fwd_in_place[i];
     }
-    size_t k = memo_slot(s, h);
-    if (!s->slot[k].hash) s->count++;
-    s->slot[k] = (memo_entry){.hash = h, .time_s = time_s, .busy_s = busy_s, .peak = peak, .used = used, .over = over};
-    memcpy(s->keys + k * s->key_bytes, s->key, s->key_bytes);
+    k[3 * n] = (unsigned char)p->release_lag;
+    return memo_hash(&s->evals);
 }
 
 /* Whether net a, attached for an earlier run, can replay p as it stands: p places the
@@ -220,20 +288,57 @@ vdnn_status sim_run(simulator *s, const plan *p, double *time_s, size_t *peak_by
     return sim_run_within(s, p, 0, time_s, peak_bytes);
 }
 
+/* net_replay of plan p on net a, the evaluation batch's marks taken from the memo where
+ * it has them: the pool as attached (what the evaluation starts from after a step that
+ * returned every block) then places the same blocks. Its marks kept are those it
+ * reaches from the attached ones; the step's and its together are the larger of each,
+ * as when it runs on from the step's. */
+static vdnn_status replay(simulator *s, sim_net *a, const plan *p, size_t cap, double *time_s)
+{
+    net *m = a->m;
+    pool *pl = device_pool(a->d);
+    step_result r = {0};
+    vdnn_status st = net_train_step(m, NULL, NULL, m->minibatch, 0.0, &r);
+    *time_s = device_sim_elapsed(a->d);
+    s->busy_s = device_sim_busy(a->d);
+    if (st != VDNN_OK) return st;
+    const uint64_t h = !pool_pending_bytes(pl) && pool_state_key(pl) == a->attached ? eval_key(s, m, p) : 0;
+    const pool_marks *kept = h ? memo_get(&s->evals, h) : NULL;
+    const pool_marks step = pool_get_marks(pl);
+    pool_marks e;
+    if (kept) {
+        s->eval_hits++;
+        e = *kept;
+        if (cap && e.frontier_peak > cap) return VDNN_EBUDGET;
+    } else {
+        if (h) pool_set_marks(pl, a->marks);
+        memset(&r, 0, sizeof r);
+        st = net_eval_batch(m, NULL, NULL, m->input.n, &r);
+        if (st != VDNN_OK) return st;
+        e = pool_get_marks(pl);
+        if (h) memo_put(&s->evals, h, &e);
+    }
+    s->eval_peaks += e.frontier_peak > step.frontier_peak;
+    pool_set_marks(pl, (pool_marks){
+                           .peak = step.peak > e.peak ? step.peak : e.peak,
+                           .live_peak = step.live_peak > e.live_peak ? step.live_peak : e.live_peak,
+                           .frontier_peak = step.frontier_peak > e.frontier_peak ? step.frontier_peak : e.frontier_peak,
+                       });
+    return VDNN_OK;
+}
+
 vdnn_status sim_run_within(simulator *s, const plan *p, size_t cap, double *time_s, size_t *peak_bytes)
 {
     uint64_t h = plan_key(s, p);
-    if (h && s->nslots) {
-        const memo_entry *e = &s->slot[memo_slot(s, h)];
-        /* a replay stopped past a cap answers for that cap and any lower one */
-        if (e->hash && (!e->over || (cap && cap <= e->over))) {
-            *time_s = e->time_s;
-            *peak_bytes = e->peak;
-            s->used_peak = e->used;
-            s->busy_s = e->busy_s;
-            s->hits++;
-            return VDNN_OK;
-        }
+    const replayed *e = h ? memo_get(&s->plans, h) : NULL;
+    /* a replay stopped past a cap answers for that cap and any lower one */
+    if (e && (!e->over || (cap && cap <= e->over))) {
+        *time_s = e->time_s;
+        *peak_bytes = e->peak;
+        s->used_peak = e->used;
+        s->busy_s = e->busy_s;
+        s->hits++;
+        return VDNN_OK;
     }
     sim_net *a = NULL;
     vdnn_status st = net_for(s, p, &a);
@@ -253,7 +358,7 @@ vdnn_status sim_run_within(simulator *s, const plan *p, size_t cap, double *time
     int over = cap && pool_frontier_peak(pl) > cap;
     if (!over) {
         pool_set_cap(pl, cap);
-        st = net_replay(a->m, a->m->minibatch, time_s, &s->busy_s);
+        st = replay(s, a, p, cap, time_s);
         pool_set_cap(pl, 0);
         over = cap && st == VDNN_EBUDGET;
     }
@@ -267,13 +372,15 @@ vdnn_status sim_run_within(simulator *s, const plan *p, size_t cap, double *time
         *peak_bytes = SIZE_MAX;
         s->busy_s = 0;
         s->used_peak = SIZE_MAX;
-        if (h) memo_put(s, h, *time_s, s->busy_s, SIZE_MAX, s->used_peak, cap);
+        if (h) memo_put(&s->plans, h, &(replayed){.time_s = *time_s, .peak = SIZE_MAX, .used = SIZE_MAX, .over = cap});
         return VDNN_OK;
     }
     *peak_bytes = pool_frontier_peak(pl);
     s->used_peak = pool_live_peak(pl);
     a->clean = st == VDNN_OK;
-    if (st == VDNN_OK && h) memo_put(s, h, *time_s, s->busy_s, *peak_bytes, s->used_peak, 0);
+    if (st == VDNN_OK && h)
+        memo_put(&s->plans, h,
+                 &(replayed){.time_s = *time_s, .busy_s = s->busy_s, .peak = *peak_bytes, .used = s->used_peak});
     return st;
 }
 
