@@ -113,16 +113,6 @@ static vdnn_status settle_after_forward(net *n, int j, int train)
     return VDNN_OK;
 }
 
-/* fetch_order: by first reader, the last layer's first; maps of one reader in map order
- * (the order the memory stream copies them in). */
-static int by_first_reader(const void *a, const void *b, void *ctx)
-{
-    const net *n = ctx;
-    int x = *(const int *)a, y = *(const int *)b;
-    int rx = n->maps[x].first_reader, ry = n->maps[y].first_reader;
-    return rx != ry ? (rx < ry) - (rx > ry) : (x > y) - (x < y);
-}
-
 /* When each map leaves the device in backward, for the plan the maps hold now: after
  * its last backward reader, or after the last recomputation that reads it, whichever
  * comes later. A dropped map x[p] is recomputed before its first backward reader, or
@@ -162,10 +152,24 @@ static void lifetimes(net *n)
         const fmap *in = &n->maps[n->layers[i]->input[0]];
         n->fwd_in_place[i] = net_in_place(n, i) && !in->offload && !in->recompute && in->release < 0;
     }
+    /* fetch_order: by first reader, the last layer's first; maps of one reader in map
+     * order (the order the memory stream copies them in). A map's first backward
+     * reader reads it as an input or as its own output, so the readers' maps give the
+     * order without a sort. */
     n->nfetch = 0;
-    for (int j = 0; j <= L; j++)
-        if (n->maps[j].offload && n->maps[j].first_reader >= 0) n->fetch_order[n->nfetch++] = j;
-    qsort_r(n->fetch_order, (size_t)n->nfetch, sizeof *n->fetch_order, by_first_reader, n);
+    for (int i = L - 1; i >= 0; i--) {
+        const layer *l = n->layers[i];
+        const int from = n->nfetch;
+        for (int k = 0; k <= l->ninputs; k++) {
+            int j = k < l->ninputs ? l->input[k] : i + 1, at = from;
+            if (!n->maps[j].offload || n->maps[j].first_reader != i) continue;
+            while (at < n->nfetch && n->fetch_order[at] < j) at++;
+            if (at < n->nfetch && n->fetch_order[at] == j) continue;   /* read twice */
+            memmove(&n->fetch_order[at + 1], &n->fetch_order[at], (size_t)(n->nfetch - at) * sizeof *n->fetch_order);
+            n->fetch_order[at] = j;
+            n->nfetch++;
+        }
+    }
 }
 
 /* ---- parameter swapping ---- */

@@ -545,6 +545,45 @@ START_TEST(test_residency)
 }
 END_TEST
 
+/* The maps backward prefetches, in the order the memory stream copies them: every
+ * offloaded map that a backward pass reads, by first backward reader (the last layer's
+ * first), the maps of one reader in map order. A map's first backward reader may be
+ * the layer that wrote it (a relu whose next reader, an [add], reads no input in
+ * backward: NET_D), or read it twice (the input through [concat]). Each policy, a
+ * step on the simulated device. */
+START_TEST(test_fetch_order)
+{
+    for (int p = POLICY_NONE; p < POLICY_COUNT; p++) {
+        net *n = tn_parse(inv_nets[_i], NULL);
+        n->policy = (mem_policy)p;
+        device_options o = {.kind = DEVICE_SIM, .budget_bytes = (size_t)1 << 40};
+        device *d = NULL;
+        ck_assert_int_eq(device_create(&o, &d), VDNN_OK);
+        ck_assert_msg(net_attach(n, d) == VDNN_OK, "%s", vdnn_errmsg());
+        step_result r;
+        ck_assert_msg(net_train_step(n, NULL, NULL, n->input.n, 0.0, &r) == VDNN_OK, "%s", vdnn_errmsg());
+        int want[64], count = 0, left[64];
+        ck_assert_int_lt(n->nlayers, 64);
+        for (int j = 0; j <= n->nlayers; j++) left[j] = n->maps[j].offload && net_first_reader(n, j) >= 0;
+        for (;;) {   /* the next: the latest first reader, then the lowest map */
+            int next = -1;
+            for (int j = 0; j <= n->nlayers; j++)
+                if (left[j] && (next < 0 || net_first_reader(n, j) > net_first_reader(n, next))) next = j;
+            if (next < 0) break;
+            left[next] = 0;
+            want[count++] = next;
+        }
+        ck_assert_msg(n->nfetch == count, "net %d, policy %s: %d maps to fetch, %d offloaded that backward reads", _i,
+                      policy_name((mem_policy)p), n->nfetch, count);
+        for (int k = 0; k < count; k++)
+            ck_assert_msg(n->fetch_order[k] == want[k], "net %d, policy %s: fetch %d is x[%d], not x[%d]", _i,
+                          policy_name((mem_policy)p), k, n->fetch_order[k], want[k]);
+        net_free(n);
+        device_destroy(d);
+    }
+}
+END_TEST
+
 /* ---- overlap ---- */
 
 /* Four blocks of a 3x3 convolution of 64 channels on maps of about 32x32 (about 10 ms
@@ -1086,6 +1125,7 @@ static Suite *offload_suite(void)
     TCase *res = tcase_create("residency");
     tcase_set_timeout(res, 60);
     tcase_add_loop_test(res, test_residency, 0, NINV);
+    tcase_add_loop_test(res, test_fetch_order, 0, NINV);
     suite_add_tcase(s, res);
 
     TCase *ov = tcase_create("overlap");
