@@ -40,7 +40,7 @@ static void memo_free(memo *m)
 /* The key in hand's hash (never 0). */
 static uint64_t memo_hash(const memo *m)
 {
-    uint64_t h = vdnn_hash_bytes(VDNN_HASH_START, m->key, m->key_bytes);
+    uint64_t h = vdnn_hash_mem(m->key, m->key_bytes);
     return h ? h : 1;
 }
 
