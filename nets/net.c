@@ -890,6 +890,8 @@ vdnn_status net_attach(net *n, device *d)
     return st == VDNN_OK ? net_plan_static(n, n->policy, n->algo) : st;
 }
 
+static vdnn_status place_params(net *n, int from);
+
 vdnn_status net_attach_unplanned(net *n, device *d)
 {
     if (n->dev) return vdnn_fail(VDNN_EINVAL, "the net is already on a device");
@@ -911,16 +913,46 @@ vdnn_status net_attach_unplanned(net *n, device *d)
         n->maps[j].first_reader = net_first_reader(n, j);
     }
     for (int i = 0; i < n->nlayers; i++) {
-        layer *l = n->layers[i];
-        vdnn_status st = layer_bind(l, d);
+        vdnn_status st = layer_bind(n->layers[i], d);
         if (st != VDNN_OK) return st;
-        if (net_policy_swaps(n, i, n->policy)) l->swap = 1;
-        st = n->plan_only ? layer_place_params(l, d)
-             : l->swap    ? layer_alloc_params_host(l, d, n->train.seed)
-                          : layer_alloc_params(l, d, n->train.seed);
+        if (net_policy_swaps(n, i, n->policy)) n->layers[i]->swap = 1;
+    }
+    return place_params(n, 0);
+}
+
+/* The parameters of layers from.. placed as their swap flags say (on the device, or in
+ * host memory for a swapped layer), in layer order, then the label buffer: attaching
+ * places nothing else, so a fresh pool holds these blocks end to end. */
+static vdnn_status place_params(net *n, int from)
+{
+    for (int i = from; i < n->nlayers; i++) {
+        layer *l = n->layers[i];
+        vdnn_status st = n->plan_only ? layer_place_params(l, n->dev)
+                         : l->swap    ? layer_alloc_params_host(l, n->dev, n->train.seed)
+                                      : layer_alloc_params(l, n->dev, n->train.seed);
         if (st != VDNN_OK) return st;
     }
-    return device_alloc(d, (size_t)n->input.n * sizeof(int32_t), "input", "labels", (void **)&n->labels);
+    return device_alloc(n->dev, (size_t)n->input.n * sizeof(int32_t), "input", "labels", (void **)&n->labels);
+}
+
+vdnn_status net_replace_params(net *n, int from)
+{
+    if (!n->dev || from < 0 || from > n->nlayers)
+        return vdnn_fail(VDNN_EINVAL, "net_replace_params: layer %d of a net of %d layers%s", from, n->nlayers,
+                         n->dev ? "" : ", not attached");
+    pool *pl = device_pool(n->dev);
+    size_t kept = 0;   /* the bytes the layers before `from` hold on the device */
+    for (int i = 0; i < from; i++)
+        if (!n->layers[i]->swap) kept += layer_param_bytes(n->layers[i]);
+    device_free(n->dev, n->labels);
+    n->labels = NULL;
+    for (int i = from; i < n->nlayers; i++) layer_free_params(n->layers[i], n->dev);
+    pool_reclaim(pl, 1);
+    if (pool_used_bytes(pl) != kept)
+        return vdnn_fail(VDNN_EINVAL, "net_replace_params: the device holds %zu bytes besides the parameters", 
+                         pool_used_bytes(pl) - kept);
+    pool_set_marks(pl, (pool_marks){kept, kept, kept});
+    return place_params(n, from);
 }
 
 vdnn_status net_check_drawn(const net *n, const char *what)

@@ -196,6 +196,11 @@ vdnn_status net_attach(net *n, device *d);
 /* net_attach() without the plan: for a caller that applies one of its own at once
  * (plan_apply; the simulator attaches for thousands of plans). */
 vdnn_status net_attach_unplanned(net *n, device *d);
+/* Places the parameters of layers from.. (and the label buffer) again, as their swap
+ * flags now say, on a net attached with nothing else on its device (between steps):
+ * the device's pool is then as attaching the net with these flags leaves a fresh one,
+ * its high-water marks included (the simulator tries many placements of one net). */
+vdnn_status net_replace_params(net *n, int from);
 /* Returns everything the net holds on its device (parameters, host buffers). */
 void net_detach(net *n);
 /* VDNN_EINVAL, naming `what`, when the net's parameters hold no values (plan_only). */

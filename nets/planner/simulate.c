@@ -246,8 +246,19 @@ static int reusable(const sim_net *a, const plan *p)
     return !pool_pending_bytes(pl) && pool_state_key(pl) == a->attached;
 }
 
-/* The net to replay p on: one that can as it stands, else the one used least recently,
- * attached afresh with p's swaps. */
+/* The first layer whose parameters p places otherwise than net a has them (on the
+ * device or in host memory), or nlayers. */
+static int first_moved(const sim_net *a, const plan *p)
+{
+    int i = 0;
+    while (i < p->nlayers && !p->swap[i] == !a->m->layers[i]->swap) i++;
+    return i;
+}
+
+/* The net to replay p on: one that can as it stands, else the one used least recently
+ * with p's swaps: its parameters placed again from the first layer p places otherwise
+ * where it stands between steps (net_replace_params: as attached afresh, without a
+ * new device, arrays and names), else attached afresh to a new device. */
 static vdnn_status net_for(simulator *s, const plan *p, sim_net **out)
 {
     sim_net *a = NULL;
@@ -259,18 +270,28 @@ static vdnn_status net_for(simulator *s, const plan *p, sim_net **out)
         a = &s->net[0];
         for (int k = 1; k < SIM_NETS; k++)
             if (s->net[k].used < a->used) a = &s->net[k];
-        /* a fresh device: the parameters placed into an empty pool */
         s->attaches++;
-        net_detach(a->m);
-        device_destroy(a->d);
-        a->d = NULL;
-        device_options o = {.kind = DEVICE_SIM, .budget_bytes = (size_t)1 << 50};
-        vdnn_status st = device_create(&o, &a->d);
-        /* swapping decides where the parameters are placed: before attaching */
-        for (int i = 0; st == VDNN_OK && i < a->m->nlayers && p->swap && i < p->nlayers; i++)
-            a->m->layers[i]->swap = p->swap[i];
-        a->m->policy = POLICY_NONE;   /* the plan's swaps, not a config's `policy = swap` */
-        if (st == VDNN_OK) st = net_attach_unplanned(a->m, a->d);   /* plan_apply below plans it */
+        vdnn_status st = VDNN_EINVAL;
+        const pool *held = a->d ? device_pool(a->d) : NULL;
+        if (held && a->clean && p->swap && p->nlayers == a->m->nlayers && !pool_pending_bytes(held) &&
+            pool_state_key(held) == a->attached) {
+            int from = first_moved(a, p);
+            for (int i = from; i < a->m->nlayers; i++) a->m->layers[i]->swap = p->swap[i];
+            st = net_replace_params(a->m, from);
+        }
+        if (st != VDNN_OK) {
+            /* a fresh device: the parameters placed into an empty pool */
+            net_detach(a->m);
+            device_destroy(a->d);
+            a->d = NULL;
+            device_options o = {.kind = DEVICE_SIM, .budget_bytes = (size_t)1 << 50};
+            st = device_create(&o, &a->d);
+            /* swapping decides where the parameters are placed: before attaching */
+            for (int i = 0; st == VDNN_OK && i < a->m->nlayers && p->swap && i < p->nlayers; i++)
+                a->m->layers[i]->swap = p->swap[i];
+            a->m->policy = POLICY_NONE;   /* the plan's swaps, not a config's `policy = swap` */
+            if (st == VDNN_OK) st = net_attach_unplanned(a->m, a->d);   /* plan_apply below plans it */
+        }
         if (st == VDNN_OK) {
             a->attached = pool_state_key(device_pool(a->d));
             a->marks = pool_get_marks(device_pool(a->d));
