@@ -944,13 +944,13 @@ vdnn_status net_replace_params(net *n, int from)
     size_t kept = 0;   /* the bytes the layers before `from` hold on the device */
     for (int i = 0; i < from; i++)
         if (!n->layers[i]->swap) kept += layer_param_bytes(n->layers[i]);
-    device_free(n->dev, n->labels);
+    if (n->labels) device_free(n->dev, n->labels);
     n->labels = NULL;
     for (int i = from; i < n->nlayers; i++) layer_free_params(n->layers[i], n->dev);
     pool_reclaim(pl, 1);
     if (pool_used_bytes(pl) != kept)
-        return vdnn_fail(VDNN_EINVAL, "net_replace_params: the device holds %zu bytes besides the parameters", 
-                         pool_used_bytes(pl) - kept);
+        return vdnn_fail(VDNN_EINVAL, "net_replace_params: the device holds %zu bytes, the parameters kept %zu",
+                         pool_used_bytes(pl), kept);
     pool_set_marks(pl, (pool_marks){kept, kept, kept});
     return place_params(n, from);
 }

@@ -199,7 +199,8 @@ vdnn_status net_attach_unplanned(net *n, device *d);
 /* Places the parameters of layers from.. (and the label buffer) again, as their swap
  * flags now say, on a net attached with nothing else on its device (between steps):
  * the device's pool is then as attaching the net with these flags leaves a fresh one,
- * its high-water marks included (the simulator tries many placements of one net). */
+ * its high-water marks included (the simulator tries many placements of one net). On
+ * failure (the device held more) the net is to be detached. */
 vdnn_status net_replace_params(net *n, int from);
 /* Returns everything the net holds on its device (parameters, host buffers). */
 void net_detach(net *n);
