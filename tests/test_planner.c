@@ -1080,6 +1080,38 @@ START_TEST(simulator_keeps_two_nets_attached)
 }
 END_TEST
 
+/* A plan the net cannot run (a recomputation through a swapped layer) is refused
+ * before anything of it is applied: the net it was to run on stays attached and the
+ * next plan that swaps alike reuses it. */
+START_TEST(a_refused_plan_leaves_the_net_attached)
+{
+    net *n = tn_parse(CLIMB_NET, NULL);
+    profile pr;
+    synthetic_profile(n, 5, &pr);
+    plan p;
+    ck_assert(plan_policy(n, &pr, POLICY_NONE, ALGO_PERF, PREFETCH_NEXT, 1, &p) == VDNN_OK);
+    /* the first convolution swapped, and its output (which batch norm's backward
+     * reads) the map to recompute: that runs the convolution again */
+    ck_assert(layer_swappable(n->layers[0]) && net_first_reader(n, 1) >= 0);
+    p.swap[0] = SWAP_HOST;
+    simulator *s;
+    ck_assert(sim_create(n, &pr, &s) == VDNN_OK);
+    double t;
+    size_t peak;
+    ck_assert_msg(sim_run(s, &p, &t, &peak) == VDNN_OK, "%s", vdnn_errmsg());
+    p.offload[1] = MAP_RECOMPUTE;
+    ck_assert_int_eq(sim_run(s, &p, &t, &peak), VDNN_EINVAL);
+    p.offload[1] = MAP_OFFLOAD;
+    ck_assert_msg(sim_run(s, &p, &t, &peak) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_int_eq(sim_runs(s), 2);
+    ck_assert_int_eq(sim_attaches(s), 1);
+    sim_destroy(s);
+    plan_free(&p);
+    profile_free(&pr);
+    net_free(n);
+}
+END_TEST
+
 /* One change to plan p of net n from random bits r: a layer's algorithm for a pass
  * (forward only where `forward`), where its parameters live, how a map is kept, the
  * copy timing or the way in-place layers run (the last three only where `forward`).
@@ -1475,6 +1507,7 @@ static Suite *planner_suite(void)
     tcase_add_test(t, vdnn_ladder_follows_the_paper);
     tcase_add_test(t, simulator_reuse_is_exact);
     tcase_add_test(t, simulator_keeps_two_nets_attached);
+    tcase_add_test(t, a_refused_plan_leaves_the_net_attached);
     tcase_add_test(t, a_remembered_evaluation_sets_the_peak_as_a_replayed_one);
     tcase_add_loop_test(t, capped_replays_answer_as_full_ones, 0, 2);
     tcase_add_test(t, a_climb_ends_after_a_round_of_small_gains);

@@ -114,55 +114,62 @@ vdnn_status plan_from_net(const net *n, plan *p)
     return VDNN_OK;
 }
 
-/* The map decisions of a plan: keep, offload or recompute, the last two only where a
- * backward pass reads the map, and no recomputation that runs a swapped layer again. */
+/* Map j's decision: keep, offload or recompute, the last two only where a backward pass
+ * reads the map, and no recomputation that runs a swapped layer again (swapped: from
+ * net_recompute_runs_swapped; read only for a recomputed map). */
+static vdnn_status check_map(const plan *p, const net *n, int j, const int *swapped, const char *who)
+{
+    if (p->offload[j] > MAP_RECOMPUTE)
+        return vdnn_fail(VDNN_EINVAL, "%s: x[%d]: map decision %d is not keep, offload or recompute", who, j,
+                         p->offload[j]);
+    if (p->offload[j] && !plan_offloadable(n, j))
+        return vdnn_fail(VDNN_EINVAL, "%s: the plan %s x[%d] (%s%s), but no backward pass reads it", who,
+                         p->offload[j] == MAP_RECOMPUTE ? "recomputes" : "offloads", j,
+                         j == n->nlayers ? "the loss output" : j ? net_map_name(n, j) : "the input",
+                         j && j < n->nlayers ? "'s output" : "");
+    if (p->offload[j] == MAP_RECOMPUTE && j == 0)
+        return vdnn_fail(VDNN_EINVAL, "%s: x[0], the input, cannot be recomputed", who);
+    /* recomputing x[j] runs the layers back to the nearest kept maps */
+    if (p->offload[j] == MAP_RECOMPUTE && swapped[j] >= 0)
+        return vdnn_fail(VDNN_EINVAL, "%s: recomputing x[%d] (%s's output) would run %s again, whose parameters "
+                         "are swapped", who, j, net_map_name(n, j), n->layers[swapped[j]]->name);
+    return VDNN_OK;
+}
+
+/* Every map's decision (check_map). */
 static vdnn_status check_maps(const plan *p, const net *n, const char *who)
 {
     int *swapped = malloc((size_t)(n->nlayers + 1) * sizeof *swapped);
     if (!swapped) return vdnn_fail(VDNN_ENOMEM, "%s: out of host memory checking the plan", who);
     net_recompute_runs_swapped(n, p->offload, p->swap, swapped);
     vdnn_status st = VDNN_OK;
-    for (int j = 0; j <= n->nlayers && st == VDNN_OK; j++) {
-        if (p->offload[j] > MAP_RECOMPUTE)
-            st = vdnn_fail(VDNN_EINVAL, "%s: x[%d]: map decision %d is not keep, offload or recompute", who, j,
-                           p->offload[j]);
-        else if (p->offload[j] && !plan_offloadable(n, j))
-            st = vdnn_fail(VDNN_EINVAL, "%s: the plan %s x[%d] (%s%s), but no backward pass reads it", who,
-                           p->offload[j] == MAP_RECOMPUTE ? "recomputes" : "offloads", j,
-                           j == n->nlayers ? "the loss output" : j ? net_map_name(n, j) : "the input",
-                           j && j < n->nlayers ? "'s output" : "");
-        else if (p->offload[j] == MAP_RECOMPUTE && j == 0)
-            st = vdnn_fail(VDNN_EINVAL, "%s: x[0], the input, cannot be recomputed", who);
-        /* recomputing x[j] runs the layers back to the nearest kept maps */
-        else if (p->offload[j] == MAP_RECOMPUTE && swapped[j] >= 0)
-            st = vdnn_fail(VDNN_EINVAL, "%s: recomputing x[%d] (%s's output) would run %s again, whose parameters "
-                           "are swapped", who, j, net_map_name(n, j), n->layers[swapped[j]]->name);
-    }
+    for (int j = 0; j <= n->nlayers && st == VDNN_OK; j++) st = check_map(p, n, j, swapped, who);
     free(swapped);
     return st;
 }
 
-vdnn_status plan_check(const plan *p, const net *n, const char *who)
+static vdnn_status check_algo(const plan *p, const net *n, int i, int pass, const char *who)
 {
-    if (p->nlayers != n->nlayers || !p->offload || !p->algo)
-        return vdnn_fail(VDNN_EINVAL, "%s: the plan has %d layers, the net has %d (a plan of another net?)", who,
-                         p->nlayers, n->nlayers);
-    for (int i = 0; i < n->nlayers; i++)
-        for (int pass = 0; pass < PASS_COUNT; pass++) {
-            int a = p->algo[i][pass], count = layer_algo_count(n->layers[i], pass);
-            if (a < 0 || a >= count)
-                return vdnn_fail(VDNN_EINVAL, "%s: %s: %s algorithm %d does not exist (the layer has %d)", who,
-                                 n->layers[i]->name, plan_pass_names[pass], a, count);
-        }
-    for (int i = 0; i < n->nlayers; i++) {
-        if (p->swap[i] > SWAP_DEVICE)
-            return vdnn_fail(VDNN_EINVAL, "%s: %s: swap mode %d is not 0, 1 or 2", who, n->layers[i]->name, p->swap[i]);
-        if (p->swap[i] && !layer_swappable(n->layers[i]))
-            return vdnn_fail(VDNN_EINVAL, "%s: %s's parameters cannot be swapped (%s)", who, n->layers[i]->name,
-                             n->layers[i]->nparams ? "its forward pass updates state in them" : "it has none");
-    }
-    vdnn_status st = check_maps(p, n, who);
-    if (st != VDNN_OK) return st;
+    int a = p->algo[i][pass], count = layer_algo_count(n->layers[i], pass);
+    if (a < 0 || a >= count)
+        return vdnn_fail(VDNN_EINVAL, "%s: %s: %s algorithm %d does not exist (the layer has %d)", who,
+                         n->layers[i]->name, plan_pass_names[pass], a, count);
+    return VDNN_OK;
+}
+
+static vdnn_status check_swap(const plan *p, const net *n, int i, const char *who)
+{
+    if (p->swap[i] > SWAP_DEVICE)
+        return vdnn_fail(VDNN_EINVAL, "%s: %s: swap mode %d is not 0, 1 or 2", who, n->layers[i]->name, p->swap[i]);
+    if (p->swap[i] && !layer_swappable(n->layers[i]))
+        return vdnn_fail(VDNN_EINVAL, "%s: %s's parameters cannot be swapped (%s)", who, n->layers[i]->name,
+                         n->layers[i]->nparams ? "its forward pass updates state in them" : "it has none");
+    return VDNN_OK;
+}
+
+/* The plan's settings that are not per layer or map. */
+static vdnn_status check_settings(const plan *p, const net *n, const char *who)
+{
     if (p->micro != n->micro)
         return vdnn_fail(VDNN_EINVAL, "%s: the plan's micro-batches are of %d items, the net's of %d (0: no split)",
                          who, p->micro, n->micro);
@@ -176,28 +183,98 @@ vdnn_status plan_check(const plan *p, const net *n, const char *who)
     return VDNN_OK;
 }
 
+static int same_size(const plan *p, const net *n)
+{
+    return p->nlayers == n->nlayers && p->offload && p->algo && p->swap;
+}
+
+vdnn_status plan_check(const plan *p, const net *n, const char *who)
+{
+    if (!same_size(p, n))
+        return vdnn_fail(VDNN_EINVAL, "%s: the plan has %d layers, the net has %d (a plan of another net?)", who,
+                         p->nlayers, n->nlayers);
+    vdnn_status st = VDNN_OK;
+    for (int i = 0; i < n->nlayers && st == VDNN_OK; i++)
+        for (int pass = 0; pass < PASS_COUNT && st == VDNN_OK; pass++) st = check_algo(p, n, i, pass, who);
+    for (int i = 0; i < n->nlayers && st == VDNN_OK; i++) st = check_swap(p, n, i, who);
+    if (st == VDNN_OK) st = check_maps(p, n, who);
+    return st == VDNN_OK ? check_settings(p, n, who) : st;
+}
+
+/* Parameters are placed when the net is attached (on the device, or in host memory
+ * for a swapped layer): a plan for an attached net places them alike. */
+static vdnn_status check_placed(const plan *p, const net *n, int i)
+{
+    if (!n->dev || !p->swap[i] == !n->layers[i]->swap) return VDNN_OK;
+    return vdnn_fail(VDNN_EINVAL, "plan_apply: the plan %s %s's parameters, but the net is on its device with "
+                     "them %s; swapping is decided before the parameters are placed (net_attach)",
+                     p->swap[i] ? "swaps" : "keeps", n->layers[i]->name,
+                     n->layers[i]->swap ? "in host memory" : "on the device");
+}
+
+/* Layer i's algorithms and swap mode from p (placement is fixed once attached; where
+ * a swapped layer updates is not). */
+static void set_layer(net *n, const plan *p, int i)
+{
+    memcpy(n->layers[i]->algo, p->algo[i], sizeof p->algo[i]);
+    if (!n->dev || (p->swap[i] && n->layers[i]->swap)) n->layers[i]->swap = p->swap[i];
+}
+
+static void set_map(net *n, const plan *p, int j)
+{
+    n->maps[j].offload = p->offload[j] == MAP_OFFLOAD;
+    n->maps[j].recompute = p->offload[j] == MAP_RECOMPUTE;
+}
+
+static void set_settings(net *n, const plan *p)
+{
+    n->prefetch_ahead = p->prefetch_ahead;
+    n->release_lag = p->release_lag;
+    n->in_place = p->in_place;
+}
+
 vdnn_status plan_apply(net *n, const plan *p)
 {
     /* all checks first, so that a rejected plan leaves the net as it was */
     vdnn_status st = plan_check(p, n, "plan_apply");
+    for (int i = 0; st == VDNN_OK && i < n->nlayers; i++) st = check_placed(p, n, i);
     if (st != VDNN_OK) return st;
-    for (int i = 0; n->dev && i < n->nlayers; i++)
-        if (!p->swap[i] != !n->layers[i]->swap)
-            return vdnn_fail(VDNN_EINVAL, "plan_apply: the plan %s %s's parameters, but the net is on its device with "
-                             "them %s; swapping is decided before the parameters are placed (net_attach)",
-                             p->swap[i] ? "swaps" : "keeps", n->layers[i]->name,
-                             n->layers[i]->swap ? "in host memory" : "on the device");
-    for (int i = 0; i < n->nlayers; i++) memcpy(n->layers[i]->algo, p->algo[i], sizeof p->algo[i]);
-    for (int j = 0; n->maps && j <= n->nlayers; j++) {
-        n->maps[j].offload = p->offload[j] == MAP_OFFLOAD;
-        n->maps[j].recompute = p->offload[j] == MAP_RECOMPUTE;
+    for (int i = 0; i < n->nlayers; i++) set_layer(n, p, i);
+    for (int j = 0; n->maps && j <= n->nlayers; j++) set_map(n, p, j);
+    set_settings(n, p);
+    return VDNN_OK;
+}
+
+vdnn_status plan_apply_from(net *n, const plan *p, const plan *prev)
+{
+    if (!prev || !same_size(prev, n) || !same_size(p, n) || !n->maps) return plan_apply(n, p);
+    const char *who = "plan_apply";
+    vdnn_status st = VDNN_OK;
+    /* The net holds maps, so it is attached and its parameters placed: a swap that
+     * changes passes only from one way of swapping to the other, and which
+     * recomputations run a swapped layer depends on whether it is swapped alone. */
+    for (int i = 0; i < n->nlayers && st == VDNN_OK; i++) {
+        for (int pass = 0; pass < PASS_COUNT && st == VDNN_OK; pass++)
+            if (p->algo[i][pass] != prev->algo[i][pass]) st = check_algo(p, n, i, pass, who);
+        if (st == VDNN_OK && p->swap[i] != prev->swap[i]) st = check_swap(p, n, i, who);
+        if (st == VDNN_OK && p->swap[i] != prev->swap[i]) st = check_placed(p, n, i);
     }
-    /* placement is fixed once attached; where a swapped layer updates is not */
+    /* a map now or before recomputed: which recomputations run a swapped layer may have
+     * changed (they go back through recomputed maps alone), and every map is checked */
+    int maps = 0;
+    for (int j = 0; j <= n->nlayers && st == VDNN_OK && !maps; j++)
+        if (p->offload[j] != prev->offload[j]) {
+            maps = p->offload[j] == MAP_RECOMPUTE || prev->offload[j] == MAP_RECOMPUTE;
+            if (!maps) st = check_map(p, n, j, NULL, who);
+        }
+    if (st == VDNN_OK && maps) st = check_maps(p, n, who);
+    if (st == VDNN_OK) st = check_settings(p, n, who);
+    if (st != VDNN_OK) return st;
     for (int i = 0; i < n->nlayers; i++)
-        if (!n->dev || (p->swap[i] && n->layers[i]->swap)) n->layers[i]->swap = p->swap[i];
-    n->prefetch_ahead = p->prefetch_ahead;
-    n->release_lag = p->release_lag;
-    n->in_place = p->in_place;
+        if (p->swap[i] != prev->swap[i] || memcmp(p->algo[i], prev->algo[i], sizeof p->algo[i])) set_layer(n, p, i);
+    for (int j = 0; j <= n->nlayers; j++)
+        if (p->offload[j] != prev->offload[j]) set_map(n, p, j);
+    set_settings(n, p);
     return VDNN_OK;
 }
 

@@ -132,6 +132,10 @@ vdnn_status plan_copy(plan *dst, const plan *src);
  * that does not is rejected and the net left as it was). n->policy is not changed. */
 vdnn_status plan_from_net(const net *n, plan *p);
 vdnn_status plan_apply(net *n, const plan *p);
+/* plan_apply to a net that runs `prev` (applied to it since it was attached, and nothing
+ * else): only what p changes is checked and set (the simulator replays plan after plan
+ * one decision apart). Without prev, plan_apply. */
+vdnn_status plan_apply_from(net *n, const plan *p, const plan *prev);
 /* The plan of a fixed policy (none/all/conv) with the fastest measured algorithms
  * (from the profile; NULL: the net's current algorithms) or the smallest-workspace
  * ones, and the given copy timing. Per-layer config overrides (offload=, algo=) win. */

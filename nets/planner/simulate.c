@@ -123,9 +123,11 @@ typedef struct replayed {
 typedef struct sim_net {
     net *m;
     device *d;
+    plan applied;             /* the plan m runs (plan_apply_from), when has_applied */
+    int has_applied;
     uint64_t attached;        /* the pool's state key once the net was attached, */
     pool_marks marks;         /* and its marks; */
-    int clean;                /* the last replay on it succeeded: the net and pool are reusable */
+    int clean;                /* the pool as attached (its last replay succeeded, or none since): reusable */
     long used;                /* the run that last used it */
 } sim_net;
 
@@ -178,6 +180,7 @@ void sim_destroy(simulator *s)
     for (int k = 0; k < SIM_NETS; k++) {
         net_free(s->net[k].m);
         device_destroy(s->net[k].d);
+        plan_free(&s->net[k].applied);
     }
     memo_free(&s->plans);
     memo_free(&s->evals);
@@ -240,10 +243,32 @@ static uint64_t eval_key(simulator *s, const net *m, const plan *p)
 static int reusable(const sim_net *a, const plan *p)
 {
     if (!a->d || !a->clean || !p->swap || p->nlayers != a->m->nlayers) return 0;
+    const unsigned char *placed = a->has_applied ? a->applied.swap : NULL;   /* as the layers have them */
     for (int i = 0; i < p->nlayers; i++)
-        if (!p->swap[i] != !a->m->layers[i]->swap) return 0;
+        if (!p->swap[i] != !(placed ? placed[i] : a->m->layers[i]->swap)) return 0;
     const pool *pl = device_pool(a->d);
     return !pool_pending_bytes(pl) && pool_state_key(pl) == a->attached;
+}
+
+/* p, just applied to a's net, kept as the plan it runs: into the arrays of the last
+ * one (a replay's worth of allocations saved), or a copy. */
+static void remember_applied(sim_net *a, const plan *p)
+{
+    plan *k = &a->applied;
+    const int n = p->nlayers;
+    if (k->nlayers == n && k->offload && k->swap && k->algo) {
+        memcpy(k->offload, p->offload, (size_t)n + 1);
+        memcpy(k->swap, p->swap, (size_t)n);
+        memcpy(k->algo, p->algo, (size_t)n * sizeof *p->algo);
+        k->micro = p->micro;
+        k->prefetch_ahead = p->prefetch_ahead;
+        k->release_lag = p->release_lag;
+        k->in_place = p->in_place;
+        a->has_applied = 1;
+        return;
+    }
+    plan_free(k);
+    a->has_applied = plan_copy(k, p) == VDNN_OK;
 }
 
 /* The first layer whose parameters p places otherwise than net a has them (on the
@@ -271,6 +296,7 @@ static vdnn_status net_for(simulator *s, const plan *p, sim_net **out)
         for (int k = 1; k < SIM_NETS; k++)
             if (s->net[k].used < a->used) a = &s->net[k];
         s->attaches++;
+        a->has_applied = 0;
         vdnn_status st = VDNN_EINVAL;
         const pool *held = a->d ? device_pool(a->d) : NULL;
         if (held && a->clean && p->swap && p->nlayers == a->m->nlayers && !pool_pending_bytes(held) &&
@@ -296,7 +322,7 @@ static vdnn_status net_for(simulator *s, const plan *p, sim_net **out)
             a->attached = pool_state_key(device_pool(a->d));
             a->marks = pool_get_marks(device_pool(a->d));
         }
-        a->clean = 0;
+        a->clean = st == VDNN_OK;   /* as attached: reusable even if p is then refused */
         if (st != VDNN_OK) return st;
     }
     a->used = s->runs + 1;
@@ -364,9 +390,11 @@ vdnn_status sim_run_within(simulator *s, const plan *p, size_t cap, double *time
     sim_net *a = NULL;
     vdnn_status st = net_for(s, p, &a);
     if (st != VDNN_OK) return st;
-    a->clean = 0;
-    st = plan_apply(a->m, p);
+    /* a plan the net cannot run leaves it as it was, still clean */
+    st = a->has_applied ? plan_apply_from(a->m, p, &a->applied) : plan_apply(a->m, p);
     if (st != VDNN_OK) return st;
+    a->clean = 0;
+    remember_applied(a, p);
     sim_model model = {0};
     if (s->pr) {
         model.h2d_bytes_per_s = s->pr->h2d_bytes_per_s;
