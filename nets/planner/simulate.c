@@ -133,8 +133,8 @@ typedef struct sim_net {
 
 /* Two: a climb's round replays plan after plan with the same swaps, and between them the
  * plans that swap one layer otherwise (each a swap decision's choice), so that the net
- * attached for the former waits while the latter take the other (an attach, a fresh pool
- * and its first replay cost a few replays' worth of allocations). */
+ * placed for the former waits while the latter take the other (placing the parameters
+ * again and the first replay after it cost a few replays' worth of allocations). */
 #define SIM_NETS 2
 
 struct simulator {
@@ -239,7 +239,7 @@ static uint64_t eval_key(simulator *s, const net *m, const plan *p)
 /* Whether net a, attached for an earlier run, can replay p as it stands: p places the
  * parameters as that run did (swapped or not), and the iterations since returned the
  * pool to its state once attached (the same blocks, none pending: it then decides
- * alike, mempool.h). Else a run attaches it again, to a fresh device. */
+ * alike, mempool.h). Else net_for places them again. */
 static int reusable(const sim_net *a, const plan *p)
 {
     if (!a->d || !a->clean || !p->swap || p->nlayers != a->m->nlayers) return 0;
