@@ -1112,10 +1112,11 @@ START_TEST(a_refused_plan_leaves_the_net_attached)
 }
 END_TEST
 
-/* One change to plan p of net n from random bits r: a layer's algorithm for a pass
- * (forward only where `forward`), where its parameters live, how a map is kept, the
- * copy timing or the way in-place layers run (the last three only where `forward`).
- * A change the plan already had leaves it as it was. */
+/* One change to plan p of net n from random bits r: a layer's algorithm for a pass,
+ * where its parameters live, the way in-place layers run, the copy timing, or how a
+ * map is kept. Without `forward`, none of the forward algorithms, the swaps, the way
+ * in-place layers run or the release lag: a backward algorithm, the prefetch or a
+ * map. A change the plan already had leaves it as it was. */
 static void change_plan(const net *n, plan *p, uint64_t r, int forward)
 {
     int i = (int)(r / 8 % (uint64_t)n->nlayers), j = i + 1;
@@ -1160,9 +1161,9 @@ static void keep_or_undo(vdnn_status st, plan *p, plan *last)
  * replay of it. Now and then first fit packs the evaluation's blocks higher than the
  * step's, and the evaluation sets the peak (2 plans in 240,000 of a random walk over
  * four small nets, each with a oneDNN algorithm in its forward pass): a walk finds
- * such a plan, and from it plans that change only what the forward pass does not
- * read (maps, backward algorithms, the prefetch) take its remembered marks, each
- * answer the one a fresh simulator gives. */
+ * such a plan, and the plans one change from it (mostly a backward algorithm, the
+ * prefetch or a map, which leave its forward pass as it was or nearly) take its
+ * remembered marks or replay their own, each answer the one a fresh simulator gives. */
 START_TEST(a_remembered_evaluation_sets_the_peak_as_a_replayed_one)
 {
     const char *nets[] = {PLAN_NET, CLIMB_NET};
@@ -1186,9 +1187,9 @@ START_TEST(a_remembered_evaluation_sets_the_peak_as_a_replayed_one)
             size_t peak;
             keep_or_undo(sim_run(s, &p, &t, &peak), &p, &last);
         }
-        /* plans one change away from it: mostly changes its forward pass does not read,
-         * each fourth one a change to any decision (whose evaluation the memo must
-         * tell apart from this one's) */
+        /* plans one change away from it: mostly a backward algorithm, the prefetch or
+         * a map, each fourth one a change to any decision (whose evaluation the memo
+         * must tell apart from this one's) */
         for (int w = 0; w < 400 && sim_eval_peaks(s); w++) {
             x = x * 6364136223846793005ull + 1442695040888963407ull;
             plan q;
