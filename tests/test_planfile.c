@@ -607,60 +607,54 @@ END_TEST
  * runs, against plan_apply on a twin net: a walk of single changes, some of them
  * plans neither accepts (a map decision out of range, an offload no backward pass
  * reads, a recomputation through a swapped layer, swapping batch norm, an algorithm
- * that does not exist), the same answer and, after each, the same plan in both nets.
- * On a bare net (the swaps free, the maps not held) and on one attached with policy
- * swap (conv1, conv3 and fc7 in host memory: their swap mode may change, their
- * placement not). */
+ * that does not exist, a placement other than attaching made), the same answer and,
+ * after each, the same plan in both nets. The nets are attached with policy swap
+ * (conv1, conv3 and fc7 in host memory: their swap mode may change, their placement
+ * not); a bare net holds no maps, and plan_apply_from is plan_apply there. */
 START_TEST(test_apply_from_last)
 {
-    for (int attached = 0; attached < 2; attached++) {
-        device *d[2] = {NULL, NULL};
-        net *n[2];
-        for (int k = 0; k < 2; k++)
-            n[k] = attached ? tn_attached(PF_NET "[memory]\npolicy = swap\n", NULL, &d[k]) : tn_parse(PF_NET, NULL);
-        plan last, p;
-        ck_assert_int_eq(plan_from_net(n[0], &last), VDNN_OK);
-        ck_assert_int_eq(plan_apply(n[0], &last), VDNN_OK);
-        uint64_t x = 0x5eed + (uint64_t)attached;
-        int taken = 0, refused = 0;
-        for (int step = 0; step < 3000; step++) {
-            ck_assert_int_eq(plan_copy(&p, &last), VDNN_OK);
-            x = x * 6364136223846793005ull + 1442695040888963407ull;
-            unsigned r = (unsigned)(x >> 33);
-            int i = (int)(r / 8 % PF_LAYERS);
-            switch (r % 8) {
-            case 0:
-            case 1: p.algo[i][r / 64 % PASS_COUNT] = (int)(r / 256 % 7) - 1; break;
-            case 2: p.swap[i] = (unsigned char)(r / 64 % 4); break;
-            case 3: p.prefetch_ahead = (int)(r / 64 % 3); p.release_lag = (int)(r / 256 % 2); break;
-            default: p.offload[r / 8 % (PF_LAYERS + 1)] = (unsigned char)(r / 128 % 4);
-            }
-            vdnn_status a = plan_apply_from(n[0], &p, &last), b = plan_apply(n[1], &p);
-            ck_assert_msg(a == b, "step %d: plan_apply_from says %d, plan_apply %d", step, a, b);
-            plan now[2];
-            for (int k = 0; k < 2; k++) ck_assert_int_eq(plan_from_net(n[k], &now[k]), VDNN_OK);
-            plans_equal(&now[0], &now[1]);
-            if (a == VDNN_OK) {
-                if (attached) plans_equal(&now[0], &p);   /* a bare net has no maps to hold them */
-                taken++;
-                plan_free(&last);
-                last = p;
-            } else {
-                if (attached) plans_equal(&now[0], &last);
-                refused++;
-                plan_free(&p);
-            }
-            plan_free(&now[0]);
-            plan_free(&now[1]);
+    device *d[2];
+    net *n[2];
+    for (int k = 0; k < 2; k++) n[k] = tn_attached(PF_NET "[memory]\npolicy = swap\n", NULL, &d[k]);
+    plan last, p;
+    ck_assert_int_eq(plan_from_net(n[0], &last), VDNN_OK);
+    ck_assert_int_eq(plan_apply(n[0], &last), VDNN_OK);
+    uint64_t x = 0x5eed;
+    int taken = 0, refused = 0;
+    for (int step = 0; step < 3000; step++) {
+        ck_assert_int_eq(plan_copy(&p, &last), VDNN_OK);
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        unsigned r = (unsigned)(x >> 33);
+        int i = (int)(r / 8 % PF_LAYERS);
+        switch (r % 8) {
+        case 0:
+        case 1: p.algo[i][r / 64 % PASS_COUNT] = (int)(r / 256 % 7) - 1; break;
+        case 2: p.swap[i] = (unsigned char)(r / 64 % 4); break;
+        case 3: p.prefetch_ahead = (int)(r / 64 % 3); p.release_lag = (int)(r / 256 % 2); break;
+        default: p.offload[r / 8 % (PF_LAYERS + 1)] = (unsigned char)(r / 128 % 4);
         }
-        ck_assert_int_gt(taken, 300);
-        ck_assert_int_gt(refused, 300);
-        plan_free(&last);
-        for (int k = 0; k < 2; k++) {
-            if (attached) tn_free(n[k], d[k]);
-            else net_free(n[k]);
+        vdnn_status a = plan_apply_from(n[0], &p, &last), b = plan_apply(n[1], &p);
+        ck_assert_msg(a == b, "step %d: plan_apply_from says %d, plan_apply %d", step, a, b);
+        plan now[2];
+        for (int k = 0; k < 2; k++) ck_assert_int_eq(plan_from_net(n[k], &now[k]), VDNN_OK);
+        plans_equal(&now[0], &now[1]);
+        if (a == VDNN_OK) {
+            plans_equal(&now[0], &p);
+            taken++;
+            plan_free(&last);
+            last = p;
+        } else {
+            plans_equal(&now[0], &last);
+            refused++;
+            plan_free(&p);
         }
+        plan_free(&now[0]);
+        plan_free(&now[1]);
     }
+    ck_assert_int_gt(taken, 300);
+    ck_assert_int_gt(refused, 300);
+    plan_free(&last);
+    for (int k = 0; k < 2; k++) tn_free(n[k], d[k]);
 }
 END_TEST
 

@@ -333,6 +333,9 @@ void net_take_profile_algos(net *n, const profile *pr);
  * makes the same calls as a full one (maps take the room of a full batch), so these two
  * are every pattern a run has. */
 vdnn_status net_replay(net *m, int items, double *step_s, double *busy_s);
+/* Its two parts: the training step (with its times), and the evaluation batch. */
+vdnn_status net_replay_step(net *m, int items, double *step_s, double *busy_s);
+vdnn_status net_replay_eval(net *m);
 
 /* The smallest budget (bytes, a multiple of POOL_ALIGN) in which the net, planned as it
  * is now, trains and evaluates: found by net_replay on a simulated device. The pool's

@@ -236,39 +236,33 @@ static uint64_t eval_key(simulator *s, const net *m, const plan *p)
     return memo_hash(&s->evals);
 }
 
-/* Whether net a, attached for an earlier run, can replay p as it stands: p places the
- * parameters as that run did (swapped or not), and the iterations since returned the
- * pool to its state once attached (the same blocks, none pending: it then decides
- * alike, mempool.h). Else net_for places them again. */
-static int reusable(const sim_net *a, const plan *p)
+/* Whether net a, attached for an earlier run of a plan of p's size, holds nothing but
+ * what attaching placed: the iterations since returned the pool to its state once
+ * attached (the same blocks, none pending). */
+static int between_steps(const sim_net *a, const plan *p)
 {
     if (!a->d || !a->clean || !p->swap || p->nlayers != a->m->nlayers) return 0;
-    const unsigned char *placed = a->has_applied ? a->applied.swap : NULL;   /* as the layers have them */
-    for (int i = 0; i < p->nlayers; i++)
-        if (!p->swap[i] != !(placed ? placed[i] : a->m->layers[i]->swap)) return 0;
     const pool *pl = device_pool(a->d);
     return !pool_pending_bytes(pl) && pool_state_key(pl) == a->attached;
 }
 
-/* p, just applied to a's net, kept as the plan it runs: into the arrays of the last
- * one (a replay's worth of allocations saved), or a copy. */
+/* Whether net a can replay p as it stands: between steps (the pool then decides as it
+ * did, mempool.h), and p places the parameters as a's last plan did (swapped or not).
+ * Else net_for places them again. */
+static int reusable(const sim_net *a, const plan *p)
+{
+    if (!between_steps(a, p)) return 0;
+    const unsigned char *placed = a->has_applied ? a->applied.swap : NULL;   /* as the layers have them */
+    for (int i = 0; i < p->nlayers; i++)
+        if (!p->swap[i] != !(placed ? placed[i] : a->m->layers[i]->swap)) return 0;
+    return 1;
+}
+
+/* p, just applied to a's net, kept as the plan it runs. */
 static void remember_applied(sim_net *a, const plan *p)
 {
-    plan *k = &a->applied;
-    const int n = p->nlayers;
-    if (k->nlayers == n && k->offload && k->swap && k->algo) {
-        memcpy(k->offload, p->offload, (size_t)n + 1);
-        memcpy(k->swap, p->swap, (size_t)n);
-        memcpy(k->algo, p->algo, (size_t)n * sizeof *p->algo);
-        k->micro = p->micro;
-        k->prefetch_ahead = p->prefetch_ahead;
-        k->release_lag = p->release_lag;
-        k->in_place = p->in_place;
-        a->has_applied = 1;
-        return;
-    }
-    plan_free(k);
-    a->has_applied = plan_copy(k, p) == VDNN_OK;
+    plan_free(&a->applied);
+    a->has_applied = plan_copy(&a->applied, p) == VDNN_OK;
 }
 
 /* The first layer whose parameters p places otherwise than net a has them (on the
@@ -298,9 +292,7 @@ static vdnn_status net_for(simulator *s, const plan *p, sim_net **out)
         s->attaches++;
         a->has_applied = 0;
         vdnn_status st = VDNN_EINVAL;
-        const pool *held = a->d ? device_pool(a->d) : NULL;
-        if (held && a->clean && p->swap && p->nlayers == a->m->nlayers && !pool_pending_bytes(held) &&
-            pool_state_key(held) == a->attached) {
+        if (between_steps(a, p)) {
             int from = first_moved(a, p);
             for (int i = from; i < a->m->nlayers; i++) a->m->layers[i]->swap = p->swap[i];
             st = net_replace_params(a->m, from);
@@ -344,10 +336,7 @@ static vdnn_status replay(simulator *s, sim_net *a, const plan *p, size_t cap, d
 {
     net *m = a->m;
     pool *pl = device_pool(a->d);
-    step_result r = {0};
-    vdnn_status st = net_train_step(m, NULL, NULL, m->minibatch, 0.0, &r);
-    *time_s = device_sim_elapsed(a->d);
-    s->busy_s = device_sim_busy(a->d);
+    vdnn_status st = net_replay_step(m, m->minibatch, time_s, &s->busy_s);
     if (st != VDNN_OK) return st;
     const uint64_t h = !pool_pending_bytes(pl) && pool_state_key(pl) == a->attached ? eval_key(s, m, p) : 0;
     const pool_marks *kept = h ? memo_get(&s->evals, h) : NULL;
@@ -359,8 +348,7 @@ static vdnn_status replay(simulator *s, sim_net *a, const plan *p, size_t cap, d
         if (cap && e.frontier_peak > cap) return VDNN_EBUDGET;
     } else {
         if (h) pool_set_marks(pl, a->marks);
-        memset(&r, 0, sizeof r);
-        st = net_eval_batch(m, NULL, NULL, m->input.n, &r);
+        st = net_replay_eval(m);
         if (st != VDNN_OK) return st;
         e = pool_get_marks(pl);
         if (h) memo_put(&s->evals, h, &e);
@@ -415,7 +403,7 @@ vdnn_status sim_run_within(simulator *s, const plan *p, size_t cap, double *time
     if (over) {
         /* The step's failure path returned what it held (iteration.c, release_all): once
          * its work is settled, the pool is as attached again and the next replay reuses
-         * it; where it is not (reusable), the next run attaches afresh. */
+         * it; where it is not (reusable), the next run attaches the net afresh. */
         a->clean = device_sync(a->d) == VDNN_OK;
         *time_s = 1e30;
         *peak_bytes = SIZE_MAX;
