@@ -835,6 +835,110 @@ START_TEST(a_climb_ends_after_a_round_of_small_gains)
 }
 END_TEST
 
+/* A climb's full rounds as search_limits.on_round saw them. */
+typedef struct rounds_seen {
+    int n;
+    double measured[64], before[64], after[64];
+} rounds_seen;
+
+static void see_round(void *ctx, double measured_s, double before_s, double after_s)
+{
+    rounds_seen *r = ctx;
+    if (r->n < 64) {
+        r->measured[r->n] = measured_s;
+        r->before[r->n] = before_s;
+        r->after[r->n] = after_s;
+    }
+    r->n++;
+}
+
+/* A climb's round is its last where its moves gained less than a share of the plan's
+ * time (search.c, CLIMB_LAST_ROUND; search_limits.last_round), what its decisions'
+ * changes measured one by one apart: those can overstate it (two changes that each
+ * shorten the same wait gain it once). On the small graph and the deep chain, three
+ * cost tables each, the link as profiled and 30 times slower, budgets from the least to
+ * none's peak, whole rounds and rounds in parts of 4 (search_limits.climb_chunk): with
+ * the default gap every round but a climb's last gained at least a tenth of it, and a
+ * last round that gained less leaves its plan settled at the budget; and where a climb
+ * to the end (no gap) has a round whose measured gains overstate what its moves made,
+ * the same climb with the share set between the two (and below what every earlier round
+ * made) makes the same rounds and ends with that one, where a rule on the measured sum
+ * would go on. */
+START_TEST(a_round_whose_moves_gain_little_is_the_last)
+{
+    static const char *const nets[] = {CLIMB_NET, DEEP_NET};
+    int overstated = 0, climbs = 0;
+    for (int k = 0; k < 2; k++)
+        for (uint64_t seed = 1; seed <= 3; seed++)
+            for (int slow = 0; slow < 2; slow++) {
+                profile pr;
+                size_t least = 0;
+                plan none;
+                net *n = net_and_range(nets[k], NULL, seed * 5 + (uint64_t)k, &pr, &least, &none);
+                if (slow) {
+                    pr.h2d_bytes_per_s /= 30;
+                    pr.d2h_bytes_per_s /= 30;
+                    pr.duplex_bytes_per_s /= 30;
+                }
+                for (int b = 0; b < 8; b++)
+                    for (int chunk = 0; chunk <= 4; chunk += 4) {
+                        size_t budget = least + (none.peak_bytes - least) * (size_t)b / 7;
+                        rounds_seen r = {0}, end = {0};
+                        search_limits lim = {.one_climb = 1, .threads = 1, .gap = PLAN_SEARCH_GAP,
+                                             .climb_chunk = chunk, .on_round = see_round, .round_ctx = &r};
+                        plan p;
+                        ck_assert_msg(plan_search(n, &pr, budget, SEARCH_BB, lim, &p, NULL) == VDNN_OK, "%s",
+                                      vdnn_errmsg());
+                        ck_assert_int_le(r.n, 64);
+                        for (int i = 0; i < r.n; i++) {
+                            const double bar = 0.1 * PLAN_SEARCH_GAP * r.after[i], made = r.before[i] - r.after[i];
+                            ck_assert_msg(i == r.n - 1 || made >= bar,
+                                          "net %d, seed %d, budget %zu: round %d of %d made %.3g s, less than %.3g s, "
+                                          "and was not the last",
+                                          k, (int)seed, budget, i, r.n, made, bar);
+                            if (i == r.n - 1 && made < bar) ck_assert_uint_eq(p.settled_at, budget);
+                        }
+                        plan_free(&p);
+                        lim.gap = 1e-12;
+                        lim.round_ctx = &end;
+                        ck_assert(plan_search(n, &pr, budget, SEARCH_BB, lim, &p, NULL) == VDNN_OK);
+                        plan_free(&p);
+                        ck_assert_int_le(end.n, 64);
+                        climbs += end.n > 0;
+                        /* the first round whose measured gains overstate what its moves made */
+                        for (int i = 0; i + 1 < end.n; i++) {
+                            const double made = end.before[i] - end.after[i];
+                            if (end.measured[i] <= made * 1.01) continue;
+                            const double share = (made + end.measured[i]) / 2 / end.after[i];
+                            int earlier = 1;
+                            for (int j = 0; j < i; j++) earlier &= end.before[j] - end.after[j] >= share * end.after[j];
+                            if (!earlier) break;
+                            rounds_seen cut = {0};
+                            lim.last_round = share;
+                            lim.round_ctx = &cut;
+                            ck_assert(plan_search(n, &pr, budget, SEARCH_BB, lim, &p, NULL) == VDNN_OK);
+                            ck_assert_msg(cut.n == i + 1,
+                                          "net %d, seed %d, budget %zu: round %d made %.4g s of %.4g measured, the "
+                                          "share %.4g of %.4g s between them; the climb made %d rounds",
+                                          k, (int)seed, budget, i, made, end.measured[i], share, end.after[i], cut.n);
+                            for (int j = 0; j <= i; j++) ck_assert(cut.after[j] == end.after[j]);
+                            ck_assert_uint_eq(p.settled_at, budget);
+                            plan_free(&p);
+                            lim.last_round = 0;
+                            overstated++;
+                            break;
+                        }
+                    }
+                plan_free(&none);
+                profile_free(&pr);
+                net_free(n);
+            }
+    printf("climbs ended by what their moves made: %d of %d climbs had a round whose measured gains overstated it\n",
+           overstated, climbs);
+    ck_assert_int_gt(overstated, 0);
+}
+END_TEST
+
 /* A pass's time in a profile. */
 static double pass_time(const profile *pr, int i, int pass, int a)
 {
@@ -1512,6 +1616,7 @@ static Suite *planner_suite(void)
     tcase_add_test(t, a_remembered_evaluation_sets_the_peak_as_a_replayed_one);
     tcase_add_loop_test(t, capped_replays_answer_as_full_ones, 0, 2);
     tcase_add_test(t, a_climb_ends_after_a_round_of_small_gains);
+    tcase_add_test(t, a_round_whose_moves_gain_little_is_the_last);
     tcase_add_test(t, a_climb_makes_its_moves_in_groups);
     tcase_add_test(t, a_settled_plan_is_not_climbed_again);
     tcase_add_test(t, a_settled_plan_climbed_in_parts_is_not_climbed_from_the_starts);

@@ -247,6 +247,14 @@ typedef struct search_limits {
                                * (0: the default, search.c; 1: one at a time) */
     int own_rounds;           /* 1: every start's climb measures its own first round (by
                                * default a variant's starts share one: search.c) */
+    double last_round;        /* > 0: a climb's full round whose moves gain less than this
+                               * share of the plan's time is its last (0: a tenth of the
+                               * gap: search.c, CLIMB_LAST_ROUND) */
+    void (*on_round)(void *ctx, double measured_s, double before_s, double after_s);
+    void *round_ctx;          /* where set, called after each whole full round of a climb, on
+                               * the thread that climbs: the gains its decisions' changes
+                               * measured, summed, and the plan's time before and after its
+                               * moves (the tests watch the climbs with it) */
 } search_limits;
 
 typedef struct search_stats {
