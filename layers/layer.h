@@ -205,31 +205,33 @@ typedef struct layer_ops {
 #define LAYER_UNMEASURED 1e30
 
 struct layer {
+    /* the fields every pass reads first, together (the planner's replays of a large net
+     * run through thousands of layers) */
     const layer_ops *ops;
     int index;                /* position in the net (file order), 0-based */
-    char name[LAYER_NAME_MAX];/* unique: conv1, relu2, ... or the config's `name =` */
-    int line;                 /* config line of its section header (0 if none) */
-    shape4 in, out;           /* (N, C, H, W) at the max batch; in is ins[0] */
     int ninputs;              /* maps it reads: 1, or min_inputs..max_inputs of its ops */
-    int input[LAYER_MAX_INPUTS]; /* which: map 0 is the net's input, map j + 1 layer j's
-                               * output (a chain's layer i reads map i, the default) */
-    shape4 ins[LAYER_MAX_INPUTS]; /* their shapes, (N, C, H, W) */
+    int nparams;
     int needs_input;          /* backward reads input k where bit k is set (one input: 1) */
     int needs_output;         /* backward reads y */
     int is_loss;              /* the last layer: a loss (softmax, logistic, l2) */
-    int nparams;
-    param params[LAYER_MAX_PARAMS];
-    int algo[PASS_COUNT];     /* chosen algorithm per pass */
-    int algo_pinned[PASS_COUNT]; /* config override per pass: -1 the algo mode decides */
-    int offload;              /* config override for its inputs: -1 the policy decides, 0 keep, 1 offload */
     int swap;                 /* SWAP_*: parameters live in host memory (set before net_attach) */
+    int offload;              /* config override for its inputs: -1 the policy decides, 0 keep, 1 offload */
+    int algo[PASS_COUNT];     /* chosen algorithm per pass */
+    unsigned algo_failed[PASS_COUNT]; /* bit a: algorithm a could not run on this device
+                                       * (layer_algo_failed); no plan picks it again */
     void *priv;               /* priv_bytes of per-type state; owned by the layer */
-    void *gpu;                /* the CUDA half's state (bind_cuda); owned; NULL elsewhere */
     layer_algos *algos;       /* the device's algorithm table, or NULL: the ops' own; owned */
     const layer_cost *cost;   /* what its work takes, for the simulated device (the
                                * planner's profile sets it); NULL: no time; not owned */
-    unsigned algo_failed[PASS_COUNT]; /* bit a: algorithm a could not run on this device
-                                       * (layer_algo_failed); no plan picks it again */
+    void *gpu;                /* the CUDA half's state (bind_cuda); owned; NULL elsewhere */
+    shape4 in, out;           /* (N, C, H, W) at the max batch; in is ins[0] */
+    int input[LAYER_MAX_INPUTS]; /* which: map 0 is the net's input, map j + 1 layer j's
+                               * output (a chain's layer i reads map i, the default) */
+    char name[LAYER_NAME_MAX];/* unique: conv1, relu2, ... or the config's `name =` */
+    int line;                 /* config line of its section header (0 if none) */
+    shape4 ins[LAYER_MAX_INPUTS]; /* their shapes, (N, C, H, W) */
+    param params[LAYER_MAX_PARAMS];
+    int algo_pinned[PASS_COUNT]; /* config override per pass: -1 the algo mode decides */
 };
 
 /* An ops table names its CUDA half as CUDA_HALF(conv_forward_cuda): the function in a
