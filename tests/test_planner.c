@@ -939,6 +939,53 @@ START_TEST(a_round_whose_moves_gain_little_is_the_last)
 }
 END_TEST
 
+/* With a gap, a climb that measures its rounds in parts makes one full round, and its
+ * plan is settled at the budget (search.c, CLIMB_ROUND_MAX); with none it climbs on
+ * (a_climb_ends_where_no_single_change_helps checks where it ends). The deep chain and
+ * the small graph, three cost tables each, budgets from the least to none's peak, parts
+ * of 3 and 5 decisions: one round each with the gap, and more than one at some points
+ * without. */
+START_TEST(a_climb_in_parts_makes_one_round_with_a_gap)
+{
+    static const char *const nets[] = {CLIMB_NET, DEEP_NET};
+    int more = 0, one = 0;
+    for (int k = 0; k < 2; k++)
+        for (uint64_t seed = 1; seed <= 3; seed++) {
+            profile pr;
+            size_t least = 0;
+            plan none;
+            net *n = net_and_range(nets[k], NULL, seed * 7 + (uint64_t)k, &pr, &least, &none);
+            for (int b = 0; b < 8; b++)
+                for (int chunk = 3; chunk <= 5; chunk += 2) {
+                    size_t budget = least + (none.peak_bytes - least) * (size_t)b / 7;
+                    rounds_seen r[2] = {{0}};
+                    plan p[2];
+                    for (int g = 0; g < 2; g++) {
+                        search_limits lim = {.one_climb = 1, .threads = 1, .gap = g ? 0 : PLAN_SEARCH_GAP,
+                                             .climb_chunk = chunk, .on_round = see_round, .round_ctx = &r[g]};
+                        ck_assert_msg(plan_search(n, &pr, budget, SEARCH_BB, lim, &p[g], NULL) == VDNN_OK, "%s",
+                                      vdnn_errmsg());
+                    }
+                    /* (none: the gap ended the search within it of none's plan first) */
+                    ck_assert_msg(r[0].n <= 1, "net %d, seed %d, budget %zu, parts of %d: %d rounds with the gap", k,
+                                  (int)seed, budget, chunk, r[0].n);
+                    if (r[0].n == 1) {
+                        ck_assert_uint_eq(p[0].settled_at, budget);
+                        one++;
+                        more += r[1].n > 1;
+                    }
+                    plan_free(&p[0]);
+                    plan_free(&p[1]);
+                }
+            plan_free(&none);
+            profile_free(&pr);
+            net_free(n);
+        }
+    printf("climbs in parts: %d of one round with the gap, %d of them more than one without\n", one, more);
+    ck_assert_int_gt(more, 0);
+}
+END_TEST
+
 /* A pass's time in a profile. */
 static double pass_time(const profile *pr, int i, int pass, int a)
 {
@@ -1617,6 +1664,7 @@ static Suite *planner_suite(void)
     tcase_add_loop_test(t, capped_replays_answer_as_full_ones, 0, 2);
     tcase_add_test(t, a_climb_ends_after_a_round_of_small_gains);
     tcase_add_test(t, a_round_whose_moves_gain_little_is_the_last);
+    tcase_add_test(t, a_climb_in_parts_makes_one_round_with_a_gap);
     tcase_add_test(t, a_climb_makes_its_moves_in_groups);
     tcase_add_test(t, a_settled_plan_is_not_climbed_again);
     tcase_add_test(t, a_settled_plan_climbed_in_parts_is_not_climbed_from_the_starts);

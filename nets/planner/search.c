@@ -620,7 +620,13 @@ static vdnn_status best_choice(search *s, plan *cur, double busy_s, const decisi
  * search's time, and a climb that the deadline cuts short before its moves gains
  * nothing. Every other shipped config has fewer (VGG-116 578, ResNet-110 667, VGG-416
  * about 2,100) and climbs in whole rounds, as before; on ResNet-1202 parts of 1,024
- * reached better plans in the time than parts of 2,406 (bench/planner.md). */
+ * reached better plans in the time than parts of 2,406 (bench/planner.md). With a
+ * search gap, a climb in parts makes one full round: its parts measure against the plan
+ * as the earlier parts' moves left it, and a second round, 2,200-3,700 replays of 1-2
+ * ms, gained nothing of 1545.35 ms, 0.0006 ms of 192.29 ms, and nothing of 315.97 ms
+ * (ResNet-1202 at batch 2: the whole batch at dyn's least and at half of none's, micro-
+ * batches of one at dyn's least). Its plan is settled as a climb's last round leaves it
+ * (CLIMB_LAST_ROUND). */
 #define CLIMB_ROUND_MAX 2500
 #define CLIMB_PART 1024
 
@@ -932,15 +938,17 @@ static vdnn_status climb(search *s, const plan *start, const round_hint *hint, i
                 }
             }
         }
-        const int small = s->last_round > 0 && t_round - cur.predicted_s < s->last_round * cur.predicted_s;
+        /* with a gap: a round that gained too little for another, or a round in parts */
+        const int enough = s->last_round > 0 &&
+                           (t_round - cur.predicted_s < s->last_round * cur.predicted_s || parts > 1);
         if (s->on_round && st == VDNN_OK && from >= ndec) s->on_round(s->round_ctx, sum, t_round, cur.predicted_s);
-        /* a whole round measured that gained nothing, or too little for another */
-        if (st == VDNN_OK && (sum <= 0 || small) && from >= ndec && !hinted) {
+        /* a whole round measured that gained nothing, or that is enough */
+        if (st == VDNN_OK && (sum <= 0 || enough) && from >= ndec && !hinted) {
             cur.settled_at = s->budget;
             cur.settled_costs = s->costs;
         }
         if (st != VDNN_OK || sum <= 0) break;
-        last = last || small || ++round == rounds;
+        last = last || enough || ++round == rounds;
     }
     free(pick);
     free(gain);
