@@ -80,7 +80,7 @@ typedef struct search {
     double last_round;        /* search_limits.last_round, else CLIMB_LAST_ROUND of the gap */
     void (*on_round)(void *ctx, double measured_s, double before_s, double after_s);
     void *round_ctx;          /* search_limits.on_round, round_ctx */
-    uint64_t costs;           /* costs_key(pr, last_round) */
+    uint64_t costs;           /* costs_key(pr, last_round, chunk) */
     int threads;              /* search_limits.threads */
     int first_fit;            /* the branch and bound stops at its first plan that fits */
     int settled;              /* the incumbent is within the gap of floor_s */
@@ -511,14 +511,15 @@ static vdnn_status search_vdnn(search *s)
     return st;
 }
 
-/* A hash of every cost a replay reads from the profile, and of the share of a plan's
- * time that ends a climb (search.last_round, a tenth of the search gap by default): a
- * plan settled under other costs (a profile measured, then read back rounded from the
- * cache) or another gap is climbed again. */
-static uint64_t costs_key(const profile *pr, double last_round)
+/* A hash of every cost a replay reads from the profile, of the share of a plan's time
+ * that ends a climb (search.last_round, a tenth of the search gap by default) and of the
+ * parts a climb's rounds are measured in (search.chunk): a plan settled under other
+ * costs (a profile measured, then read back rounded from the cache), another gap or
+ * other parts is climbed again. */
+static uint64_t costs_key(const profile *pr, double last_round, int chunk)
 {
-    const double link[5] = {pr->h2d_bytes_per_s, pr->d2h_bytes_per_s, pr->duplex_bytes_per_s, pr->copy_latency_s,
-                            last_round};
+    const double link[6] = {pr->h2d_bytes_per_s, pr->d2h_bytes_per_s, pr->duplex_bytes_per_s, pr->copy_latency_s,
+                            last_round, (double)chunk};
     uint64_t h = vdnn_hash_bytes(VDNN_HASH_START, link, sizeof link);
     return pr->layers ? vdnn_hash_bytes(h, pr->layers, (size_t)pr->nlayers * sizeof *pr->layers) : h;
 }
@@ -1505,7 +1506,7 @@ vdnn_status plan_search_from(const net *n, const profile *pr, size_t budget, sea
                          : lim.climb_group > CLIMB_GROUP_MAX ? CLIMB_GROUP_MAX
                                                              : lim.climb_group};
     s.last_round = lim.last_round > 0 ? lim.last_round : CLIMB_LAST_ROUND * s.gap;
-    s.costs = costs_key(pr, s.last_round);
+    s.costs = costs_key(pr, s.last_round, s.chunk);
     double t0 = vdnn_now_s();
     s.t0 = s.t_best = t0;
     s.deadline = lim.seconds > 0 ? t0 + lim.seconds : 0;
