@@ -118,8 +118,9 @@ typedef struct plan {
     double measured_s;        /* measured iteration time; < 0: not verified */
     size_t settled_at;        /* a budget at which a climb's full round found no change of
                                * this plan that gains, or (with a search gap) gains too
-                               * small for another round (search.c); 0: none known */
-    uint64_t settled_costs;   /* and a hash of the costs and gap it measured with */
+                               * small for another round, or was made in parts (search.c);
+                               * 0: none known */
+    uint64_t settled_costs;   /* and a hash of the costs, gap and parts it measured with */
 } plan;
 
 /* Functions that fill a plan treat it as empty (free what it held first): on success
