@@ -857,13 +857,13 @@ static void see_round(void *ctx, double measured_s, double before_s, double afte
  * changes measured one by one apart: those can overstate it (two changes that each
  * shorten the same wait gain it once). On the small graph and the deep chain, three
  * cost tables each, the link as profiled and 30 times slower, budgets from the least to
- * none's peak, whole rounds and rounds in parts of 4 (search_limits.climb_chunk): with
- * the default gap every round but a climb's last gained at least a tenth of it, and a
- * last round that gained less leaves its plan settled at the budget; and where a climb
- * to the end (no gap) has a round whose measured gains overstate what its moves made,
- * the same climb with the share set between the two (and below what every earlier round
- * made) makes the same rounds and ends with that one, where a rule on the measured sum
- * would go on. */
+ * none's peak (whole rounds: a_climb_in_parts_makes_one_round_with_a_gap has the rounds
+ * in parts): with the default gap every round but a climb's last gained at least a
+ * tenth of it, and a last round that gained less leaves its plan settled at the budget;
+ * and where a climb to the end (no gap) has a round whose measured gains overstate what
+ * its moves made, the same climb with the share set between the two (and below what
+ * every earlier round made) makes the same rounds and ends with that one, where a rule
+ * on the measured sum would go on. */
 START_TEST(a_round_whose_moves_gain_little_is_the_last)
 {
     static const char *const nets[] = {CLIMB_NET, DEEP_NET};
@@ -880,55 +880,54 @@ START_TEST(a_round_whose_moves_gain_little_is_the_last)
                     pr.d2h_bytes_per_s /= 30;
                     pr.duplex_bytes_per_s /= 30;
                 }
-                for (int b = 0; b < 8; b++)
-                    for (int chunk = 0; chunk <= 4; chunk += 4) {
-                        size_t budget = least + (none.peak_bytes - least) * (size_t)b / 7;
-                        rounds_seen r = {0}, end = {0};
-                        search_limits lim = {.one_climb = 1, .threads = 1, .gap = PLAN_SEARCH_GAP,
-                                             .climb_chunk = chunk, .on_round = see_round, .round_ctx = &r};
-                        plan p;
-                        ck_assert_msg(plan_search(n, &pr, budget, SEARCH_BB, lim, &p, NULL) == VDNN_OK, "%s",
-                                      vdnn_errmsg());
-                        ck_assert_int_le(r.n, 64);
-                        for (int i = 0; i < r.n; i++) {
-                            const double bar = 0.1 * PLAN_SEARCH_GAP * r.after[i], made = r.before[i] - r.after[i];
-                            ck_assert_msg(i == r.n - 1 || made >= bar,
-                                          "net %d, seed %d, budget %zu: round %d of %d made %.3g s, less than %.3g s, "
-                                          "and was not the last",
-                                          k, (int)seed, budget, i, r.n, made, bar);
-                            if (i == r.n - 1 && made < bar) ck_assert_uint_eq(p.settled_at, budget);
-                        }
-                        plan_free(&p);
-                        lim.gap = 1e-12;
-                        lim.round_ctx = &end;
-                        ck_assert(plan_search(n, &pr, budget, SEARCH_BB, lim, &p, NULL) == VDNN_OK);
-                        plan_free(&p);
-                        ck_assert_int_le(end.n, 64);
-                        climbs += end.n > 0;
-                        /* the first round whose measured gains overstate what its moves made */
-                        for (int i = 0; i + 1 < end.n; i++) {
-                            const double made = end.before[i] - end.after[i];
-                            if (end.measured[i] <= made * 1.01) continue;
-                            const double share = (made + end.measured[i]) / 2 / end.after[i];
-                            int earlier = 1;
-                            for (int j = 0; j < i; j++) earlier &= end.before[j] - end.after[j] >= share * end.after[j];
-                            if (!earlier) break;
-                            rounds_seen cut = {0};
-                            lim.last_round = share;
-                            lim.round_ctx = &cut;
-                            ck_assert(plan_search(n, &pr, budget, SEARCH_BB, lim, &p, NULL) == VDNN_OK);
-                            ck_assert_msg(cut.n == i + 1,
-                                          "net %d, seed %d, budget %zu: round %d made %.4g s of %.4g measured, the "
-                                          "share %.4g of %.4g s between them; the climb made %d rounds",
-                                          k, (int)seed, budget, i, made, end.measured[i], share, end.after[i], cut.n);
-                            for (int j = 0; j <= i; j++) ck_assert(cut.after[j] == end.after[j]);
-                            ck_assert_uint_eq(p.settled_at, budget);
-                            plan_free(&p);
-                            lim.last_round = 0;
-                            overstated++;
-                            break;
-                        }
+                for (int b = 0; b < 8; b++) {
+                    size_t budget = least + (none.peak_bytes - least) * (size_t)b / 7;
+                    rounds_seen r = {0}, end = {0};
+                    search_limits lim = {.one_climb = 1, .threads = 1, .gap = PLAN_SEARCH_GAP,
+                                         .on_round = see_round, .round_ctx = &r};
+                    plan p;
+                    ck_assert_msg(plan_search(n, &pr, budget, SEARCH_BB, lim, &p, NULL) == VDNN_OK, "%s",
+                                  vdnn_errmsg());
+                    ck_assert_int_le(r.n, 64);
+                    for (int i = 0; i < r.n; i++) {
+                        const double bar = 0.1 * PLAN_SEARCH_GAP * r.after[i], made = r.before[i] - r.after[i];
+                        ck_assert_msg(i == r.n - 1 || made >= bar,
+                                      "net %d, seed %d, budget %zu: round %d of %d made %.3g s, less than %.3g s, "
+                                      "and was not the last",
+                                      k, (int)seed, budget, i, r.n, made, bar);
+                        if (i == r.n - 1 && made < bar) ck_assert_uint_eq(p.settled_at, budget);
                     }
+                    plan_free(&p);
+                    lim.gap = 0;
+                    lim.round_ctx = &end;
+                    ck_assert(plan_search(n, &pr, budget, SEARCH_BB, lim, &p, NULL) == VDNN_OK);
+                    plan_free(&p);
+                    ck_assert_int_le(end.n, 64);
+                    climbs += end.n > 0;
+                    /* the first round whose measured gains overstate what its moves made */
+                    for (int i = 0; i + 1 < end.n; i++) {
+                        const double made = end.before[i] - end.after[i];
+                        if (end.measured[i] <= made * 1.01) continue;
+                        const double share = (made + end.measured[i]) / 2 / end.after[i];
+                        int earlier = 1;
+                        for (int j = 0; j < i; j++) earlier &= end.before[j] - end.after[j] >= share * end.after[j];
+                        if (!earlier) break;
+                        rounds_seen cut = {0};
+                        lim.last_round = share;
+                        lim.round_ctx = &cut;
+                        ck_assert(plan_search(n, &pr, budget, SEARCH_BB, lim, &p, NULL) == VDNN_OK);
+                        ck_assert_msg(cut.n == i + 1,
+                                      "net %d, seed %d, budget %zu: round %d made %.4g s of %.4g measured, the "
+                                      "share %.4g of %.4g s between them; the climb made %d rounds",
+                                      k, (int)seed, budget, i, made, end.measured[i], share, end.after[i], cut.n);
+                        for (int j = 0; j <= i; j++) ck_assert(cut.after[j] == end.after[j]);
+                        ck_assert_uint_eq(p.settled_at, budget);
+                        plan_free(&p);
+                        lim.last_round = 0;
+                        overstated++;
+                        break;
+                    }
+                }
                 plan_free(&none);
                 profile_free(&pr);
                 net_free(n);
