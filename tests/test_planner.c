@@ -441,10 +441,10 @@ START_TEST(branch_and_bound_finds_the_optimum)
         plan_free(&p);
     }
     /* out of time at once (the seeds are still tried, and where none of them fits the
-     * search goes on until a plan does), or with no patience at all (the seeds and the
-     * climbs run, and the tree stops at its first check, unless it is done before): the
+     * search goes on until a plan does), or with a patience of one node (the seeds and
+     * the climbs run, and the tree stops after its first node, unless it is done before): the
      * plan fits and is as fast as every fixed policy that fits */
-    static const search_limits hurried[] = {{.seconds = 1e-9}, {.patience = 1e-9}};
+    static const search_limits hurried[] = {{.seconds = 1e-9}, {.patience = 1}};
     for (int h = 0; h < 2; h++)
         for (int b = 0; b < B; b++) {
             plan p, fixed;
@@ -1156,6 +1156,54 @@ START_TEST(a_seed_within_the_gap_ends_the_search)
 }
 END_TEST
 
+/* The branch and bound's patience is counted in nodes: search_limits.patience over the
+ * net's layers (a share of work, not of the clock), so that a search stops at the same
+ * node, with the same plan, on any machine and at any load. Budgets from the least to
+ * none's peak, three cost tables, no gap (the tree would go on to the end): a search
+ * made twice visits the same nodes; patiences that give the same count of nodes (k and
+ * k + 1 over the layers, rounded down) the same nodes; and a patience of more nodes, at
+ * most that many more, and exactly that many where its tree never improved the plan
+ * (seen at some budget). */
+START_TEST(the_trees_patience_is_counted_in_nodes)
+{
+    int exact = 0;
+    for (uint64_t seed = 31; seed < 34; seed++) {
+        profile pr;
+        size_t least = 0;
+        plan none;
+        net *n = net_and_range(DEEP_NET, NULL, seed, &pr, &least, &none);
+        const long L = n->nlayers;
+        for (int b = 0; b < 6; b++) {
+            size_t budget = least + (none.peak_bytes - least) * (size_t)b / 6;
+            static const long nodes[] = {3, 3, 3, 9};
+            search_stats ss[5];
+            plan p[5];
+            for (int r = 0; r < 5; r++) {
+                /* r = 3 is r = 2's patience with all but one layer's worth more */
+                const long patience = r == 4 ? 9 * L : r == 3 ? 4 * L - 1 : nodes[r] * L;
+                search_limits lim = {.patience = patience, .threads = r == 1 ? 2 : 1};
+                ck_assert_msg(plan_search(n, &pr, budget, SEARCH_BB, lim, &p[r], &ss[r]) == VDNN_OK, "%s",
+                              vdnn_errmsg());
+            }
+            for (int r = 1; r < 4; r++) {
+                ck_assert_msg(ss[r].nodes == ss[0].nodes, "budget %zu: %ld nodes, then %ld with the same patience",
+                              budget, ss[0].nodes, ss[r].nodes);
+                ck_assert(p[r].predicted_s == p[0].predicted_s && p[r].peak_bytes == p[0].peak_bytes);
+            }
+            ck_assert_int_ge(ss[4].nodes, ss[0].nodes);
+            ck_assert_int_le(ss[4].nodes, ss[0].nodes + 6);
+            ck_assert(p[4].predicted_s <= p[0].predicted_s);
+            exact += ss[0].stalled && ss[4].stalled && ss[4].nodes == ss[0].nodes + 6;
+            for (int r = 0; r < 5; r++) plan_free(&p[r]);
+        }
+        plan_free(&none);
+        profile_free(&pr);
+        net_free(n);
+    }
+    ck_assert_int_gt(exact, 0);
+}
+END_TEST
+
 START_TEST(simulator_reuse_is_exact)
 {
     /* the simulator keeps the net attached from one plan to the next while it places
@@ -1670,6 +1718,7 @@ static Suite *planner_suite(void)
     tcase_add_test(t, a_variants_starts_share_their_first_round);
     tcase_add_loop_test(t, a_climb_ends_where_no_single_change_helps, 0, 8);
     tcase_add_test(t, a_seed_within_the_gap_ends_the_search);
+    tcase_add_test(t, the_trees_patience_is_counted_in_nodes);
     tcase_add_loop_test(t, climbs_on_threads_find_what_one_thread_finds, 0, 3);
     suite_add_tcase(s, t);
     t = tcase_create("choice");

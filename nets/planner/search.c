@@ -64,10 +64,11 @@ typedef struct search {
     size_t least_used;        /* the least sim_used_peak seen */
     long nodes, node_limit;
     double deadline;          /* vdnn_now_s() past which climbs and branching stop; 0: none */
-    double t0, t_best;        /* when the search began, and when its plan was found */
-    double patience;          /* search_limits.patience, for the branch and bound */
+    double t0;                /* when the search began */
+    long patience;            /* the branch and bound's patience in nodes (search_limits.patience
+                               * over the net's layers, at least one); 0: none */
     int in_tree;              /* the branch and bound is under way (the climbs are done) */
-    double t_tree;            /* when it began */
+    long tree_from, best_at;  /* s->nodes when it began, and when it last improved the plan */
     int stalled;              /* no better plan for as long as patience asks */
     int expired;
     double gap;               /* search_limits.gap */
@@ -98,9 +99,9 @@ static int out_of_time(search *s)
 {
     if (!s->expired && s->deadline > 0 && s->best.predicted_s >= 0 && vdnn_now_s() > s->deadline) s->expired = 1;
     if (!s->expired && !s->stalled && s->in_tree && s->patience > 0 && s->best.predicted_s >= 0) {
-        double since = s->t_best > s->t_tree ? s->t_best : s->t_tree;
-        double idle = vdnn_now_s() - since, took = since - s->t_tree;
-        if (idle > (took > s->patience ? took : s->patience)) s->stalled = 1;
+        long since = s->best_at > s->tree_from ? s->best_at : s->tree_from;
+        long idle = s->nodes - since, took = since - s->tree_from;
+        if (idle >= (took > s->patience ? took : s->patience)) s->stalled = 1;
     }
     if (!s->settled && s->gap > 0 && s->floor_s >= 0 && s->best.predicted_s >= 0 &&
         s->best.predicted_s <= s->floor_s * (1 + s->gap))
@@ -256,7 +257,7 @@ static vdnn_status offer(search *s, const plan *p)
 {
     if (p->peak_bytes > s->budget) return VDNN_OK;
     if (s->best.predicted_s >= 0 && p->predicted_s >= s->best.predicted_s) return VDNN_OK;
-    s->t_best = vdnn_now_s();
+    s->best_at = s->nodes;
     plan_free(&s->best);
     return plan_copy(&s->best, p);
 }
@@ -1483,7 +1484,7 @@ static vdnn_status search_bb(search *s)
      * out) */
     if (s->one_climb) return st;
     s->in_tree = 1;
-    s->t_tree = vdnn_now_s();
+    s->tree_from = s->nodes;
     return tree(s);
 }
 
@@ -1499,7 +1500,7 @@ vdnn_status plan_search_from(const net *n, const profile *pr, size_t budget, sea
     if (!pr) return vdnn_fail(VDNN_EINVAL, "planning needs a profile of the net");
     search s = {.n = n, .pr = pr, .budget = budget ? budget : (size_t)-1, .node_limit = lim.nodes,
                 .gap = lim.gap > 0 ? lim.gap : 0, .floor_s = -1, .fit_nodes = lim.fit_nodes,
-                .one_climb = lim.one_climb, .threads = lim.threads, .patience = lim.patience > 0 ? lim.patience : 0,
+                .one_climb = lim.one_climb, .threads = lim.threads,
                 .chunk = lim.climb_chunk > 0 ? lim.climb_chunk : 0, .own_rounds = lim.own_rounds,
                 .on_round = lim.on_round, .round_ctx = lim.round_ctx,
                 .group = lim.climb_group <= 0             ? CLIMB_GROUP_FIRST
@@ -1508,7 +1509,8 @@ vdnn_status plan_search_from(const net *n, const profile *pr, size_t budget, sea
     s.last_round = lim.last_round > 0 ? lim.last_round : CLIMB_LAST_ROUND * s.gap;
     s.costs = costs_key(pr, s.last_round, s.chunk);
     double t0 = vdnn_now_s();
-    s.t0 = s.t_best = t0;
+    s.t0 = t0;
+    if (lim.patience > 0) s.patience = lim.patience / n->nlayers > 1 ? lim.patience / n->nlayers : 1;
     s.deadline = lim.seconds > 0 ? t0 + lim.seconds : 0;
     s.best.predicted_s = -1;
     int threads = lim.threads > 0 ? lim.threads : omp_get_max_threads();
