@@ -68,6 +68,21 @@ static vdnn_status take_workspace(net *n, layer *l, int pass, exec_ctx *c)
     return ws ? device_alloc(n->dev, ws, l->name, pass_label(pass), &c->workspace) : VDNN_OK;
 }
 
+/* The bytes the pool's blocks not yet freed hold now (net_probe). */
+static size_t held_now(const net *n)
+{
+    const pool *p = device_pool(n->dev);
+    return pool_used_bytes(p) - pool_pending_bytes(p);
+}
+
+/* *at, raised to what the pool's blocks hold now where the net is probed. */
+static void probe_most(const net *n, size_t *at)
+{
+    if (!n->probe || !n->probe->on) return;
+    size_t h = held_now(n);
+    if (h > *at) *at = h;
+}
+
 static void give_workspace(net *n, exec_ctx *c)
 {
     if (c->workspace) device_free(n->dev, c->workspace);
@@ -293,6 +308,7 @@ static vdnn_status forward(net *n, exec_ctx *c, int train)
             st = device_alloc_as(n->dev, map_room(n, i + 1), l->name, out->name, " (output)", (void **)&out->dev);
             if (st == VDNN_OK) out->state = RES_DEVICE;
         }
+        if (n->probe && n->probe->on) n->probe->fwd_ws_at[i] = held_now(n);
         if (st == VDNN_OK) st = take_workspace(n, l, PASS_FWD, c);
         if (st == VDNN_OK) st = params_fetch(n, i, 0, 0);
         if (st == VDNN_OK) st = params_fetch(n, i + 1, 0, 0);
@@ -300,6 +316,7 @@ static vdnn_status forward(net *n, exec_ctx *c, int train)
         if (st == VDNN_OK) st = layer_forward_n(l, c, xs, out->dev);
         if (st == VDNN_OK && n->tap_out && n->tap_map == i + 1)
             st = device_download(n->dev, n->tap_out, out->dev, map_bytes(n, i + 1, c->n));
+        if (n->probe) probe_most(n, &n->probe->fwd_held[i]);
         give_workspace(n, c);
         if (st == VDNN_OK) st = params_release(n, i, 0);
         for (int k = 0; k < l->ninputs && st == VDNN_OK; k++)
@@ -328,6 +345,8 @@ static int next_reader(const net *n, int i, int *pos)
 static vdnn_status fetch(net *n, int j, const layer *l, int items)
 {
     fmap *m = &n->maps[j];
+    if (n->probe && n->probe->on && m->state == RES_HOST && n->probe->fetched_in[j] < 0)
+        n->probe->fetched_in[j] = n->probe->layer;
     return m->state == RES_HOST ? mm_prefetch(n->dev, m, map_room(n, j), map_bytes(n, j, items), l->name, &n->stats)
                                  : VDNN_OK;
 }
@@ -366,6 +385,7 @@ static vdnn_status redo_layer(net *n, int j, exec_ctx *c)
     vdnn_status st = device_alloc_as(n->dev, map_room(n, j), l->name, out->name, " (recomputed)", (void **)&out->dev);
     if (st == VDNN_OK) out->state = RES_DEVICE;
     if (st == VDNN_OK) st = take_workspace(n, l, PASS_FWD, &rc);
+    if (n->probe && n->probe->layer >= 0) probe_most(n, &n->probe->bwd_held[n->probe->layer]);
     const float *xs[LAYER_MAX_INPUTS];
     input_ptrs(n, l, xs);
     if (st == VDNN_OK) st = layer_forward_n(l, &rc, xs, out->dev);
@@ -555,12 +575,15 @@ static vdnn_status backward(net *n, exec_ctx *c)
         float *dxs[LAYER_MAX_INPUTS], *part[LAYER_MAX_INPUTS] = {NULL};
         float *dy = l->is_loss ? NULL : n->dx[i + 1];
         int over_y = 0;
+        if (n->probe) n->probe->layer = i;
         vdnn_status st = fetch_own(n, i, c);
         if (st == VDNN_OK) st = params_fetch(n, i, 1, c->accumulate);
         if (st == VDNN_OK) st = params_fetch(n, i - 1, 1, c->accumulate);
         if (st == VDNN_OK) st = gradient_bufs(n, l, i, c, dxs, part, &over_y);
+        if (n->probe && n->probe->on) n->probe->bwd_ws_at[i] = held_now(n);
         if (st == VDNN_OK) st = take_workspace(n, l, PASS_BWD_DATA, c);
         if (st == VDNN_OK) st = fetch_ahead(n, i, c->n, &pos);
+        if (n->probe) probe_most(n, &n->probe->bwd_held[i]);
         if (st == VDNN_OK) st = wait_own(n, i);
         if (st == VDNN_OK) params_wait(n, i);
         const float *xs[LAYER_MAX_INPUTS];
@@ -649,6 +672,7 @@ static vdnn_status run_chunk(net *n, const float *x, const int32_t *y, int items
     c.item_offset = base + offset;
     c.accumulate = accumulate;
     c.grad_scale = 1.0f / (float)total;
+    if (n->probe) n->probe->on = !accumulate;   /* the first micro-batch */
     size_t per_item = shape_per_item(n->input);
     vdnn_status st = load_input(n, x ? x + (size_t)offset * per_item : NULL, y ? y + offset : NULL, items);
     if (st == VDNN_OK) st = forward(n, &c, 1);
@@ -659,6 +683,7 @@ static vdnn_status run_chunk(net *n, const float *x, const int32_t *y, int items
      * returns the bottom of the slab to the backward pass in one piece. */
     if (st == VDNN_OK) pool_reclaim(device_pool(n->dev), 1);
     if (st == VDNN_OK) st = backward(n, &c);
+    if (n->probe) n->probe->on = 0;
     /* the next micro-batch's swapped gradients start from these sums */
     for (int i = 0; i < n->nlayers; i++) wait_grads(n, i);
     return st;

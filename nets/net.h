@@ -104,6 +104,22 @@ typedef struct net_map {
                                * trainable parameters (never x[0]) */
 } net_map;
 
+/* What the first micro-batch of a training step holds at points of its work: the bytes
+ * of the pool's blocks not yet freed (freed blocks waiting for a copy not counted) once
+ * each layer's forward and backward took their buffers (the maps fetched ahead too), and
+ * before each one's workspace; and the backward layer during whose step each offloaded
+ * map came back. The planner's simulator asks for it (net.probe) to bound what changes
+ * of a plan hold (nets/planner/bounds.c). */
+typedef struct net_probe {
+    size_t *fwd_held;         /* (nlayers) */
+    size_t *bwd_held;         /* (nlayers) */
+    size_t *fwd_ws_at;        /* (nlayers) */
+    size_t *bwd_ws_at;        /* (nlayers) */
+    int *fetched_in;          /* (nlayers + 1) -1: not brought back */
+    int on;                   /* the iteration records (its first micro-batch) */
+    int layer;                /* the backward layer under way */
+} net_probe;
+
 typedef struct net {
     cfg_file *cfg;            /* owned unless cfg_borrowed (a clone) */
     int cfg_borrowed;
@@ -161,6 +177,7 @@ typedef struct net {
     trace *trace;             /* not owned; NULL: no trace */
     int tap_map;              /* net_predict: the map forward copies to tap_out (host), when set */
     float *tap_out;
+    net_probe *probe;         /* not owned; NULL (but for one of the simulator's replays) */
 } net;
 
 /* Overrides from the command line (net_overrides above); a field < 0 (or 0 for doubles,

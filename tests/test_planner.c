@@ -1463,6 +1463,155 @@ static int capped_as_full(void *ctx, const plan *p)
     return 0;
 }
 
+/* live_bounds: what a plan with one change holds at once, at least (planner.h). */
+typedef struct bound_check {
+    const net *n;
+    simulator *s, *changed;
+    long plans, checked, above;   /* above: bounds over what the plan itself holds */
+} bound_check;
+
+/* q, a plan with one change, holds `least` bytes at once at some point of its replay. */
+static void holds_at_least(bound_check *c, const plan *q, size_t least, const char *what, int at)
+{
+    double t;
+    size_t peak;
+    vdnn_status st = sim_run(c->changed, q, &t, &peak);
+    if (st == VDNN_EINVAL) return;   /* not a plan (a recompute chain through a swapped layer) */
+    ck_assert_msg(st == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_msg(least <= sim_used_peak(c->changed), "plan %ld, %s %d: bound %zu, but the changed plan holds %zu",
+                  c->plans, what, at, least, sim_used_peak(c->changed));
+    c->checked++;
+}
+
+static int bounds_hold(void *ctx, const plan *p)
+{
+    bound_check *c = ctx;
+    if (c->plans++ % 53) return 0;
+    const net *n = c->n;
+    live_bounds b;
+    double t;
+    size_t peak;
+    ck_assert_msg(live_bounds_make(c->s, n, p, &b) == VDNN_OK && b.valid, "%s", vdnn_errmsg());
+    ck_assert(sim_run(c->s, p, &t, &peak) == VDNN_OK);
+    const size_t held = sim_used_peak(c->s);
+    plan q;
+    ck_assert(plan_copy(&q, p) == VDNN_OK);
+    for (int j = 0; j < n->nlayers; j++)
+        if (p->offload[j] == MAP_OFFLOAD) {
+            size_t least = live_bounds_keep(&b, n, j);
+            q.offload[j] = MAP_KEEP;
+            holds_at_least(c, &q, least, "map kept", j);
+            q.offload[j] = MAP_OFFLOAD;
+            c->above += least > held;
+        }
+    for (int i = 0; i < n->nlayers; i++) {
+        if (p->swap[i] != SWAP_NONE) {
+            size_t least = live_bounds_resident(&b, n, i);
+            q.swap[i] = SWAP_NONE;
+            holds_at_least(c, &q, least, "parameters resident, layer", i);
+            q.swap[i] = p->swap[i];
+            c->above += least > held;
+        }
+        for (int pass = 0; pass < PASS_COUNT; pass++)
+            for (int a = 0; a < layer_algo_count(n->layers[i], pass) && n->layers[i]->algo_pinned[pass] < 0; a++) {
+                size_t ws = layer_workspace_bytes(n->layers[i], pass, a);
+                if (a == p->algo[i][pass] || ws == SIZE_MAX) continue;
+                size_t least = live_bounds_workspace(&b, i, pass, ws);
+                q.algo[i][pass] = a;
+                holds_at_least(c, &q, least, "another algorithm, layer", i);
+                q.algo[i][pass] = p->algo[i][pass];
+                c->above += least > held;
+            }
+    }
+    plan_free(&q);
+    live_bounds_free(&b);
+    return c->plans > 53 * 24;
+}
+
+/* The bounds a climb's round spares replays with (live_bounds) are bounds: for plans of
+ * the branch and bound's space (every 53rd, 24 of each net: offloads, swaps, recomputed
+ * maps, copy timings, algorithms), each change they bound (a map kept, a layer's
+ * parameters kept on the device, another algorithm for a pass) replayed in full holds
+ * at least that much at once; on a chain and a graph with a shortcut, whole batches and
+ * micro-batches of 2 items. And they say something: hundreds bound a change above what
+ * the plan itself holds. */
+START_TEST(live_bounds_hold_at_most_what_a_change_holds)
+{
+    static const char *const nets[] = {ENUM_NET, CLIMB_NET};
+    long above = 0;
+    for (int k = 0; k < 4; k++) {
+        net_overrides ov = net_no_overrides();
+        ov.micro_batch = k % 2 ? 2 : 0;
+        profile pr;
+        size_t least = 0;
+        plan none;
+        net *n = net_and_range(nets[k / 2], &ov, 5 + (uint64_t)k, &pr, &least, &none);
+        bound_check c = {.n = n};
+        ck_assert(sim_create(n, &pr, &c.s) == VDNN_OK);
+        ck_assert(sim_create(n, &pr, &c.changed) == VDNN_OK);
+        plan_enumerate(n, &pr, bounds_hold, &c);
+        printf("live bounds (%s, micro-batches %d): %ld changes of %ld plans replayed, %ld bounds above what the "
+               "plan holds\n", k / 2 ? "graph" : "chain", ov.micro_batch, c.checked, c.plans / 53, c.above);
+        ck_assert_int_gt(c.checked, 500);
+        above += c.above;
+        sim_destroy(c.s);
+        sim_destroy(c.changed);
+        plan_free(&none);
+        profile_free(&pr);
+        net_free(n);
+    }
+    ck_assert_int_gt(above, 100);
+}
+END_TEST
+
+/* A climb's round does not replay the changes its plan's bounds show cannot fit, and
+ * finds what it finds replaying them: the same plan (every decision) at budgets from
+ * the least to none's peak, three cost tables, on a chain and a graph; at the least
+ * budget in fewer simulations (the bounds cost one replay a round: on these small nets
+ * more than they spare where most changes fit). */
+START_TEST(a_rounds_bounds_spare_replays_and_change_no_plan)
+{
+    static const char *const nets[] = {DEEP_NET, CLIMB_NET};
+    long sims[2] = {0, 0};
+    for (int k = 0; k < 2; k++)
+        for (uint64_t seed = 41; seed < 44; seed++) {
+            profile pr;
+            size_t least = 0;
+            plan none;
+            net *n = net_and_range(nets[k], NULL, seed, &pr, &least, &none);
+            for (int b = 0; b < 8; b++) {
+                size_t budget = least + (none.peak_bytes - least) * (size_t)b / 7;
+                plan p[2];
+                long least_sims[2];
+                for (int nb = 0; nb < 2; nb++) {
+                    search_stats ss;
+                    search_limits lim = {.nodes = 1, .gap = 0.005, .threads = 1, .no_bounds = nb};
+                    ck_assert_msg(plan_search(n, &pr, budget, SEARCH_BB, lim, &p[nb], &ss) == VDNN_OK, "%s",
+                                  vdnn_errmsg());
+                    sims[nb] += ss.simulations;
+                    least_sims[nb] = ss.simulations;
+                }
+                /* at the least budget most changes do not fit, and their replays are spared */
+                if (b == 0)
+                    ck_assert_msg(least_sims[0] < least_sims[1], "the least budget: %ld simulations with bounds, %ld without",
+                                  least_sims[0], least_sims[1]);
+                ck_assert_msg(p[0].predicted_s == p[1].predicted_s && p[0].peak_bytes == p[1].peak_bytes,
+                              "budget %zu: %.9f s, peak %zu with bounds; %.9f s, %zu without", budget, p[0].predicted_s,
+                              p[0].peak_bytes, p[1].predicted_s, p[1].peak_bytes);
+                ck_assert(!memcmp(p[0].offload, p[1].offload, (size_t)n->nlayers + 1));
+                ck_assert(!memcmp(p[0].swap, p[1].swap, (size_t)n->nlayers));
+                ck_assert(!memcmp(p[0].algo, p[1].algo, (size_t)n->nlayers * sizeof *p[0].algo));
+                plan_free(&p[0]);
+                plan_free(&p[1]);
+            }
+            plan_free(&none);
+            profile_free(&pr);
+            net_free(n);
+        }
+    printf("a round's bounds: %ld simulations with them, %ld without\n", sims[0], sims[1]);
+}
+END_TEST
+
 START_TEST(capped_replays_answer_as_full_ones)
 {
     /* the climbs ask only whether a plan fits the budget, and how fast it is if it does:
@@ -1709,6 +1858,8 @@ static Suite *planner_suite(void)
     tcase_add_test(t, a_refused_plan_leaves_the_net_attached);
     tcase_add_test(t, a_remembered_evaluation_sets_the_peak_as_a_replayed_one);
     tcase_add_loop_test(t, capped_replays_answer_as_full_ones, 0, 2);
+    tcase_add_test(t, live_bounds_hold_at_most_what_a_change_holds);
+    tcase_add_test(t, a_rounds_bounds_spare_replays_and_change_no_plan);
     tcase_add_test(t, a_climb_ends_after_a_round_of_small_gains);
     tcase_add_test(t, a_round_whose_moves_gain_little_is_the_last);
     tcase_add_test(t, a_climb_in_parts_makes_one_round_with_a_gap);

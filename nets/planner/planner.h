@@ -194,6 +194,34 @@ size_t sim_used_peak(const simulator *s);
 /* The last run's compute-stream work (its predicted time less the waits for copies):
  * no plan that differs from it only in maps kept rather than offloaded is faster. */
 double sim_busy_s(const simulator *s);
+/* Replays `p` (whatever it replayed before) with the iteration recording into `probe`
+ * (net_probe, its arrays the net's size) what the first micro-batch holds. */
+vdnn_status sim_probe(simulator *s, const plan *p, net_probe *probe);
+
+/* Lower bounds on the bytes a plan holds at once (its blocks not yet freed: no more than
+ * its peak) once one of its decisions changes, from one replay of it (bounds.c). A
+ * change of one map, one layer's parameters or one pass's workspace leaves the pool's
+ * requests before it as they were, and after it adds the map, the parameters or the
+ * workspace's growth to what was held at points of the step: where that passes the
+ * budget, no replay is needed to know the change does not fit. */
+typedef struct live_bounds {
+    int nlayers, valid;
+    size_t *fwd_before, *fwd_after;   /* held at forward samples of layers < i, and >= i */
+    size_t *bwd_before, *bwd_after;   /* held at backward samples of layers < i, and >= i */
+    size_t *fwd_ws_at, *bwd_ws_at;    /* held before layer i's forward and backward workspace */
+    size_t *bwd_ws;                   /* (2 nlayers) the plan's backward-data and -filter workspaces */
+    int *fetched_in;                  /* (nlayers + 1) net_probe's */
+} live_bounds;
+/* The bounds of plan p of net n, from a replay on s (sim_probe); b->valid 0 where the
+ * replay failed (no bound then). Free with live_bounds_free. */
+vdnn_status live_bounds_make(simulator *s, const net *n, const plan *p, live_bounds *b);
+void live_bounds_free(live_bounds *b);
+/* The least p holds at once with map j, offloaded in p, kept instead; with layer i's
+ * parameters, swapped in p, kept on the device; with layer i's `pass` run by an
+ * algorithm of `ws` bytes of workspace. 0 where nothing is known. */
+size_t live_bounds_keep(const live_bounds *b, const net *n, int j);
+size_t live_bounds_resident(const live_bounds *b, const net *n, int i);
+size_t live_bounds_workspace(const live_bounds *b, int i, int pass, size_t ws);
 
 typedef enum { SEARCH_VDNN = 0, SEARCH_BB } search_kind;
 
@@ -251,6 +279,9 @@ typedef struct search_limits {
                                * (0: the default, search.c; 1: one at a time) */
     int own_rounds;           /* 1: every start's climb measures its own first round (by
                                * default a variant's starts share one: search.c) */
+    int no_bounds;            /* 1: a climb's round replays every change it measures (by
+                               * default not those its plan's live_bounds show cannot fit:
+                               * search.c, best_choice) */
     double last_round;        /* > 0: a climb's full round whose moves gain less than this
                                * share of the plan's time is its last (0: a tenth of the
                                * gap: search.c, CLIMB_LAST_ROUND) */

@@ -362,6 +362,28 @@ static vdnn_status replay(simulator *s, sim_net *a, const plan *p, size_t cap, d
     return VDNN_OK;
 }
 
+/* The net to replay p on (net_for), running p, its clocks at 0. A plan the net cannot
+ * run leaves it as it was, still clean. */
+static vdnn_status ready(simulator *s, const plan *p, sim_net **out)
+{
+    sim_net *a = NULL;
+    vdnn_status st = net_for(s, p, &a);
+    if (st != VDNN_OK) return st;
+    st = a->has_applied ? plan_apply_from(a->m, p, &a->applied) : plan_apply(a->m, p);
+    if (st != VDNN_OK) return st;
+    a->clean = 0;
+    remember_applied(a, p);
+    sim_model model = {0};
+    if (s->pr) {
+        model.h2d_bytes_per_s = s->pr->h2d_bytes_per_s;
+        model.d2h_bytes_per_s = s->pr->d2h_bytes_per_s;
+        model.copy_latency_s = s->pr->copy_latency_s;
+    }
+    device_sim_set_model(a->d, &model);
+    *out = a;
+    return VDNN_OK;
+}
+
 vdnn_status sim_run_within(simulator *s, const plan *p, size_t cap, double *time_s, size_t *peak_bytes)
 {
     uint64_t h = plan_key(s, p);
@@ -376,20 +398,8 @@ vdnn_status sim_run_within(simulator *s, const plan *p, size_t cap, double *time
         return VDNN_OK;
     }
     sim_net *a = NULL;
-    vdnn_status st = net_for(s, p, &a);
+    vdnn_status st = ready(s, p, &a);
     if (st != VDNN_OK) return st;
-    /* a plan the net cannot run leaves it as it was, still clean */
-    st = a->has_applied ? plan_apply_from(a->m, p, &a->applied) : plan_apply(a->m, p);
-    if (st != VDNN_OK) return st;
-    a->clean = 0;
-    remember_applied(a, p);
-    sim_model model = {0};
-    if (s->pr) {
-        model.h2d_bytes_per_s = s->pr->h2d_bytes_per_s;
-        model.d2h_bytes_per_s = s->pr->d2h_bytes_per_s;
-        model.copy_latency_s = s->pr->copy_latency_s;
-    }
-    device_sim_set_model(a->d, &model);
     /* the parameters alone past the cap: nothing to replay */
     pool *pl = device_pool(a->d);
     int over = cap && pool_frontier_peak(pl) > cap;
@@ -418,6 +428,21 @@ vdnn_status sim_run_within(simulator *s, const plan *p, size_t cap, double *time
     if (st == VDNN_OK && h)
         memo_put(&s->plans, h,
                  &(replayed){.time_s = *time_s, .busy_s = s->busy_s, .peak = *peak_bytes, .used = s->used_peak});
+    return st;
+}
+
+vdnn_status sim_probe(simulator *s, const plan *p, net_probe *probe)
+{
+    sim_net *a = NULL;
+    vdnn_status st = ready(s, p, &a);
+    if (st != VDNN_OK) return st;
+    double t;
+    a->m->probe = probe;
+    st = replay(s, a, p, 0, &t);
+    a->m->probe = NULL;
+    s->runs++;
+    a->clean = st == VDNN_OK;
+    if (st == VDNN_OK) s->used_peak = pool_live_peak(device_pool(a->d));
     return st;
 }
 
