@@ -1157,13 +1157,13 @@ START_TEST(a_seed_within_the_gap_ends_the_search)
 END_TEST
 
 /* The branch and bound's patience is counted in nodes: search_limits.patience over the
- * net's layers (a share of work, not of the clock), so that a search stops at the same
- * node, with the same plan, on any machine and at any load. Budgets from the least to
- * none's peak, three cost tables, no gap (the tree would go on to the end): a search
- * made twice visits the same nodes; patiences that give the same count of nodes (k and
- * k + 1 over the layers, rounded down) the same nodes; and a patience of more nodes, at
- * most that many more, and exactly that many where its tree never improved the plan
- * (seen at some budget). */
+ * square of the net's layers (not the clock), so that a search stops at the same node,
+ * with the same plan, on any machine and at any load. Budgets from the least to none's
+ * peak, three cost tables, no gap (the tree would go on to the end): a search made
+ * twice visits the same nodes (on one thread and on two); patiences that give the same
+ * count of nodes (k and k + 1 over the layers' square, rounded down) the same nodes;
+ * and a patience of more nodes, at most that many more, and exactly that many where its
+ * tree never improved the plan (seen at some budget). */
 START_TEST(the_trees_patience_is_counted_in_nodes)
 {
     int exact = 0;
@@ -1172,14 +1172,14 @@ START_TEST(the_trees_patience_is_counted_in_nodes)
         size_t least = 0;
         plan none;
         net *n = net_and_range(DEEP_NET, NULL, seed, &pr, &least, &none);
-        const long L = n->nlayers;
+        const long L = (long)n->nlayers * n->nlayers;
         for (int b = 0; b < 6; b++) {
             size_t budget = least + (none.peak_bytes - least) * (size_t)b / 6;
             static const long nodes[] = {3, 3, 3, 9};
             search_stats ss[5];
             plan p[5];
             for (int r = 0; r < 5; r++) {
-                /* r = 3 is r = 2's patience with all but one layer's worth more */
+                /* r = 3 is r = 2's patience with all but one more node's worth */
                 const long patience = r == 4 ? 9 * L : r == 3 ? 4 * L - 1 : nodes[r] * L;
                 search_limits lim = {.patience = patience, .threads = r == 1 ? 2 : 1};
                 ck_assert_msg(plan_search(n, &pr, budget, SEARCH_BB, lim, &p[r], &ss[r]) == VDNN_OK, "%s",

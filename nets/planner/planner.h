@@ -234,13 +234,16 @@ typedef enum { SEARCH_VDNN = 0, SEARCH_BB } search_kind;
  * fits has been found. */
 #define PLAN_SEARCH_SECONDS 60
 /* The command line's patience (search_limits), unless --search-gap 0 asks for the
- * exact optimum: the branch and bound stops once it has visited this many nodes times
- * the net's layers without improving the plan, and, once it has, as many as it took
- * to. The seeds and the climbs find the plans, and the tree then mostly proves them
- * (bench/planner.md: after the climbs it improved none of 45 searches' plans). A node
- * replays the net about once, so this is a share of work, the same plan on any
- * machine: on the development machine about 0.02 s (it was 0.1 s of wall time). */
-#define PLAN_PATIENCE 30000L
+ * exact optimum: the branch and bound stops once it has visited this over the square of
+ * the net's layers nodes without improving the plan, and, once it has, as many as it
+ * took to. A count of nodes, not of seconds, so that a plan is the same on any machine
+ * and at any load. The seeds and the climbs find the plans; on a deep net the tree then
+ * only proves them (bench/planner.md: after the climbs it improved none of 45 searches'
+ * plans), while a small net's often completes, and may find a faster plan (LeNet at
+ * batch 64 and dyn's least, one thread: 2.8% faster, after 16,000 nodes). A node replays
+ * the net about once: LeNet gets 30,000 nodes (a tenth of a second), ResNet-110 19 (a
+ * hundredth), ResNet-1202 one. */
+#define PLAN_PATIENCE 3000000L
 /* The command line's default gap: the search stops once its plan is predicted within
  * this fraction of the net's time with unlimited memory (no plan can be faster), and
  * the branch and bound cuts every node that cannot beat its plan by more (an
@@ -268,9 +271,9 @@ typedef struct search_limits {
     long fit_nodes;
     int one_climb;
     long patience;            /* > 0: the branch and bound (after the climbs) stops once
-                               * it has visited this many nodes over the net's layers (at
-                               * least one), and as many as it took itself to improve the
-                               * plan, without improving it */
+                               * it has visited this many nodes over the square of the
+                               * net's layers (at least one), and as many as it took itself
+                               * to improve the plan, without improving it */
     int threads;              /* the threads the climbs run on (0: OpenMP's count, the run's
                                * --threads); the plan found is the same on any number */
     int climb_chunk;          /* decisions a climb's round measures against one plan before

@@ -66,7 +66,7 @@ typedef struct search {
     double deadline;          /* vdnn_now_s() past which climbs and branching stop; 0: none */
     double t0;                /* when the search began */
     long patience;            /* the branch and bound's patience in nodes (search_limits.patience
-                               * over the net's layers, at least one); 0: none */
+                               * over the square of the net's layers, at least one); 0: none */
     int in_tree;              /* the branch and bound is under way (the climbs are done) */
     long tree_from, best_at;  /* s->nodes when it began, and when it last improved the plan */
     int stalled;              /* no better plan for as long as patience asks */
@@ -1532,7 +1532,10 @@ vdnn_status plan_search_from(const net *n, const profile *pr, size_t budget, sea
     s.costs = costs_key(pr, s.last_round, s.chunk);
     double t0 = vdnn_now_s();
     s.t0 = t0;
-    if (lim.patience > 0) s.patience = lim.patience / n->nlayers > 1 ? lim.patience / n->nlayers : 1;
+    if (lim.patience > 0) {
+        const long per = (long)n->nlayers * n->nlayers;
+        s.patience = lim.patience / per > 1 ? lim.patience / per : 1;
+    }
     s.deadline = lim.seconds > 0 ? t0 + lim.seconds : 0;
     s.best.predicted_s = -1;
     int threads = lim.threads > 0 ? lim.threads : omp_get_max_threads();
