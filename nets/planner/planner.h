@@ -240,9 +240,9 @@ typedef enum { SEARCH_VDNN = 0, SEARCH_BB } search_kind;
  * and at any load. The seeds and the climbs find the plans; on a deep net the tree then
  * only proves them (bench/planner.md: after the climbs it improved none of 45 searches'
  * plans), while a small net's often completes, and may find a faster plan (LeNet at
- * batch 64 and dyn's least, one thread: 2.8% faster, after 16,000 nodes). A node replays
- * the net about once: LeNet gets 30,000 nodes (a tenth of a second), ResNet-110 19 (a
- * hundredth), ResNet-1202 one. */
+ * batch 64 and dyn's least, one thread: 2.8% faster, after more than 15,000 nodes). A
+ * node replays the net about once: LeNet gets 30,000 nodes (a tenth of a second),
+ * ResNet-110 19 (a hundredth), ResNet-1202 one. */
 #define PLAN_PATIENCE 3000000L
 /* The command line's default gap: the search stops once its plan is predicted within
  * this fraction of the net's time with unlimited memory (no plan can be faster), and
