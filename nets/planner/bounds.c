@@ -108,6 +108,39 @@ size_t live_bounds_keep(const live_bounds *b, const net *n, int j)
     return most_from(b, r + 1, f >= 0 ? f + 1 : -1) + room;
 }
 
+/* What layer i's parameters hold on the device when they stay there: each value, and the
+ * gradient and momentum of each trainable one. */
+static size_t resident_bytes(const layer *l)
+{
+    size_t held = 0;
+    for (int k = 0; k < l->nparams; k++) {
+        size_t bytes = pool_round(shape_count(l->params[k].shape) * sizeof(float));
+        held += l->params[k].trainable ? 3 * bytes : bytes;
+    }
+    return held;
+}
+
+size_t live_bounds_most_added(const net *n)
+{
+    size_t most = 0;
+    for (int j = 0; j < n->nlayers; j++) {
+        const shape4 s = j == 0 ? n->input : n->layers[j - 1]->out;
+        size_t room = pool_round((size_t)n->input.n * shape_per_item(s) * sizeof(float));
+        if (room > most) most = room;
+    }
+    for (int i = 0; i < n->nlayers; i++) {
+        const layer *l = n->layers[i];
+        size_t r = resident_bytes(l);
+        if (r > most) most = r;
+        for (int pass = 0; pass < PASS_COUNT; pass++)
+            for (int a = 0; a < layer_algo_count(l, pass); a++) {
+                size_t ws = layer_workspace_bytes(l, pass, a);
+                if (ws != SIZE_MAX && pool_round(ws) > most) most = pool_round(ws);
+            }
+    }
+    return most;
+}
+
 size_t live_bounds_resident(const live_bounds *b, const net *n, int i)
 {
     if (!b->valid || i < 0 || i >= n->nlayers) return 0;
@@ -117,14 +150,7 @@ size_t live_bounds_resident(const live_bounds *b, const net *n, int i)
     if (i + 1 < b->nlayers && b->fwd_after[i + 1] > m) m = b->fwd_after[i + 1];
     if (b->bwd_before[i] > m) m = b->bwd_before[i];
     if (i + 2 < b->nlayers && b->bwd_after[i + 2] > m) m = b->bwd_after[i + 2];
-    /* resident: each value, and the gradient and momentum of each trainable one */
-    const layer *l = n->layers[i];
-    size_t held = 0;
-    for (int k = 0; k < l->nparams; k++) {
-        size_t bytes = pool_round(shape_count(l->params[k].shape) * sizeof(float));
-        held += l->params[k].trainable ? 3 * bytes : bytes;
-    }
-    return m + held;
+    return m + resident_bytes(n->layers[i]);
 }
 
 size_t live_bounds_workspace(const live_bounds *b, int i, int pass, size_t ws)

@@ -79,6 +79,7 @@ typedef struct search {
     int group;                /* search_limits.climb_group, else CLIMB_GROUP_FIRST */
     int own_rounds;           /* search_limits.own_rounds */
     int no_bounds;            /* search_limits.no_bounds */
+    size_t most_added;        /* live_bounds_most_added of the net */
     double last_round;        /* search_limits.last_round, else CLIMB_LAST_ROUND of the gap */
     void (*on_round)(void *ctx, double measured_s, double before_s, double after_s);
     void *round_ctx;          /* search_limits.on_round, round_ctx */
@@ -779,8 +780,17 @@ static vdnn_status measure_round(search *s, plan *cur, double busy, const decisi
         at[i] = i ? &copy[i] : cur;
         if (i) st = plan_copy(&copy[i], cur);
     }
+    /* bounds only where one may pass the budget: a plan that holds at most the budget
+     * less what any change adds gets none (its replay, remembered, says what it holds) */
     live_bounds lb = {0};
-    if (st == VDNN_OK && !s->no_bounds) st = live_bounds_make(s->sim, s->n, cur, &lb);
+    const double t = cur->predicted_s;
+    const size_t peak = cur->peak_bytes;
+    int tight = 0;
+    if (st == VDNN_OK && !s->no_bounds) st = simulate(s, cur);
+    if (st == VDNN_OK && !s->no_bounds) tight = sim_used_peak(s->sim) + s->most_added > s->budget;
+    cur->predicted_s = t;
+    cur->peak_bytes = peak;
+    if (st == VDNN_OK && tight) st = live_bounds_make(s->sim, s->n, cur, &lb);
     round_jobs r = {.cur = at, .dec = dec, .lb = lb.valid ? &lb : NULL, .busy = busy, .pick = pick, .gain = gain};
     if (st == VDNN_OK) st = on_threads(s, count, round_job, &r);
     live_bounds_free(&lb);
@@ -1529,6 +1539,7 @@ vdnn_status plan_search_from(const net *n, const profile *pr, size_t budget, sea
                          : lim.climb_group > CLIMB_GROUP_MAX ? CLIMB_GROUP_MAX
                                                              : lim.climb_group};
     s.last_round = lim.last_round > 0 ? lim.last_round : CLIMB_LAST_ROUND * s.gap;
+    if (!s.no_bounds) s.most_added = live_bounds_most_added(n);
     s.costs = costs_key(pr, s.last_round, s.chunk);
     double t0 = vdnn_now_s();
     s.t0 = t0;
