@@ -86,6 +86,12 @@ vdnn_status live_bounds_make(simulator *s, const net *n, const plan *p, live_bou
     return st == VDNN_EBUDGET || st == VDNN_EINVAL ? VDNN_OK : st;
 }
 
+/* The bytes map j's block takes (the iteration's map_room). */
+static size_t map_block(const net *n, int j)
+{
+    return pool_round(shape_bytes(j == 0 ? n->input : n->layers[j - 1]->out));
+}
+
 /* Of the samples from the forward of layer `from` on, and from the backward of layer
  * `to` down (to < 0: none of it), the most held. */
 static size_t most_from(const live_bounds *b, int from, int to)
@@ -101,37 +107,19 @@ size_t live_bounds_keep(const live_bounds *b, const net *n, int j)
     /* freed after its last forward reader's step in the replay, back during layer f's */
     const int r = n->graph[j].last_fwd, f = b->fetched_in[j];
     if (r < 0) return 0;
-    const shape4 s = j == 0 ? n->input : n->layers[j - 1]->out;
-    const size_t room = pool_round((size_t)n->input.n * shape_per_item(s) * sizeof(float));
     /* the backward samples of the layers before f's step (above f), where the replay
      * had not brought it back */
-    return most_from(b, r + 1, f >= 0 ? f + 1 : -1) + room;
-}
-
-/* What layer i's parameters hold on the device when they stay there: each value, and the
- * gradient and momentum of each trainable one. */
-static size_t resident_bytes(const layer *l)
-{
-    size_t held = 0;
-    for (int k = 0; k < l->nparams; k++) {
-        size_t bytes = pool_round(shape_count(l->params[k].shape) * sizeof(float));
-        held += l->params[k].trainable ? 3 * bytes : bytes;
-    }
-    return held;
+    return most_from(b, r + 1, f >= 0 ? f + 1 : -1) + map_block(n, j);
 }
 
 size_t live_bounds_most_added(const net *n)
 {
     size_t most = 0;
-    for (int j = 0; j < n->nlayers; j++) {
-        const shape4 s = j == 0 ? n->input : n->layers[j - 1]->out;
-        size_t room = pool_round((size_t)n->input.n * shape_per_item(s) * sizeof(float));
-        if (room > most) most = room;
-    }
+    for (int j = 0; j < n->nlayers; j++)
+        if (map_block(n, j) > most) most = map_block(n, j);
     for (int i = 0; i < n->nlayers; i++) {
         const layer *l = n->layers[i];
-        size_t r = resident_bytes(l);
-        if (r > most) most = r;
+        if (layer_param_bytes(l) > most) most = layer_param_bytes(l);
         for (int pass = 0; pass < PASS_COUNT; pass++)
             for (int a = 0; a < layer_algo_count(l, pass); a++) {
                 size_t ws = layer_workspace_bytes(l, pass, a);
@@ -150,7 +138,8 @@ size_t live_bounds_resident(const live_bounds *b, const net *n, int i)
     if (i + 1 < b->nlayers && b->fwd_after[i + 1] > m) m = b->fwd_after[i + 1];
     if (b->bwd_before[i] > m) m = b->bwd_before[i];
     if (i + 2 < b->nlayers && b->bwd_after[i + 2] > m) m = b->bwd_after[i + 2];
-    return m + resident_bytes(n->layers[i]);
+    /* resident: each value, and the gradient and momentum of each trainable one */
+    return m + layer_param_bytes(n->layers[i]);
 }
 
 size_t live_bounds_workspace(const live_bounds *b, int i, int pass, size_t ws)
