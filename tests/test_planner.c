@@ -1469,6 +1469,7 @@ typedef struct bound_check {
     simulator *s, *changed;
     size_t most, held;        /* live_bounds_most_added; what the plan itself holds */
     long plans, checked, above;   /* above: bounds over what the plan itself holds */
+    long recomputed;          /* bounds of a map recomputed that say something */
 } bound_check;
 
 /* q, a plan with one change, holds `least` bytes at once at some point of its replay;
@@ -1508,6 +1509,13 @@ static int bounds_hold(void *ctx, const plan *p)
             holds_at_least(c, &q, least, "map kept", j);
             q.offload[j] = MAP_OFFLOAD;
             c->above += least > held;
+            if (!net_recomputable(n, j, p->swap)) continue;
+            least = live_bounds_recompute(&b, n, p, j);
+            q.offload[j] = MAP_RECOMPUTE;
+            holds_at_least(c, &q, least, "map recomputed", j);
+            q.offload[j] = MAP_OFFLOAD;
+            c->above += least > held;
+            c->recomputed += least > 0;
         }
     for (int i = 0; i < n->nlayers; i++) {
         if (p->swap[i] != SWAP_NONE) {
@@ -1535,8 +1543,8 @@ static int bounds_hold(void *ctx, const plan *p)
 
 /* The bounds a climb's round spares replays with (live_bounds) are bounds: for plans of
  * the branch and bound's space (every 53rd, 24 of each net: offloads, swaps, recomputed
- * maps, copy timings, algorithms), each change they bound (a map kept, a layer's
- * parameters kept on the device, another algorithm for a pass) replayed in full holds
+ * maps, copy timings, algorithms), each change they bound (a map kept or recomputed, a
+ * layer's parameters kept on the device, another algorithm for a pass) replayed in full holds
  * at least that much at once; on a chain and a graph with a shortcut, whole batches and
  * micro-batches of 2 items; and at most what the plan holds and the most any change adds
  * (live_bounds_most_added). And they say something: hundreds bound a change above what
@@ -1544,7 +1552,7 @@ static int bounds_hold(void *ctx, const plan *p)
 START_TEST(live_bounds_hold_at_most_what_a_change_holds)
 {
     static const char *const nets[] = {ENUM_NET, CLIMB_NET};
-    long above = 0;
+    long above = 0, recomputed = 0;
     for (int k = 0; k < 4; k++) {
         net_overrides ov = net_no_overrides();
         ov.micro_batch = k % 2 ? 2 : 0;
@@ -1557,9 +1565,11 @@ START_TEST(live_bounds_hold_at_most_what_a_change_holds)
         ck_assert(sim_create(n, &pr, &c.changed) == VDNN_OK);
         plan_enumerate(n, &pr, bounds_hold, &c);
         printf("live bounds (%s, micro-batches %d): %ld changes of %ld plans replayed, %ld bounds above what the "
-               "plan holds\n", k / 2 ? "graph" : "chain", ov.micro_batch, c.checked, c.plans / 53, c.above);
+               "plan holds; %ld of a map recomputed\n", k / 2 ? "graph" : "chain", ov.micro_batch, c.checked,
+               c.plans / 53, c.above, c.recomputed);
         ck_assert_int_gt(c.checked, 500);
         above += c.above;
+        recomputed += c.recomputed;
         sim_destroy(c.s);
         sim_destroy(c.changed);
         plan_free(&none);
@@ -1567,6 +1577,7 @@ START_TEST(live_bounds_hold_at_most_what_a_change_holds)
         net_free(n);
     }
     ck_assert_int_gt(above, 100);
+    ck_assert_int_gt(recomputed, 50);
 }
 END_TEST
 

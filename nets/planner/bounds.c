@@ -10,8 +10,9 @@
  * larger workspace for as long as the pass holds it. No block ends below the bytes held
  * at once, so where the sum passes the budget the changed plan does not fit, and the
  * search need not replay it to know (search.c, best_choice). The samples are of the
- * first micro-batch of the step (net_probe); the recomputation of a map and the copy
- * timing have no such bound. */
+ * first micro-batch of the step (net_probe). A map recomputed instead of offloaded is
+ * bounded by the inputs of the layer that writes it, where they are kept only for that
+ * (live_bounds_recompute); the copy timing has no such bound. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -110,6 +111,45 @@ size_t live_bounds_keep(const live_bounds *b, const net *n, int j)
     /* the backward samples of the layers before f's step (above f), where the replay
      * had not brought it back */
     return most_from(b, r + 1, f >= 0 ? f + 1 : -1) + map_block(n, j);
+}
+
+/* Whether a layer that reads map j writes a map other than x[except] that p recomputes
+ * (whose recomputation then reads j). */
+static int read_by_recomputed(const net *n, const plan *p, int j, int except)
+{
+    for (int i = n->graph[j].first_fwd; i >= 0 && i <= n->graph[j].last_fwd; i++)
+        for (int k = 0; k < n->layers[i]->ninputs; k++)
+            if (n->layers[i]->input[k] == j && i + 1 != except && p->offload[i + 1] == MAP_RECOMPUTE) return 1;
+    return 0;
+}
+
+size_t live_bounds_recompute(const live_bounds *b, const net *n, const plan *p, int j)
+{
+    if (!b->valid || j < 1 || j >= n->nlayers) return 0;
+    /* recomputed, x[j] comes back during its first backward reader's step t (no later
+     * recomputation reads it), which the replay's prefetch was at or after: from the
+     * step the replay brought it back in (f) on, p holds it and the changed plan not
+     * yet, until t, where both do */
+    const int f = b->fetched_in[j], t = n->graph[j].first_bwd;
+    if (read_by_recomputed(n, p, j, j)) return 0;
+    const int to = f < 0 ? -1 : f == t ? t : f + 1;
+    const layer *w = n->layers[j - 1];
+    size_t most = 0;
+    for (int k = 0; k < w->ninputs; k++) {
+        /* an input that nothing reads in backward, kept by p, is dropped after its last
+         * forward reader's step; recomputing x[j] reads it, so it stays until step t */
+        const int m = w->input[k], r = n->graph[m].last_fwd;
+        if (m < 1 || r < 0 || n->graph[m].last_bwd >= 0 || p->offload[m] != MAP_KEEP || read_by_recomputed(n, p, m, j))
+            continue;
+        /* where its last reader ran in place over it, the block it adds is the reader's
+         * output's */
+        size_t add = map_block(n, m);
+        const layer *l = n->layers[r];
+        if (l->ops->in_place && l->input[0] == m && map_block(n, r + 1) < add) add = map_block(n, r + 1);
+        size_t held = most_from(b, r + 1, to) + add;
+        if (held > most) most = held;
+    }
+    return most;
 }
 
 size_t live_bounds_most_added(const net *n)

@@ -222,6 +222,9 @@ void live_bounds_free(live_bounds *b);
 size_t live_bounds_keep(const live_bounds *b, const net *n, int j);
 size_t live_bounds_resident(const live_bounds *b, const net *n, int i);
 size_t live_bounds_workspace(const live_bounds *b, int i, int pass, size_t ws);
+/* The least p holds at once with map j, offloaded in p, recomputed instead (0 where
+ * nothing is known; p's own choice for x[j] is not read). */
+size_t live_bounds_recompute(const live_bounds *b, const net *n, const plan *p, int j);
 /* The most any of those changes of a plan of net n adds to what it holds: where a plan
  * holds at most its budget less this, no bound can pass the budget. */
 size_t live_bounds_most_added(const net *n);

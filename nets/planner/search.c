@@ -578,9 +578,12 @@ static int adds_work_after(const decision *d, int c)
 
 /* The least cur holds at once with decision d changed from `was` to `to`, by the bounds
  * lb of cur (live_bounds; 0 where they say nothing of such a change). */
-static size_t change_holds(const search *s, const live_bounds *lb, const decision *d, int was, int to)
+static size_t change_holds(const search *s, const live_bounds *lb, const plan *cur, const decision *d, int was, int to)
 {
-    if (d->pass == DEC_MAP) return was == MAP_OFFLOAD && to == MAP_KEEP ? live_bounds_keep(lb, s->n, d->layer) : 0;
+    if (d->pass == DEC_MAP && was == MAP_OFFLOAD)
+        return to == MAP_KEEP ? live_bounds_keep(lb, s->n, d->layer)
+               : to == MAP_RECOMPUTE ? live_bounds_recompute(lb, s->n, cur, d->layer) : 0;
+    if (d->pass == DEC_MAP) return 0;
     if (d->pass == DEC_SWAP)
         return was != SWAP_NONE && to == SWAP_NONE ? live_bounds_resident(lb, s->n, d->layer) : 0;
     if (d->pass < 0) return 0;
@@ -604,7 +607,7 @@ static vdnn_status best_choice(search *s, plan *cur, double busy_s, const decisi
     *best_c = was;
     for (int c = 0; c < d->count && st == VDNN_OK; c++) {
         if (d->choice[c] == was || !may_gain(s, d, was, d->choice[c], busy_s, *best_t)) continue;
-        if (lb && change_holds(s, lb, d, was, d->choice[c]) > s->budget) continue;
+        if (lb && change_holds(s, lb, cur, d, was, d->choice[c]) > s->budget) continue;
         set_choice(cur, d, d->choice[c]);
         st = simulate_within(s, cur, s->budget);
         if (st == VDNN_EINVAL) {   /* a recompute chain through a swapped layer: not a plan */
