@@ -1536,6 +1536,15 @@ static int bounds_hold(void *ctx, const plan *p)
                 c->above += least > held;
             }
     }
+    /* each layer's pass holds, besides its workspace, at least what every plan does */
+    const size_t resident = plan_resident_bytes(n);
+    for (int i = 0; i < n->nlayers; i++) {
+        size_t fwd = resident + plan_pass_held(n, i, PASS_FWD, 0), bwd = resident + plan_pass_held(n, i, PASS_BWD_DATA, 0);
+        ck_assert_msg(b.fwd_ws_at[i] >= fwd, "plan %ld, layer %d forward: %zu held, %zu counted", c->plans, i,
+                      b.fwd_ws_at[i], fwd);
+        ck_assert_msg(b.bwd_ws_at[i] >= bwd, "plan %ld, layer %d backward: %zu held, %zu counted", c->plans, i,
+                      b.bwd_ws_at[i], bwd);
+    }
     plan_free(&q);
     live_bounds_free(&b);
     return c->plans > 53 * 24;
@@ -1548,7 +1557,9 @@ static int bounds_hold(void *ctx, const plan *p)
  * at least that much at once; on a chain and a graph with a shortcut, whole batches and
  * micro-batches of 2 items; and at most what the plan holds and the most any change adds
  * (live_bounds_most_added). And they say something: hundreds bound a change above what
- * the plan itself holds. */
+ * the plan itself holds. Each layer's passes hold, besides their workspace, at least
+ * what plan_pass_held and plan_resident_bytes count (the floor's and the algorithm
+ * choices' bound). */
 START_TEST(live_bounds_hold_at_most_what_a_change_holds)
 {
     static const char *const nets[] = {ENUM_NET, CLIMB_NET};
@@ -1578,6 +1589,83 @@ START_TEST(live_bounds_hold_at_most_what_a_change_holds)
     }
     ck_assert_int_gt(above, 100);
     ck_assert_int_gt(recomputed, 50);
+}
+END_TEST
+
+/* plan_floor_within: no plan of the branch and bound's space (every 4th, up to 800 of
+ * each net) takes less than the floor at its own peak, the tightest budget it fits; on a
+ * chain and a graph with batch norm (parameters no plan swaps), whole batches and
+ * micro-batches of 2 items. And it is tight: some plans take exactly their floor, above
+ * that of unlimited memory. */
+typedef struct floor_check {
+    const net *n;
+    const profile *pr;
+    simulator *s;
+    double unlimited;         /* the floor without a budget */
+    size_t peak[64];          /* floors at these peaks, already found */
+    double floor_s[64];
+    int known;
+    long plans, checked, tight;
+} floor_check;
+
+static int floor_holds(void *ctx, const plan *p)
+{
+    floor_check *c = ctx;
+    if (c->plans++ % 4) return 0;
+    double t, f = -1;
+    size_t peak;
+    vdnn_status st = sim_run(c->s, p, &t, &peak);
+    if (st == VDNN_EINVAL) return 0;   /* not a plan (a recompute chain through a swapped layer) */
+    ck_assert_msg(st == VDNN_OK, "%s", vdnn_errmsg());
+    for (int k = 0; k < c->known && f < 0; k++)
+        if (c->peak[k] == peak) f = c->floor_s[k];
+    if (f < 0) {
+        ck_assert(plan_floor_within(c->n, c->pr, peak, &f) == VDNN_OK);
+        if (c->known < 64) {
+            c->peak[c->known] = peak;
+            c->floor_s[c->known++] = f;
+        }
+    }
+    ck_assert_msg(t >= f * (1 - 1e-12), "plan %ld fits %zu bytes in %.9f s, below the floor there, %.9f s", c->plans,
+                  peak, t, f);
+    c->checked++;
+    c->tight += t <= f * (1 + 1e-12) && f > c->unlimited * (1 + 1e-12);
+    return c->plans > 4 * 800;
+}
+
+/* Two convolutions and little else: at a plan's peak the second one's backward holds
+ * hardly more than the floor counts. */
+#define TWO_CONV_NET                                                                                \
+    "[net]\nbatch = 4\nchannels = 2\nheight = 16\nwidth = 16\n" TN_TRAIN TN_DATA                     \
+    "[convolutional]\nfilters = 8\nsize = 3\npad = 1\n[convolutional]\nfilters = 8\nsize = 3\npad = 1\n" \
+    "[connected]\noutput = 4\n[softmax]\n"
+
+START_TEST(no_plan_is_faster_than_the_floor_within_its_peak)
+{
+    static const char *const nets[] = {ENUM_NET, CLIMB_NET, TWO_CONV_NET};
+    long tight = 0;
+    for (int k = 0; k < 6; k++) {
+        net_overrides ov = net_no_overrides();
+        ov.micro_batch = k % 2 ? 2 : 0;
+        profile pr;
+        size_t least = 0;
+        plan none;
+        net *n = net_and_range(nets[k / 2], &ov, 11 + (uint64_t)k, &pr, &least, &none);
+        floor_check c = {.n = n, .pr = &pr};
+        ck_assert(plan_floor_within(n, &pr, 0, &c.unlimited) == VDNN_OK);
+        ck_assert(sim_create(n, &pr, &c.s) == VDNN_OK);
+        plan_enumerate(n, &pr, floor_holds, &c);
+        printf("floor within a plan's peak (%s, micro-batches %d): %ld plans checked, %ld at their floor, above "
+               "unlimited memory's\n", k / 2 == 1 ? "graph" : k / 2 ? "two convolutions" : "chain", ov.micro_batch,
+               c.checked, c.tight);
+        ck_assert_int_gt(c.checked, 700);
+        tight += c.tight;
+        sim_destroy(c.s);
+        plan_free(&none);
+        profile_free(&pr);
+        net_free(n);
+    }
+    ck_assert_int_gt(tight, 10);
 }
 END_TEST
 
@@ -1877,6 +1965,7 @@ static Suite *planner_suite(void)
     tcase_add_loop_test(t, capped_replays_answer_as_full_ones, 0, 2);
     tcase_add_test(t, live_bounds_hold_at_most_what_a_change_holds);
     tcase_add_test(t, a_rounds_bounds_spare_replays_and_change_no_plan);
+    tcase_add_test(t, no_plan_is_faster_than_the_floor_within_its_peak);
     tcase_add_test(t, a_climb_ends_after_a_round_of_small_gains);
     tcase_add_test(t, a_round_whose_moves_gain_little_is_the_last);
     tcase_add_test(t, a_climb_in_parts_makes_one_round_with_a_gap);

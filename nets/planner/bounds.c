@@ -87,8 +87,7 @@ vdnn_status live_bounds_make(simulator *s, const net *n, const plan *p, live_bou
     return st == VDNN_EBUDGET || st == VDNN_EINVAL ? VDNN_OK : st;
 }
 
-/* The bytes map j's block takes (the iteration's map_room). */
-static size_t map_block(const net *n, int j)
+size_t plan_map_block(const net *n, int j)
 {
     return pool_round(shape_bytes(j == 0 ? n->input : n->layers[j - 1]->out));
 }
@@ -110,7 +109,7 @@ size_t live_bounds_keep(const live_bounds *b, const net *n, int j)
     if (r < 0) return 0;
     /* the backward samples of the layers before f's step (above f), where the replay
      * had not brought it back */
-    return most_from(b, r + 1, f >= 0 ? f + 1 : -1) + map_block(n, j);
+    return most_from(b, r + 1, f >= 0 ? f + 1 : -1) + plan_map_block(n, j);
 }
 
 /* Whether a layer that reads map j writes a map other than x[except] that p recomputes
@@ -143,9 +142,9 @@ size_t live_bounds_recompute(const live_bounds *b, const net *n, const plan *p, 
             continue;
         /* where its last reader ran in place over it, the block it adds is the reader's
          * output's */
-        size_t add = map_block(n, m);
+        size_t add = plan_map_block(n, m);
         const layer *l = n->layers[r];
-        if (l->ops->in_place && l->input[0] == m && map_block(n, r + 1) < add) add = map_block(n, r + 1);
+        if (l->ops->in_place && l->input[0] == m && plan_map_block(n, r + 1) < add) add = plan_map_block(n, r + 1);
         size_t held = most_from(b, r + 1, to) + add;
         if (held > most) most = held;
     }
@@ -156,7 +155,7 @@ size_t live_bounds_most_added(const net *n)
 {
     size_t most = 0;
     for (int j = 0; j < n->nlayers; j++)
-        if (map_block(n, j) > most) most = map_block(n, j);
+        if (plan_map_block(n, j) > most) most = plan_map_block(n, j);
     for (int i = 0; i < n->nlayers; i++) {
         const layer *l = n->layers[i];
         if (layer_param_bytes(l) > most) most = layer_param_bytes(l);

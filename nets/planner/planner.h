@@ -225,6 +225,8 @@ size_t live_bounds_workspace(const live_bounds *b, int i, int pass, size_t ws);
 /* The least p holds at once with map j, offloaded in p, recomputed instead (0 where
  * nothing is known; p's own choice for x[j] is not read). */
 size_t live_bounds_recompute(const live_bounds *b, const net *n, const plan *p, int j);
+/* The bytes map x[j] of net n takes in the pool (the iteration's block for it). */
+size_t plan_map_block(const net *n, int j);
 /* The most any of those changes of a plan of net n adds to what it holds: where a plan
  * holds at most its budget less this, no bound can pass the budget. */
 size_t live_bounds_most_added(const net *n);
@@ -310,6 +312,20 @@ typedef struct search_stats {
     int stalled;              /* it stopped with no better plan for limits.patience */
     double seconds;
 } search_stats;
+
+/* Bytes that layer i of n holds at once while it runs `pass` with a workspace of ws
+ * bytes, in every plan (its own blocks, parameters apart): a lower bound on the peak of
+ * every plan that runs the pass with that workspace. */
+size_t plan_pass_held(const net *n, int i, int pass, size_t ws);
+/* The bytes of the parameters no plan moves off the device (those of layers that are not
+ * swappable: layer_swappable), which every plan holds throughout its step. */
+size_t plan_resident_bytes(const net *n);
+/* *floor_s: no plan of n that fits `budget` (0: no limit) takes less than this per step.
+ * The compute of a step is its passes and the work every plan does alike (recomputation
+ * only adds), and a pass runs while the parameters no plan can swap and its own maps and
+ * workspace are held: the step of none with, for each pass, the fastest algorithm that
+ * fits beside those, counted without the waits for copies. */
+vdnn_status plan_floor_within(const net *n, const profile *pr, size_t budget, double *floor_s);
 
 /* The fastest plan whose simulated pool peak fits `budget` bytes.
  * SEARCH_VDNN is vDNN's own ladder (the paper's vDNN_dyn): all + memory-optimal must

@@ -140,22 +140,34 @@ static int free_map(const net *n, int j)
     return j < n->nlayers && net_first_reader(n, j) >= 0 && net_map_override(n, j) < 0;
 }
 
-/* Bytes that layer i holds at once while it runs `pass` with a workspace of ws bytes: the
- * workspace with, forward, its input and output maps (distinct blocks, unless the layer
- * runs in place), backward, its output's gradient. A lower bound on the pool's peak of
- * every plan that runs the pass with that workspace. */
-static size_t pass_held(const net *n, int i, int pass, size_t ws)
+/* (planner.h) Forward: the workspace, and the input and output maps (distinct blocks,
+ * unless the layer runs in place); backward: the workspace and the output's gradient,
+ * and where no gradient of the layer takes another's block (a layer that runs in place
+ * or passes dy on), the maps it reads and its inputs' gradients (nets/iteration.c,
+ * fetch_own and gradient_bufs). */
+size_t plan_pass_held(const net *n, int i, int pass, size_t ws)
 {
     const layer *l = n->layers[i];
     size_t held = pool_round(ws);
     if (l->ops->in_place) return held;
     if (pass == PASS_FWD) return held + pool_round(shape_bytes(l->in)) + pool_round(shape_bytes(l->out));
-    return held + pool_round(shape_bytes(l->out));
+    if (!l->is_loss) held += pool_round(shape_bytes(l->out));
+    if (l->ops->passes_dy) return held;
+    if (l->needs_output) held += plan_map_block(n, i + 1);
+    for (int k = 0; k < l->ninputs; k++) {
+        const int j = l->input[k];
+        int again = 0;
+        for (int e = 0; e < k; e++) again |= l->input[e] == j;
+        if (again) continue;
+        if (layer_reads_input(l, k)) held += plan_map_block(n, j);
+        if (n->graph[j].grad) held += plan_map_block(n, j);
+    }
+    return held;
 }
 
 /* A pass's algorithms worth trying: for each, no other is both at least as fast and
  * at most as large (ties keep the lower index), fastest first. With `all`, every one.
- * With a budget (0: none), not those whose pass alone holds more (pass_held): no plan
+ * With a budget (0: none), not those whose pass alone holds more (plan_pass_held): no plan
  * with them fits. When none is left, the one of least workspace, so that every pass
  * has a choice. */
 static int algo_choices(const net *n, const profile *pr, size_t budget, int i, int pass, int all, decision *d)
@@ -171,7 +183,7 @@ static int algo_choices(const net *n, const profile *pr, size_t budget, int i, i
     for (int a = 0; a < count; a++) {
         double ta = pass_s(pr, i, pass, a);
         size_t wa = layer_workspace_bytes(l, pass, a);
-        if (budget && a != least && pass_held(n, i, pass, wa) > budget) continue;
+        if (budget && a != least && plan_pass_held(n, i, pass, wa) > budget) continue;
         int dominated = 0;
         for (int b = 0; b < count && !all && !dominated; b++) {
             double tb = pass_s(pr, i, pass, b);
@@ -1606,6 +1618,44 @@ vdnn_status plan_fit_policy(const net *n, const profile *pr, size_t budget, mem_
     if (st == VDNN_OK) st = best_policy_plan(&s, pol, a, out, &fits);
     sim_destroy(s.sim);
     if (st == VDNN_OK && !fits) return VDNN_EBUDGET;
+    return st;
+}
+
+size_t plan_resident_bytes(const net *n)
+{
+    size_t r = 0;
+    for (int i = 0; i < n->nlayers; i++)
+        if (!layer_swappable(n->layers[i])) r += layer_param_bytes(n->layers[i]);
+    return r;
+}
+
+vdnn_status plan_floor_within(const net *n, const profile *pr, size_t budget, double *floor_s)
+{
+    plan p = {0};
+    simulator *sim = NULL;
+    vdnn_status st = plan_fit_policy(n, pr, 0, POLICY_NONE, ALGO_PERF, &p);
+    const size_t resident = plan_resident_bytes(n);
+    for (int i = 0; st == VDNN_OK && budget && i < n->nlayers; i++) {
+        const layer *l = n->layers[i];
+        for (int pass = 0; pass < PASS_COUNT; pass++) {
+            if (l->algo_pinned[pass] >= 0) continue;
+            int count = layer_algo_count(l, pass) < PLAN_MAX_ALGOS ? layer_algo_count(l, pass) : PLAN_MAX_ALGOS;
+            int best = -1;
+            for (int a = 0; a < count; a++) {
+                size_t ws = layer_workspace_bytes(l, pass, a);
+                if (ws == SIZE_MAX || resident + plan_pass_held(n, i, pass, ws) > budget) continue;
+                if (best < 0 || pass_s(pr, i, pass, a) < pass_s(pr, i, pass, best)) best = a;
+            }
+            if (best >= 0) p.algo[i][pass] = best;   /* none could fit: the plan's fastest, no claim */
+        }
+    }
+    double t = 0;
+    size_t peak = 0;
+    if (st == VDNN_OK) st = sim_create(n, pr, &sim);
+    if (st == VDNN_OK) st = sim_run(sim, &p, &t, &peak);
+    if (st == VDNN_OK) *floor_s = sim_busy_s(sim);
+    sim_destroy(sim);
+    plan_free(&p);
     return st;
 }
 
