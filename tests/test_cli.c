@@ -8,7 +8,6 @@
  * on stdout; `test` evaluates a checkpoint; resuming continues exactly; a corrupt
  * checkpoint, a tiny budget or a missing device fail cleanly, never with a crash. */
 #include <check.h>
-#include <dirent.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -963,27 +962,6 @@ START_TEST(test_save_plan_hint_names_the_split)
 }
 END_TEST
 
-/* Each profile in `dir` loaded, changed by edit(profile, arg) and saved again; returns
- * how many. */
-static int rewrite_profiles(const char *dir, void (*edit)(profile *, const void *), const void *arg)
-{
-    DIR *dp = opendir(dir);
-    int count = 0;
-    for (struct dirent *e; dp && (e = readdir(dp)) != NULL;) {
-        if (strncmp(e->d_name, "profile-", 8)) continue;
-        char path[1200];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        profile p;
-        ck_assert_msg(profile_load(path, &p) == VDNN_OK, "%s", vdnn_errmsg());
-        edit(&p, arg);
-        ck_assert(profile_save(&p, path) == VDNN_OK);
-        profile_free(&p);
-        count++;
-    }
-    if (dp) closedir(dp);
-    return count;
-}
-
 /* Every time *k times as long (a profile measured on a loaded machine). */
 static void scale_times(profile *p, const void *k)
 {
@@ -1001,7 +979,7 @@ static void scale_times(profile *p, const void *k)
 }
 
 /* Each profile in `dir` rewritten with every time `k` times as long; returns how many. */
-static int scale_profiles(const char *dir, double k) { return rewrite_profiles(dir, scale_times, &k); }
+static int scale_profiles(const char *dir, double k) { return tn_rewrite_profiles(dir, scale_times, &k); }
 
 /* Fashion-MNIST's net at batch 8, on synthetic data. */
 #define FMNIST_NET                                                                                        \
@@ -1089,7 +1067,7 @@ START_TEST(test_default_budget_fits_measured_algorithms)
     assert_ok(&r, args);
     run_free(&r);
     const favoured fav = {n, want};
-    ck_assert_int_ge(rewrite_profiles(cache, favour_algos, &fav), 1);
+    ck_assert_int_ge(tn_rewrite_profiles(cache, favour_algos, &fav), 1);
     free(want);
     snprintf(args, sizeof args, "train %s --policy all --steps 1 --threads 2 --link-gbps 0.1 --no-save --profile-cache %s",
              cfg, cache);

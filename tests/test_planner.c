@@ -1836,6 +1836,133 @@ END_TEST
 
 /* ---- the planner's choice, measured ---- */
 
+/* A net with batch norm (parameters no plan swaps) whose convolutions' fast algorithms
+ * need workspace. */
+#define CHOICE_NET                                                                                  \
+    "[net]\nbatch = 16\nchannels = 3\nheight = 16\nwidth = 16\n" TN_TRAIN                          \
+    "[data]\nset = synthetic\ntrain_size = 32\ntest_size = 16\nclasses = 4\n"                       \
+    "[convolutional]\nfilters = 16\nsize = 3\npad = 1\n[batchnorm]\n[relu]\n"                       \
+    "[convolutional]\nfilters = 16\nsize = 3\npad = 1\n[batchnorm]\n[relu]\n[maxpool]\nsize = 2\n"  \
+    "[convolutional]\nfilters = 16\nsize = 3\npad = 1\n[batchnorm]\n[relu]\n"                       \
+    "[connected]\noutput = 4\n[softmax]\n"
+
+/* A profile of made-up costs in place of the measured ones, alike on every machine:
+ * each pass takes call_s and in proportion to its layer's output, a convolution's the
+ * less the more workspace its algorithm takes (up to 1 + gain times as long without),
+ * so that the whole batch at a tight budget, with no room for the largest workspaces,
+ * is slow. */
+typedef struct made_up {
+    const net *n;
+    double gain;              /* how much longer a pass takes without workspace, less one */
+    double call_s;            /* what a pass takes whatever its size */
+} made_up;
+
+static void costs_by_workspace(profile *p, const void *arg)
+{
+    const made_up *mu = arg;
+    const net *n = mu->n;
+    p->h2d_bytes_per_s = p->d2h_bytes_per_s = 1e9;
+    p->duplex_bytes_per_s = 1.6e9;
+    p->copy_latency_s = 1e-5;
+    for (int i = 0; i < p->nlayers && i < n->nlayers; i++) {
+        const layer *l = n->layers[i];
+        layer_cost *c = &p->layers[i];
+        const double out = (double)p->batch * (double)shape_per_item(l->out) * sizeof(float);
+        const double base = mu->call_s + out / 4e9;
+        double *pass[PASS_COUNT] = {c->fwd_s, c->bwd_data_s, c->bwd_filter_s};
+        for (int k = 0; k < PASS_COUNT; k++)
+            for (int a = 0; a < layer_algo_count(l, k) && a < PLAN_MAX_ALGOS; a++) {
+                if (pass[k][a] == 0 || pass[k][a] >= 1e29) continue;   /* not run, or not offered */
+                const double ws = layer_algo_count(l, k) > 1 ? (double)layer_workspace_bytes(l, k, a) : 1e30;
+                pass[k][a] = base * (1 + mu->gain * out / (out + ws)) * (1 + 0.01 * a);
+            }
+        c->update_s = c->update_s > 0 ? 1e-6 : 0;
+        c->accum_s = c->accum_s > 0 ? base / 4 : 0;
+    }
+}
+
+/* `vdnn profile` at budget `budget` (plan_dyn), the micro-batch choice searching the whole
+ * batch first or not; its report into *text (free it). */
+static plan dyn_plan(size_t budget, int whole_first, char **text)
+{
+    device *d;
+    net *n = attached(CHOICE_NET, (size_t)64 << 20, LINK_GBPS, &d);
+    n->plan_only = 1;
+    planner_opts f = {.budget = budget, .cache = tn_dir, .node_limit = PLAN_NODE_LIMIT,
+                      .search_seconds = PLAN_SEARCH_SECONDS, .search_gap = PLAN_SEARCH_GAP, .link_gbps = LINK_GBPS,
+                      .threads = 1, .whole_first = whole_first};
+    size_t len = 0;
+    FILE *out = open_memstream(text, &len);
+    ck_assert_ptr_nonnull(out);
+    plan p;
+    ck_assert_msg(plan_dyn(&n, &f, out, &p) == VDNN_OK, "%s", vdnn_errmsg());
+    fclose(out);
+    net_free(n);
+    device_destroy(d);
+    return p;
+}
+
+/* The micro-batch choice searches a split before the whole batch where the whole
+ * batch's floor at the budget shows that none of its plans can win (driver.c,
+ * pick_micro), and chooses what searching the whole batch first chooses: the same split
+ * and plan (every decision), at 12 budgets from the whole batch's least to none's peak,
+ * under six made-up cost tables (workspace worth much or little, small passes cheap or
+ * not), the whole batch left out at some points and not at others. */
+START_TEST(the_micro_batch_choice_leaves_out_a_whole_batch_that_cannot_win)
+{
+    net *n = tn_parse(CHOICE_NET, NULL);
+    size_t least = 0;
+    ck_assert(plan_least(n, &least) == VDNN_OK);
+    /* the profiles of the batch and of every split measured and cached (then made up
+     * below); the budgets from the whole batch's least to none's peak */
+    device *d;
+    net *a = attached(CHOICE_NET, (size_t)64 << 20, LINK_GBPS, &d);
+    plan none;
+    for (int m = a->minibatch; m >= 1; m /= 2) {
+        net *c = a;
+        if (m < a->minibatch) ck_assert_msg(net_clone_micro(a, m, &c) == VDNN_OK, "%s", vdnn_errmsg());
+        profile pr;
+        int cached = -1;
+        ck_assert_msg(profile_get(c, a->dev, LINK_GBPS, 1, tn_dir, &pr, &cached) == VDNN_OK, "%s", vdnn_errmsg());
+        if (c == a) ck_assert(plan_fit_policy(a, &pr, 0, POLICY_NONE, ALGO_PERF, &none) == VDNN_OK);
+        profile_free(&pr);
+        if (c != a) net_free(c);
+    }
+    net_free(a);
+    device_destroy(d);
+    int left_out = 0, points = 0;
+    static const double gains[] = {8, 0.5, 0.1};
+    for (int g = 0; g < 6; g++) {
+        const made_up mu = {n, gains[g % 3], g < 3 ? 1e-6 : 2e-5};
+        ck_assert_int_eq(tn_rewrite_profiles(tn_dir, costs_by_workspace, &mu), 5);
+        for (int b = 0; b < 12; b++, points++) {
+            const size_t budget = least + (none.peak_bytes - least) * (size_t)b / 11;
+            char *report[2];
+            plan got[2];
+            for (int k = 0; k < 2; k++) got[k] = dyn_plan(budget, k, &report[k]);
+            left_out += strstr(report[0], "the whole batch not searched") != NULL;
+            ck_assert_msg(!strstr(report[1], "the whole batch not searched"), "%s", report[1]);
+            ck_assert_int_eq(got[0].micro, got[1].micro);
+            ck_assert_msg(got[0].predicted_s == got[1].predicted_s, "budget %zu: %.9f s, searching the whole batch "
+                          "first %.9f s", budget, got[0].predicted_s, got[1].predicted_s);
+            ck_assert(!memcmp(got[0].offload, got[1].offload, (size_t)got[0].nlayers + 1));
+            ck_assert(!memcmp(got[0].swap, got[1].swap, (size_t)got[0].nlayers));
+            ck_assert(!memcmp(got[0].algo, got[1].algo, (size_t)got[0].nlayers * sizeof *got[0].algo));
+            for (int k = 0; k < 2; k++) {
+                plan_free(&got[k]);
+                free(report[k]);
+            }
+        }
+    }
+    printf("the micro-batch choice: the whole batch left out at %d of %d points, the same plans at all\n", left_out,
+           points);
+    ck_assert_int_gt(left_out, 0);
+    ck_assert_int_lt(left_out, points);
+    plan_free(&none);
+    net_free(n);
+}
+END_TEST
+
 START_TEST(dyn_is_never_slower_than_a_fixed_policy)
 {
     if (UNDER_SANITIZER) {
@@ -1982,6 +2109,7 @@ static Suite *planner_suite(void)
     tcase_add_checked_fixture(t, tn_dir_setup, tn_dir_teardown);
     tcase_set_timeout(t, 300);
     tcase_add_test(t, dyn_is_never_slower_than_a_fixed_policy);
+    tcase_add_test(t, the_micro_batch_choice_leaves_out_a_whole_batch_that_cannot_win);
     tcase_add_test(t, a_net_only_planned_draws_no_parameters);
     suite_add_tcase(s, t);
     return s;

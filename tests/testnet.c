@@ -3,6 +3,7 @@
 #include "vdnn/rng.h"
 
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
 #include <stdio.h>
@@ -301,4 +302,25 @@ char *tn_synthetic_config(const char *path, int classes)
     snprintf(out, len + sizeof data, "%.*s%s%s", (int)(at - text), text, data, end + 1);
     free(text);
     return out;
+}
+
+/* Each profile in `dir` loaded, changed by edit(profile, arg) and saved again; returns
+ * how many. */
+int tn_rewrite_profiles(const char *dir, void (*edit)(profile *, const void *), const void *arg)
+{
+    DIR *dp = opendir(dir);
+    int count = 0;
+    for (struct dirent *e; dp && (e = readdir(dp)) != NULL;) {
+        if (strncmp(e->d_name, "profile-", 8)) continue;
+        char path[1200];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        profile p;
+        ck_assert_msg(profile_load(path, &p) == VDNN_OK, "%s", vdnn_errmsg());
+        edit(&p, arg);
+        ck_assert(profile_save(&p, path) == VDNN_OK);
+        profile_free(&p);
+        count++;
+    }
+    if (dp) closedir(dp);
+    return count;
 }

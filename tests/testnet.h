@@ -123,4 +123,8 @@ char *tn_imagenet_48(char *text);
  * every check passed. */
 int tn_run_suite(Suite *s);
 
+/* Each profile in `dir` loaded, changed by edit(profile, arg) and saved again; returns
+ * how many. */
+int tn_rewrite_profiles(const char *dir, void (*edit)(profile *, const void *), const void *arg);
+
 #endif

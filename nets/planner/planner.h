@@ -442,6 +442,8 @@ typedef struct planner_opts {
     double link_gbps;         /* the device's settings, for the profile's key */
     long long threads;
     int json;                 /* print the plan as JSON on stdout */
+    int whole_first;          /* the micro-batch choice searches the whole batch first, its floor
+                               * at the budget not weighed (pick_micro; tests compare) */
 } planner_opts;
 
 /* "bb" (or NULL) and "vdnn"; an error names any other. */
