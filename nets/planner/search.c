@@ -661,7 +661,12 @@ static vdnn_status best_choice(search *s, plan *cur, double busy_s, const decisi
  * ms, gained nothing of 1545.35 ms, 0.0006 ms of 192.29 ms, and nothing of 315.97 ms
  * (ResNet-1202 at batch 2: the whole batch at dyn's least and at half of none's, micro-
  * batches of one at dyn's least). Its plan is settled as a climb's last round leaves it
- * (CLIMB_LAST_ROUND). */
+ * (CLIMB_LAST_ROUND). Such a round measures no algorithm change: each pass takes the
+ * fastest faster algorithm its bounds allow at the time its passes save (estimate_choice),
+ * and the moves replay it as any other (on ResNet-1202 at batch 2 in micro-batches of
+ * one, at their least budget, 2,000 of the round's 2,300 measuring replays were of
+ * algorithms, nearly all faster and fitting: planning took 2.7 s instead of 4.8, the
+ * same plan). */
 #define CLIMB_ROUND_MAX 2500
 #define CLIMB_PART 1024
 
@@ -727,7 +732,12 @@ static vdnn_status try_move(search *s, plan *cur, const decision *d, int to, dou
  * bench/planning.sh's shipped configs the plans were the same but at two points (0.04%
  * faster, 0.39% slower); of 288 searches over made-up cost tables 15 differed, 14
  * faster by up to 0.22% and one slower by 1.0%, in 81% of the simulations
- * (bench/planner.md). */
+ * (bench/planner.md). In a round in parts, whose algorithm changes are estimated and
+ * more often fail, a group that is not made is halved and tried again from its first
+ * change, down to that change alone, and each move made doubles the next group: on
+ * ResNet-1202 at batch 2 in micro-batches of one at their least budget, groups of 64
+ * with one change that did not fit had cost 64 replays, and planning took 2.0 s instead
+ * of 2.7, the same plan. */
 #define CLIMB_GROUP_FIRST 8
 #define CLIMB_GROUP_MAX 64
 
@@ -752,13 +762,35 @@ static vdnn_status try_group(search *s, plan *cur, const decision *dec, const mo
     return st;
 }
 
+/* An algorithm decision's change that a round in parts makes without measuring it: the
+ * fastest choice faster than cur's that the bounds lb (NULL: none) do not show past the
+ * budget, into *pick, and what its passes save over the step, into *gain (0, and *pick
+ * cur's, where none is faster). A move replays it as any other. */
+static void estimate_choice(const search *s, const plan *cur, const decision *d, const live_bounds *lb, int *pick,
+                            double *gain)
+{
+    const int was = get_choice(cur, d);
+    const int runs = s->n->micro ? (s->n->minibatch + s->n->micro - 1) / s->n->micro : 1;
+    *pick = was;
+    *gain = 0;
+    for (int c = 0; c < d->count; c++) {
+        const int to = d->choice[c];
+        if (to == was || pass_s(s->pr, d->layer, d->pass, to) >= pass_s(s->pr, d->layer, d->pass, was)) continue;
+        if (lb && change_holds(s, lb, cur, d, was, to) > s->budget) continue;
+        *pick = to;
+        *gain = runs * (pass_s(s->pr, d->layer, d->pass, was) - pass_s(s->pr, d->layer, d->pass, to));
+        return;
+    }
+}
+
 /* A full round's jobs: decision k's best choice for the plan (thread i's copy of it,
- * cur[i]) and its gain. */
+ * cur[i]) and its gain; with `estimate`, an algorithm's estimated (estimate_choice). */
 typedef struct round_jobs {
     plan **cur;
     const decision *dec;
     const live_bounds *lb;    /* the plan's, or NULL */
     double busy;
+    int estimate;
     int *pick;
     double *gain;
 } round_jobs;
@@ -766,6 +798,10 @@ typedef struct round_jobs {
 static vdnn_status round_job(search *v, void *ctx, int thread, int k, int *stop)
 {
     round_jobs *r = ctx;
+    if (r->estimate && r->dec[k].pass >= 0) {
+        estimate_choice(v, r->cur[thread], &r->dec[k], r->lb, &r->pick[k], &r->gain[k]);
+        return VDNN_OK;
+    }
     /* a thread's view ends at the deadline alone; the search itself wherever it is over */
     if (v->view ? v->deadline > 0 && vdnn_now_s() > v->deadline : out_of_time(v)) {
         if (v->view) v->expired = 1;
@@ -783,8 +819,8 @@ static vdnn_status round_job(search *v, void *ctx, int thread, int k, int *stop)
  * choice and gain into pick and gain, on the search's threads where it has helpers (each
  * with a copy of cur; best_choice leaves the caller's as it was), with cur's bounds
  * (one replay more, which spares those of changes they show cannot fit). */
-static vdnn_status measure_round(search *s, plan *cur, double busy, const decision *dec, int count, int *pick,
-                                 double *gain)
+static vdnn_status measure_round(search *s, plan *cur, double busy, const decision *dec, int count, int estimate,
+                                 int *pick, double *gain)
 {
     memset(gain, 0, (size_t)count * sizeof *gain);
     const int copies = 1 + s->nhelper;
@@ -806,7 +842,8 @@ static vdnn_status measure_round(search *s, plan *cur, double busy, const decisi
     cur->predicted_s = t;
     cur->peak_bytes = peak;
     if (st == VDNN_OK && tight) st = live_bounds_make(s->sim, s->n, cur, &lb);
-    round_jobs r = {.cur = at, .dec = dec, .lb = lb.valid ? &lb : NULL, .busy = busy, .pick = pick, .gain = gain};
+    round_jobs r = {.cur = at, .dec = dec, .lb = lb.valid ? &lb : NULL, .busy = busy, .estimate = estimate,
+                    .pick = pick, .gain = gain};
     if (st == VDNN_OK) st = on_threads(s, count, round_job, &r);
     live_bounds_free(&lb);
     for (int i = 1; copy && i < copies; i++) plan_free(&copy[i]);
@@ -864,7 +901,7 @@ static vdnn_status round_hint_measure(search *s, const plan *start, round_hint *
     for (int k = 0; st == VDNN_OK && k < slots; k++) h->index[k] = -1;
     for (int k = 0; st == VDNN_OK && k < h->ndec; k++) h->index[decision_slot(s->n, &h->dec[k])] = k;
     if (st == VDNN_OK) st = simulate(s, &h->base);
-    if (st == VDNN_OK) st = measure_round(s, &h->base, sim_busy_s(s->sim), h->dec, h->ndec, h->pick, h->gain);
+    if (st == VDNN_OK) st = measure_round(s, &h->base, sim_busy_s(s->sim), h->dec, h->ndec, 0, h->pick, h->gain);
     if (st != VDNN_OK) round_hint_free(h);
     return st;
 }
@@ -893,7 +930,7 @@ static vdnn_status hinted_round(search *s, plan *cur, double busy, const round_h
             at[n++] = k;
         }
     }
-    if (st == VDNN_OK && n) st = measure_round(s, cur, busy, unmeasured, n, upick, ugain);
+    if (st == VDNN_OK && n) st = measure_round(s, cur, busy, unmeasured, n, 0, upick, ugain);
     for (int m = 0; st == VDNN_OK && m < n; m++) {
         pick[at[m]] = upick[m];
         gain[at[m]] = ugain[m];
@@ -949,12 +986,12 @@ static vdnn_status climb(search *s, const plan *start, const round_hint *hint, i
                 st = hinted_round(s, &cur, busy, hint, dec, ndec, pick, gain);
                 hinted = 1;
             } else {
-                st = measure_round(s, &cur, busy, dec + from, part, pick + from, gain + from);
+                st = measure_round(s, &cur, busy, dec + from, part, parts > 1, pick + from, gain + from);
             }
             for (int k = from; k < from + part && st == VDNN_OK; k++)
                 if (gain[k] > 0) {
                     moves[count++] = (move){gain[k], k};
-                    sum += gain[k];
+                    if (!(parts > 1 && dec[k].pass >= 0)) sum += gain[k];   /* measured, not estimated */
                 }
             if (st != VDNN_OK || out_of_time(s)) break;
             qsort(moves, (size_t)count, sizeof *moves, cmp_move);
@@ -969,12 +1006,19 @@ static vdnn_status climb(search *s, const plan *start, const round_hint *hint, i
                     if (moved) {
                         m += g - 1;
                         if (group < CLIMB_GROUP_MAX) group *= 2;
+                    } else if (parts > 1) {   /* half of it again, down to its first change alone */
+                        group /= 2;
+                        m--;
+                        continue;
                     } else {
                         alone = m + g;   /* these one at a time, then a smaller group */
                         group /= 2;
                     }
                 }
-                if (!moved) st = try_move(s, &cur, d, pick[moves[m].k], &busy, &moved);
+                if (!moved) {
+                    st = try_move(s, &cur, d, pick[moves[m].k], &busy, &moved);
+                    if (parts > 1 && moved && group < CLIMB_GROUP_MAX) group *= 2;
+                }
                 /* the change no longer gains (or fits): another of the decision's choices may */
                 if (st == VDNN_OK && !moved && d->count > 2) {
                     double t = cur.predicted_s;
@@ -991,12 +1035,16 @@ static vdnn_status climb(search *s, const plan *start, const round_hint *hint, i
         const int enough = s->last_round > 0 &&
                            (t_round - cur.predicted_s < s->last_round * cur.predicted_s || parts > 1);
         if (s->on_round && st == VDNN_OK && from >= ndec) s->on_round(s->round_ctx, sum, t_round, cur.predicted_s);
+        /* a round in parts whose moves made the plan faster has more to measure: its
+         * estimated changes count only once tried, and those that did not move were
+         * tried against the plan as it then stood */
+        const int none = sum <= 0 && !(parts > 1 && faster(cur.predicted_s, t_round));
         /* a whole round measured that gained nothing, or that is enough */
-        if (st == VDNN_OK && (sum <= 0 || enough) && from >= ndec && !hinted) {
+        if (st == VDNN_OK && (none || enough) && from >= ndec && !hinted) {
             cur.settled_at = s->budget;
             cur.settled_costs = s->costs;
         }
-        if (st != VDNN_OK || sum <= 0) break;
+        if (st != VDNN_OK || none) break;
         last = last || enough || ++round == rounds;
     }
     free(pick);
