@@ -177,18 +177,18 @@ static int algo_choices(const net *n, const profile *pr, size_t budget, int i, i
     d->layer = i;
     d->pass = pass;
     d->count = 0;
+    size_t ws[PLAN_MAX_ALGOS];
+    for (int a = 0; a < count; a++) ws[a] = layer_workspace_bytes(l, pass, a);
     int least = 0;
     for (int a = 1; a < count; a++)
-        if (layer_workspace_bytes(l, pass, a) < layer_workspace_bytes(l, pass, least)) least = a;
+        if (ws[a] < ws[least]) least = a;
     for (int a = 0; a < count; a++) {
         double ta = pass_s(pr, i, pass, a);
-        size_t wa = layer_workspace_bytes(l, pass, a);
-        if (budget && a != least && plan_pass_held(n, i, pass, wa) > budget) continue;
+        if (budget && a != least && plan_pass_held(n, i, pass, ws[a]) > budget) continue;
         int dominated = 0;
         for (int b = 0; b < count && !all && !dominated; b++) {
             double tb = pass_s(pr, i, pass, b);
-            size_t wb = layer_workspace_bytes(l, pass, b);
-            if (b != a && tb <= ta && wb <= wa && (tb < ta || wb < wa || b < a)) dominated = 1;
+            if (b != a && tb <= ta && ws[b] <= ws[a] && (tb < ta || ws[b] < ws[a] || b < a)) dominated = 1;
         }
         if (!dominated) d->choice[d->count++] = a;
     }
@@ -200,7 +200,7 @@ static int algo_choices(const net *n, const profile *pr, size_t budget, int i, i
         }
     d->small = d->choice[0];
     for (int k = 1; k < d->count; k++)
-        if (layer_workspace_bytes(l, pass, d->choice[k]) < layer_workspace_bytes(l, pass, d->small)) d->small = d->choice[k];
+        if (ws[d->choice[k]] < ws[d->small]) d->small = d->choice[k];
     return d->count;
 }
 
