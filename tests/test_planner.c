@@ -1594,9 +1594,9 @@ END_TEST
 
 /* plan_floor_within: no plan of the branch and bound's space (every 4th, up to 800 of
  * each net) takes less than the floor at its own peak, the tightest budget it fits; on a
- * chain and a graph with batch norm (parameters no plan swaps), whole batches and
- * micro-batches of 2 items. And it is tight: some plans take exactly their floor, above
- * that of unlimited memory. */
+ * chain, a graph with batch norm (parameters no plan swaps) and two convolutions, whole
+ * batches and micro-batches of 2 items. And it is tight: some plans take exactly their
+ * floor, above that of unlimited memory. */
 typedef struct floor_check {
     const net *n;
     const profile *pr;
