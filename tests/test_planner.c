@@ -1642,6 +1642,11 @@ static int floor_holds(void *ctx, const plan *p)
 
 START_TEST(no_plan_is_faster_than_the_floor_within_its_peak)
 {
+    if (UNDER_TSAN) {
+        printf("SKIPPED: no_plan_is_faster_than_the_floor_within_its_peak under ThreadSanitizer (single-threaded; "
+               "make test and make sanitize run it)\n");
+        return;
+    }
     static const char *const nets[] = {ENUM_NET, CLIMB_NET, TWO_CONV_NET};
     long tight = 0;
     for (int k = 0; k < 6; k++) {
