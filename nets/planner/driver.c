@@ -97,7 +97,7 @@ static double floor_of(const net *n, const profile *pr)
 
 /* A split's weighing (pick_micro): the floor of micro-batches of m items (no plan of
  * them is faster), and where searched, what the search found (st VDNN_EBUDGET: no plan
- * fits), its plan in p. */
+ * fits, or the split could not be profiled in the device's memory), its plan in p. */
 typedef struct split_try {
     int m;
     double floor_s;
@@ -120,8 +120,14 @@ static vdnn_status weigh_split(const net *n, const planner_opts *f, double *star
     vdnn_status st = net_clone_micro(n, m, &c);
     if (st == VDNN_OK) st = profile_get(c, n->dev, f->link_gbps, (int)f->threads, f->cache, &cp, &cached);
     *start += vdnn_now_s() - t0;
-    if (st == VDNN_OK) t->floor_s = floor_of(c, &cp);
-    if (st == VDNN_OK && !(best < 1e300 && t->floor_s >= best)) {
+    if (st == VDNN_EBUDGET) {   /* not even measured in the device's memory: no plan of it fits */
+        t->searched = 1;
+        t->st = st;
+        st = VDNN_OK;
+    } else if (st == VDNN_OK) {
+        t->floor_s = floor_of(c, &cp);
+    }
+    if (st == VDNN_OK && !t->searched && !(best < 1e300 && t->floor_s >= best)) {
         double got = 1e300;
         int better = 0;
         t->searched = 1;

@@ -1007,7 +1007,7 @@ static vdnn_status climb(search *s, const plan *start, const round_hint *hint, i
                         m += g - 1;
                         if (group < CLIMB_GROUP_MAX) group *= 2;
                     } else if (parts > 1) {   /* half of it again, down to its first change alone */
-                        group /= 2;
+                        group = g / 2;
                         m--;
                         continue;
                     } else {
@@ -1017,7 +1017,7 @@ static vdnn_status climb(search *s, const plan *start, const round_hint *hint, i
                 }
                 if (!moved) {
                     st = try_move(s, &cur, d, pick[moves[m].k], &busy, &moved);
-                    if (parts > 1 && moved && group < CLIMB_GROUP_MAX) group *= 2;
+                    if (parts > 1 && moved && s->group > 1 && group < CLIMB_GROUP_MAX) group *= 2;
                 }
                 /* the change no longer gains (or fits): another of the decision's choices may */
                 if (st == VDNN_OK && !moved && d->count > 2) {
