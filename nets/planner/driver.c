@@ -148,8 +148,9 @@ static vdnn_status weigh_split(const net *n, const planner_opts *f, double *star
  * floor, that split is searched first, and the whole batch only where its plan is not
  * below that floor: else no plan of the whole batch could have been chosen. The same
  * size and plan are chosen as in that order, and nothing is searched that it would not
- * search (on ResNet-1202 at batch 2 and its least budget the whole batch's best plan is
- * 1545 ms, its floor there 654 ms, and micro-batches of one plan in 316 ms). */
+ * search (on ResNet-1202 at batch 2 and the least budget its whole batch fits, the whole
+ * batch's best plan is 1545 ms, its floor there 654 ms, and micro-batches of one plan in
+ * 316 ms). */
 static vdnn_status pick_micro(const net *n, const planner_opts *f, double *start, search_kind k, const profile *pr,
                               int *micro, plan *found, double *whole_floor)
 {
