@@ -1682,21 +1682,15 @@ vdnn_status plan_floor_within(const net *n, const profile *pr, size_t budget, do
     plan p = {0};
     simulator *sim = NULL;
     vdnn_status st = plan_fit_policy(n, pr, 0, POLICY_NONE, ALGO_PERF, &p);
-    const size_t resident = plan_resident_bytes(n);
-    for (int i = 0; st == VDNN_OK && budget && i < n->nlayers; i++) {
-        const layer *l = n->layers[i];
+    /* each pass's fastest choice that fits beside the parameters no plan swaps (where
+     * none does, no plan fits the budget, and any floor holds) */
+    const size_t resident = plan_resident_bytes(n), room = budget > resident ? budget - resident : 1;
+    for (int i = 0; st == VDNN_OK && budget && i < n->nlayers; i++)
         for (int pass = 0; pass < PASS_COUNT; pass++) {
-            if (l->algo_pinned[pass] >= 0) continue;
-            int count = layer_algo_count(l, pass) < PLAN_MAX_ALGOS ? layer_algo_count(l, pass) : PLAN_MAX_ALGOS;
-            int best = -1;
-            for (int a = 0; a < count; a++) {
-                size_t ws = layer_workspace_bytes(l, pass, a);
-                if (ws == SIZE_MAX || resident + plan_pass_held(n, i, pass, ws) > budget) continue;
-                if (best < 0 || pass_s(pr, i, pass, a) < pass_s(pr, i, pass, best)) best = a;
-            }
-            if (best >= 0) p.algo[i][pass] = best;   /* none could fit: the plan's fastest, no claim */
+            decision d;
+            if (n->layers[i]->algo_pinned[pass] < 0 && algo_choices(n, pr, room, i, pass, 0, &d) > 0)
+                p.algo[i][pass] = d.choice[0];
         }
-    }
     double t = 0;
     size_t peak = 0;
     if (st == VDNN_OK) st = sim_create(n, pr, &sim);
