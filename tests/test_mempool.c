@@ -1065,6 +1065,93 @@ START_TEST(test_stress_destroy_pending)
 }
 END_TEST
 
+/* ---- pool_room ---------------------------------------------------------------- */
+
+#define ROOM_CAPACITY (512 * U)
+#define ROOM_OPS 300
+
+/* The first `ops` steps of a random run from `seed` on a fresh pool (allocations, frees at
+ * once and after events, events done, pending frees reclaimed, ticks, the release lag
+ * changed, so that the queue's ripe ticks need not rise), its events in ev. */
+static pool *room_run(uint64_t seed, int ops, fake_ev *ev, fake_sync *fs)
+{
+    pool *p = make_pool(ROOM_CAPACITY, fs);
+    rng r;
+    rng_seed(&r, seed);
+    size_t live[128];
+    int nlive = 0, nev = 0;
+    for (int op = 0; op < ops; op++) {
+        uint32_t what = rng_below(&r, 100);
+        size_t off;
+        if (what < 45 && nlive < 128) {
+            size_t bytes = (1 + rng_below(&r, 12)) * U - rng_below(&r, (uint32_t)U);
+            if (pool_alloc(p, bytes, "room", "t", &off) == VDNN_OK) live[nlive++] = off;
+        } else if (what < 80 && nlive) {
+            int j = (int)rng_below(&r, (uint32_t)nlive);
+            if (rng_below(&r, 3)) {
+                ev[nev] = (fake_ev){.id = nev};
+                REQUIRE_EQ(pool_free_after(p, live[j], &ev[nev++]), VDNN_OK);
+            } else {
+                REQUIRE_EQ(pool_free(p, live[j]), VDNN_OK);
+            }
+            live[j] = live[--nlive];
+        } else if (what < 90) {
+            pool_tick(p);
+        } else if (what < 94) {
+            pool_set_lag(p, rng_below(&r, 4));
+        } else if (what < 98 && nev) {
+            ev[rng_below(&r, (uint32_t)nev)].done = 1;
+        } else {
+            pool_reclaim(p, 0);
+        }
+    }
+    return p;
+}
+
+/* pool_room says exactly what a request gets: at points of random runs, under no cap and
+ * caps at and above the highest block so far, a request of that many bytes is placed
+ * below the cap, and one of POOL_ALIGN more is not. Among them: rooms in holes, rooms
+ * that reclaiming pending frees made (the request waited), and rooms the cap set. */
+START_TEST(test_room_is_what_a_request_gets)
+{
+    static fake_ev ev[2][ROOM_OPS];
+    int holes = 0, reclaimed = 0, capped = 0, points = 0;
+    for (uint64_t seed = 1; seed <= 6; seed++)
+        for (int k = 5; k <= ROOM_OPS; k += 5) {
+            fake_sync fs;
+            pool *p = room_run(seed, k, ev[0], &fs);
+            const size_t highest = pool_frontier_peak(p), cap = k % 15 == 0 ? 0 : highest + (size_t)(k % 4) * U;
+            const size_t room = pool_room(p, cap), end = cap ? cap : ROOM_CAPACITY;
+            pool_destroy(p);
+            for (int more = 0; more < 2; more++) {
+                if (!more && !room) continue;
+                pool *q = room_run(seed, k, ev[1], &fs);
+                const int waits = fs.nwaits;
+                size_t off = 0, bytes = room + (size_t)more * U;
+                pool_set_cap(q, cap);
+                vdnn_status st = pool_alloc(q, bytes, "room", "request", &off);
+                if (more) {
+                    REQUIRE_MSG(st == VDNN_EBUDGET, "seed %llu, step %d, cap %zu: room %zu, but %zu bytes were placed at %zu",
+                                (unsigned long long)seed, k, cap, room, bytes, off);
+                } else {
+                    REQUIRE_MSG(st == VDNN_OK && off + bytes <= end, "seed %llu, step %d, cap %zu: room %zu not placed",
+                                (unsigned long long)seed, k, cap, room);
+                    holes += off + bytes <= highest && off + bytes < end;
+                    reclaimed += fs.nwaits > waits;
+                    capped += cap && off + bytes == cap;
+                    points++;
+                }
+                pool_destroy(q);
+            }
+        }
+    printf("pool_room: %d points, %d rooms in holes, %d made by reclaiming, %d set by the cap\n", points, holes,
+           reclaimed, capped);
+    ck_assert_int_gt(holes, 20);
+    ck_assert_int_gt(reclaimed, 20);
+    ck_assert_int_gt(capped, 20);
+}
+END_TEST
+
 static Suite *mempool_suite(void)
 {
     Suite *s = suite_create("mempool");
@@ -1106,6 +1193,7 @@ static Suite *mempool_suite(void)
     TCase *stress_tc = tcase_create("stress");
     tcase_add_loop_test(stress_tc, test_stress, 0, 4);
     tcase_add_test(stress_tc, test_stress_destroy_pending);
+    tcase_add_test(stress_tc, test_room_is_what_a_request_gets);
     suite_add_tcase(s, stress_tc);
     return s;
 }

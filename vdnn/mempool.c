@@ -373,7 +373,7 @@ static block *oldest_pending(pool *p)
 
 /* The free block past the last allocated one, if any: growing into it raises the
  * pool's frontier. */
-static block *tail_block(pool *p)
+static block *tail_block(const pool *p)
 {
     return p->last && p->last->state == BLOCK_FREE ? p->last : NULL;
 }
@@ -477,6 +477,63 @@ vdnn_status pool_alloc_as(pool *p, size_t bytes, const char *layer, const char *
     vdnn_status st = take(p, b, size, offset);
     if (st == VDNN_OK && *offset + size > p->frontier_peak) p->frontier_peak = *offset + size;
     return st;
+}
+
+/* The largest free block below `key` (every node of t's left subtree is below t). */
+static size_t t_max_below(const block *t, size_t key)
+{
+    size_t m = 0;
+    while (t) {
+        if (t->off < key) {
+            if (t->size > m) m = t->size;
+            if (max_of(t->left) > m) m = max_of(t->left);
+            t = t->right;
+        } else {
+            t = t->left;
+        }
+    }
+    return m;
+}
+
+static int reclaimable(const pool *p, const block *b)
+{
+    return b->state == BLOCK_FREE || (b->state == BLOCK_PENDING && b->ripe <= p->tick);
+}
+
+size_t pool_room(const pool *p, size_t cap)
+{
+    /* pool_alloc takes the lowest hole that fits, reclaiming the pending frees whose lag
+     * has passed while none does, and else the free block past the last one: what it
+     * could place is the largest hole with all of those reclaimed, or what is past the
+     * last block up to the cap. A reclaimed block merges with its free and reclaimable
+     * neighbours; a run of them that reaches the end lowers the start of the tail. */
+    const block *tail = tail_block(p);
+    size_t hole = t_max_below(p->free_root, tail ? tail->off : SIZE_MAX);
+    size_t tail_off = tail ? tail->off : p->last ? p->last->off + p->last->size : 0;
+    for (const block *b = p->qhead; b; b = b->qnext) {
+        if (b->ripe > p->tick) {
+            if (!p->unsorted) break;   /* the ripe ones are the queue's head */
+            continue;
+        }
+        /* each run once, from its first reclaimable pending block: free blocks are
+         * merged, so at most one lies between two that are not */
+        const block *first = b, *last = b;
+        if (b->prev && b->prev->state == BLOCK_PENDING && reclaimable(p, b->prev)) continue;
+        if (b->prev && b->prev->state == BLOCK_FREE) {
+            first = b->prev;
+            if (first->prev && reclaimable(p, first->prev)) continue;
+        }
+        while (last->next && reclaimable(p, last->next)) last = last->next;
+        if (last == p->last) {
+            if (first->off < tail_off) tail_off = first->off;
+        } else if (last->off + last->size - first->off > hole) {
+            hole = last->off + last->size - first->off;
+        }
+    }
+    size_t end = p->capacity;
+    if (cap && cap < end) end = cap;
+    size_t past = end > tail_off ? end - tail_off : 0;
+    return past > hole ? past : hole;
 }
 
 void pool_set_cap(pool *p, size_t bytes)

@@ -102,6 +102,9 @@ void pool_reset_peak(pool *p);
  * those of any capacity, so a sequence of calls fails under the cap exactly when its
  * frontier peak would exceed it: the planner's simulator stops a replay there. */
 void pool_set_cap(pool *p, size_t bytes);
+/* The largest block a request now would be given whose end is at most `cap` (0: the
+ * capacity): a request of more bytes fails under that cap, whatever came before it. */
+size_t pool_room(const pool *p, size_t cap);
 /* The high-water marks (peak, live peak, frontier peak): taken, and put back once a
  * replay has returned every block it took, the pool is as it was for a next replay
  * (the planner's simulator replays plan after plan on one pool). */
