@@ -75,6 +75,15 @@ static size_t held_now(const net *n)
     return pool_used_bytes(p) - pool_pending_bytes(p);
 }
 
+/* Where the net is probed, what the pool holds now and the largest workspace it could
+ * give, into *held and *room. */
+static void probe_workspace(const net *n, size_t *held, size_t *room)
+{
+    if (!n->probe || !n->probe->on) return;
+    *held = held_now(n);
+    *room = pool_room(device_pool(n->dev), n->probe->cap);
+}
+
 /* *at, raised to what the pool's blocks hold now where the net is probed. */
 static void probe_most(const net *n, size_t *at)
 {
@@ -308,7 +317,7 @@ static vdnn_status forward(net *n, exec_ctx *c, int train)
             st = device_alloc_as(n->dev, map_room(n, i + 1), l->name, out->name, " (output)", (void **)&out->dev);
             if (st == VDNN_OK) out->state = RES_DEVICE;
         }
-        if (n->probe && n->probe->on) n->probe->fwd_ws_at[i] = held_now(n);
+        if (n->probe) probe_workspace(n, &n->probe->fwd_ws_at[i], &n->probe->fwd_ws_room[i]);
         if (st == VDNN_OK) st = take_workspace(n, l, PASS_FWD, c);
         if (st == VDNN_OK) st = params_fetch(n, i, 0, 0);
         if (st == VDNN_OK) st = params_fetch(n, i + 1, 0, 0);
@@ -580,7 +589,7 @@ static vdnn_status backward(net *n, exec_ctx *c)
         if (st == VDNN_OK) st = params_fetch(n, i, 1, c->accumulate);
         if (st == VDNN_OK) st = params_fetch(n, i - 1, 1, c->accumulate);
         if (st == VDNN_OK) st = gradient_bufs(n, l, i, c, dxs, part, &over_y);
-        if (n->probe && n->probe->on) n->probe->bwd_ws_at[i] = held_now(n);
+        if (n->probe) probe_workspace(n, &n->probe->bwd_ws_at[i], &n->probe->bwd_ws_room[i]);
         if (st == VDNN_OK) st = take_workspace(n, l, PASS_BWD_DATA, c);
         if (st == VDNN_OK) st = fetch_ahead(n, i, c->n, &pos);
         if (n->probe) probe_most(n, &n->probe->bwd_held[i]);

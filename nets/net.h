@@ -107,14 +107,18 @@ typedef struct net_map {
 /* What the first micro-batch of a training step holds at points of its work: the bytes
  * of the pool's blocks not yet freed (freed blocks waiting for a copy not counted) once
  * each layer's forward and backward took their buffers (the maps fetched ahead too), and
- * before each one's workspace; and the backward layer during whose step each offloaded
- * map came back. The planner's simulator asks for it (net.probe) to bound what changes
- * of a plan hold (nets/planner/bounds.c). */
+ * before each one's workspace, with the largest workspace the pool could then give
+ * below `cap` (pool_room); and the backward layer during whose step each offloaded map
+ * came back. The planner's simulator asks for it (net.probe) to bound what changes of a
+ * plan hold (nets/planner/bounds.c). */
 typedef struct net_probe {
     size_t *fwd_held;         /* (nlayers) */
     size_t *bwd_held;         /* (nlayers) */
     size_t *fwd_ws_at;        /* (nlayers) */
     size_t *bwd_ws_at;        /* (nlayers) */
+    size_t *fwd_ws_room;      /* (nlayers) */
+    size_t *bwd_ws_room;      /* (nlayers) */
+    size_t cap;               /* 0: the pool's capacity */
     int *fetched_in;          /* (nlayers + 1) -1: not brought back */
     int on;                   /* the iteration records (its first micro-batch) */
     int layer;                /* the backward layer under way */

@@ -1470,23 +1470,26 @@ typedef struct bound_check {
     size_t most, held;        /* live_bounds_most_added; what the plan itself holds */
     long plans, checked, above;   /* above: bounds over what the plan itself holds */
     long recomputed;          /* bounds of a map recomputed that say something */
+    long unplaced;            /* workspaces the pool could not have placed below the plan's peak */
 } bound_check;
 
 /* q, a plan with one change, holds `least` bytes at once at some point of its replay;
  * and the bound is no more than the plan holds and the most any change adds (where
- * those pass no budget, the search makes no bounds). */
-static void holds_at_least(bound_check *c, const plan *q, size_t least, const char *what, int at)
+ * those pass no budget, the search makes no bounds). Returns q's peak (SIZE_MAX where q
+ * is not a plan). */
+static size_t holds_at_least(bound_check *c, const plan *q, size_t least, const char *what, int at)
 {
     ck_assert_msg(least <= c->held + c->most, "plan %ld, %s %d: bound %zu over the %zu held and %zu added at most",
                   c->plans, what, at, least, c->held, c->most);
     double t;
     size_t peak;
     vdnn_status st = sim_run(c->changed, q, &t, &peak);
-    if (st == VDNN_EINVAL) return;   /* not a plan (a recompute chain through a swapped layer) */
+    if (st == VDNN_EINVAL) return SIZE_MAX;   /* not a plan (a recompute chain through a swapped layer) */
     ck_assert_msg(st == VDNN_OK, "%s", vdnn_errmsg());
     ck_assert_msg(least <= sim_used_peak(c->changed), "plan %ld, %s %d: bound %zu, but the changed plan holds %zu",
                   c->plans, what, at, least, sim_used_peak(c->changed));
     c->checked++;
+    return peak;
 }
 
 static int bounds_hold(void *ctx, const plan *p)
@@ -1497,9 +1500,10 @@ static int bounds_hold(void *ctx, const plan *p)
     live_bounds b;
     double t;
     size_t peak;
-    ck_assert_msg(live_bounds_make(c->s, n, p, &b) == VDNN_OK && b.valid, "%s", vdnn_errmsg());
     ck_assert(sim_run(c->s, p, &t, &peak) == VDNN_OK);
     const size_t held = c->held = sim_used_peak(c->s);
+    /* under a budget of the plan's own peak */
+    ck_assert_msg(live_bounds_make(c->s, n, p, peak, &b) == VDNN_OK && b.valid, "%s", vdnn_errmsg());
     plan q;
     ck_assert(plan_copy(&q, p) == VDNN_OK);
     for (int j = 0; j < n->nlayers; j++)
@@ -1531,9 +1535,13 @@ static int bounds_hold(void *ctx, const plan *p)
                 if (a == p->algo[i][pass] || ws == SIZE_MAX) continue;
                 size_t least = live_bounds_workspace(&b, i, pass, ws);
                 q.algo[i][pass] = a;
-                holds_at_least(c, &q, least, "another algorithm, layer", i);
+                size_t changed = holds_at_least(c, &q, least, "another algorithm, layer", i);
                 q.algo[i][pass] = p->algo[i][pass];
                 c->above += least > held;
+                if (live_bounds_workspace_placed(&b, i, pass, ws)) continue;
+                ck_assert_msg(changed > peak, "plan %ld, layer %d, pass %d, algorithm %d: its workspace not placed "
+                              "below %zu bytes, but the plan fits them (peak %zu)", c->plans, i, pass, a, peak, changed);
+                c->unplaced++;
             }
     }
     /* each layer's pass holds, besides its workspace, at least what every plan does */
@@ -1563,7 +1571,7 @@ static int bounds_hold(void *ctx, const plan *p)
 START_TEST(live_bounds_hold_at_most_what_a_change_holds)
 {
     static const char *const nets[] = {ENUM_NET, CLIMB_NET};
-    long above = 0, recomputed = 0;
+    long above = 0, recomputed = 0, unplaced = 0;
     for (int k = 0; k < 4; k++) {
         net_overrides ov = net_no_overrides();
         ov.micro_batch = k % 2 ? 2 : 0;
@@ -1576,11 +1584,12 @@ START_TEST(live_bounds_hold_at_most_what_a_change_holds)
         ck_assert(sim_create(n, &pr, &c.changed) == VDNN_OK);
         plan_enumerate(n, &pr, bounds_hold, &c);
         printf("live bounds (%s, micro-batches %d): %ld changes of %ld plans replayed, %ld bounds above what the "
-               "plan holds; %ld of a map recomputed\n", k / 2 ? "graph" : "chain", ov.micro_batch, c.checked,
-               c.plans / 53, c.above, c.recomputed);
+               "plan holds; %ld of a map recomputed; %ld workspaces not placed below the plan's peak\n",
+               k / 2 ? "graph" : "chain", ov.micro_batch, c.checked, c.plans / 53, c.above, c.recomputed, c.unplaced);
         ck_assert_int_gt(c.checked, 500);
         above += c.above;
         recomputed += c.recomputed;
+        unplaced += c.unplaced;
         sim_destroy(c.s);
         sim_destroy(c.changed);
         plan_free(&none);
@@ -1589,6 +1598,7 @@ START_TEST(live_bounds_hold_at_most_what_a_change_holds)
     }
     ck_assert_int_gt(above, 100);
     ck_assert_int_gt(recomputed, 50);
+    ck_assert_int_gt(unplaced, 50);
 }
 END_TEST
 

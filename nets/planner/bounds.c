@@ -10,9 +10,12 @@
  * larger workspace for as long as the pass holds it. No block ends below the bytes held
  * at once, so where the sum passes the budget the changed plan does not fit, and the
  * search need not replay it to know (search.c, best_choice). The samples are of the
- * first micro-batch of the step (net_probe). A map recomputed instead of offloaded is
- * bounded by the inputs of the layer that writes it, where they are kept only for that
- * (live_bounds_recompute); the copy timing has no such bound. */
+ * first micro-batch of the step (net_probe). A pass's workspace is asked for where the
+ * replay asked for it, the pool as it was then: one larger than the pool could then
+ * place below the budget does not fit (pool_room), whatever the bytes held say. A map
+ * recomputed instead of offloaded is bounded by the inputs of the layer that writes it,
+ * where they are kept only for that (live_bounds_recompute); the copy timing has no such
+ * bound. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +29,8 @@ void live_bounds_free(live_bounds *b)
     free(b->bwd_after);
     free(b->fwd_ws_at);
     free(b->bwd_ws_at);
+    free(b->fwd_ws_room);
+    free(b->bwd_ws_room);
     free(b->bwd_ws);
     free(b->fetched_in);
     memset(b, 0, sizeof *b);
@@ -46,7 +51,7 @@ static void maxima(const size_t *held, int L, size_t *before, size_t *after)
     }
 }
 
-vdnn_status live_bounds_make(simulator *s, const net *n, const plan *p, live_bounds *b)
+vdnn_status live_bounds_make(simulator *s, const net *n, const plan *p, size_t cap, live_bounds *b)
 {
     const int L = n->nlayers;
     memset(b, 0, sizeof *b);
@@ -59,10 +64,12 @@ vdnn_status live_bounds_make(simulator *s, const net *n, const plan *p, live_bou
     b->bwd_after = malloc(z);
     b->fwd_ws_at = calloc((size_t)L, sizeof(size_t));
     b->bwd_ws_at = calloc((size_t)L, sizeof(size_t));
+    b->fwd_ws_room = calloc((size_t)L, sizeof(size_t));
+    b->bwd_ws_room = calloc((size_t)L, sizeof(size_t));
     b->bwd_ws = malloc(2 * z);
     b->fetched_in = malloc(((size_t)L + 1) * sizeof *b->fetched_in);
     if (!fwd_held || !bwd_held || !b->fwd_before || !b->fwd_after || !b->bwd_before || !b->bwd_after || !b->fwd_ws_at ||
-        !b->bwd_ws_at || !b->bwd_ws || !b->fetched_in) {
+        !b->bwd_ws_at || !b->fwd_ws_room || !b->bwd_ws_room || !b->bwd_ws || !b->fetched_in) {
         free(fwd_held);
         free(bwd_held);
         live_bounds_free(b);
@@ -70,6 +77,7 @@ vdnn_status live_bounds_make(simulator *s, const net *n, const plan *p, live_bou
     }
     for (int j = 0; j <= L; j++) b->fetched_in[j] = -1;
     net_probe probe = {.fwd_held = fwd_held, .bwd_held = bwd_held, .fwd_ws_at = b->fwd_ws_at, .bwd_ws_at = b->bwd_ws_at,
+                       .fwd_ws_room = b->fwd_ws_room, .bwd_ws_room = b->bwd_ws_room, .cap = cap,
                        .fetched_in = b->fetched_in, .layer = -1};
     vdnn_status st = sim_probe(s, p, &probe);
     if (st == VDNN_OK) {
@@ -181,11 +189,23 @@ size_t live_bounds_resident(const live_bounds *b, const net *n, int i)
     return m + layer_param_bytes(n->layers[i]);
 }
 
+/* The bytes layer i asks for its `pass`'s workspace with an algorithm of `ws` bytes:
+ * backward's one buffer serves both of its passes, the larger of their workspaces. */
+static size_t ws_request(const live_bounds *b, int i, int pass, size_t ws)
+{
+    if (pass == PASS_FWD) return pool_round(ws);
+    size_t other = b->bwd_ws[2 * i + (pass == PASS_BWD_DATA)];
+    return pool_round(ws > other ? ws : other);
+}
+
 size_t live_bounds_workspace(const live_bounds *b, int i, int pass, size_t ws)
 {
     if (!b->valid || i < 0 || i >= b->nlayers) return 0;
-    if (pass == PASS_FWD) return b->fwd_ws_at[i] + pool_round(ws);
-    /* backward's one buffer serves both of its passes: the larger of their workspaces */
-    size_t other = b->bwd_ws[2 * i + (pass == PASS_BWD_DATA)];
-    return b->bwd_ws_at[i] + pool_round(ws > other ? ws : other);
+    return (pass == PASS_FWD ? b->fwd_ws_at[i] : b->bwd_ws_at[i]) + ws_request(b, i, pass, ws);
+}
+
+int live_bounds_workspace_placed(const live_bounds *b, int i, int pass, size_t ws)
+{
+    if (!b->valid || i < 0 || i >= b->nlayers) return 1;
+    return ws_request(b, i, pass, ws) <= (pass == PASS_FWD ? b->fwd_ws_room[i] : b->bwd_ws_room[i]);
 }

@@ -209,12 +209,14 @@ typedef struct live_bounds {
     size_t *fwd_before, *fwd_after;   /* held at forward samples of layers < i, and >= i */
     size_t *bwd_before, *bwd_after;   /* held at backward samples of layers < i, and >= i */
     size_t *fwd_ws_at, *bwd_ws_at;    /* held before layer i's forward and backward workspace */
+    size_t *fwd_ws_room, *bwd_ws_room;   /* the largest workspace the pool could then place (net_probe) */
     size_t *bwd_ws;                   /* (2 nlayers) the plan's backward-data and -filter workspaces */
     int *fetched_in;                  /* (nlayers + 1) net_probe's */
 } live_bounds;
-/* The bounds of plan p of net n, from a replay on s (sim_probe); b->valid 0 where the
- * replay failed (no bound then). Free with live_bounds_free. */
-vdnn_status live_bounds_make(simulator *s, const net *n, const plan *p, live_bounds *b);
+/* The bounds of plan p of net n under a budget of `cap` bytes (0: none), from a replay
+ * on s (sim_probe); b->valid 0 where the replay failed (no bound then). Free with
+ * live_bounds_free. */
+vdnn_status live_bounds_make(simulator *s, const net *n, const plan *p, size_t cap, live_bounds *b);
 void live_bounds_free(live_bounds *b);
 /* The least p holds at once with map j, offloaded in p, kept instead; with layer i's
  * parameters, swapped in p, kept on the device; with layer i's `pass` run by an
@@ -222,6 +224,11 @@ void live_bounds_free(live_bounds *b);
 size_t live_bounds_keep(const live_bounds *b, const net *n, int j);
 size_t live_bounds_resident(const live_bounds *b, const net *n, int i);
 size_t live_bounds_workspace(const live_bounds *b, int i, int pass, size_t ws);
+/* Whether, with layer i's `pass` run by an algorithm of `ws` bytes of workspace, the pool
+ * could place that workspace below the cap: where not, p so changed does not fit the
+ * cap (the pool is as the replay left it when the workspace is asked for). 1 where
+ * nothing is known. */
+int live_bounds_workspace_placed(const live_bounds *b, int i, int pass, size_t ws);
 /* The least p holds at once with map j, offloaded in p, recomputed instead (0 where
  * nothing is known; p's own choice for x[j] is not read). */
 size_t live_bounds_recompute(const live_bounds *b, const net *n, const plan *p, int j);

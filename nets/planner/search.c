@@ -599,7 +599,9 @@ static size_t change_holds(const search *s, const live_bounds *lb, const plan *c
     if (d->pass == DEC_SWAP)
         return was != SWAP_NONE && to == SWAP_NONE ? live_bounds_resident(lb, s->n, d->layer) : 0;
     if (d->pass < 0) return 0;
-    return live_bounds_workspace(lb, d->layer, d->pass, layer_workspace_bytes(s->n->layers[d->layer], d->pass, to));
+    const size_t ws = layer_workspace_bytes(s->n->layers[d->layer], d->pass, to);
+    if (!live_bounds_workspace_placed(lb, d->layer, d->pass, ws)) return SIZE_MAX;
+    return live_bounds_workspace(lb, d->layer, d->pass, ws);
 }
 
 /* Decision d's choice for cur that makes it fastest while it still fits, into *best_c
@@ -841,7 +843,7 @@ static vdnn_status measure_round(search *s, plan *cur, double busy, const decisi
     if (st == VDNN_OK && !s->no_bounds) tight = sim_used_peak(s->sim) + s->most_added > s->budget;
     cur->predicted_s = t;
     cur->peak_bytes = peak;
-    if (st == VDNN_OK && tight) st = live_bounds_make(s->sim, s->n, cur, &lb);
+    if (st == VDNN_OK && tight) st = live_bounds_make(s->sim, s->n, cur, s->budget, &lb);
     round_jobs r = {.cur = at, .dec = dec, .lb = lb.valid ? &lb : NULL, .busy = busy, .estimate = estimate,
                     .pick = pick, .gain = gain};
     if (st == VDNN_OK) st = on_threads(s, count, round_job, &r);
