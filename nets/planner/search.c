@@ -419,7 +419,9 @@ static vdnn_status branch(search *s)
 
 /* The plans of fixed policies: job i is pair[i]'s (a policy and an algorithm mode) at
  * every copy timing, the fastest that fits into out[i] where fits[i] (on a tie the
- * earlier timing), and the least time of them all into fastest[i]. */
+ * earlier timing); for none with the fastest algorithms, the least time of them all,
+ * fitting or not, into fastest[i] (the others' replays stop where they pass the
+ * budget). */
 typedef struct policy_jobs {
     const int (*pair)[2];
     plan *out;
@@ -432,11 +434,12 @@ static vdnn_status policy_job(search *v, void *ctx, int thread, int i, int *stop
     (void)thread, (void)stop;
     policy_jobs *j = ctx;
     vdnn_status st = VDNN_OK;
+    const int floor = j->pair[i][0] == POLICY_NONE && j->pair[i][1] == ALGO_PERF;   /* its time counts where it does not fit */
     for (int m = 0; m < TIMING_MODES && st == VDNN_OK; m++) {
         if (mode_skipped(v->n, m)) continue;
         plan p = {0};
         st = timing_plan(v->n, v->pr, (mem_policy)j->pair[i][0], (algo_mode)j->pair[i][1], m, &p);
-        if (st == VDNN_OK) st = simulate(v, &p);
+        if (st == VDNN_OK) st = simulate_within(v, &p, floor ? 0 : v->budget);
         if (st == VDNN_OK && (j->fastest[i] < 0 || p.predicted_s < j->fastest[i])) j->fastest[i] = p.predicted_s;
         if (st == VDNN_OK && p.peak_bytes <= v->budget && (!j->fits[i] || p.predicted_s < j->out[i].predicted_s)) {
             if (j->fits[i]) plan_free(&j->out[i]);
@@ -1173,7 +1176,7 @@ static vdnn_status threshold_job(search *v, void *ctx, int thread, int k, int *s
         int t = lo + (hi - lo) / 2;
         for (int i = 0; i <= v->n->nlayers; i++)
             if (free_map(v->n, i)) p->offload[i] = (unsigned char)(i < t);
-        st = simulate(v, p);
+        st = simulate_within(v, p, v->budget);
         if (st == VDNN_OK && p->peak_bytes <= v->budget) {
             best = t;
             hi = t - 1;

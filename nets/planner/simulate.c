@@ -146,6 +146,8 @@ struct simulator {
     memo plans;               /* replayed, by every field of a plan that a replay reads */
     memo evals;               /* pool_marks of the evaluation batch, by eval_key */
     long hits, eval_hits, eval_peaks;
+    size_t *param_bytes;      /* (nlayers) layer_param_bytes of each layer */
+    size_t label_bytes;       /* the labels' block */
 };
 
 vdnn_status sim_create(const net *n, const profile *pr, simulator **out)
@@ -160,6 +162,10 @@ vdnn_status sim_create(const net *n, const profile *pr, simulator **out)
     const size_t L = (size_t)n->nlayers;
     vdnn_status st = memo_init(&s->plans, 5 * sizeof(int) + L * (2 + PASS_COUNT) + 1, sizeof(replayed), SIM_MEMO_BYTES);
     if (st == VDNN_OK) st = memo_init(&s->evals, 3 * L + 1, sizeof(pool_marks), SIM_EVAL_BYTES);
+    s->param_bytes = malloc(L * sizeof *s->param_bytes);
+    if (st == VDNN_OK && !s->param_bytes) st = vdnn_fail(VDNN_ENOMEM, "out of host memory for the simulator");
+    for (int i = 0; st == VDNN_OK && i < n->nlayers; i++) s->param_bytes[i] = layer_param_bytes(n->layers[i]);
+    s->label_bytes = pool_round((size_t)n->input.n * sizeof(int32_t));
     for (int k = 0; k < SIM_NETS && st == VDNN_OK; k++) {
         st = net_clone(n, &s->net[k].m);
         if (st != VDNN_OK) break;
@@ -184,6 +190,7 @@ void sim_destroy(simulator *s)
     }
     memo_free(&s->plans);
     memo_free(&s->evals);
+    free(s->param_bytes);
     free(s);
 }
 
@@ -384,6 +391,27 @@ static vdnn_status ready(simulator *s, const plan *p, sim_net **out)
     return VDNN_OK;
 }
 
+/* The bytes the net attached for p holds on the device before its step and throughout
+ * it: the parameters of the layers p does not swap (net_replace_params counts them
+ * alike) and the labels, placed end to end. */
+static size_t attached_bytes(const simulator *s, const plan *p)
+{
+    size_t b = s->label_bytes;
+    for (int i = 0; i < s->net[0].m->nlayers; i++)
+        if (!(p->swap && i < p->nlayers && p->swap[i])) b += s->param_bytes[i];
+    return b;
+}
+
+/* A run stopped past `cap`: its peak SIZE_MAX, the real one unknown but over it. */
+static void over_cap(simulator *s, uint64_t h, size_t cap, double *time_s, size_t *peak_bytes)
+{
+    *time_s = 1e30;
+    *peak_bytes = SIZE_MAX;
+    s->busy_s = 0;
+    s->used_peak = SIZE_MAX;
+    if (h) memo_put(&s->plans, h, &(replayed){.time_s = *time_s, .peak = SIZE_MAX, .used = SIZE_MAX, .over = cap});
+}
+
 vdnn_status sim_run_within(simulator *s, const plan *p, size_t cap, double *time_s, size_t *peak_bytes)
 {
     uint64_t h = plan_key(s, p);
@@ -397,10 +425,15 @@ vdnn_status sim_run_within(simulator *s, const plan *p, size_t cap, double *time
         s->hits++;
         return VDNN_OK;
     }
+    /* the parameters alone past the cap: nothing to attach or replay */
+    if (cap && attached_bytes(s, p) > cap) {
+        over_cap(s, h, cap, time_s, peak_bytes);
+        return VDNN_OK;
+    }
     sim_net *a = NULL;
     vdnn_status st = ready(s, p, &a);
     if (st != VDNN_OK) return st;
-    /* the parameters alone past the cap: nothing to replay */
+    /* placed again, the parameters may end higher than attached afresh */
     pool *pl = device_pool(a->d);
     int over = cap && pool_frontier_peak(pl) > cap;
     if (!over) {
@@ -415,11 +448,7 @@ vdnn_status sim_run_within(simulator *s, const plan *p, size_t cap, double *time
          * its work is settled, the pool is as attached again and the next replay reuses
          * it; where it is not (reusable), the next run attaches the net afresh. */
         a->clean = device_sync(a->d) == VDNN_OK;
-        *time_s = 1e30;
-        *peak_bytes = SIZE_MAX;
-        s->busy_s = 0;
-        s->used_peak = SIZE_MAX;
-        if (h) memo_put(&s->plans, h, &(replayed){.time_s = *time_s, .peak = SIZE_MAX, .used = SIZE_MAX, .over = cap});
+        over_cap(s, h, cap, time_s, peak_bytes);
         return VDNN_OK;
     }
     *peak_bytes = pool_frontier_peak(pl);
