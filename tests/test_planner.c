@@ -1616,6 +1616,8 @@ typedef struct floor_check {
     double floor_s[64];
     int known;
     long plans, checked, tight;
+    size_t least_held;        /* plan_least_held */
+    size_t closest;           /* the least a plan held above it */
 } floor_check;
 
 static int floor_holds(void *ctx, const plan *p)
@@ -1627,6 +1629,10 @@ static int floor_holds(void *ctx, const plan *p)
     vdnn_status st = sim_run(c->s, p, &t, &peak);
     if (st == VDNN_EINVAL) return 0;   /* not a plan (a recompute chain through a swapped layer) */
     ck_assert_msg(st == VDNN_OK, "%s", vdnn_errmsg());
+    const size_t held = sim_used_peak(c->s);
+    ck_assert_msg(held >= c->least_held, "plan %ld holds %zu bytes at once, below the least any plan holds, %zu",
+                  c->plans, held, c->least_held);
+    if (held - c->least_held < c->closest) c->closest = held - c->least_held;
     for (int k = 0; k < c->known && f < 0; k++)
         if (c->peak[k] == peak) f = c->floor_s[k];
     if (f < 0) {
@@ -1666,13 +1672,14 @@ START_TEST(no_plan_is_faster_than_the_floor_within_its_peak)
         size_t least = 0;
         plan none;
         net *n = net_and_range(nets[k / 2], &ov, 11 + (uint64_t)k, &pr, &least, &none);
-        floor_check c = {.n = n, .pr = &pr};
+        floor_check c = {.n = n, .pr = &pr, .least_held = plan_least_held(n), .closest = SIZE_MAX};
         ck_assert(plan_floor_within(n, &pr, 0, &c.unlimited) == VDNN_OK);
         ck_assert(sim_create(n, &pr, &c.s) == VDNN_OK);
         plan_enumerate(n, &pr, floor_holds, &c);
         printf("floor within a plan's peak (%s, micro-batches %d): %ld plans checked, %ld at their floor, above "
-               "unlimited memory's\n", k / 2 == 1 ? "graph" : k / 2 ? "two convolutions" : "chain", ov.micro_batch,
-               c.checked, c.tight);
+               "unlimited memory's; the least held %zu bytes above what no plan holds less than (%zu)\n",
+               k / 2 == 1 ? "graph" : k / 2 ? "two convolutions" : "chain", ov.micro_batch, c.checked, c.tight,
+               c.closest, c.least_held);
         ck_assert_int_gt(c.checked, 700);
         tight += c.tight;
         sim_destroy(c.s);
@@ -1918,11 +1925,13 @@ static plan dyn_plan(size_t budget, int whole_first, char **text)
 }
 
 /* The micro-batch choice searches a split before the whole batch where the whole
- * batch's floor at the budget shows that none of its plans can win (driver.c,
- * pick_micro), and chooses what searching the whole batch first chooses: the same split
- * and plan (every decision), at 12 budgets from the whole batch's least to none's peak,
+ * batch's floor at the budget shows that none of its plans can win, and neither
+ * measures nor searches a size every plan of which holds more than the budget at once
+ * (driver.c, pick_micro); it chooses what searching every size, the whole batch first,
+ * chooses: the same split and plan (every decision), at 12 budgets from the whole
+ * batch's least to none's peak and 4 below it down to the least of micro-batches of one,
  * under six made-up cost tables (workspace worth much or little, small passes cheap or
- * not), the whole batch left out at some points and not at others. */
+ * not), the whole batch left out at some points and not at others, for either reason. */
 START_TEST(the_micro_batch_choice_leaves_out_a_whole_batch_that_cannot_win)
 {
     if (UNDER_TSAN) {
@@ -1930,9 +1939,12 @@ START_TEST(the_micro_batch_choice_leaves_out_a_whole_batch_that_cannot_win)
                "plannings, over a minute there; make test and make sanitize run it)\n");
         return;
     }
-    net *n = tn_parse(CHOICE_NET, NULL);
-    size_t least = 0;
+    net *n = tn_parse(CHOICE_NET, NULL), *one = NULL;
+    size_t least = 0, least_one = 0;
     ck_assert(plan_least(n, &least) == VDNN_OK);
+    ck_assert(net_clone_micro(n, 1, &one) == VDNN_OK);
+    ck_assert(plan_least(one, &least_one) == VDNN_OK);
+    net_free(one);
     /* the profiles of the batch and of every split measured and cached (then made up
      * below); the budgets from the whole batch's least to none's peak */
     device *d;
@@ -1950,17 +1962,21 @@ START_TEST(the_micro_batch_choice_leaves_out_a_whole_batch_that_cannot_win)
     }
     net_free(a);
     device_destroy(d);
-    int left_out = 0, points = 0;
+    int left_out = 0, none_fits = 0, points = 0;
     static const double gains[] = {8, 0.5, 0.1};
     for (int g = 0; g < 6; g++) {
         const made_up mu = {n, gains[g % 3], g < 3 ? 1e-6 : 2e-5};
         ck_assert_int_eq(tn_rewrite_profiles(tn_dir, costs_by_workspace, &mu), 5);
-        for (int b = 0; b < 12; b++, points++) {
-            const size_t budget = least + (none.peak_bytes - least) * (size_t)b / 11;
+        for (int b = -4; b < 12; b++, points++) {
+            const size_t budget = b >= 0 ? least + (none.peak_bytes - least) * (size_t)b / 11
+                                         : least_one + (least - least_one) * (size_t)(4 + b) / 4;
             char *report[2];
             plan got[2];
             for (int k = 0; k < 2; k++) got[k] = dyn_plan(budget, k, &report[k]);
             left_out += strstr(report[0], "the whole batch not searched") != NULL;
+            none_fits += strstr(report[0], "every plan of it holds at least") != NULL;
+            ck_assert_msg(b < 0 || !strstr(report[0], "every plan of it holds at least"),
+                          "budget %zu, where a plan of the whole batch fits: %s", budget, report[0]);
             ck_assert_msg(!strstr(report[1], "the whole batch not searched"), "%s", report[1]);
             ck_assert_int_eq(got[0].micro, got[1].micro);
             ck_assert_msg(got[0].predicted_s == got[1].predicted_s, "budget %zu: %.9f s, searching the whole batch "
@@ -1974,9 +1990,10 @@ START_TEST(the_micro_batch_choice_leaves_out_a_whole_batch_that_cannot_win)
             }
         }
     }
-    printf("the micro-batch choice: the whole batch left out at %d of %d points, the same plans at all\n", left_out,
-           points);
-    ck_assert_int_gt(left_out, 0);
+    printf("the micro-batch choice: the whole batch left out at %d of %d points (at %d as no plan of it fits), the "
+           "same plans at all\n", left_out, points, none_fits);
+    ck_assert_int_gt(left_out - none_fits, 0);
+    ck_assert_int_gt(none_fits, 0);
     ck_assert_int_lt(left_out, points);
     plan_free(&none);
     net_free(n);

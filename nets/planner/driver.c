@@ -118,7 +118,11 @@ static vdnn_status weigh_split(const net *n, const planner_opts *f, double *star
     int cached = 0;
     double t0 = vdnn_now_s();
     vdnn_status st = net_clone_micro(n, m, &c);
-    if (st == VDNN_OK) st = profile_get(c, n->dev, f->link_gbps, (int)f->threads, f->cache, &cp, &cached);
+    /* where no plan of the split fits, neither measured nor searched; but micro-batches
+     * of one, the last size weighed: where nothing fits, their search's error names the
+     * least budget any of their plans needs */
+    if (st == VDNN_OK && m > 1 && !f->whole_first && f->budget && plan_least_held(c) > f->budget) st = VDNN_EBUDGET;
+    else if (st == VDNN_OK) st = profile_get(c, n->dev, f->link_gbps, (int)f->threads, f->cache, &cp, &cached);
     *start += vdnn_now_s() - t0;
     if (st == VDNN_EBUDGET) {   /* not even measured in the device's memory: no plan of it fits */
         t->searched = 1;
@@ -142,28 +146,35 @@ static vdnn_status weigh_split(const net *n, const planner_opts *f, double *star
 /* *found: the best plan of the size chosen, for the final search to start from.
  * *start moves on by the time spent measuring the splits' profiles.
  *
- * The whole batch is searched first, then the splits in turn while each is better. But
- * where no plan of the whole batch can be as good as unlimited memory (its floor at the
- * budget, plan_floor_within, is above the target) nor as fast as the first split's
- * floor, that split is searched first, and the whole batch only where its plan is not
- * below that floor: else no plan of the whole batch could have been chosen. The same
- * size and plan are chosen as in that order, and nothing is searched that it would not
- * search (on ResNet-1202 at batch 2 and the least budget its whole batch fits, the whole
- * batch's best plan is 1545 ms, its floor there 654 ms, and micro-batches of one plan in
- * 316 ms). */
+ * The whole batch is searched first, then the splits in turn while each is better. A
+ * size whose plans all hold more than the budget at once (plan_least_held) is neither
+ * measured nor searched: no plan of it fits (*whole_least, for the whole batch; on
+ * ResNet-1202 at batch 2 and the least budget of micro-batches of one, its search took
+ * 0.08 s to find none). And where no plan of the whole batch can be as good as
+ * unlimited memory (its floor at the budget, plan_floor_within, is above the target)
+ * nor as fast as the first split's floor, that split is searched first, and the whole
+ * batch only where its plan is not below that floor: else no plan of the whole batch
+ * could have been chosen. The same size and plan are chosen as in that order, and
+ * nothing is searched that it would not search (on ResNet-1202 at batch 2 and the least
+ * budget its whole batch fits, the whole batch's best plan is 1545 ms, its floor there
+ * 654 ms, and micro-batches of one plan in 316 ms). */
 static vdnn_status pick_micro(const net *n, const planner_opts *f, double *start, search_kind k, const profile *pr,
-                              int *micro, plan *found, double *whole_floor)
+                              int *micro, plan *found, double *whole_floor, size_t *whole_least)
 {
     *micro = 0;
     *whole_floor = 0;
+    *whole_least = 0;
     double best = 1e300;
     const double target = MICRO_SLACK * floor_of(n, pr);
     split_try first = {0};
     int have_first = 0, whole = 1;
     double within = 0;
     vdnn_status st = VDNN_OK;
-    if (!f->whole_first && n->minibatch >= 2 && f->budget && plan_floor_within(n, pr, f->budget, &within) == VDNN_OK &&
-        within > target) {
+    if (!f->whole_first && f->budget && plan_least_held(n) > f->budget) {   /* no plan of the whole batch fits */
+        whole = 0;
+        *whole_least = plan_least_held(n);
+    } else if (!f->whole_first && n->minibatch >= 2 && f->budget &&
+               plan_floor_within(n, pr, f->budget, &within) == VDNN_OK && within > target) {
         st = weigh_split(n, f, start, k, n->minibatch / 2, within, &first);
         have_first = st == VDNN_OK;
         whole = !(first.searched && first.st == VDNN_OK && first.p.predicted_s < within);
@@ -239,6 +250,7 @@ vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
     profile pr = {0};
     int cached = 0, micro = 0;
     double whole_floor = 0;
+    size_t whole_least = 0;
     double t0 = vdnn_now_s();
     st = profile_get(n, n->dev, f->link_gbps, (int)f->threads, f->cache, &pr, &cached);
     if (st != VDNN_OK) return vdnn_wrap(st, "profiling the net");
@@ -247,7 +259,7 @@ vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
     search_stats ss = {0};
     double start = t1;
     if (!f->fixed_split && !n->micro && n->minibatch > 1 && k == SEARCH_BB)
-        st = pick_micro(n, f, &start, k, &pr, &micro, &found, &whole_floor);
+        st = pick_micro(n, f, &start, k, &pr, &micro, &found, &whole_floor, &whole_least);
     if (st == VDNN_OK && micro) {
         st = remake(np, micro);
         n = *np;
@@ -282,6 +294,11 @@ vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
         if (whole_floor > 0)
             fprintf(out, "  the whole batch not searched: no plan of it is faster than %.2f ms in this budget\n",
                     1e3 * whole_floor);
+        if (whole_least > 0) {
+            char b[48];
+            fprintf(out, "  the whole batch not searched: every plan of it holds at least %s at once\n",
+                    vdnn_fmt_bytes_exact(whole_least, b, sizeof b));
+        }
         summary(out, &best, "chosen plan:");
         if (alt.nlayers) summary(out, &alt, "other candidate:");
     }

@@ -327,6 +327,11 @@ size_t plan_pass_held(const net *n, int i, int pass, size_t ws);
 /* The bytes of the parameters no plan moves off the device (those of layers that are not
  * swappable: layer_swappable), which every plan holds throughout its step. */
 size_t plan_resident_bytes(const net *n);
+/* No plan of n holds less at once: the parameters no plan moves, and the pass that holds
+ * the most with its smallest workspace (plan_pass_held), the parameters of the layer and
+ * of the neighbour that fetches its own ahead (swapped or not, they are on the device
+ * then). A budget below it fits no plan. */
+size_t plan_least_held(const net *n);
 /* *floor_s: no plan of n that fits `budget` (0: no limit) takes less than this per step.
  * The compute of a step is its passes and the work every plan does alike (recomputation
  * only adds), and a pass runs while the parameters no plan can swap and its own maps and
@@ -449,8 +454,9 @@ typedef struct planner_opts {
     double link_gbps;         /* the device's settings, for the profile's key */
     long long threads;
     int json;                 /* print the plan as JSON on stdout */
-    int whole_first;          /* the micro-batch choice searches the whole batch first, its floor
-                               * at the budget not weighed (pick_micro; tests compare) */
+    int whole_first;          /* the micro-batch choice searches the whole batch first and every
+                               * size it weighs, leaving none out by a bound (pick_micro; tests
+                               * compare) */
 } planner_opts;
 
 /* "bb" (or NULL) and "vdnn"; an error names any other. */

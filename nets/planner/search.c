@@ -1682,6 +1682,44 @@ size_t plan_resident_bytes(const net *n)
     return r;
 }
 
+/* The least workspace layer i's `pass` can run with. */
+static size_t least_workspace(const layer *l, int pass)
+{
+    size_t ws = SIZE_MAX;
+    for (int a = 0; a < layer_algo_count(l, pass); a++)
+        if (l->algo_pinned[pass] < 0 || a == l->algo_pinned[pass]) {
+            size_t w = layer_workspace_bytes(l, pass, a);
+            if (w < ws) ws = w;
+        }
+    return ws == SIZE_MAX ? 0 : ws;
+}
+
+/* The least the parameters of layer i, where swappable, hold on the device during its
+ * pass or a neighbour's (which fetches them ahead: nets/iteration.c, params_fetch): the
+ * values forward, the values and gradients backward; kept on the device, they hold their
+ * momenta too. */
+static size_t swapped_held(const net *n, int i, int backward)
+{
+    if (i < 0 || i >= n->nlayers || !layer_swappable(n->layers[i])) return 0;
+    return layer_param_bytes(n->layers[i]) / 3 * (backward ? 2 : 1);
+}
+
+size_t plan_least_held(const net *n)
+{
+    size_t most = 0;
+    for (int i = 0; i < n->nlayers; i++) {
+        const layer *l = n->layers[i];
+        size_t bwd_ws = least_workspace(l, PASS_BWD_DATA), f = least_workspace(l, PASS_BWD_FILTER);
+        if (f > bwd_ws) bwd_ws = f;
+        size_t fwd = plan_pass_held(n, i, PASS_FWD, least_workspace(l, PASS_FWD)) + swapped_held(n, i, 0) +
+                     swapped_held(n, i + 1, 0);
+        size_t bwd = plan_pass_held(n, i, PASS_BWD_DATA, bwd_ws) + swapped_held(n, i, 1) + swapped_held(n, i - 1, 1);
+        if (fwd > most) most = fwd;
+        if (bwd > most) most = bwd;
+    }
+    return plan_resident_bytes(n) + most;
+}
+
 vdnn_status plan_floor_within(const net *n, const profile *pr, size_t budget, double *floor_s)
 {
     plan p = {0};
