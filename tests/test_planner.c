@@ -1739,6 +1739,49 @@ START_TEST(a_rounds_bounds_spare_replays_and_change_no_plan)
 }
 END_TEST
 
+/* A search handed the floor (search_limits.floor_s: none's step with the fastest
+ * algorithms and unlimited memory, as the micro-batch choice knows it) finds what one that
+ * measures it finds: the same plan (every decision) and whether it is within the gap, at
+ * budgets from the least to none's peak, three cost tables, on a chain and a graph (none's
+ * plans replayed only as far as the budget). */
+START_TEST(a_search_handed_the_floor_finds_the_same_plan)
+{
+    static const char *const nets[] = {DEEP_NET, CLIMB_NET};
+    long sims[2] = {0, 0};
+    for (int k = 0; k < 2; k++)
+        for (uint64_t seed = 51; seed < 54; seed++) {
+            profile pr;
+            size_t least = 0;
+            plan none;
+            net *n = net_and_range(nets[k], NULL, seed, &pr, &least, &none);
+            for (int b = 0; b < 8; b++) {
+                size_t budget = least + (none.peak_bytes - least) * (size_t)b / 7;
+                plan p[2];
+                search_stats ss[2];
+                for (int h = 0; h < 2; h++) {
+                    search_limits lim = {.nodes = 1, .gap = 0.005, .threads = 1, .floor_s = h ? none.predicted_s : 0};
+                    ck_assert_msg(plan_search(n, &pr, budget, SEARCH_BB, lim, &p[h], &ss[h]) == VDNN_OK, "%s",
+                                  vdnn_errmsg());
+                    sims[h] += ss[h].simulations;
+                }
+                ck_assert_msg(p[0].predicted_s == p[1].predicted_s && p[0].peak_bytes == p[1].peak_bytes,
+                              "budget %zu: %.9f s, peak %zu measuring the floor; %.9f s, %zu handed it", budget,
+                              p[0].predicted_s, p[0].peak_bytes, p[1].predicted_s, p[1].peak_bytes);
+                ck_assert(!memcmp(p[0].offload, p[1].offload, (size_t)n->nlayers + 1));
+                ck_assert(!memcmp(p[0].swap, p[1].swap, (size_t)n->nlayers));
+                ck_assert(!memcmp(p[0].algo, p[1].algo, (size_t)n->nlayers * sizeof *p[0].algo));
+                ck_assert_int_eq(ss[0].within_gap, ss[1].within_gap);
+                plan_free(&p[0]);
+                plan_free(&p[1]);
+            }
+            plan_free(&none);
+            profile_free(&pr);
+            net_free(n);
+        }
+    printf("a search handed the floor: %ld simulations, %ld measuring it\n", sims[1], sims[0]);
+}
+END_TEST
+
 START_TEST(capped_replays_answer_as_full_ones)
 {
     /* the climbs ask only whether a plan fits the budget, and how fast it is if it does:
@@ -2129,6 +2172,7 @@ static Suite *planner_suite(void)
     tcase_add_loop_test(t, capped_replays_answer_as_full_ones, 0, 2);
     tcase_add_test(t, live_bounds_hold_at_most_what_a_change_holds);
     tcase_add_test(t, a_rounds_bounds_spare_replays_and_change_no_plan);
+    tcase_add_test(t, a_search_handed_the_floor_finds_the_same_plan);
     tcase_add_test(t, no_plan_is_faster_than_the_floor_within_its_peak);
     tcase_add_test(t, a_climb_ends_after_a_round_of_small_gains);
     tcase_add_test(t, a_round_whose_moves_gain_little_is_the_last);

@@ -63,13 +63,15 @@ static search_limits limits_left(const planner_opts *f, double start, double sha
 
 /* pick_micro's search of one size, with one climb: the size chosen is searched again,
  * fully, from its plan (which that search's seeds need not be measured for again); the
- * best plan so far kept in *found when this one is faster. */
+ * best plan so far kept in *found when this one is faster. floor_s: the size's (floor_of),
+ * 0 where not known. */
 static vdnn_status try_size(const net *c, const planner_opts *f, double start, search_kind k, const profile *pr,
-                            plan *found, double *best, int *better)
+                            double floor_s, plan *found, double *best, int *better)
 {
     search_limits lim = limits_left(f, start, MICRO_SHARE);
     lim.fit_nodes = MICRO_FIT_NODES;
     lim.one_climb = 1;
+    lim.floor_s = floor_s;
     plan p = {0};
     *better = 0;
     vdnn_status st = plan_search(c, pr, f->budget, k, lim, &p, NULL);
@@ -85,12 +87,19 @@ static vdnn_status try_size(const net *c, const planner_opts *f, double start, s
     return VDNN_OK;
 }
 
-/* The net's predicted step with unlimited memory and the fastest algorithms: no plan
- * of it is faster. */
+/* The net's plan with unlimited memory and the fastest algorithms, into *ideal (empty,
+ * predicted_s 0, where it cannot be made): no plan of it is faster. */
+static void ideal_of(const net *n, const profile *pr, plan *ideal)
+{
+    if (plan_fit_policy(n, pr, 0, POLICY_NONE, ALGO_PERF, ideal) != VDNN_OK) *ideal = (plan){.predicted_s = 0};
+}
+
+/* Its predicted step (0 where not known). */
 static double floor_of(const net *n, const profile *pr)
 {
-    plan ideal = {0};
-    double t = plan_fit_policy(n, pr, 0, POLICY_NONE, ALGO_PERF, &ideal) == VDNN_OK ? ideal.predicted_s : 0;
+    plan ideal;
+    ideal_of(n, pr, &ideal);
+    double t = ideal.predicted_s;
     plan_free(&ideal);
     return t;
 }
@@ -135,7 +144,7 @@ static vdnn_status weigh_split(const net *n, const planner_opts *f, double *star
         double got = 1e300;
         int better = 0;
         t->searched = 1;
-        t->st = try_size(c, f, *start, k, &cp, &t->p, &got, &better);
+        t->st = try_size(c, f, *start, k, &cp, t->floor_s, &t->p, &got, &better);
         if (t->st != VDNN_OK && t->st != VDNN_EBUDGET) st = t->st;
     }
     profile_free(&cp);
@@ -159,13 +168,16 @@ static vdnn_status weigh_split(const net *n, const planner_opts *f, double *star
  * budget its whole batch fits, the whole batch's best plan is 1545 ms, its floor there
  * 654 ms, and micro-batches of one plan in 316 ms). */
 static vdnn_status pick_micro(const net *n, const planner_opts *f, double *start, search_kind k, const profile *pr,
-                              int *micro, plan *found, double *whole_floor, size_t *whole_least)
+                              int *micro, plan *found, double *floor_s, double *whole_floor, size_t *whole_least)
 {
     *micro = 0;
     *whole_floor = 0;
     *whole_least = 0;
     double best = 1e300;
-    const double target = MICRO_SLACK * floor_of(n, pr);
+    plan ideal;
+    ideal_of(n, pr, &ideal);
+    *floor_s = ideal.predicted_s;
+    const double target = MICRO_SLACK * ideal.predicted_s;
     split_try first = {0};
     int have_first = 0, whole = 1;
     double within = 0;
@@ -174,7 +186,8 @@ static vdnn_status pick_micro(const net *n, const planner_opts *f, double *start
         whole = 0;
         *whole_least = plan_least_held(n);
     } else if (!f->whole_first && n->minibatch >= 2 && f->budget &&
-               plan_floor_within(n, pr, f->budget, &within) == VDNN_OK && within > target) {
+               plan_floor_within_from(n, pr, f->budget, ideal.nlayers ? &ideal : NULL, &within) == VDNN_OK &&
+               within > target) {
         st = weigh_split(n, f, start, k, n->minibatch / 2, within, &first);
         have_first = st == VDNN_OK;
         whole = !(first.searched && first.st == VDNN_OK && first.p.predicted_s < within);
@@ -182,7 +195,7 @@ static vdnn_status pick_micro(const net *n, const planner_opts *f, double *start
     }
     if (st == VDNN_OK && whole) {
         int better = 0;
-        st = try_size(n, f, *start, k, pr, found, &best, &better);
+        st = try_size(n, f, *start, k, pr, ideal.predicted_s, found, &best, &better);
         if (st == VDNN_EBUDGET) st = VDNN_OK;
         if (best <= target) best = -1;   /* the whole batch is good enough */
     }
@@ -212,6 +225,7 @@ static vdnn_status pick_micro(const net *n, const planner_opts *f, double *start
             plan_free(found);
             *found = t.p;
             *micro = m;
+            *floor_s = t.floor_s;
         } else {
             plan_free(&t.p);
         }
@@ -221,6 +235,7 @@ static vdnn_status pick_micro(const net *n, const planner_opts *f, double *start
         if (done) break;
     }
     plan_free(&first.p);
+    plan_free(&ideal);
     if (st != VDNN_OK) return st;
     if (best >= 1e300) return VDNN_EBUDGET;
     return VDNN_OK;
@@ -249,7 +264,7 @@ vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
     net *n = *np;
     profile pr = {0};
     int cached = 0, micro = 0;
-    double whole_floor = 0;
+    double whole_floor = 0, floor_s = 0;
     size_t whole_least = 0;
     double t0 = vdnn_now_s();
     st = profile_get(n, n->dev, f->link_gbps, (int)f->threads, f->cache, &pr, &cached);
@@ -259,7 +274,7 @@ vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
     search_stats ss = {0};
     double start = t1;
     if (!f->fixed_split && !n->micro && n->minibatch > 1 && k == SEARCH_BB)
-        st = pick_micro(n, f, &start, k, &pr, &micro, &found, &whole_floor, &whole_least);
+        st = pick_micro(n, f, &start, k, &pr, &micro, &found, &floor_s, &whole_floor, &whole_least);
     if (st == VDNN_OK && micro) {
         st = remake(np, micro);
         n = *np;
@@ -269,8 +284,9 @@ vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
     }
     double t_micro = vdnn_now_s();
     if (st == VDNN_OK) {
-        st = plan_choose(n, &pr, f->budget, k, limits_left(f, start, 1.0), found.nlayers ? &found : NULL, (int)f->verify,
-                         &best, &alt, &ss);
+        search_limits lim = limits_left(f, start, 1.0);
+        lim.floor_s = floor_s;   /* the chosen size's, where the choice knows it */
+        st = plan_choose(n, &pr, f->budget, k, lim, found.nlayers ? &found : NULL, (int)f->verify, &best, &alt, &ss);
     }
     plan_free(&found);
     if (st == VDNN_EBUDGET && k == SEARCH_BB && !n->micro)

@@ -300,6 +300,9 @@ typedef struct search_limits {
     int no_bounds;            /* 1: a climb's round replays every change it measures (by
                                * default not those its plan's live_bounds show cannot fit:
                                * search.c, best_choice) */
+    double floor_s;           /* > 0: none's step with the fastest algorithms and unlimited
+                               * memory (plan_fit_policy), known: the search replays none's
+                               * plans only as far as the budget, for whether they fit */
     double last_round;        /* > 0: a climb's full round whose moves gain less than this
                                * share of the plan's time is its last (0: a tenth of the
                                * gap: search.c, CLIMB_LAST_ROUND) */
@@ -338,6 +341,9 @@ size_t plan_least_held(const net *n);
  * workspace are held: the step of none with, for each pass, the fastest algorithm that
  * fits beside those, counted without the waits for copies. */
 vdnn_status plan_floor_within(const net *n, const profile *pr, size_t budget, double *floor_s);
+/* plan_floor_within from `ideal`, none's plan with the fastest algorithms and unlimited
+ * memory (plan_fit_policy's), in hand. */
+vdnn_status plan_floor_within_from(const net *n, const profile *pr, size_t budget, const plan *ideal, double *floor_s);
 
 /* The fastest plan whose simulated pool peak fits `budget` bytes.
  * SEARCH_VDNN is vDNN's own ladder (the paper's vDNN_dyn): all + memory-optimal must

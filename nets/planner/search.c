@@ -73,6 +73,7 @@ typedef struct search {
     int expired;
     double gap;               /* search_limits.gap */
     double floor_s;           /* none with the fastest algorithms: no plan is faster; < 0 unknown */
+    int floor_known;          /* floor_s handed in (search_limits.floor_s) */
     long fit_nodes;           /* search_limits.fit_nodes */
     int one_climb;            /* search_limits.one_climb */
     int chunk;                /* search_limits.climb_chunk; 0: as CLIMB_ROUND_MAX says */
@@ -434,7 +435,9 @@ static vdnn_status policy_job(search *v, void *ctx, int thread, int i, int *stop
     (void)thread, (void)stop;
     policy_jobs *j = ctx;
     vdnn_status st = VDNN_OK;
-    const int floor = j->pair[i][0] == POLICY_NONE && j->pair[i][1] == ALGO_PERF;   /* its time counts where it does not fit */
+    /* none's time with the fastest algorithms is the floor, where not known: it counts
+     * where it does not fit */
+    const int floor = j->pair[i][0] == POLICY_NONE && j->pair[i][1] == ALGO_PERF && !v->floor_known;
     for (int m = 0; m < TIMING_MODES && st == VDNN_OK; m++) {
         if (mode_skipped(v->n, m)) continue;
         plan p = {0};
@@ -467,7 +470,7 @@ static vdnn_status policy_plans(search *s, const int (*pair)[2], int npairs, pla
     policy_jobs j = {.pair = pair, .out = out, .fits = fits, .fastest = fastest};
     vdnn_status st = on_threads(s, npairs, policy_job, &j);
     for (int i = 0; i < npairs; i++) {
-        if (st == VDNN_OK && pair[i][0] == POLICY_NONE && pair[i][1] == ALGO_PERF && fastest[i] >= 0 &&
+        if (st == VDNN_OK && pair[i][0] == POLICY_NONE && pair[i][1] == ALGO_PERF && !s->floor_known && fastest[i] >= 0 &&
             (s->floor_s < 0 || fastest[i] < s->floor_s))
             s->floor_s = fastest[i];
         if (st != VDNN_OK && fits[i]) {
@@ -1599,7 +1602,8 @@ vdnn_status plan_search_from(const net *n, const profile *pr, size_t budget, sea
 {
     if (!pr) return vdnn_fail(VDNN_EINVAL, "planning needs a profile of the net");
     search s = {.n = n, .pr = pr, .budget = budget ? budget : (size_t)-1, .node_limit = lim.nodes,
-                .gap = lim.gap > 0 ? lim.gap : 0, .floor_s = -1, .fit_nodes = lim.fit_nodes,
+                .gap = lim.gap > 0 ? lim.gap : 0, .floor_s = lim.floor_s > 0 ? lim.floor_s : -1,
+                .floor_known = lim.floor_s > 0, .fit_nodes = lim.fit_nodes,
                 .one_climb = lim.one_climb, .threads = lim.threads,
                 .chunk = lim.climb_chunk > 0 ? lim.climb_chunk : 0, .own_rounds = lim.own_rounds, .no_bounds = lim.no_bounds,
                 .on_round = lim.on_round, .round_ctx = lim.round_ctx,
@@ -1722,9 +1726,14 @@ size_t plan_least_held(const net *n)
 
 vdnn_status plan_floor_within(const net *n, const profile *pr, size_t budget, double *floor_s)
 {
+    return plan_floor_within_from(n, pr, budget, NULL, floor_s);
+}
+
+vdnn_status plan_floor_within_from(const net *n, const profile *pr, size_t budget, const plan *ideal, double *floor_s)
+{
     plan p = {0};
     simulator *sim = NULL;
-    vdnn_status st = plan_fit_policy(n, pr, 0, POLICY_NONE, ALGO_PERF, &p);
+    vdnn_status st = ideal ? plan_copy(&p, ideal) : plan_fit_policy(n, pr, 0, POLICY_NONE, ALGO_PERF, &p);
     /* each pass's fastest choice that fits beside the parameters no plan swaps (where
      * none does, no plan fits the budget, and any floor holds) */
     const size_t resident = plan_resident_bytes(n), room = budget > resident ? budget - resident : 1;
