@@ -393,7 +393,8 @@ static vdnn_status ready(simulator *s, const plan *p, sim_net **out)
 
 /* The bytes the net attached for p holds on the device before its step and throughout
  * it: the parameters of the layers p does not swap (net_replace_params counts them
- * alike) and the labels, placed end to end. */
+ * alike) and the labels, placed end to end, attached afresh or placed again: the pool's
+ * frontier as the replay starts. */
 static size_t attached_bytes(const simulator *s, const plan *p)
 {
     size_t b = s->label_bytes;
@@ -433,15 +434,11 @@ vdnn_status sim_run_within(simulator *s, const plan *p, size_t cap, double *time
     sim_net *a = NULL;
     vdnn_status st = ready(s, p, &a);
     if (st != VDNN_OK) return st;
-    /* placed again, the parameters may end higher than attached afresh */
     pool *pl = device_pool(a->d);
-    int over = cap && pool_frontier_peak(pl) > cap;
-    if (!over) {
-        pool_set_cap(pl, cap);
-        st = replay(s, a, p, cap, time_s);
-        pool_set_cap(pl, 0);
-        over = cap && st == VDNN_EBUDGET;
-    }
+    pool_set_cap(pl, cap);
+    st = replay(s, a, p, cap, time_s);
+    pool_set_cap(pl, 0);
+    const int over = cap && st == VDNN_EBUDGET;
     s->runs++;
     if (over) {
         /* The step's failure path returned what it held (iteration.c, release_all): once
