@@ -1782,6 +1782,40 @@ START_TEST(a_search_handed_the_floor_finds_the_same_plan)
 }
 END_TEST
 
+/* Parameters worth far more than the maps: below the least budget, the search's error
+ * names exactly the least any plan needs (plan_least, which weighs every smallest plan),
+ * though it leaves out the smallest plans that keep every parameter on the device once a
+ * plan that swaps them holds less (search.c, smallest_job); at the least budget it finds
+ * a plan. */
+#define PARAM_NET                                                                         \
+    "[net]\nbatch = 4\nchannels = 2\nheight = 12\nwidth = 12\n" TN_TRAIN TN_DATA            \
+    "[convolutional]\nfilters = 8\nsize = 3\npad = 1\n[relu]\n[connected]\noutput = 256\n" \
+    "[relu]\n[connected]\noutput = 4\n[softmax]\n"
+
+START_TEST(the_error_below_the_least_budget_names_it)
+{
+    static const char *const nets[] = {PARAM_NET, CLIMB_NET};
+    for (int k = 0; k < 2; k++) {
+        profile pr;
+        size_t least = 0;
+        plan none, p;
+        net *n = net_and_range(nets[k], NULL, 61 + (uint64_t)k, &pr, &least, &none);
+        search_limits lim = {.nodes = 1, .gap = 0.005, .threads = 2};
+        ck_assert(plan_search(n, &pr, least - POOL_ALIGN, SEARCH_BB, lim, &p, NULL) == VDNN_EBUDGET);
+        char want[48], msg[512];
+        snprintf(msg, sizeof msg, "%s", vdnn_errmsg());
+        ck_assert_msg(strstr(msg, vdnn_fmt_bytes_exact(least, want, sizeof want)), "%s; the least is %s", msg, want);
+        ck_assert_msg(plan_search(n, &pr, least, SEARCH_BB, lim, &p, NULL) == VDNN_OK, "%s", vdnn_errmsg());
+        ck_assert_uint_le(p.peak_bytes, least);
+        if (!k) ck_assert_uint_gt(net_param_bytes(n), least);   /* every parameter kept passes the budget */
+        plan_free(&p);
+        plan_free(&none);
+        profile_free(&pr);
+        net_free(n);
+    }
+}
+END_TEST
+
 START_TEST(capped_replays_answer_as_full_ones)
 {
     /* the climbs ask only whether a plan fits the budget, and how fast it is if it does:
@@ -2173,6 +2207,7 @@ static Suite *planner_suite(void)
     tcase_add_test(t, live_bounds_hold_at_most_what_a_change_holds);
     tcase_add_test(t, a_rounds_bounds_spare_replays_and_change_no_plan);
     tcase_add_test(t, a_search_handed_the_floor_finds_the_same_plan);
+    tcase_add_test(t, the_error_below_the_least_budget_names_it);
     tcase_add_test(t, no_plan_is_faster_than_the_floor_within_its_peak);
     tcase_add_test(t, a_climb_ends_after_a_round_of_small_gains);
     tcase_add_test(t, a_round_whose_moves_gain_little_is_the_last);

@@ -1096,9 +1096,11 @@ static int variant_differs(const net *n, int v)
  * every plan in turn offers, with a plan or two per thread held at once. */
 typedef struct seed_jobs {
     int (*what)[2];
+    int *order;               /* the order the jobs are taken in (NULL: 0, 1, ...) */
     int threads;
     plan *p, *best;
     int *best_k;
+    size_t least;             /* the least peak of a job's plan so far (0: none yet; atomic) */
 } seed_jobs;
 
 static vdnn_status seed_jobs_make(seed_jobs *j, const search *s, int count)
@@ -1118,7 +1120,8 @@ static vdnn_status seed_jobs_make(seed_jobs *j, const search *s, int count)
 static void seed_keep(const search *v, seed_jobs *j, int thread, int k)
 {
     plan *p = &j->p[thread], *b = &j->best[thread];
-    if (p->peak_bytes <= v->budget && (j->best_k[thread] < 0 || p->predicted_s < b->predicted_s)) {
+    if (p->peak_bytes <= v->budget && (j->best_k[thread] < 0 || p->predicted_s < b->predicted_s ||
+                                       (p->predicted_s == b->predicted_s && k < j->best_k[thread]))) {
         plan was = *b;
         *b = *p;
         *p = was;
@@ -1157,6 +1160,7 @@ static void seed_jobs_free(seed_jobs *j)
         if (j->best) plan_free(&j->best[t]);
     }
     free(j->what);
+    free(j->order);
     free(j->p);
     free(j->best);
     free(j->best_k);
@@ -1207,20 +1211,34 @@ static vdnn_status threshold_plans(search *s)
     return st;
 }
 
+/* The bytes of the parameters plan p keeps on the device, which its replay holds
+ * throughout. */
+static size_t params_held(const net *n, const plan *p)
+{
+    size_t b = 0;
+    for (int i = 0; i < n->nlayers; i++)
+        if (!p->swap[i]) b += layer_param_bytes(n->layers[i]);
+    return b;
+}
+
 /* The smallest plan of every variant and copy timing (every map the branch and bound
  * may move offloaded, the smallest workspaces), and of every timing with each map that
  * can be recomputed recomputed (variant VARIANTS here), a job each: simulated (their
  * least peak kept in s->least) and offered. */
-static vdnn_status smallest_job(search *v, void *ctx, int thread, int k, int *stop)
+static vdnn_status smallest_job(search *v, void *ctx, int thread, int slot, int *stop)
 {
     (void)stop;
     seed_jobs *j = ctx;
-    const int var = j->what[k][0];
+    const int k = j->order ? j->order[slot] : slot, var = j->what[k][0];
     plan *p = &j->p[thread];
     plan_free(p);
     decision *dec = NULL;
     int ndec = 0;
     vdnn_status st = variant_plan(v->n, v->pr, var < VARIANTS ? var : 0, j->what[k][1], p);
+    /* parameters on the device past the budget and past a peak already seen: the plan
+     * neither fits nor holds the least (peak or bytes in use), and is not needed */
+    const size_t held = st == VDNN_OK ? params_held(v->n, p) : 0, least = __atomic_load_n(&j->least, __ATOMIC_RELAXED);
+    if (held > v->budget && least && held > least) return st;
     for (int i = 0; var == VARIANTS && st == VDNN_OK && i <= v->n->nlayers; i++)
         if (net_recomputable(v->n, i, p->swap) && net_map_override(v->n, i) < 0) p->offload[i] = MAP_RECOMPUTE;
     if (st == VDNN_OK) st = make_decisions(v->n, v->pr, v->budget, 1, p, 0, &dec, &ndec);
@@ -1229,6 +1247,10 @@ static vdnn_status smallest_job(search *v, void *ctx, int thread, int k, int *st
         st = simulate(v, p);
     }
     free(dec);
+    for (size_t was = __atomic_load_n(&j->least, __ATOMIC_RELAXED);
+         st == VDNN_OK && (!was || p->peak_bytes < was) &&
+         !__atomic_compare_exchange_n(&j->least, &was, p->peak_bytes, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);)
+        ;
     if (st == VDNN_OK) seed_keep(v, j, thread, k);
     return st;
 }
@@ -1240,6 +1262,13 @@ static vdnn_status smallest_plans(search *s)
     vdnn_status st = seed_jobs_make(&j, s, (VARIANTS + 1) * TIMING_MODES);
     for (int v = 0; st == VDNN_OK && v < VARIANTS + 1; v++)
         if (v == VARIANTS || !v || variant_differs(s->n, v)) seed_jobs_timings(&j, s->n, v, &count);
+    /* the variants that swap first: the others' plans, holding every parameter, are
+     * then seldom needed (smallest_job) */
+    j.order = st == VDNN_OK ? malloc((size_t)count * sizeof *j.order) : NULL;
+    if (st == VDNN_OK && !j.order) st = vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
+    for (int h = 0, n = 0; st == VDNN_OK && h < 2; h++)
+        for (int k = 0; k < count; k++)
+            if ((j.what[k][0] < VARIANTS && (j.what[k][0] & 2)) == !h) j.order[n++] = k;
     if (st == VDNN_OK) st = seed_jobs_run(s, &j, count, smallest_job);
     seed_jobs_free(&j);
     return st;
