@@ -741,7 +741,8 @@ END_TEST
 /* A net whose climbs measure their rounds in parts (here parts of five decisions, as
  * ResNet-1202's are of about a thousand) shares no first rounds among its starts: a
  * plan handed in settled goes straight to the tree, where the same search of whole
- * rounds climbs from every variant's smallest plan. */
+ * rounds climbs from every variant's smallest plan; and a search from the seeds climbs
+ * from the best of them alone, as a search of one climb does, then the tree. */
 START_TEST(a_settled_plan_climbed_in_parts_is_not_climbed_from_the_starts)
 {
     profile pr;
@@ -763,6 +764,15 @@ START_TEST(a_settled_plan_climbed_in_parts_is_not_climbed_from_the_starts)
         /* the plan replayed, and the tree's one node (its two completions) */
         ck_assert_int_le(ss[0].simulations, 3);
         ck_assert_int_gt(ss[1].simulations, 10 * ss[0].simulations);
+        search_stats seeds, once;
+        plan q, r;
+        search_limits lim = {.threads = 1, .nodes = 1, .climb_chunk = 5};
+        ck_assert(plan_search(n, &pr, budget, SEARCH_BB, lim, &q, &seeds) == VDNN_OK);
+        ck_assert(plan_search(n, &pr, budget, SEARCH_BB, one, &r, &once) == VDNN_OK);
+        ck_assert(q.predicted_s <= r.predicted_s);
+        ck_assert_int_le(seeds.simulations, once.simulations + 2);
+        plan_free(&q);
+        plan_free(&r);
         plan_free(&p);
         plan_free(&got[0]);
         plan_free(&got[1]);

@@ -1565,12 +1565,13 @@ static vdnn_status search_bb(search *s)
     if (seeded) st = plan_copy(&start[count++], &s->best);
     /* A net whose climbs go in parts shares no first rounds among its starts, and each
      * climb from a variant's smallest plan costs full rounds of thousands of replays:
-     * a plan handed in settled is not climbed from them. On ResNet-1202 at batch 2 and
-     * its least budget (7,218 decisions, 2-4 ms a replay) such climbs took the 43 s left
-     * of the default 60 and none beat the handed plan (with 40 s, none came within four
-     * times its time). */
-    int alone = handed;
-    if (st == VDNN_OK && handed) {
+     * the best seed, or a plan handed in, is climbed from alone. On ResNet-1202 at batch
+     * 2 and its least budget (7,218 decisions, 2-4 ms a replay) such climbs took the 43 s
+     * left of the default 60 and none beat the handed plan (with 40 s, none came within
+     * four times its time); `vdnn sweep` of it over 10 budgets took 160 s with them, 33 s
+     * without, the same plans at 9 budgets and one 0.03% slower (bench/planner.md). */
+    int alone = 0;
+    if (st == VDNN_OK && s->best.predicted_s >= 0) {
         decision *dec = NULL;
         int ndec = 0;
         st = make_decisions(s->n, s->pr, s->budget, 0, &s->best, 1, &dec, &ndec);
