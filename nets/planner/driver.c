@@ -182,9 +182,10 @@ static vdnn_status pick_micro(const net *n, const planner_opts *f, double *start
     int have_first = 0, whole = 1;
     double within = 0;
     vdnn_status st = VDNN_OK;
-    if (!f->whole_first && f->budget && plan_least_held(n) > f->budget) {   /* no plan of the whole batch fits */
+    const size_t least_held = f->budget && !f->whole_first ? plan_least_held(n) : 0;
+    if (least_held > f->budget) {   /* no plan of the whole batch fits */
         whole = 0;
-        *whole_least = plan_least_held(n);
+        *whole_least = least_held;
     } else if (!f->whole_first && n->minibatch >= 2 && f->budget &&
                plan_floor_within_from(n, pr, f->budget, ideal.nlayers ? &ideal : NULL, &within) == VDNN_OK &&
                within > target) {
