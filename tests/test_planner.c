@@ -354,6 +354,26 @@ static net *net_and_range(const char *text, const net_overrides *ov, uint64_t se
     return n;
 }
 
+/* Two searches of the same net, budget and costs with limits lim[0] and lim[1]: the
+ * same plan (every decision; `what` names the two ways); their stats into ss. */
+static void same_plan_either_way(const net *n, const profile *pr, size_t budget, const search_limits lim[2],
+                                 const char *what, search_stats ss[2])
+{
+    plan p[2];
+    for (int k = 0; k < 2; k++)
+        ck_assert_msg(plan_search(n, pr, budget, SEARCH_BB, lim[k], &p[k], &ss[k]) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_msg(p[0].predicted_s == p[1].predicted_s && p[0].peak_bytes == p[1].peak_bytes,
+                  "budget %zu, %s: %.9f s, peak %zu one way; %.9f s, %zu the other", budget, what, p[0].predicted_s,
+                  p[0].peak_bytes, p[1].predicted_s, p[1].peak_bytes);
+    ck_assert(p[0].prefetch_ahead == p[1].prefetch_ahead && p[0].release_lag == p[1].release_lag &&
+              p[0].in_place == p[1].in_place);
+    ck_assert(!memcmp(p[0].offload, p[1].offload, (size_t)n->nlayers + 1));
+    ck_assert(!memcmp(p[0].swap, p[1].swap, (size_t)n->nlayers));
+    ck_assert(!memcmp(p[0].algo, p[1].algo, (size_t)n->nlayers * sizeof *p[0].algo));
+    plan_free(&p[0]);
+    plan_free(&p[1]);
+}
+
 typedef struct exhaustive {
     simulator *s;
     size_t *budgets;
@@ -554,26 +574,18 @@ START_TEST(climbs_on_threads_find_what_one_thread_finds)
     for (int b = 0; b < B; b++)
         for (int g = 0; g < 5; g++) {
             size_t budget = least + (none.peak_bytes - least) * (size_t)b / (B - 1);
-            plan p[2];
-            for (int t = 0; t < 2; t++) {
-                search_stats ss;
-                search_limits lim = {.nodes = 1, .gap = g == 1 ? 0.02 : 0, .one_climb = g == 2 || g == 3,
-                                     .threads = t ? 3 : 1, .climb_chunk = g == 3 ? 5 : 0, .seconds = g == 4 ? 1e-9 : 0};
-                ck_assert_msg(plan_search(n, &pr, budget, SEARCH_BB, lim, &p[t], &ss) == VDNN_OK, "%s", vdnn_errmsg());
-                sims[t] += ss.simulations;
-            }
-            static const char *const kind[] = {"no gap", "gap 0.02", "one climb", "one climb, moves every 5 decisions",
-                                               "the seeds alone"};
-            ck_assert_msg(p[0].predicted_s == p[1].predicted_s && p[0].peak_bytes == p[1].peak_bytes,
-                          "budget %zu, %s: %.9f s, peak %zu on one thread; %.9f s, %zu on three", budget, kind[g],
-                          p[0].predicted_s, p[0].peak_bytes, p[1].predicted_s, p[1].peak_bytes);
-            ck_assert(p[0].prefetch_ahead == p[1].prefetch_ahead && p[0].release_lag == p[1].release_lag &&
-                      p[0].in_place == p[1].in_place);
-            ck_assert(!memcmp(p[0].offload, p[1].offload, (size_t)n->nlayers + 1));
-            ck_assert(!memcmp(p[0].swap, p[1].swap, (size_t)n->nlayers));
-            ck_assert(!memcmp(p[0].algo, p[1].algo, (size_t)n->nlayers * sizeof *p[0].algo));
-            plan_free(&p[0]);
-            plan_free(&p[1]);
+            search_limits lim[2];
+            for (int t = 0; t < 2; t++)
+                lim[t] = (search_limits){.nodes = 1, .gap = g == 1 ? 0.02 : 0, .one_climb = g == 2 || g == 3,
+                                         .threads = t ? 3 : 1, .climb_chunk = g == 3 ? 5 : 0, .seconds = g == 4 ? 1e-9 : 0};
+            static const char *const kind[] = {"no gap, one thread or three", "gap 0.02, one thread or three",
+                                               "one climb, one thread or three",
+                                               "one climb, moves every 5 decisions, one thread or three",
+                                               "the seeds alone, one thread or three"};
+            search_stats ss[2];
+            same_plan_either_way(n, &pr, budget, lim, kind[g], ss);
+            sims[0] += ss[0].simulations;
+            sims[1] += ss[1].simulations;
         }
     printf("climbs on threads: %ld simulations on one thread, %ld on three\n", sims[0], sims[1]);
     plan_free(&none);
@@ -1701,6 +1713,44 @@ START_TEST(no_plan_is_faster_than_the_floor_within_its_peak)
 }
 END_TEST
 
+/* What two ways of searching are compared at (the tests below): budgets from the least
+ * to none's peak, three cost tables from `seed`, on a chain and a graph; `floor` hands
+ * the second way none's step (search_limits.floor_s). check(ss, b) looks at each pair's
+ * stats at budget b of 8; the simulations of each way summed into sims; `what` names the
+ * two ways. */
+static void either_way_at_every_budget(uint64_t seed, search_limits a, search_limits b, int floor, const char *what,
+                                       void (*check)(const search_stats ss[2], int b), long sims[2])
+{
+    static const char *const nets[] = {DEEP_NET, CLIMB_NET};
+    for (int k = 0; k < 2; k++)
+        for (uint64_t s = seed; s < seed + 3; s++) {
+            profile pr;
+            size_t least = 0;
+            plan none;
+            net *n = net_and_range(nets[k], NULL, s, &pr, &least, &none);
+            search_limits lim[2] = {a, b};
+            if (floor) lim[1].floor_s = none.predicted_s;
+            for (int at = 0; at < 8; at++) {
+                search_stats ss[2];
+                same_plan_either_way(n, &pr, least + (none.peak_bytes - least) * (size_t)at / 7, lim, what, ss);
+                sims[0] += ss[0].simulations;
+                sims[1] += ss[1].simulations;
+                if (check) check(ss, at);
+            }
+            plan_free(&none);
+            profile_free(&pr);
+            net_free(n);
+        }
+}
+
+/* at the least budget most changes do not fit, and their replays are spared */
+static void fewer_at_the_least(const search_stats ss[2], int b)
+{
+    if (b == 0)
+        ck_assert_msg(ss[0].simulations < ss[1].simulations, "the least budget: %ld simulations with bounds, %ld without",
+                      ss[0].simulations, ss[1].simulations);
+}
+
 /* A climb's round does not replay the changes its plan's bounds show cannot fit, and
  * finds what it finds replaying them: the same plan (every decision) at budgets from
  * the least to none's peak, three cost tables, on a chain and a graph; at the least
@@ -1708,46 +1758,19 @@ END_TEST
  * more than they spare where most changes fit). */
 START_TEST(a_rounds_bounds_spare_replays_and_change_no_plan)
 {
-    static const char *const nets[] = {DEEP_NET, CLIMB_NET};
     long sims[2] = {0, 0};
-    for (int k = 0; k < 2; k++)
-        for (uint64_t seed = 41; seed < 44; seed++) {
-            profile pr;
-            size_t least = 0;
-            plan none;
-            net *n = net_and_range(nets[k], NULL, seed, &pr, &least, &none);
-            for (int b = 0; b < 8; b++) {
-                size_t budget = least + (none.peak_bytes - least) * (size_t)b / 7;
-                plan p[2];
-                long least_sims[2];
-                for (int nb = 0; nb < 2; nb++) {
-                    search_stats ss;
-                    search_limits lim = {.nodes = 1, .gap = 0.005, .threads = 1, .no_bounds = nb};
-                    ck_assert_msg(plan_search(n, &pr, budget, SEARCH_BB, lim, &p[nb], &ss) == VDNN_OK, "%s",
-                                  vdnn_errmsg());
-                    sims[nb] += ss.simulations;
-                    least_sims[nb] = ss.simulations;
-                }
-                /* at the least budget most changes do not fit, and their replays are spared */
-                if (b == 0)
-                    ck_assert_msg(least_sims[0] < least_sims[1], "the least budget: %ld simulations with bounds, %ld without",
-                                  least_sims[0], least_sims[1]);
-                ck_assert_msg(p[0].predicted_s == p[1].predicted_s && p[0].peak_bytes == p[1].peak_bytes,
-                              "budget %zu: %.9f s, peak %zu with bounds; %.9f s, %zu without", budget, p[0].predicted_s,
-                              p[0].peak_bytes, p[1].predicted_s, p[1].peak_bytes);
-                ck_assert(!memcmp(p[0].offload, p[1].offload, (size_t)n->nlayers + 1));
-                ck_assert(!memcmp(p[0].swap, p[1].swap, (size_t)n->nlayers));
-                ck_assert(!memcmp(p[0].algo, p[1].algo, (size_t)n->nlayers * sizeof *p[0].algo));
-                plan_free(&p[0]);
-                plan_free(&p[1]);
-            }
-            plan_free(&none);
-            profile_free(&pr);
-            net_free(n);
-        }
+    search_limits with = {.nodes = 1, .gap = 0.005, .threads = 1}, without = with;
+    without.no_bounds = 1;
+    either_way_at_every_budget(41, with, without, 0, "with bounds or without", fewer_at_the_least, sims);
     printf("a round's bounds: %ld simulations with them, %ld without\n", sims[0], sims[1]);
 }
 END_TEST
+
+static void same_gap_verdict(const search_stats ss[2], int b)
+{
+    (void)b;
+    ck_assert_int_eq(ss[0].within_gap, ss[1].within_gap);
+}
 
 /* A search handed the floor (search_limits.floor_s: none's step with the fastest
  * algorithms and unlimited memory, as the micro-batch choice knows it) finds what one that
@@ -1756,38 +1779,9 @@ END_TEST
  * plans replayed only as far as the budget). */
 START_TEST(a_search_handed_the_floor_finds_the_same_plan)
 {
-    static const char *const nets[] = {DEEP_NET, CLIMB_NET};
     long sims[2] = {0, 0};
-    for (int k = 0; k < 2; k++)
-        for (uint64_t seed = 51; seed < 54; seed++) {
-            profile pr;
-            size_t least = 0;
-            plan none;
-            net *n = net_and_range(nets[k], NULL, seed, &pr, &least, &none);
-            for (int b = 0; b < 8; b++) {
-                size_t budget = least + (none.peak_bytes - least) * (size_t)b / 7;
-                plan p[2];
-                search_stats ss[2];
-                for (int h = 0; h < 2; h++) {
-                    search_limits lim = {.nodes = 1, .gap = 0.005, .threads = 1, .floor_s = h ? none.predicted_s : 0};
-                    ck_assert_msg(plan_search(n, &pr, budget, SEARCH_BB, lim, &p[h], &ss[h]) == VDNN_OK, "%s",
-                                  vdnn_errmsg());
-                    sims[h] += ss[h].simulations;
-                }
-                ck_assert_msg(p[0].predicted_s == p[1].predicted_s && p[0].peak_bytes == p[1].peak_bytes,
-                              "budget %zu: %.9f s, peak %zu measuring the floor; %.9f s, %zu handed it", budget,
-                              p[0].predicted_s, p[0].peak_bytes, p[1].predicted_s, p[1].peak_bytes);
-                ck_assert(!memcmp(p[0].offload, p[1].offload, (size_t)n->nlayers + 1));
-                ck_assert(!memcmp(p[0].swap, p[1].swap, (size_t)n->nlayers));
-                ck_assert(!memcmp(p[0].algo, p[1].algo, (size_t)n->nlayers * sizeof *p[0].algo));
-                ck_assert_int_eq(ss[0].within_gap, ss[1].within_gap);
-                plan_free(&p[0]);
-                plan_free(&p[1]);
-            }
-            plan_free(&none);
-            profile_free(&pr);
-            net_free(n);
-        }
+    search_limits lim = {.nodes = 1, .gap = 0.005, .threads = 1};
+    either_way_at_every_budget(51, lim, lim, 1, "measuring the floor or handed it", same_gap_verdict, sims);
     printf("a search handed the floor: %ld simulations, %ld measuring it\n", sims[1], sims[0]);
 }
 END_TEST
