@@ -127,10 +127,12 @@ static vdnn_status weigh_split(const net *n, const planner_opts *f, double *star
     int cached = 0;
     double t0 = vdnn_now_s();
     vdnn_status st = net_clone_micro(n, m, &c);
-    /* where no plan of the split fits, neither measured nor searched; but micro-batches
-     * of one, the last size weighed: where nothing fits, their search's error names the
-     * least budget any of their plans needs */
-    if (st == VDNN_OK && m > 1 && !f->whole_first && f->budget && plan_least_held(c) > f->budget) st = VDNN_EBUDGET;
+    /* where no plan of the split fits, neither measured nor searched, while no size has
+     * a plan (after one, a split whose floor is no better ends the choice, which needs
+     * its profile); but micro-batches of one, the last size weighed: where nothing fits,
+     * their search's error names the least budget any of their plans needs */
+    if (st == VDNN_OK && m > 1 && best >= 1e300 && !f->whole_first && f->budget && plan_least_held(c) > f->budget)
+        st = VDNN_EBUDGET;
     else if (st == VDNN_OK) st = profile_get(c, n->dev, f->link_gbps, (int)f->threads, f->cache, &cp, &cached);
     *start += vdnn_now_s() - t0;
     if (st == VDNN_EBUDGET) {   /* not even measured in the device's memory: no plan of it fits */
@@ -286,7 +288,9 @@ vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
     double t_micro = vdnn_now_s();
     if (st == VDNN_OK) {
         search_limits lim = limits_left(f, start, 1.0);
-        lim.floor_s = floor_s;   /* the chosen size's, where the choice knows it */
+        /* the whole batch's floor, of this very profile (a split's is of the profile its
+         * weighing read, which the cache may have rounded since) */
+        if (!micro) lim.floor_s = floor_s;
         st = plan_choose(n, &pr, f->budget, k, lim, found.nlayers ? &found : NULL, (int)f->verify, &best, &alt, &ss);
     }
     plan_free(&found);

@@ -142,8 +142,8 @@ static int free_map(const net *n, int j)
 }
 
 /* (planner.h) Forward: the workspace, and the input and output maps (distinct blocks,
- * unless the layer runs in place); backward: the workspace and the output's gradient,
- * and where no gradient of the layer takes another's block (a layer that runs in place
+ * unless the layer runs in place); backward: the workspace and the output's gradient
+ * (where one comes in: not into the layers before the first with parameters), and where no gradient of the layer takes another's block (a layer that runs in place
  * or passes dy on), the maps it reads and its inputs' gradients (nets/iteration.c,
  * fetch_own and gradient_bufs). */
 size_t plan_pass_held(const net *n, int i, int pass, size_t ws)
@@ -152,7 +152,7 @@ size_t plan_pass_held(const net *n, int i, int pass, size_t ws)
     size_t held = pool_round(ws);
     if (l->ops->in_place) return held;
     if (pass == PASS_FWD) return held + pool_round(shape_bytes(l->in)) + pool_round(shape_bytes(l->out));
-    if (!l->is_loss) held += pool_round(shape_bytes(l->out));
+    if (!l->is_loss && n->graph[i + 1].grad) held += pool_round(shape_bytes(l->out));
     if (l->ops->passes_dy) return held;
     if (l->needs_output) held += plan_map_block(n, i + 1);
     for (int k = 0; k < l->ninputs; k++) {
@@ -1683,9 +1683,15 @@ vdnn_status plan_search_from(const net *n, const profile *pr, size_t budget, sea
     plan_free(&s.work);
     free(s.dec);
     if (st == VDNN_OK && s.best.predicted_s < 0) {
+        /* the seeds' replays stop at the budget: the least is also plan_least's, whose
+         * smallest plans and fixed policies run in full */
         char b[48], l[48];
-        st = vdnn_fail(VDNN_EBUDGET, "no plan fits the budget of %s: the least any plan tried needs is %s",
-                       vdnn_fmt_bytes_exact(budget, b, sizeof b), vdnn_fmt_bytes_exact(s.least, l, sizeof l));
+        size_t least = 0;
+        st = plan_least(n, &least);
+        if (st == VDNN_OK && s.least && (!least || s.least < least)) least = s.least;
+        if (st == VDNN_OK)
+            st = vdnn_fail(VDNN_EBUDGET, "no plan fits the budget of %s: the least any plan tried needs is %s",
+                           vdnn_fmt_bytes_exact(budget, b, sizeof b), vdnn_fmt_bytes_exact(least, l, sizeof l));
     }
     if (st != VDNN_OK) {
         plan_free(&s.best);
