@@ -1568,7 +1568,7 @@ static vdnn_status search_bb(search *s)
      * the best seed, or a plan handed in, is climbed from alone. On ResNet-1202 at batch
      * 2 and its least budget (7,218 decisions, 2-4 ms a replay) such climbs took the 43 s
      * left of the default 60 and none beat the handed plan (with 40 s, none came within
-     * four times its time); `vdnn sweep` of it over 10 budgets took 160 s with them, 33 s
+     * four times its time); `vdnn sweep` of it over 10 budgets took 176 s with them, 35 s
      * without, the same plans at 9 budgets and one 0.03% slower (bench/planner.md). */
     int alone = 0;
     if (st == VDNN_OK && s->best.predicted_s >= 0) {
