@@ -154,7 +154,8 @@ static vdnn_status weigh_split(const net *n, const planner_opts *f, double *star
     return st;
 }
 
-/* *found: the best plan of the size chosen, for the final search to start from.
+/* *found: the best plan of the size chosen, for the final search to start from;
+ * *ideal_s: the whole batch's step with unlimited memory (0 where not known).
  * *start moves on by the time spent measuring the splits' profiles.
  *
  * The whole batch is searched first, then the splits in turn while each is better. A
@@ -170,7 +171,7 @@ static vdnn_status weigh_split(const net *n, const planner_opts *f, double *star
  * budget its whole batch fits, the whole batch's best plan is 1545 ms, its floor there
  * 654 ms, and micro-batches of one plan in 316 ms). */
 static vdnn_status pick_micro(const net *n, const planner_opts *f, double *start, search_kind k, const profile *pr,
-                              int *micro, plan *found, double *floor_s, double *whole_floor, size_t *whole_least)
+                              int *micro, plan *found, double *ideal_s, double *whole_floor, size_t *whole_least)
 {
     *micro = 0;
     *whole_floor = 0;
@@ -178,7 +179,7 @@ static vdnn_status pick_micro(const net *n, const planner_opts *f, double *start
     double best = 1e300;
     plan ideal;
     ideal_of(n, pr, &ideal);
-    *floor_s = ideal.predicted_s;
+    *ideal_s = ideal.predicted_s;
     const double target = MICRO_SLACK * ideal.predicted_s;
     split_try first = {0};
     int have_first = 0, whole = 1;
@@ -228,7 +229,6 @@ static vdnn_status pick_micro(const net *n, const planner_opts *f, double *start
             plan_free(found);
             *found = t.p;
             *micro = m;
-            *floor_s = t.floor_s;
         } else {
             plan_free(&t.p);
         }
@@ -288,7 +288,7 @@ vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
     double t_micro = vdnn_now_s();
     if (st == VDNN_OK) {
         search_limits lim = limits_left(f, start, 1.0);
-        /* the whole batch's floor, of this very profile (a split's is of the profile its
+        /* the whole batch's floor, of this very profile (a split's was of the profile its
          * weighing read, which the cache may have rounded since) */
         if (!micro) lim.floor_s = floor_s;
         st = plan_choose(n, &pr, f->budget, k, lim, found.nlayers ? &found : NULL, (int)f->verify, &best, &alt, &ss);

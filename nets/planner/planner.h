@@ -191,6 +191,10 @@ long sim_attaches(const simulator *s);
  * counts holes and blocks waiting on an event). Unlike the peak, it never grows when a
  * map is offloaded or a workspace shrinks: the search bounds with it. */
 size_t sim_used_peak(const simulator *s);
+/* The bytes the net attached for plan p holds on the device before its step and
+ * throughout it (the parameters p does not swap, and the labels): no replay of p holds
+ * less, and one under a smaller cap is not run. */
+size_t sim_attached_bytes(const simulator *s, const plan *p);
 /* The last run's compute-stream work (its predicted time less the waits for copies):
  * no plan that differs from it only in maps kept rather than offloaded is faster. */
 double sim_busy_s(const simulator *s);

@@ -143,9 +143,10 @@ static int free_map(const net *n, int j)
 
 /* (planner.h) Forward: the workspace, and the input and output maps (distinct blocks,
  * unless the layer runs in place); backward: the workspace and the output's gradient
- * (where one comes in: not into the layers before the first with parameters), and where no gradient of the layer takes another's block (a layer that runs in place
- * or passes dy on), the maps it reads and its inputs' gradients (nets/iteration.c,
- * fetch_own and gradient_bufs). */
+ * (where one comes in: not into the layers before the first with parameters), and where
+ * no gradient of the layer takes another's block (a layer that runs in place or passes
+ * dy on), the maps it reads and its inputs' gradients (nets/iteration.c, fetch_own and
+ * gradient_bufs). */
 size_t plan_pass_held(const net *n, int i, int pass, size_t ws)
 {
     const layer *l = n->layers[i];
@@ -1211,16 +1212,6 @@ static vdnn_status threshold_plans(search *s)
     return st;
 }
 
-/* The bytes of the parameters plan p keeps on the device, which its replay holds
- * throughout. */
-static size_t params_held(const net *n, const plan *p)
-{
-    size_t b = 0;
-    for (int i = 0; i < n->nlayers; i++)
-        if (!p->swap[i]) b += layer_param_bytes(n->layers[i]);
-    return b;
-}
-
 /* The smallest plan of every variant and copy timing (every map the branch and bound
  * may move offloaded, the smallest workspaces), and of every timing with each map that
  * can be recomputed recomputed (variant VARIANTS here), a job each: simulated (their
@@ -1237,7 +1228,8 @@ static vdnn_status smallest_job(search *v, void *ctx, int thread, int slot, int 
     vdnn_status st = variant_plan(v->n, v->pr, var < VARIANTS ? var : 0, j->what[k][1], p);
     /* parameters on the device past the budget and past a peak already seen: the plan
      * neither fits nor holds the least (peak or bytes in use), and is not needed */
-    const size_t held = st == VDNN_OK ? params_held(v->n, p) : 0, least = __atomic_load_n(&j->least, __ATOMIC_RELAXED);
+    const size_t held = st == VDNN_OK ? sim_attached_bytes(v->sim, p) : 0,
+                 least = __atomic_load_n(&j->least, __ATOMIC_RELAXED);
     if (held > v->budget && least && held > least) return st;
     for (int i = 0; var == VARIANTS && st == VDNN_OK && i <= v->n->nlayers; i++)
         if (net_recomputable(v->n, i, p->swap) && net_map_override(v->n, i) < 0) p->offload[i] = MAP_RECOMPUTE;

@@ -391,11 +391,10 @@ static vdnn_status ready(simulator *s, const plan *p, sim_net **out)
     return VDNN_OK;
 }
 
-/* The bytes the net attached for p holds on the device before its step and throughout
- * it: the parameters of the layers p does not swap (net_replace_params counts them
- * alike) and the labels, placed end to end, attached afresh or placed again: the pool's
- * frontier as the replay starts. */
-static size_t attached_bytes(const simulator *s, const plan *p)
+/* (planner.h) The parameters of the layers p does not swap (net_replace_params counts
+ * them alike) and the labels, placed end to end, attached afresh or placed again: the
+ * pool's frontier as the replay starts. */
+size_t sim_attached_bytes(const simulator *s, const plan *p)
 {
     size_t b = s->label_bytes;
     for (int i = 0; i < s->net[0].m->nlayers; i++)
@@ -427,7 +426,7 @@ vdnn_status sim_run_within(simulator *s, const plan *p, size_t cap, double *time
         return VDNN_OK;
     }
     /* the parameters alone past the cap: nothing to attach or replay */
-    if (cap && attached_bytes(s, p) > cap) {
+    if (cap && sim_attached_bytes(s, p) > cap) {
         over_cap(s, h, cap, time_s, peak_bytes);
         return VDNN_OK;
     }
