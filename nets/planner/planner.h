@@ -465,7 +465,8 @@ typedef struct planner_opts {
     long long threads;
     int json;                 /* print the plan as JSON on stdout */
     int whole_first;          /* the micro-batch choice searches the whole batch first and every
-                               * size it weighs, leaving none out by a bound (pick_micro; tests
+                               * split down to one item (until one is as good as unlimited
+                               * memory), leaving none out by a bound (pick_micro; tests
                                * compare) */
 } planner_opts;
 
