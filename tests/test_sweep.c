@@ -14,6 +14,7 @@
  * sweep still succeeds; a failing gnuplot is reported with its exit status and the CSV
  * stays. */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +35,7 @@
 #define SW_NET SW_HEAD SW_CONV SW_CONV SW_CONV SW_CONV SW_CONV SW_CONV \
     "[maxpool]\nsize = 2\n[connected]\noutput = 4\n[softmax]\n"
 
-#define SW_HEADER "budget_bytes,policy,fits,predicted_ms,measured_ms,peak_bytes,measured_peak_bytes,plan_s"
+#define SW_HEADER "budget_bytes,policy,fits,predicted_ms,measured_ms,peak_bytes,measured_peak_bytes,plan_s,micro"
 #define SW_MAX_ROWS 64
 
 typedef tn_run cli_run;
@@ -75,6 +76,7 @@ typedef struct sw_row {
     double predicted_ms, measured_ms;        /* < 0: empty */
     long long peak, measured_peak;           /* < 0: empty */
     double plan_s;
+    int micro;                               /* 0: empty (the batch whole) */
 } sw_row;
 
 typedef struct sw_csv {
@@ -110,7 +112,7 @@ static void parse_row(const char *line, sw_row *r)
 {
     int commas = 0;
     for (const char *c = line; *c && *c != '\n'; c++) commas += *c == ',';
-    ck_assert_msg(commas == 7, "a CSV row has %d fields, not 8: %.200s", commas + 1, line);
+    ck_assert_msg(commas == 8, "a CSV row has %d fields, not 9: %.200s", commas + 1, line);
     r->budget = (size_t)num(line, 0);
     field(line, 1, r->policy, sizeof r->policy);
     r->fits = (int)num(line, 2);
@@ -119,7 +121,12 @@ static void parse_row(const char *line, sw_row *r)
     r->peak = (long long)num(line, 5);
     r->measured_peak = (long long)num(line, 6);
     r->plan_s = num(line, 7);
+    const double micro = num(line, 8);
+    r->micro = micro < 0 ? 0 : (int)micro;
     ck_assert_msg(r->fits == 0 || r->fits == 1, "fits is %d", r->fits);
+    ck_assert_msg(micro < 0 || (r->fits && micro >= 1 && micro == r->micro && !strcmp(r->policy, "dyn")),
+                  "micro '%g' on a row of %s that %s: %.200s", micro, r->policy, r->fits ? "fits" : "does not fit",
+                  line);
     ck_assert_msg(r->plan_s >= 0, "plan_s is empty or negative: %.200s", line);
 }
 
@@ -278,6 +285,56 @@ START_TEST(test_simulate)
 }
 END_TEST
 
+/* What `vdnn profile` plans at budget b: the items per micro-batch (0: the batch whole)
+ * and the predicted time in ms as it prints it (two decimals). */
+static void profile_at(const char *cfg, size_t b, int *micro, double *ms)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "profile %s --budget %zu --profile-cache %s/cache", cfg, b, tn_dir);
+    cli_run r = run_cli(args);
+    assert_ok(&r, args);
+    const char *split = strstr(r.out, "micro-batches of "), *chosen = strstr(r.out, "chosen plan:");
+    *micro = 0;
+    if (split) ck_assert_int_eq(sscanf(split, "micro-batches of %d items", micro), 1);
+    ck_assert_msg(chosen && sscanf(chosen, "chosen plan: predicted %lf ms", ms) == 1, "`vdnn %s`:\n%s", args, r.out);
+    run_free(&r);
+}
+
+/* dyn's rows plan as `vdnn profile` and `train --policy dyn` do: in micro-batches where
+ * they are faster or the only fit. On this net the least budget any plan needs is that of
+ * micro-batches of one item (the whole batch's least plan holds more); the sweep's range
+ * starts there, where its row and `vdnn profile` choose the same split and predict the
+ * same time; at none's peak the batch runs whole. */
+START_TEST(test_dyn_splits)
+{
+    char cfg[512];
+    size_t lo, hi;
+    sw_csv c;
+    write_net(cfg, sizeof cfg);
+    auto_ends(cfg, "dyn", 1, &lo, &hi, &c);
+    const sw_row *least = find(&c, lo, "dyn"), *top = find(&c, hi, "dyn");
+    ck_assert_msg(least->fits && least->micro == 1, "dyn at its least budget %zu: fits %d, micro %d", lo, least->fits,
+                  least->micro);
+    ck_assert_msg(top->fits && top->micro == 0, "dyn at none's peak %zu: micro %d", hi, top->micro);
+    size_t budgets[] = {lo, (lo + hi) / 2 / 256 * 256, hi};
+    char flags[512], dir[512];
+    snprintf(flags, sizeof flags, "--budgets %zu,%zu,%zu --policies dyn --simulate", budgets[0], budgets[1], budgets[2]);
+    sweep_ok(cfg, flags, "splits", &c, dir, sizeof dir);
+    check_rows(&c, 0);
+    for (int k = 0; k < 3; k++) {
+        int micro = -1;
+        double ms = 0;
+        profile_at(cfg, budgets[k], &micro, &ms);
+        const sw_row *r = find(&c, budgets[k], "dyn");
+        ck_assert_msg(r->fits && r->micro == micro, "at %zu the sweep's dyn splits in %d, `vdnn profile` in %d",
+                      budgets[k], r->micro, micro);
+        ck_assert_msg(fabs(r->predicted_ms - ms) <= 0.005 + 1e-9,
+                      "at %zu the sweep's dyn predicts %.6f ms, `vdnn profile` %.2f ms", budgets[k], r->predicted_ms,
+                      ms);
+    }
+}
+END_TEST
+
 #define SW_FIXED "none,conv,all,swap,recompute,none-mem,conv-mem,all-mem,swap-mem,recompute-mem"
 
 /* The low end of auto:K is the least budget of the policies asked for, not of every
@@ -365,8 +422,10 @@ START_TEST(test_real)
     sweep_ok(cfg, "--budgets auto:2 --policies dyn,all,swap-mem --iters 1", "real", &c, dir, sizeof dir);
     ck_assert_int_eq(c.nrows, 6);
     check_rows(&c, 1);
-    /* the least fits dyn (it includes every fixed policy); all needs more */
+    /* the least fits dyn (it includes every fixed policy), in micro-batches of one item,
+     * which run split so in the row's device; all needs more */
     ck_assert(c.rows[0].fits);
+    ck_assert_int_eq(c.rows[0].micro, 1);
     ck_assert(!c.rows[1].fits);
     /* at the top budget all three run */
     ck_assert(c.rows[3].fits && c.rows[4].fits && c.rows[5].fits);
@@ -496,6 +555,7 @@ static Suite *sweep_suite(void)
     tcase_set_timeout(t, 300);
     tcase_add_test(t, test_simulate);
     tcase_add_test(t, test_auto_low_end);
+    tcase_add_test(t, test_dyn_splits);
     tcase_add_test(t, test_swap_recompute);
     tcase_add_test(t, test_real);
     tcase_add_test(t, test_bad_input);

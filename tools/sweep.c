@@ -60,6 +60,8 @@ typedef struct sweep_row {
     size_t budget;
     const sweep_policy *pol;
     int fits;
+    int micro;                                /* dyn: the items per micro-batch its plan runs in; 0:
+                                               * the batch as the config runs it */
     double predicted_s, measured_s, plan_s;   /* measured_s < 0: not run */
     size_t peak_bytes, measured_peak_bytes;
     char note[200];                           /* why a row does not fit, when known */
@@ -207,7 +209,7 @@ static vdnn_status open_csv(sweep *s)
     snprintf(path, sizeof path, "%s/sweep.csv", s->dir);
     s->csv = fopen(path, "w");
     if (!s->csv) return vdnn_fail(VDNN_EIO, "--out: cannot write %s: %s", path, strerror(errno));
-    fputs("budget_bytes,policy,fits,predicted_ms,measured_ms,peak_bytes,measured_peak_bytes,plan_s\n", s->csv);
+    fputs("budget_bytes,policy,fits,predicted_ms,measured_ms,peak_bytes,measured_peak_bytes,plan_s,micro\n", s->csv);
     return VDNN_OK;
 }
 
@@ -221,7 +223,9 @@ static vdnn_status write_row(sweep *s, const sweep_row *r)
     if (r->fits) fprintf(s->csv, "%zu", r->peak_bytes);
     fputc(',', s->csv);
     if (r->fits && r->measured_s >= 0) fprintf(s->csv, "%zu", r->measured_peak_bytes);
-    fprintf(s->csv, ",%.6f\n", r->plan_s);
+    fprintf(s->csv, ",%.6f,", r->plan_s);
+    if (r->fits && r->micro) fprintf(s->csv, "%d", r->micro);
+    fputc('\n', s->csv);
     /* flushed per row: a sweep stopped half way keeps the rows it finished */
     if (fflush(s->csv) != 0 || ferror(s->csv))
         return vdnn_fail(VDNN_EIO, "--out: writing %s/sweep.csv failed: %s", s->dir, strerror(errno));
@@ -238,7 +242,9 @@ static void print_row(const sweep_row *r, int name_width)
     } else {
         printf("  predicted %9.3f ms", 1e3 * r->predicted_s);
         if (r->measured_s >= 0) printf("  measured %9.3f ms", 1e3 * r->measured_s);
-        printf("  peak %s\n", fmt_size(r->measured_s >= 0 ? r->measured_peak_bytes : r->peak_bytes, p, sizeof p));
+        printf("  peak %s", fmt_size(r->measured_s >= 0 ? r->measured_peak_bytes : r->peak_bytes, p, sizeof p));
+        if (r->micro) printf("  in micro-batches of %d", r->micro);
+        putchar('\n');
     }
     fflush(stdout);
 }
@@ -327,6 +333,13 @@ static vdnn_status least_budget(sweep *s, size_t *least)
             size_t b = 0;
             st = plan_least(s->n, &b);
             if (st == VDNN_OK && b && b < *least) *least = b;
+            /* and in micro-batches of one item, which it splits the batch into where
+             * nothing else fits */
+            net *one = NULL;
+            if (st == VDNN_OK && !s->n->micro && s->n->minibatch > 1) st = net_clone_micro(s->n, 1, &one);
+            if (one) st = plan_least(one, &b);
+            if (one && st == VDNN_OK && b && b < *least) *least = b;
+            net_free(one);
             break;
         }
     for (int pol = 0; pol < POLICY_COUNT && st == VDNN_OK; pol++)
@@ -365,12 +378,28 @@ static vdnn_status auto_budgets(sweep *s)
 
 /* ---- the rows ----------------------------------------------------------------------- */
 
+/* dyn's row, planned as `vdnn profile` and `train --policy dyn` plan it: in micro-batches
+ * where they are faster or the only fit (r->micro), profiled on a device of the sweep's
+ * kind that is gone again before the row's own is made. */
+static vdnn_status plan_dyn_row(sweep *s, sweep_row *r, plan *p)
+{
+    device *d = NULL;
+    vdnn_status st = cli_device(s->o.device, 0, s->o.threads, s->o.link_gbps, s->n, &d);
+    planner_opts f = {.budget = r->budget, .search = "bb", .cache = s->o.cache, .node_limit = s->o.node_limit,
+                      .search_seconds = s->o.search_seconds, .search_gap = s->o.search_gap,
+                      .link_gbps = s->o.link_gbps, .threads = s->o.threads};
+    if (st == VDNN_OK) st = plan_dyn_split(s->n, d, &s->pr, &f, &r->micro, p, NULL);
+    device_destroy(d);
+    return st;
+}
+
 /* Plans one row; r->fits says whether a plan fits (then *p holds it). */
 static vdnn_status plan_row(sweep *s, sweep_row *r, plan *p)
 {
     double t0 = vdnn_now_s();
     search_stats ss = {0};
-    vdnn_status st = r->pol->search
+    vdnn_status st = r->pol->search && r->pol->kind == SEARCH_BB ? plan_dyn_row(s, r, p)
+                     : r->pol->search
                          ? plan_search(s->n, &s->pr, r->budget, r->pol->kind,
                                        (search_limits){.nodes = (long)s->o.node_limit, .seconds = s->o.search_seconds, .gap = s->o.search_gap,
                                                        .patience = s->o.search_gap > 0 ? PLAN_PATIENCE : 0}, p, &ss)
@@ -393,30 +422,34 @@ static vdnn_status measure_row(sweep *s, sweep_row *r, plan *p)
 {
     device *d = NULL;
     const char *stage = "the parameters alone";
-    net *n = s->n;
+    net *n = s->n, *split = NULL;
+    /* a plan in micro-batches runs the net split so */
+    vdnn_status st = r->micro ? net_clone_micro(s->n, r->micro, &split) : VDNN_OK;
+    if (split) n = split;
     unsigned char *was = malloc((size_t)n->nlayers);
-    if (!was) return vdnn_fail(VDNN_ENOMEM, "out of host memory");
+    if (!was) st = vdnn_fail(VDNN_ENOMEM, "out of host memory");
     /* the parameters placed as the plan swaps them; the net's own swaps put back after */
-    for (int i = 0; i < n->nlayers; i++) was[i] = (unsigned char)n->layers[i]->swap;
-    vdnn_status st = cli_device(s->o.device, r->budget, s->o.threads, s->o.link_gbps, s->n, &d);
-    if (st == VDNN_OK) st = plan_attach_as(s->n, d, p);
-    s->n->peak_iter_bytes = 0;
+    for (int i = 0; was && i < n->nlayers; i++) was[i] = (unsigned char)n->layers[i]->swap;
+    if (st == VDNN_OK) st = cli_device(s->o.device, r->budget, s->o.threads, s->o.link_gbps, n, &d);
+    if (st == VDNN_OK) st = plan_attach_as(n, d, p);
+    n->peak_iter_bytes = 0;
     if (st == VDNN_OK) {
         stage = "the real iterations";
-        st = plan_measure(s->n, p, (int)s->o.iters);
+        st = plan_measure(n, p, (int)s->o.iters);
     }
     if (st == VDNN_OK) {
         r->measured_s = p->measured_s;
-        r->measured_peak_bytes = s->n->peak_iter_bytes;
+        r->measured_peak_bytes = n->peak_iter_bytes;
     } else if (st == VDNN_EBUDGET) {
         r->fits = 0;
         snprintf(r->note, sizeof r->note, "%s: %s", stage, vdnn_errmsg());
         st = VDNN_OK;
     }
-    net_detach(s->n);
+    net_detach(n);
     device_destroy(d);
-    for (int i = 0; i < n->nlayers; i++) n->layers[i]->swap = was[i];
+    for (int i = 0; was && i < n->nlayers; i++) n->layers[i]->swap = was[i];
     free(was);
+    net_free(split);
     return st;
 }
 

@@ -118,8 +118,8 @@ typedef struct split_try {
 /* Split m of n weighed into *t: searched unless its floor is at least `best` (such a
  * split is no better without a search). *start moves on by the time spent measuring
  * its profile. */
-static vdnn_status weigh_split(const net *n, const planner_opts *f, double *start, search_kind k, int m, double best,
-                               split_try *t)
+static vdnn_status weigh_split(const net *n, device *dev, const planner_opts *f, double *start, search_kind k, int m,
+                               double best, split_try *t)
 {
     *t = (split_try){.m = m, .st = VDNN_OK};
     net *c = NULL;
@@ -133,7 +133,7 @@ static vdnn_status weigh_split(const net *n, const planner_opts *f, double *star
      * their search's error names the least budget any of their plans needs */
     if (st == VDNN_OK && m > 1 && best >= 1e300 && !f->whole_first && f->budget && plan_least_held(c) > f->budget)
         st = VDNN_EBUDGET;
-    else if (st == VDNN_OK) st = profile_get(c, n->dev, f->link_gbps, (int)f->threads, f->cache, &cp, &cached);
+    else if (st == VDNN_OK) st = profile_get(c, dev, f->link_gbps, (int)f->threads, f->cache, &cp, &cached);
     *start += vdnn_now_s() - t0;
     if (st == VDNN_EBUDGET) {   /* not even measured in the device's memory: no plan of it fits */
         t->searched = 1;
@@ -156,7 +156,7 @@ static vdnn_status weigh_split(const net *n, const planner_opts *f, double *star
 
 /* *found: the best plan of the size chosen, for the final search to start from;
  * *ideal_s: the whole batch's step with unlimited memory (0 where not known).
- * *start moves on by the time spent measuring the splits' profiles.
+ * The splits are profiled on dev; *start moves on by the time that takes.
  *
  * The whole batch is searched first, then the splits in turn while each is better. A
  * size whose plans all hold more than the budget at once (plan_least_held) is neither
@@ -170,8 +170,9 @@ static vdnn_status weigh_split(const net *n, const planner_opts *f, double *star
  * nothing is searched that it would not search (on ResNet-1202 at batch 2 and the least
  * budget its whole batch fits, the whole batch's best plan is 1545 ms, its floor there
  * 654 ms, and micro-batches of one plan in 316 ms). */
-static vdnn_status pick_micro(const net *n, const planner_opts *f, double *start, search_kind k, const profile *pr,
-                              int *micro, plan *found, double *ideal_s, double *whole_floor, size_t *whole_least)
+static vdnn_status pick_micro(const net *n, device *dev, const planner_opts *f, double *start, search_kind k,
+                              const profile *pr, int *micro, plan *found, double *ideal_s, double *whole_floor,
+                              size_t *whole_least)
 {
     *micro = 0;
     *whole_floor = 0;
@@ -192,7 +193,7 @@ static vdnn_status pick_micro(const net *n, const planner_opts *f, double *start
     } else if (!f->whole_first && n->minibatch >= 2 && f->budget &&
                plan_floor_within_from(n, pr, f->budget, ideal.nlayers ? &ideal : NULL, &within) == VDNN_OK &&
                within > target) {
-        st = weigh_split(n, f, start, k, n->minibatch / 2, within, &first);
+        st = weigh_split(n, dev, f, start, k, n->minibatch / 2, within, &first);
         have_first = st == VDNN_OK;
         whole = !(first.searched && first.st == VDNN_OK && first.p.predicted_s < within);
         if (!whole) *whole_floor = within;
@@ -217,7 +218,7 @@ static vdnn_status pick_micro(const net *n, const planner_opts *f, double *start
                 plan_free(&t.p);
             }
         } else {
-            st = weigh_split(n, f, start, k, m, best, &t);
+            st = weigh_split(n, dev, f, start, k, m, best, &t);
             if (st != VDNN_OK) break;
         }
         /* a split whose every plan is slower than the best found (its floor is) is no
@@ -281,7 +282,7 @@ vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
     search_stats ss = {0};
     double start = t1;
     if (!f->fixed_split && !n->micro && n->minibatch > 1 && k == SEARCH_BB)
-        st = pick_micro(n, f, &start, k, &pr, &micro, &found, &floor_s, &whole_floor, &whole_least);
+        st = pick_micro(n, n->dev, f, &start, k, &pr, &micro, &found, &floor_s, &whole_floor, &whole_least);
     if (st == VDNN_OK && micro) {
         st = remake(np, micro);
         n = *np;
@@ -335,6 +336,36 @@ vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
     if (st == VDNN_OK && chosen) *chosen = best;
     else plan_free(&best);
     profile_free(&pr);
+    return st;
+}
+
+vdnn_status plan_dyn_split(const net *n, device *dev, const profile *pr, const planner_opts *f, int *micro, plan *out,
+                           search_stats *stats)
+{
+    search_kind k = SEARCH_BB;
+    vdnn_status st = plan_search_kind(f->search, &k);
+    *micro = 0;
+    if (st != VDNN_OK) return st;
+    plan found = {0};
+    double start = vdnn_now_s(), floor_s = 0, whole_floor = 0;
+    size_t whole_least = 0;
+    if (!f->fixed_split && !n->micro && n->minibatch > 1 && k == SEARCH_BB)
+        st = pick_micro(n, dev, f, &start, k, pr, micro, &found, &floor_s, &whole_floor, &whole_least);
+    net *c = NULL;
+    profile cp = {0};
+    if (st == VDNN_OK && *micro) {
+        int cached = 0;   /* measured while choosing the split */
+        st = net_clone_micro(n, *micro, &c);
+        if (st == VDNN_OK) st = profile_get(c, dev, f->link_gbps, (int)f->threads, f->cache, &cp, &cached);
+    }
+    if (st == VDNN_OK) {
+        search_limits lim = limits_left(f, start, 1.0);
+        if (!*micro) lim.floor_s = floor_s;
+        st = plan_search_from(c ? c : n, c ? &cp : pr, f->budget, k, lim, found.nlayers ? &found : NULL, out, stats);
+    }
+    plan_free(&found);
+    profile_free(&cp);
+    net_free(c);
     return st;
 }
 

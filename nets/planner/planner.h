@@ -496,6 +496,14 @@ vdnn_status plan_budget_error(net *n, size_t budget, size_t need);
  * with plan_free(). */
 vdnn_status plan_dyn(net **np, const planner_opts *o, FILE *out, plan *chosen);
 
+/* What plan_dyn plans, without verifying or applying it, for a net n that need not be
+ * attached (pr: its profile; the micro-batches' profiles are measured on dev, or taken
+ * from the cache): the items per micro-batch into *micro (0: the batch as n runs it),
+ * and into *out the plan of n split so (net_clone_micro), which *stats (may be NULL)
+ * describes. VDNN_EBUDGET where nothing fits, not even in micro-batches of one item. */
+vdnn_status plan_dyn_split(const net *n, device *dev, const profile *pr, const planner_opts *o, int *micro, plan *out,
+                           search_stats *stats);
+
 /* Attaches n (not yet attached) to d with each layer's parameters placed as p swaps
  * them (a config's `policy = swap` set aside); p is not applied. */
 vdnn_status plan_attach_as(net *n, device *d, const plan *p);
