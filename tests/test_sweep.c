@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "tests/jsoncheck.h"
 #include "tests/testnet.h"
 
 /* Six convolutions on 4x16x16 at batch 8: the feature maps outweigh the parameters and
@@ -290,7 +291,7 @@ END_TEST
 static void profile_at(const char *cfg, size_t b, int *micro, double *ms)
 {
     char args[1024];
-    snprintf(args, sizeof args, "profile %s --budget %zu --profile-cache %s/cache", cfg, b, tn_dir);
+    snprintf(args, sizeof args, "profile %s --budget %zu --node-limit 3000 --profile-cache %s/cache", cfg, b, tn_dir);
     cli_run r = run_cli(args);
     assert_ok(&r, args);
     const char *split = strstr(r.out, "micro-batches of "), *chosen = strstr(r.out, "chosen plan:");
@@ -300,11 +301,33 @@ static void profile_at(const char *cfg, size_t b, int *micro, double *ms)
     run_free(&r);
 }
 
-/* dyn's rows plan as `vdnn profile` and `train --policy dyn` do: in micro-batches where
- * they are faster or the only fit. On this net the least budget any plan needs is that of
- * micro-batches of one item (the whole batch's least plan holds more); the sweep's range
- * starts there, where its row and `vdnn profile` choose the same split and predict the
- * same time; at none's peak the batch runs whole. */
+/* The least budget of any plan of the whole batch, `vdnn info`'s: of every fixed policy
+ * and of the planner's least plan. */
+static size_t whole_batch_least(const char *cfg)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "info %s --json", cfg);
+    cli_run r = run_cli(args);
+    assert_ok(&r, args);
+    json_t *info = tj_parse(r.out, args);
+    size_t least = (size_t)tj_int(info, "dyn_min_budget_bytes");
+    const char *pol;
+    json_t *modes;
+    json_object_foreach(tj_get(info, "min_budget_bytes"), pol, modes) {
+        const char *mode;
+        json_t *b;
+        json_object_foreach(modes, mode, b) if ((size_t)json_integer_value(b) < least) least = (size_t)json_integer_value(b);
+    }
+    json_decref(info);
+    run_free(&r);
+    return least;
+}
+
+/* dyn's rows plan as `vdnn profile` does: in micro-batches where they are faster or the
+ * only fit. On this net the least budget any plan needs is that of micro-batches of one
+ * item, below every plan of the whole batch; the sweep's range starts there, where its
+ * row and `vdnn profile` choose the same split and predict the same time; at none's peak
+ * the batch runs whole. */
 START_TEST(test_dyn_splits)
 {
     char cfg[512];
@@ -316,6 +339,8 @@ START_TEST(test_dyn_splits)
     ck_assert_msg(least->fits && least->micro == 1, "dyn at its least budget %zu: fits %d, micro %d", lo, least->fits,
                   least->micro);
     ck_assert_msg(top->fits && top->micro == 0, "dyn at none's peak %zu: micro %d", hi, top->micro);
+    const size_t whole = whole_batch_least(cfg);
+    ck_assert_msg(lo < whole, "auto's least budget for dyn %zu is not below the whole batch's least %zu", lo, whole);
     size_t budgets[] = {lo, (lo + hi) / 2 / 256 * 256, hi};
     char flags[512], dir[512];
     snprintf(flags, sizeof flags, "--budgets %zu,%zu,%zu --policies dyn --simulate", budgets[0], budgets[1], budgets[2]);

@@ -77,6 +77,8 @@ typedef struct sweep {
     int name_width;           /* the longest name in pols, for the progress lines */
     int fit_any[SWEEP_NPOLICIES];   /* per pols[k]: some row fits (the plot draws it) */
     net *n;                   /* owned */
+    device *plan_dev;         /* with --simulate, the profile's device, kept for planning dyn's
+                               * rows (plan_device); owned */
     profile pr;
     int have_profile;
     char dir[1024];
@@ -261,7 +263,8 @@ static const char *describe(const device *d, char *buf, size_t len)
 }
 
 /* The profile is measured on a device of the kind and settings asked for, sized for the
- * net (the profile ignores the budget); that device goes before any row's is made. */
+ * net (the profile ignores the budget); that device goes before any row's is made, but
+ * with --simulate, where no row makes one, it stays to plan dyn's rows on. */
 static vdnn_status get_profile(sweep *s)
 {
     device *d = NULL;
@@ -279,8 +282,31 @@ static vdnn_status get_profile(sweep *s)
     } else {
         st = vdnn_wrap(st, "profiling the net");
     }
-    device_destroy(d);
+    if (st == VDNN_OK && s->o.simulate) s->plan_dev = d;
+    else device_destroy(d);
     return st;
+}
+
+/* The device dyn's micro-batch choice profiles its splits on (and binds their
+ * algorithms with): the sweep's own with --simulate, else one made now, of the kind
+ * and settings asked for and sized for the net, for release_plan_device to destroy
+ * before any row's device is made. A device that cannot be made is an error, not a row
+ * that does not fit. */
+static vdnn_status plan_device(sweep *s, device **d)
+{
+    *d = s->plan_dev;
+    if (*d) return VDNN_OK;
+    vdnn_status st = cli_device(s->o.device, 0, s->o.threads, s->o.link_gbps, s->n, d);
+    if (st != VDNN_OK) {
+        vdnn_wrap(st, "a device to plan dyn's micro-batches on");
+        return st == VDNN_EBUDGET ? VDNN_EDEVICE : st;
+    }
+    return VDNN_OK;
+}
+
+static void release_plan_device(sweep *s, device *d)
+{
+    if (d != s->plan_dev) device_destroy(d);
 }
 
 /* The peak of a fixed policy's plan under `budget` (0: no limit) into *peak. */
@@ -336,7 +362,12 @@ static vdnn_status least_budget(sweep *s, size_t *least)
             /* and in micro-batches of one item, which it splits the batch into where
              * nothing else fits */
             net *one = NULL;
-            if (st == VDNN_OK && !s->n->micro && s->n->minibatch > 1) st = net_clone_micro(s->n, 1, &one);
+            device *d = NULL;
+            if (st == VDNN_OK && !s->n->micro && s->n->minibatch > 1) {
+                st = plan_device(s, &d);
+                if (st == VDNN_OK) st = plan_clone_split(s->n, d, 1, &one);
+                release_plan_device(s, d);
+            }
             if (one) st = plan_least(one, &b);
             if (one && st == VDNN_OK && b && b < *least) *least = b;
             net_free(one);
@@ -378,18 +409,18 @@ static vdnn_status auto_budgets(sweep *s)
 
 /* ---- the rows ----------------------------------------------------------------------- */
 
-/* dyn's row, planned as `vdnn profile` and `train --policy dyn` plan it: in micro-batches
- * where they are faster or the only fit (r->micro), profiled on a device of the sweep's
- * kind that is gone again before the row's own is made. */
+/* dyn's row, planned as `vdnn profile` plans it (and `train --policy dyn` before it
+ * verifies the plan with real iterations): in micro-batches where they are faster or
+ * the only fit (r->micro), their profiles measured on plan_device's device. */
 static vdnn_status plan_dyn_row(sweep *s, sweep_row *r, plan *p)
 {
     device *d = NULL;
-    vdnn_status st = cli_device(s->o.device, 0, s->o.threads, s->o.link_gbps, s->n, &d);
+    vdnn_status st = plan_device(s, &d);
     planner_opts f = {.budget = r->budget, .search = "bb", .cache = s->o.cache, .node_limit = s->o.node_limit,
                       .search_seconds = s->o.search_seconds, .search_gap = s->o.search_gap,
                       .link_gbps = s->o.link_gbps, .threads = s->o.threads};
     if (st == VDNN_OK) st = plan_dyn_split(s->n, d, &s->pr, &f, &r->micro, p, NULL);
-    device_destroy(d);
+    release_plan_device(s, d);
     return st;
 }
 
@@ -646,6 +677,7 @@ int cmd_sweep(int argc, char **argv)
     if (s.csv) fclose(s.csv);
     if (s.have_profile) profile_free(&s.pr);
     net_free(s.n);
+    device_destroy(s.plan_dev);
     free(s.budgets);
     return rc;
 }

@@ -104,6 +104,19 @@ static double floor_of(const net *n, const profile *pr)
     return t;
 }
 
+vdnn_status plan_clone_split(const net *n, device *dev, int micro, net **out)
+{
+    vdnn_status st = net_clone_micro(n, micro, out);
+    /* an attached net's clone has its device's algorithms at the clone's batch already */
+    for (int i = 0; st == VDNN_OK && !n->dev && dev && device_algos_by_batch(dev) && i < (*out)->nlayers; i++)
+        st = layer_bind((*out)->layers[i], dev);
+    if (st != VDNN_OK && *out) {
+        net_free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
 /* A split's weighing (pick_micro): the floor of micro-batches of m items (no plan of
  * them is faster), and where searched, what the search found (st VDNN_EBUDGET: no plan
  * fits, or the split could not be profiled in the device's memory), its plan in p. */
@@ -126,7 +139,7 @@ static vdnn_status weigh_split(const net *n, device *dev, const planner_opts *f,
     profile cp = {0};
     int cached = 0;
     double t0 = vdnn_now_s();
-    vdnn_status st = net_clone_micro(n, m, &c);
+    vdnn_status st = plan_clone_split(n, dev, m, &c);
     /* where no plan of the split fits, neither measured nor searched, while no size has
      * a plan (after one, a split whose floor is no better ends the choice, which needs
      * its profile); but micro-batches of one, the last size weighed: where nothing fits,
@@ -158,11 +171,12 @@ static vdnn_status weigh_split(const net *n, device *dev, const planner_opts *f,
  * *ideal_s: the whole batch's step with unlimited memory (0 where not known).
  * The splits are profiled on dev; *start moves on by the time that takes.
  *
- * The whole batch is searched first, then the splits in turn while each is better. A
- * size whose plans all hold more than the budget at once (plan_least_held) is neither
- * measured nor searched: no plan of it fits (*whole_least, for the whole batch; on
- * ResNet-1202 at batch 2 and the least budget of micro-batches of one, its search took
- * 0.08 s to find none). And where no plan of the whole batch can be as good as
+ * The whole batch is searched first, then the splits in turn, halving, until one's
+ * floor is no better than the best plan found or the best is as good as unlimited
+ * memory (MICRO_SLACK). A size whose plans all hold more than the budget at once
+ * (plan_least_held) is neither measured nor searched: no plan of it fits
+ * (*whole_least, for the whole batch; on ResNet-1202 at batch 2 and the least budget of
+ * micro-batches of one, its search took 0.08 s to find none). And where no plan of the whole batch can be as good as
  * unlimited memory (its floor at the budget, plan_floor_within, is above the target)
  * nor as fast as the first split's floor, that split is searched first, and the whole
  * batch only where its plan is not below that floor: else no plan of the whole batch
@@ -355,7 +369,7 @@ vdnn_status plan_dyn_split(const net *n, device *dev, const profile *pr, const p
     profile cp = {0};
     if (st == VDNN_OK && *micro) {
         int cached = 0;   /* measured while choosing the split */
-        st = net_clone_micro(n, *micro, &c);
+        st = plan_clone_split(n, dev, *micro, &c);
         if (st == VDNN_OK) st = profile_get(c, dev, f->link_gbps, (int)f->threads, f->cache, &cp, &cached);
     }
     if (st == VDNN_OK) {

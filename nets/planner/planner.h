@@ -504,6 +504,11 @@ vdnn_status plan_dyn(net **np, const planner_opts *o, FILE *out, plan *chosen);
 vdnn_status plan_dyn_split(const net *n, device *dev, const profile *pr, const planner_opts *o, int *micro, plan *out,
                            search_stats *stats);
 
+/* net_clone_micro of n, its layers bound to dev's algorithms at the clone's batch where n
+ * is not attached and dev's tables depend on the batch (a GPU's library sizes its
+ * workspaces for it); an attached net's clone has its own device's (dev may be NULL). */
+vdnn_status plan_clone_split(const net *n, device *dev, int micro, net **out);
+
 /* Attaches n (not yet attached) to d with each layer's parameters placed as p swaps
  * them (a config's `policy = swap` set aside); p is not applied. */
 vdnn_status plan_attach_as(net *n, device *d, const plan *p);
