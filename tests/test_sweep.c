@@ -316,7 +316,9 @@ static size_t whole_batch_least(const char *cfg)
     json_object_foreach(tj_get(info, "min_budget_bytes"), pol, modes) {
         const char *mode;
         json_t *b;
-        json_object_foreach(modes, mode, b) if ((size_t)json_integer_value(b) < least) least = (size_t)json_integer_value(b);
+        json_object_foreach(modes, mode, b) {
+            if ((size_t)json_integer_value(b) < least) least = (size_t)json_integer_value(b);
+        }
     }
     json_decref(info);
     run_free(&r);
@@ -343,7 +345,8 @@ START_TEST(test_dyn_splits)
     ck_assert_msg(lo < whole, "auto's least budget for dyn %zu is not below the whole batch's least %zu", lo, whole);
     size_t budgets[] = {lo, (lo + hi) / 2 / 256 * 256, hi};
     char flags[512], dir[512];
-    snprintf(flags, sizeof flags, "--budgets %zu,%zu,%zu --policies dyn --simulate", budgets[0], budgets[1], budgets[2]);
+    snprintf(flags, sizeof flags, "--budgets %zu,%zu,%zu --policies dyn --simulate", budgets[0], budgets[1],
+             budgets[2]);
     sweep_ok(cfg, flags, "splits", &c, dir, sizeof dir);
     check_rows(&c, 0);
     for (int k = 0; k < 3; k++) {

@@ -167,26 +167,56 @@ static vdnn_status weigh_split(const net *n, device *dev, const planner_opts *f,
     return st;
 }
 
+/* The sizes the micro-batch choice weighed, in the order it weighed them, for `vdnn
+ * profile`'s report: each with its plan's time, or that none of its plans fits, or that
+ * none is faster than its floor (then not searched). */
+enum { WEIGHED_PLAN, WEIGHED_NONE_FITS, WEIGHED_FLOOR };
+#define WEIGHED_MAX 32
+typedef struct split_log {
+    int count;
+    struct {
+        int m, kind;
+        double s;
+    } e[WEIGHED_MAX];
+} split_log;
+
+static void log_weighed(split_log *log, int m, int kind, double s)
+{
+    if (log && log->count < WEIGHED_MAX) {
+        log->e[log->count].m = m;
+        log->e[log->count].kind = kind;
+        log->e[log->count++].s = s;
+    }
+}
+
+static void log_split(split_log *log, const split_try *t)
+{
+    if (!t->searched) log_weighed(log, t->m, WEIGHED_FLOOR, t->floor_s);
+    else if (t->st == VDNN_OK) log_weighed(log, t->m, WEIGHED_PLAN, t->p.predicted_s);
+    else log_weighed(log, t->m, WEIGHED_NONE_FITS, 0);
+}
+
 /* *found: the best plan of the size chosen, for the final search to start from;
  * *ideal_s: the whole batch's step with unlimited memory (0 where not known).
- * The splits are profiled on dev; *start moves on by the time that takes.
+ * The splits are profiled on dev; *start moves on by the time that takes. Each size
+ * weighed goes to *log (may be NULL).
  *
  * The whole batch is searched first, then the splits in turn, halving, until one's
  * floor is no better than the best plan found or the best is as good as unlimited
  * memory (MICRO_SLACK). A size whose plans all hold more than the budget at once
  * (plan_least_held) is neither measured nor searched: no plan of it fits
  * (*whole_least, for the whole batch; on ResNet-1202 at batch 2 and the least budget of
- * micro-batches of one, its search took 0.08 s to find none). And where no plan of the whole batch can be as good as
- * unlimited memory (its floor at the budget, plan_floor_within, is above the target)
- * nor as fast as the first split's floor, that split is searched first, and the whole
- * batch only where its plan is not below that floor: else no plan of the whole batch
- * could have been chosen. The same size and plan are chosen as in that order, and
+ * micro-batches of one, its search took 0.08 s to find none). And where no plan of the
+ * whole batch can be as good as unlimited memory (its floor at the budget,
+ * plan_floor_within, is above the target) nor as fast as the first split's floor, that
+ * split is searched first, and the whole batch only where its plan is not below that
+ * floor: else no plan of the whole batch could have been chosen. The same size and plan are chosen as in that order, and
  * nothing is searched that it would not search (on ResNet-1202 at batch 2 and the least
  * budget its whole batch fits, the whole batch's best plan is 1545 ms, its floor there
  * 654 ms, and micro-batches of one plan in 316 ms). */
 static vdnn_status pick_micro(const net *n, device *dev, const planner_opts *f, double *start, search_kind k,
                               const profile *pr, int *micro, plan *found, double *ideal_s, double *whole_floor,
-                              size_t *whole_least)
+                              size_t *whole_least, split_log *log)
 {
     *micro = 0;
     *whole_floor = 0;
@@ -204,18 +234,24 @@ static vdnn_status pick_micro(const net *n, device *dev, const planner_opts *f, 
     if (least_held > f->budget) {   /* no plan of the whole batch fits */
         whole = 0;
         *whole_least = least_held;
+        log_weighed(log, n->minibatch, WEIGHED_NONE_FITS, 0);
     } else if (!f->whole_first && n->minibatch >= 2 && f->budget &&
                plan_floor_within_from(n, pr, f->budget, ideal.nlayers ? &ideal : NULL, &within) == VDNN_OK &&
                within > target) {
         st = weigh_split(n, dev, f, start, k, n->minibatch / 2, within, &first);
         have_first = st == VDNN_OK;
+        if (have_first) log_split(log, &first);
         whole = !(first.searched && first.st == VDNN_OK && first.p.predicted_s < within);
-        if (!whole) *whole_floor = within;
+        if (!whole) {
+            *whole_floor = within;
+            log_weighed(log, n->minibatch, WEIGHED_FLOOR, within);
+        }
     }
     if (st == VDNN_OK && whole) {
         int better = 0;
         st = try_size(n, f, *start, k, pr, ideal.predicted_s, found, &best, &better);
         if (st == VDNN_EBUDGET) st = VDNN_OK;
+        if (st == VDNN_OK) log_weighed(log, n->minibatch, best < 1e300 ? WEIGHED_PLAN : WEIGHED_NONE_FITS, best);
         if (best <= target) best = -1;   /* the whole batch is good enough */
     }
     for (int m = n->minibatch / 2; st == VDNN_OK && best >= 0 && m >= 1; m /= 2) {
@@ -234,6 +270,7 @@ static vdnn_status pick_micro(const net *n, device *dev, const planner_opts *f, 
         } else {
             st = weigh_split(n, dev, f, start, k, m, best, &t);
             if (st != VDNN_OK) break;
+            log_split(log, &t);
         }
         /* a split whose every plan is slower than the best found (its floor is) is no
          * better without a search, and ends the choice as such a split does */
@@ -284,6 +321,7 @@ vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
     vdnn_status st = plan_search_kind(f->search, &k);
     if (st != VDNN_OK) return st;
     net *n = *np;
+    const int batch = n->minibatch;
     profile pr = {0};
     int cached = 0, micro = 0;
     double whole_floor = 0, floor_s = 0;
@@ -294,9 +332,10 @@ vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
     double t1 = vdnn_now_s();
     plan best = {0}, alt = {0}, found = {0};
     search_stats ss = {0};
+    split_log weighed = {0};
     double start = t1;
     if (!f->fixed_split && !n->micro && n->minibatch > 1 && k == SEARCH_BB)
-        st = pick_micro(n, n->dev, f, &start, k, &pr, &micro, &found, &floor_s, &whole_floor, &whole_least);
+        st = pick_micro(n, n->dev, f, &start, k, &pr, &micro, &found, &floor_s, &whole_floor, &whole_least, &weighed);
     if (st == VDNN_OK && micro) {
         st = remake(np, micro);
         n = *np;
@@ -331,6 +370,16 @@ vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
             fprintf(out, "  the cached profile was %s (--reprofile measures it again)\n", when);
         }
         if (micro) fprintf(out, "  micro-batches of %d items: faster (or the only fit) in this budget\n", micro);
+        if (weighed.count > 1) {
+            fprintf(out, "  sizes weighed (items per micro-batch, each by one climb):");
+            for (int e = 0; e < weighed.count; e++) {
+                fprintf(out, "%s %d%s ", e ? "," : "", weighed.e[e].m, weighed.e[e].m == batch ? " (the batch)" : "");
+                if (weighed.e[e].kind == WEIGHED_PLAN) fprintf(out, "%.2f ms", 1e3 * weighed.e[e].s);
+                else if (weighed.e[e].kind == WEIGHED_NONE_FITS) fprintf(out, "none fits");
+                else fprintf(out, "none faster than %.2f ms", 1e3 * weighed.e[e].s);
+            }
+            fputc('\n', out);
+        }
         if (whole_floor > 0)
             fprintf(out, "  the whole batch not searched: no plan of it is faster than %.2f ms in this budget\n",
                     1e3 * whole_floor);
@@ -364,7 +413,7 @@ vdnn_status plan_dyn_split(const net *n, device *dev, const profile *pr, const p
     double start = vdnn_now_s(), floor_s = 0, whole_floor = 0;
     size_t whole_least = 0;
     if (!f->fixed_split && !n->micro && n->minibatch > 1 && k == SEARCH_BB)
-        st = pick_micro(n, dev, f, &start, k, pr, micro, &found, &floor_s, &whole_floor, &whole_least);
+        st = pick_micro(n, dev, f, &start, k, pr, micro, &found, &floor_s, &whole_floor, &whole_least, NULL);
     net *c = NULL;
     profile cp = {0};
     if (st == VDNN_OK && *micro) {
