@@ -520,6 +520,18 @@ START_TEST(test_plot)
     ck_assert_msg(len > 10000, "%s is only %zu bytes", png, len);
     free(data);
     ck_assert_msg(tn_exists(gp), "the script %s was not kept", gp);
+    /* dyn fits the least budget in micro-batches of one: the plot labels its point */
+    ck_assert_int_eq(c.rows[3].micro, 1);
+    char *script = tn_read(gp, NULL);
+    ck_assert_msg(strstr(script, "with labels") && strstr(script, "items per micro-batch"), "%s", script);
+    free(script);
+    /* and with no plan in micro-batches, nothing */
+    sweep_ok(cfg, "--budgets 64M --policies none,dyn --simulate", "plot-whole", &c, dir, sizeof dir);
+    ck_assert_int_eq(c.rows[1].micro, 0);
+    snprintf(gp, sizeof gp, "%s/sweep.gp", dir);
+    script = tn_read(gp, NULL);
+    ck_assert_msg(!strstr(script, "with labels") && !strstr(script, "micro-batch"), "%s", script);
+    free(script);
 }
 END_TEST
 

@@ -76,6 +76,7 @@ typedef struct sweep {
     int npols;
     int name_width;           /* the longest name in pols, for the progress lines */
     int fit_any[SWEEP_NPOLICIES];   /* per pols[k]: some row fits (the plot draws it) */
+    int any_micro;            /* some row's plan runs in micro-batches (the plot labels them) */
     net *n;                   /* owned */
     device *plan_dev;         /* with --simulate, the profile's device, kept for planning dyn's
                                * rows (plan_device); owned */
@@ -493,6 +494,7 @@ static vdnn_status run_row(sweep *s, size_t budget, int k)
     plan_free(&p);
     if (st != VDNN_OK) return st;
     s->fit_any[k] |= r.fits;
+    s->any_micro |= r.fits && r.micro;
     print_row(&r, s->name_width);
     return write_row(s, &r);
 }
@@ -556,7 +558,7 @@ static void gp_title(FILE *f, const sweep *s)
     int n = 0;
     for (int k = 0; k < s->npols; k++)
         if (!s->fit_any[k]) fprintf(f, "%s%s", n++ ? ", " : "\\n(no budget fits: ", s->pols[k]->name);
-    fprintf(f, "%s\"\n", n ? ")" : "");
+    fprintf(f, "%s%s\"\n", n ? ")" : "", s->any_micro ? "\\nnumbers over the points: items per micro-batch" : "");
 }
 
 static vdnn_status write_script(const sweep *s, const char *path)
@@ -570,9 +572,18 @@ static vdnn_status write_script(const sweep *s, const char *path)
     if (s->nbudgets == 1)   /* gnuplot cannot span an axis over one value by itself */
         fprintf(f, "set xrange [%.6g:%.6g]\n", 0.9 * (double)s->budgets[0] / (1 << 20),
                 1.1 * (double)s->budgets[0] / (1 << 20));
-    gp_panel(f, "4", "5", s->o.simulate ? NULL
-                          : "for [i=1:words(policies)] 'sweep.csv' skip 1 using ($1/MiB):(row(word(policies,i)) "
-                            "? $4 : NaN) \\\n         with lines lc rgb word(colors,i) dt 2 lw 1 notitle");
+    /* measured times with the predicted ones dashed; over each point of a plan in
+     * micro-batches, its items per micro-batch */
+    char extra[1024] = "";
+    if (!s->o.simulate)
+        snprintf(extra, sizeof extra, "for [i=1:words(policies)] 'sweep.csv' skip 1 using ($1/MiB):(row(word(policies,"
+                                      "i)) ? $4 : NaN) \\\n         with lines lc rgb word(colors,i) dt 2 lw 1 notitle");
+    if (s->any_micro)
+        snprintf(extra + strlen(extra), sizeof extra - strlen(extra),
+                 "%s'sweep.csv' skip 1 using ($1/MiB):(strcol(3) eq '1' && valid(9) ? (strcol(5) ne '' ? $5 : $4) "
+                 ": NaN):(valid(9) ? sprintf('%%d', int($9)) : '') \\\n         with labels offset 0,1 notitle",
+                 extra[0] ? ", \\\n     " : "");
+    gp_panel(f, "4", "5", extra[0] ? extra : NULL);
     fprintf(f, "set ylabel 'pool peak (MiB)'\nunit = MiB\n");
     /* the diagonal: every fitting point lies on or below it */
     gp_panel(f, "6", "7", "x with lines lc rgb '#808080' dt 2 lw 1 title 'budget'");
