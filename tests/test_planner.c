@@ -2051,11 +2051,11 @@ static int went_past_no_better(const char *report, int batch)
  * batch's least to none's peak and 6 below it down to the least of micro-batches of
  * one, under six made-up cost tables (workspace worth much or little, small passes
  * cheap or not), the whole batch left out at some points and not at others, for either
- * reason; at some of them (its report's "sizes weighed" says) it goes on past a split
- * weighed no better to a faster one. A choice that ended at the first split weighed no
- * better than the best found chose micro-batches of 8 items at two of those points (9
- * and 12), where 2 are weighed faster (searched, 11% faster at one, 2% slower at the
- * other: a split is weighed by one climb). */
+ * reason; it goes on past a split weighed no better to a faster one (its report's
+ * "sizes weighed" says) exactly where weighing every split does, here at 2 points. A
+ * choice that ended at the first split weighed no better than the best found chose
+ * micro-batches of 8 items at those two (9 and 12), where 2 are weighed faster (searched,
+ * 11% faster at one, 2% slower at the other: a split is weighed by one climb). */
 START_TEST(the_micro_batch_choice_leaves_out_a_whole_batch_that_cannot_win)
 {
     if (UNDER_TSAN) {
@@ -2102,7 +2102,12 @@ START_TEST(the_micro_batch_choice_leaves_out_a_whole_batch_that_cannot_win)
             plan got[2];
             for (int k = 0; k < 2; k++) got[k] = dyn_plan(budget, k, &report[k]);
             left_out += strstr(report[0], "the whole batch not searched") != NULL;
-            past += went_past_no_better(report[0], n->minibatch);
+            /* weighing every split goes on past one weighed no better to a faster one
+             * exactly where the choice does */
+            const int went = went_past_no_better(report[0], n->minibatch);
+            ck_assert_msg(went == went_past_no_better(report[1], n->minibatch), "budget %zu:\n%s\nweighing every "
+                          "split:\n%s", budget, report[0], report[1]);
+            past += went;
             none_fits += strstr(report[0], "every plan of it holds at least") != NULL;
             ck_assert_msg(b < 0 || !strstr(report[0], "every plan of it holds at least"),
                           "budget %zu, where a plan of the whole batch fits: %s", budget, report[0]);
@@ -2121,7 +2126,11 @@ START_TEST(the_micro_batch_choice_leaves_out_a_whole_batch_that_cannot_win)
     }
     printf("the micro-batch choice: the whole batch left out at %d of %d points (at %d as no plan of it fits), past a "
            "split weighed no better to a faster one at %d, the same plans at all\n", left_out, points, none_fits, past);
-    ck_assert_int_gt(past, 0);
+    /* where these budgets meet the case depends on the workspaces of the machine's
+     * algorithms (oneDNN's Winograd with AVX-512 here) */
+    if (!past)
+        printf("SKIPPED: the micro-batch choice going on past a split weighed no better: no point of the test meets "
+               "the case with this machine's algorithms (the choice is still compared at every point)\n");
     ck_assert_int_gt(left_out - none_fits, 0);
     ck_assert_int_gt(none_fits, 0);
     ck_assert_int_lt(left_out, points);

@@ -6,13 +6,15 @@
  * policy; offloading fits a budget that keeping everything does not; no fitting row's
  * peak exceeds its budget; dyn is never predicted slower than a fixed policy that fits;
  * auto:K spans the least budget in which a policy asked for fits (one byte less fits
- * none of them; dyn's is the least of every fixed policy, swap and recompute included;
- * vdnn's is all-mem's) to what none needs. swap and recompute plan as their fixed
- * policies. A real sweep measures every fitting row inside its budget, swapped plans
- * included. Bad lists and a missing --budgets fail with one message that names the
- * problem. The plot is a real PNG when gnuplot is installed; without it the
- * sweep still succeeds; a failing gnuplot is reported with its exit status and the CSV
- * stays. */
+ * none of them; dyn's is the least of every fixed policy, swap and recompute included,
+ * and of micro-batches of one item; vdnn's is all-mem's) to what none needs. dyn's rows
+ * plan as `vdnn profile` does, in micro-batches where it splits (the CSV's micro column,
+ * given on dyn's fitting rows alone). swap and recompute plan as their fixed policies. A
+ * real sweep measures every fitting row inside its budget, swapped plans and plans in
+ * micro-batches included. Bad lists and a missing --budgets fail with one message that
+ * names the problem. The plot is a real PNG when gnuplot is installed, its points in
+ * micro-batches labelled; without it the sweep still succeeds; a failing gnuplot is
+ * reported with its exit status and the CSV stays. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
