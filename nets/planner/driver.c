@@ -61,6 +61,23 @@ static search_limits limits_left(const planner_opts *f, double start, double sha
     return lim;
 }
 
+/* Whether `dyn` weighs splits of the batch (pick_micro): not where the split is given
+ * (--micro-batch, or the config's), for a batch of one, or for vDNN's ladder. */
+static int weighs_splits(const net *n, const planner_opts *f, search_kind k)
+{
+    return !f->fixed_split && !n->micro && n->minibatch > 1 && k == SEARCH_BB;
+}
+
+/* The final search's limits, after pick_micro (started at `start`) chose `micro`: the
+ * whole batch's floor handed on (floor_s: pick_micro's, of this very profile; a split's
+ * floor was of the profile its weighing read, which the cache may have rounded since). */
+static search_limits final_limits(const planner_opts *f, double start, int micro, double floor_s)
+{
+    search_limits lim = limits_left(f, start, 1.0);
+    if (!micro) lim.floor_s = floor_s;
+    return lim;
+}
+
 /* pick_micro's search of one size, with one climb: the size chosen is searched again,
  * fully, from its plan (which that search's seeds need not be measured for again); the
  * best plan so far kept in *found when this one is faster. floor_s: the size's (floor_of),
@@ -334,7 +351,7 @@ vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
     search_stats ss = {0};
     split_log weighed = {0};
     double start = t1;
-    if (!f->fixed_split && !n->micro && n->minibatch > 1 && k == SEARCH_BB)
+    if (weighs_splits(n, f, k))
         st = pick_micro(n, n->dev, f, &start, k, &pr, &micro, &found, &floor_s, &whole_floor, &whole_least, &weighed);
     if (st == VDNN_OK && micro) {
         st = remake(np, micro);
@@ -344,13 +361,9 @@ vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
         if (st == VDNN_OK) st = profile_get(n, n->dev, f->link_gbps, (int)f->threads, f->cache, &pr, &again);
     }
     double t_micro = vdnn_now_s();
-    if (st == VDNN_OK) {
-        search_limits lim = limits_left(f, start, 1.0);
-        /* the whole batch's floor, of this very profile (a split's was of the profile its
-         * weighing read, which the cache may have rounded since) */
-        if (!micro) lim.floor_s = floor_s;
-        st = plan_choose(n, &pr, f->budget, k, lim, found.nlayers ? &found : NULL, (int)f->verify, &best, &alt, &ss);
-    }
+    if (st == VDNN_OK)
+        st = plan_choose(n, &pr, f->budget, k, final_limits(f, start, micro, floor_s), found.nlayers ? &found : NULL,
+                         (int)f->verify, &best, &alt, &ss);
     plan_free(&found);
     if (st == VDNN_EBUDGET && k == SEARCH_BB && !n->micro)
         vdnn_wrap(st, "not even in micro-batches of one item");
@@ -412,7 +425,7 @@ vdnn_status plan_dyn_split(const net *n, device *dev, const profile *pr, const p
     plan found = {0};
     double start = vdnn_now_s(), floor_s = 0, whole_floor = 0;
     size_t whole_least = 0;
-    if (!f->fixed_split && !n->micro && n->minibatch > 1 && k == SEARCH_BB)
+    if (weighs_splits(n, f, k))
         st = pick_micro(n, dev, f, &start, k, pr, micro, &found, &floor_s, &whole_floor, &whole_least, NULL);
     net *c = NULL;
     profile cp = {0};
@@ -421,11 +434,9 @@ vdnn_status plan_dyn_split(const net *n, device *dev, const profile *pr, const p
         st = plan_clone_split(n, dev, *micro, &c);
         if (st == VDNN_OK) st = profile_get(c, dev, f->link_gbps, (int)f->threads, f->cache, &cp, &cached);
     }
-    if (st == VDNN_OK) {
-        search_limits lim = limits_left(f, start, 1.0);
-        if (!*micro) lim.floor_s = floor_s;
-        st = plan_search_from(c ? c : n, c ? &cp : pr, f->budget, k, lim, found.nlayers ? &found : NULL, out, stats);
-    }
+    if (st == VDNN_OK)
+        st = plan_search_from(c ? c : n, c ? &cp : pr, f->budget, k, final_limits(f, start, *micro, floor_s),
+                              found.nlayers ? &found : NULL, out, stats);
     plan_free(&found);
     profile_free(&cp);
     net_free(c);

@@ -1714,16 +1714,10 @@ size_t plan_resident_bytes(const net *n)
     return r;
 }
 
-/* The least workspace layer i's `pass` can run with. */
+/* The least workspace layer i's `pass` can run with: its memory-optimal algorithm's. */
 static size_t least_workspace(const layer *l, int pass)
 {
-    size_t ws = SIZE_MAX;
-    for (int a = 0; a < layer_algo_count(l, pass); a++)
-        if (l->algo_pinned[pass] < 0 || a == l->algo_pinned[pass]) {
-            size_t w = layer_workspace_bytes(l, pass, a);
-            if (w < ws) ws = w;
-        }
-    return ws == SIZE_MAX ? 0 : ws;
+    return layer_algo_count(l, pass) ? layer_workspace_bytes(l, pass, plan_choose_algo(l, pass, ALGO_MEM, NULL)) : 0;
 }
 
 /* The least the parameters of layer i, where swappable, hold on the device during its
