@@ -107,6 +107,37 @@ START_TEST(test_subcommand_help)
 }
 END_TEST
 
+/* Every flag of every subcommand's --help says what it does: a line "  --flag KIND" with
+ * nothing after it is a flag a user can only guess at. */
+START_TEST(test_help_every_flag)
+{
+    static const char *const commands[] = {"train", "test", "info", "data", "profile", "sweep",
+                                           "manager", "import", "export", "onnx-test"};
+    for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++) {
+        char args[64];
+        snprintf(args, sizeof args, "%s --help", commands[k]);
+        cli_run r = run_cli(args);
+        assert_ok(&r, args);
+        int flags = 0;
+        for (const char *line = r.out; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+            if (strncmp(line, "  --", 4)) continue;
+            flags++;
+            /* the flag and its value's kind, then one space or more, then the help */
+            const char *end = strchr(line, '\n');
+            int len = end ? (int)(end - line) : (int)strlen(line);
+            const char *p = line + 2;
+            while (p < line + len && *p != ' ') p++;                                  /* --flag */
+            if (p + 1 < line + len && p[1] >= 'A' && p[1] <= 'Z')                     /* KIND */
+                for (p++; p < line + len && *p != ' '; p++) {}
+            while (p < line + len && *p == ' ') p++;
+            ck_assert_msg(p < line + len, "`vdnn %s` gives a flag no help: '%.*s'", args, len, line);
+        }
+        ck_assert_msg(flags > 0, "`vdnn %s` listed no flags:\n%s", args, r.out);
+        run_free(&r);
+    }
+}
+END_TEST
+
 START_TEST(test_unknown_command)
 {
     fails_with("frobnicate configs/fmnist.cfg", "frobnicate", NULL);
@@ -1249,6 +1280,7 @@ static Suite *cli_suite(void)
     tcase_add_test(bad, test_no_args);
     tcase_add_test(bad, test_help);
     tcase_add_test(bad, test_subcommand_help);
+    tcase_add_test(bad, test_help_every_flag);
     tcase_add_test(bad, test_unknown_command);
     tcase_add_test(bad, test_unknown_flag);
     tcase_add_test(bad, test_bad_flag_values);

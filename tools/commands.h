@@ -30,6 +30,22 @@ void cli_quit_on_signal(const char *cmd, const char *what);
  * algorithms, and an eighth more. */
 size_t cli_default_budget(const net *n);
 
+/* The help (--help) of flags several subcommands take. */
+#define HELP_DEVICE "auto (a GPU if there is one), cpu, cuda or cuda:N"
+#define HELP_MATH "fp32 (default) or tf32 (GPU tensor cores)"
+#define HELP_NONDETERMINISTIC "let cuDNN use its nondeterministic algorithms too"
+#define HELP_IN_PLACE "on (default) or off: activations and dropout run in place"
+#define HELP_THREADS "CPU compute threads (default: all cores)"
+#define HELP_BATCH "override [net] batch"
+#define HELP_LINK_GBPS "CPU device: throttle host-device copies to this many GB/s"
+#define HELP_PROFILE_CACHE "where measured profiles are kept"
+#define HELP_REPROFILE "measure the profile again instead of reading the cached one"
+#define HELP_SEARCH "dyn's search: bb (branch and bound, default) or vdnn"
+#define HELP_NODE_LIMIT "dyn: branch-and-bound nodes (0: no limit)"
+#define HELP_SEARCH_SECONDS "dyn: seconds of planning, measuring apart (default 60; 0: no limit)"
+#define HELP_SEARCH_GAP "dyn: stop within this fraction of the best possible (default 0.005; 0: exact)"
+#define HELP_WORKERS "data loader threads (default: [data] workers, else automatic)"
+
 /* Creates the device named by --device ("auto", "cpu", "cuda", "cuda:N"; auto is the
  * GPU when there is one and no --link-gbps, else the CPU; the VDNN_DEVICE variable
  * stands in for auto) with a budget (0: on the CPU large enough for the net's training,

@@ -273,8 +273,8 @@ int cmd_info(int argc, char **argv)
         {"--threads", ARG_INT, &threads, 1, 1024, "as train's: the profile measured with them", 0},
         {"--link-gbps", ARG_FLOAT, &link_gbps, 0.001, 1e4, "as train's: the profile measured with it", 0},
         {"--profile-cache", ARG_STRING, &cache, 0, 0, "where measured profiles are kept", 0},
-        {"--math", ARG_STRING, &cli_math, 0, 0, "", 0},
-        {"--nondeterministic", ARG_FLAG, &cli_nondeterministic, 0, 0, "", 0},
+        {"--math", ARG_STRING, &cli_math, 0, 0, HELP_MATH, 0},
+        {"--nondeterministic", ARG_FLAG, &cli_nondeterministic, 0, 0, HELP_NONDETERMINISTIC, 0},
         {"--in-place", ARG_STRING, &cli_in_place, 0, 0, "on: layers run in place where they may (default); off: never", 0},
         {NULL, 0, NULL, 0, 0, NULL, 0},
     };

@@ -228,14 +228,22 @@ int cmd_manager(int argc, char **argv)
     long long units = 10;
     double period = 2, sd_gap = 0.2, util_gap = 0.2, stale = 60;
     arg_spec specs[] = {
-        {"--manager", ARG_STRING, &socket, 0, 0, "", 0}, {"--log", ARG_STRING, &log_path, 0, 0, "", 0},
-        {"--period", ARG_FLOAT, &period, 0, 1e6, "", 0}, {"--sd-gap", ARG_FLOAT, &sd_gap, 0, 1e6, "", 0},
-        {"--util-gap", ARG_FLOAT, &util_gap, 0, 1, "", 0}, {"--units", ARG_INT, &units, 2, 1000, "", 0},
-        {"--stale", ARG_FLOAT, &stale, 0.1, 1e9, "", 0}, {"--devices", ARG_STRING, &devices, 0, 0, "", 0},
-        {"--observe", ARG_FLAG, &observe, 0, 0, "", 0}, {"--until-idle", ARG_FLAG, &until_idle, 0, 0, "", 0},
-        {"--quiet", ARG_FLAG, &quiet, 0, 0, "", 0}, {"--status", ARG_FLAG, &status, 0, 0, "", 0},
-        {"--json", ARG_FLAG, &json, 0, 0, "", 0}, {"--plot", ARG_STRING, &plot, 0, 0, "", 0},
-        {"--out", ARG_STRING, &out_dir, 0, 0, "", 0}, {NULL, 0, NULL, 0, 0, NULL, 0},
+        {"--manager", ARG_STRING, &socket, 0, 0, "its socket (default: the user's, as train --managed finds it)", 0},
+        {"--log", ARG_STRING, &log_path, 0, 0, "JSON lines: every post and decision", 0},
+        {"--period", ARG_FLOAT, &period, 0, 1e6, "the least seconds between two decisions (default 2)", 0},
+        {"--sd-gap", ARG_FLOAT, &sd_gap, 0, 1e6, "act when the jobs' slow-downs differ by more (default 0.2)", 0},
+        {"--util-gap", ARG_FLOAT, &util_gap, 0, 1, "the utilization rule's threshold, 0 to 1 (default 0.2)", 0},
+        {"--units", ARG_INT, &units, 2, 1000, "units of a job's share of a device (default 10)", 0},
+        {"--stale", ARG_FLOAT, &stale, 0.1, 1e9, "seconds after which a silent job is left out (default 60)", 0},
+        {"--devices", ARG_STRING, &devices, 0, 0, "the devices it shares, cpu:N and cuda:N (default: the jobs')", 0},
+        {"--observe", ARG_FLAG, &observe, 0, 0, "record, never change a share", 0},
+        {"--until-idle", ARG_FLAG, &until_idle, 0, 0, "exit once the last job has left", 0},
+        {"--quiet", ARG_FLAG, &quiet, 0, 0, "print nothing but errors", 0},
+        {"--status", ARG_FLAG, &status, 0, 0, "print a running manager's devices and jobs", 0},
+        {"--json", ARG_FLAG, &json, 0, 0, "with --status: one JSON object", 0},
+        {"--plot", ARG_STRING, &plot, 0, 0, "draw a log's slow-downs and utilization (gnuplot)", 0},
+        {"--out", ARG_STRING, &out_dir, 0, 0, "with --plot: the folder for its files (default: the log's)", 0},
+        {NULL, 0, NULL, 0, 0, NULL, 0},
     };
     if (args_parse(argc, argv, 2, specs, NULL, 0, usage) != VDNN_OK) return cli_error();
     int serving = 0;

@@ -46,7 +46,7 @@ int cmd_import(int argc, char **argv)
         {"--cfg", ARG_STRING, &cfg, 0, 0, "the vdnn config to write", 0},
         {"--weights", ARG_STRING, &weights, 0, 0, "the checkpoint to write the initializers to (train --init)", 0},
         {"--batch", ARG_INT, &batch, 1, 65536, "the config's batch (default: the model's, 1 where it is symbolic)", 0},
-        {"--device", ARG_STRING, &dev_name, 0, 0, "", 0},
+        {"--device", ARG_STRING, &dev_name, 0, 0, "the device the net is built on to write its weights (default cpu)", 0},
         {NULL, 0, NULL, 0, 0, NULL, 0},
     };
     if (args_parse(argc, argv, 2, specs, &model, 1, "vdnn import MODEL.onnx --cfg NET.cfg --weights NET.ckpt [--batch N]") !=
@@ -327,7 +327,8 @@ int cmd_onnx_test(int argc, char **argv)
     long long threads = 0;
     int verbose = 0;
     arg_spec specs[] = {
-        {"--device", ARG_STRING, &dev_name, 0, 0, "", 0}, {"--threads", ARG_INT, &threads, 1, 1024, "", 0},
+        {"--device", ARG_STRING, &dev_name, 0, 0, HELP_DEVICE, 0},
+        {"--threads", ARG_INT, &threads, 1, 1024, HELP_THREADS, 0},
         {"--verbose", ARG_FLAG, &verbose, 0, 0, "say the largest error of each PASS too", 0},
         {NULL, 0, NULL, 0, 0, NULL, 0},
     };
