@@ -617,7 +617,12 @@ static size_t change_holds(const search *s, const live_bounds *lb, const plan *c
  * compute-stream work is busy_s, is left as it was. With lb (cur's live_bounds), a
  * choice they show holds more than the budget at once is not replayed: it does not fit.
  * On ResNet-1202 at batch 2 and dyn's least they found 7,800 of the 12,500 changes that
- * did not fit, and planning took 5.3 s instead of 7.4 (bench/planner.md). */
+ * did not fit, and planning took 5.3 s instead of 7.4 (bench/planner.md). An offloaded
+ * map that, kept, fits and gains nothing is not replayed recomputed: recomputing drops
+ * the same copies as keeping it and adds work, so it could gain only where its block
+ * lands elsewhere (may_gain); on ResNet-1202 at batch 2 at 46.8 and 179 MiB, 800-960 such
+ * replays a climb gained nothing (a sixth of its replays), and planning took 10-15% less,
+ * the same plans; at bench/planning.sh's points every plan stayed the same. */
 static vdnn_status best_choice(search *s, plan *cur, double busy_s, const decision *d, const live_bounds *lb,
                                int *best_c, double *best_t)
 {
@@ -625,9 +630,11 @@ static vdnn_status best_choice(search *s, plan *cur, double busy_s, const decisi
     const double t = cur->predicted_s;
     const size_t peak = cur->peak_bytes;
     vdnn_status st = VDNN_OK;
+    int kept_fits = 0;   /* the map, kept, fit and was no faster */
     *best_c = was;
     for (int c = 0; c < d->count && st == VDNN_OK; c++) {
         if (d->choice[c] == was || !may_gain(s, d, was, d->choice[c], busy_s, *best_t)) continue;
+        if (kept_fits && d->choice[c] == MAP_RECOMPUTE) continue;
         if (lb && change_holds(s, lb, cur, d, was, d->choice[c]) > s->budget) continue;
         set_choice(cur, d, d->choice[c]);
         st = simulate_within(s, cur, s->budget);
@@ -635,6 +642,7 @@ static vdnn_status best_choice(search *s, plan *cur, double busy_s, const decisi
             st = VDNN_OK;
             cur->peak_bytes = (size_t)-1;
         }
+        kept_fits = d->pass == DEC_MAP && d->choice[c] == MAP_KEEP && st == VDNN_OK && cur->peak_bytes <= s->budget;
         if (st == VDNN_OK && cur->peak_bytes <= s->budget && faster(cur->predicted_s, *best_t)) {
             *best_t = cur->predicted_s;
             *best_c = d->choice[c];
