@@ -548,10 +548,12 @@ static int same_as_fresh(void *ctx, const plan *p)
 /* The search climbs from its starts on several threads, each with a simulator of its
  * own, and offers their plans in the starts' order, and a climb that runs alone (the
  * last one from the best plan, or a search of one climb) deals each full round's
- * decisions out among the threads, so that it finds what one thread finds: exactly
+ * decisions out among the threads, and tries the changes it makes one at a time
+ * several at once (lone_moves), so that it finds what one thread finds: exactly
  * (every decision), at budgets from the least to none's peak, with no gap, with one
  * (where a climb's plan ends the search, and the climbs after it count for nothing),
- * and with one climb (also one that makes its moves every five decisions). The seeds
+ * and with one climb (also one that makes its moves every five decisions, in groups or
+ * each alone). The seeds
  * (each fixed policy's plans, the smallest and the threshold plans) are simulated on
  * the threads too, and the one offered is the one offering them in turn offers (the
  * earliest of the fastest): a search whose time is up at once ends with it, the same
@@ -572,16 +574,18 @@ START_TEST(climbs_on_threads_find_what_one_thread_finds)
     enum { B = 8 };
     long sims[2] = {0, 0};
     for (int b = 0; b < B; b++)
-        for (int g = 0; g < 5; g++) {
+        for (int g = 0; g < 6; g++) {
             size_t budget = least + (none.peak_bytes - least) * (size_t)b / (B - 1);
             search_limits lim[2];
             for (int t = 0; t < 2; t++)
-                lim[t] = (search_limits){.nodes = 1, .gap = g == 1 ? 0.02 : 0, .one_climb = g == 2 || g == 3,
-                                         .threads = t ? 3 : 1, .climb_chunk = g == 3 ? 5 : 0, .seconds = g == 4 ? 1e-9 : 0};
+                lim[t] = (search_limits){.nodes = 1, .gap = g == 1 ? 0.02 : 0, .one_climb = g == 2 || g == 3 || g == 5,
+                                         .threads = t ? 3 : 1, .climb_chunk = g == 3 ? 5 : g == 5 ? 16 : 0,
+                                         .climb_group = g == 5 ? 1 : 0, .seconds = g == 4 ? 1e-9 : 0};
             static const char *const kind[] = {"no gap, one thread or three", "gap 0.02, one thread or three",
                                                "one climb, one thread or three",
                                                "one climb, moves every 5 decisions, one thread or three",
-                                               "the seeds alone, one thread or three"};
+                                               "the seeds alone, one thread or three",
+                                               "one climb, moves every 5 decisions each alone, one thread or three"};
             search_stats ss[2];
             same_plan_either_way(n, &pr, budget, lim, kind[g], ss);
             sims[0] += ss[0].simulations;
@@ -591,6 +595,57 @@ START_TEST(climbs_on_threads_find_what_one_thread_finds)
     plan_free(&none);
     profile_free(&pr);
     net_free(n);
+}
+END_TEST
+
+/* A deeper chain, whose climbs change many maps and layers one at a time. */
+#define LONE_NET                                                                                   \
+    "[net]\nbatch = 8\nchannels = 2\nheight = 12\nwidth = 12\n" TN_TRAIN TN_DATA                  \
+    "[convolutional]\nfilters = 4\nsize = 3\npad = 1\n[batchnorm]\n[relu]\n"                        \
+    "[convolutional]\nfilters = 4\nsize = 3\npad = 1\n[batchnorm]\n[relu]\n"                        \
+    "[convolutional]\nfilters = 4\nsize = 3\npad = 1\n[batchnorm]\n[relu]\n"                        \
+    "[convolutional]\nfilters = 4\nsize = 3\npad = 1\n[batchnorm]\n[relu]\n"                        \
+    "[convolutional]\nfilters = 4\nsize = 3\npad = 1\n[batchnorm]\n[relu]\n"                        \
+    "[convolutional]\nfilters = 4\nsize = 3\npad = 1\n[batchnorm]\n[relu]\n"                        \
+    "[connected]\noutput = 4\n[softmax]\n"
+
+/* A climb in parts on several threads tries the changes it makes one at a time several
+ * at once, each against the plan as it stands (lone_moves): where a change past the
+ * first of them is made, the ones before it failed, and those after it are tried again
+ * against the plan it made, so the climb makes the plan one thread makes, every
+ * decision the same. One climb, its moves made every 24 decisions and each alone
+ * (search_limits.climb_group 1), at budgets from the least to none's peak, three cost
+ * tables; and such changes past the first are made (search_stats.lone_later), else the
+ * test would not try what it is for. */
+START_TEST(lone_changes_on_threads_make_what_one_thread_makes)
+{
+    long later = 0, sims[2] = {0, 0};
+    for (int table = 0; table < 3; table++) {
+        profile pr;
+        size_t least = 0;
+        plan none;
+        net *n = net_and_range(LONE_NET, NULL, 40 + (uint64_t)table, &pr, &least, &none);
+        enum { B = 10 };
+        for (int b = 0; b < B; b++) {
+            size_t budget = least + (none.peak_bytes - least) * (size_t)b / (B - 1);
+            search_limits lim[2];
+            for (int t = 0; t < 2; t++)
+                lim[t] = (search_limits){.nodes = 1, .one_climb = 1, .threads = t ? 3 : 1, .climb_chunk = 24,
+                                         .climb_group = 1};
+            search_stats ss[2];
+            same_plan_either_way(n, &pr, budget, lim, "one climb in parts, changes made alone, one thread or three", ss);
+            ck_assert_int_eq(ss[0].lone_later, 0);
+            later += ss[1].lone_later;
+            sims[0] += ss[0].simulations;
+            sims[1] += ss[1].simulations;
+        }
+        plan_free(&none);
+        profile_free(&pr);
+        net_free(n);
+    }
+    printf("lone changes on threads: %ld made past the first of those tried at once; %ld simulations on one thread, "
+           "%ld on three\n", later, sims[0], sims[1]);
+    ck_assert_int_gt(later, 0);
 }
 END_TEST
 
@@ -2282,6 +2337,7 @@ static Suite *planner_suite(void)
     tcase_add_test(t, a_seed_within_the_gap_ends_the_search);
     tcase_add_test(t, the_trees_patience_is_counted_in_nodes);
     tcase_add_loop_test(t, climbs_on_threads_find_what_one_thread_finds, 0, 3);
+    tcase_add_test(t, lone_changes_on_threads_make_what_one_thread_makes);
     suite_add_tcase(s, t);
     t = tcase_create("choice");
     tcase_add_checked_fixture(t, tn_dir_setup, tn_dir_teardown);

@@ -324,6 +324,8 @@ typedef struct search_stats {
     int timed_out;            /* it stopped at limits.seconds */
     int within_gap;           /* it stopped with a plan within limits.gap of unlimited memory */
     int stalled;              /* it stopped with no better plan for limits.patience */
+    long lone_later;          /* changes a climb tried alone made past the first of those
+                               * tried at once on the threads (search.c, lone_moves) */
     double seconds;
 } search_stats;
 
