@@ -893,6 +893,44 @@ START_TEST(test_profile_plan_and_train)
     ck_assert(json_is_number(tj_get(plan, "layers.0.fwd_ms")));
     ck_assert(json_is_string(tj_get(plan, "layers.0.algo.fwd")));
     ck_assert(json_is_boolean(tj_get(plan, "data.offload")) || json_is_null(tj_get(plan, "data.offload")));
+    /* how the plan was found: the search's stop and the sizes the micro-batch choice
+     * weighed, the whole batch first */
+    const char *stop = tj_str(plan, "planning.stop");
+    ck_assert_msg(strstr(" complete gap time stalled nodes ", stop) && strlen(stop) > 2, "stop '%s'", stop);
+    ck_assert_int_gt(tj_int(plan, "planning.simulations"), 0);
+    ck_assert(tj_get(plan, "planning.profile_cached") == json_true());
+    ck_assert_int_eq(tj_int(plan, "planning.sizes_weighed.0.items"), 16);
+    ck_assert_str_eq(tj_str(plan, "planning.sizes_weighed.0.outcome"), "plan");
+    ck_assert_int_eq(tj_int(plan, "micro_batch"), 0);
+    json_decref(plan);
+    run_free(&r);
+    /* a budget below every plan of the whole batch: it is not searched, and the split
+     * chosen is one the choice weighed and planned */
+    snprintf(args, sizeof args, "info %s --json", cfg);
+    r = run_cli(args);
+    assert_ok(&r, args);
+    json_t *info = tj_parse(r.out, args);
+    const long long split_least = tj_int(info, "micro_batch_min_budget_bytes.1");
+    json_decref(info);
+    run_free(&r);
+    snprintf(args, sizeof args, "profile %s --budget %lld --threads 1 --json --profile-cache %s", cfg, split_least, cache);
+    r = run_cli(args);
+    assert_ok(&r, args);
+    plan = tj_parse(r.out, args);
+    const long long micro = tj_int(plan, "micro_batch");
+    ck_assert_msg(micro >= 1 && micro < 16, "%s", r.out);
+    ck_assert_str_eq(tj_str(plan, "planning.sizes_weighed.0.outcome"), "none fits");
+    ck_assert(json_is_null(tj_get(plan, "planning.sizes_weighed.0.ms")));
+    ck_assert_int_gt(tj_int(plan, "planning.whole_batch_least_bytes"), split_least);
+    int chosen = 0;
+    json_t *sizes = tj_get(plan, "planning.sizes_weighed");
+    for (size_t k = 0; k < json_array_size(sizes); k++) {
+        json_t *e = json_array_get(sizes, k);
+        chosen |= json_integer_value(json_object_get(e, "items")) == micro &&
+                  !strcmp(json_string_value(json_object_get(e, "outcome")), "plan") &&
+                  json_number_value(json_object_get(e, "ms")) > 0;
+    }
+    ck_assert_msg(chosen, "micro-batches of %lld chosen, not among the sizes weighed:\n%s", micro, r.out);
     json_decref(plan);
     run_free(&r);
     snprintf(args, sizeof args, "train %s --steps 2 --plan %s --quiet --threads 1", cfg, plan_file);

@@ -228,7 +228,7 @@ static char *printed(const plan *p, const net *n, const profile *pr, int json)
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     ck_assert_ptr_nonnull(f);
-    if (json) plan_print_json(f, p, n, pr);
+    if (json) plan_print_json(f, p, n, pr, NULL);
     else plan_print(f, p, n, pr);
     fclose(f);
     return buf;

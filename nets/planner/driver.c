@@ -184,45 +184,33 @@ static vdnn_status weigh_split(const net *n, device *dev, const planner_opts *f,
     return st;
 }
 
-/* The sizes the micro-batch choice weighed, in the order it weighed them, for `vdnn
- * profile`'s report: each with its plan's time, or that none of its plans fits, or that
- * none is faster than its floor (then not searched). */
-enum { WEIGHED_PLAN, WEIGHED_NONE_FITS, WEIGHED_FLOOR };
-#define WEIGHED_MAX 32
-typedef struct split_log {
-    int count;
-    struct {
-        int m, kind;
-        double s;
-    } e[WEIGHED_MAX];
-} split_log;
-
-static void log_weighed(split_log *log, int m, int kind, double s)
+/* A size the micro-batch choice weighed, into `vdnn profile`'s report (plan_report). */
+static void log_weighed(plan_report *log, int m, int kind, double s)
 {
-    if (log && log->count < WEIGHED_MAX) {
-        log->e[log->count].m = m;
-        log->e[log->count].kind = kind;
-        log->e[log->count++].s = s;
+    if (log && log->nweighed < PLAN_WEIGHED_MAX) {
+        log->weighed[log->nweighed].items = m;
+        log->weighed[log->nweighed].kind = kind;
+        log->weighed[log->nweighed++].s = s;
     }
 }
 
-static void log_split(split_log *log, const split_try *t)
+static void log_split(plan_report *log, const split_try *t)
 {
-    if (!t->searched) log_weighed(log, t->m, WEIGHED_FLOOR, t->floor_s);
-    else if (t->st == VDNN_OK) log_weighed(log, t->m, WEIGHED_PLAN, t->p.predicted_s);
-    else log_weighed(log, t->m, WEIGHED_NONE_FITS, 0);
+    if (!t->searched) log_weighed(log, t->m, PLAN_WEIGHED_FLOOR, t->floor_s);
+    else if (t->st == VDNN_OK) log_weighed(log, t->m, PLAN_WEIGHED_PLAN, t->p.predicted_s);
+    else log_weighed(log, t->m, PLAN_WEIGHED_NONE_FITS, 0);
 }
 
 /* *found: the best plan of the size chosen, for the final search to start from;
  * *ideal_s: the whole batch's step with unlimited memory (0 where not known).
  * The splits are profiled on dev; *start moves on by the time that takes. Each size
- * weighed goes to *log (may be NULL).
+ * weighed goes to *log (may be NULL), and why the whole batch was not searched.
  *
  * The whole batch is searched first, then the splits in turn, halving, until one's
  * floor is no better than the best plan found or the best is as good as unlimited
  * memory (MICRO_SLACK). A size whose plans all hold more than the budget at once
  * (plan_least_held) is neither measured nor searched: no plan of it fits
- * (*whole_least, for the whole batch; on ResNet-1202 at batch 2 and the least budget of
+ * (log->whole_least, for the whole batch; on ResNet-1202 at batch 2 and the least budget of
  * micro-batches of one, its search took 0.08 s to find none). And where no plan of the
  * whole batch can be as good as unlimited memory (its floor at the budget,
  * plan_floor_within, is above the target) nor as fast as the first split's floor, that
@@ -232,12 +220,9 @@ static void log_split(split_log *log, const split_try *t)
  * budget its whole batch fits, the whole batch's best plan is 1545 ms, its floor there
  * 654 ms, and micro-batches of one plan in 316 ms). */
 static vdnn_status pick_micro(const net *n, device *dev, const planner_opts *f, double *start, search_kind k,
-                              const profile *pr, int *micro, plan *found, double *ideal_s, double *whole_floor,
-                              size_t *whole_least, split_log *log)
+                              const profile *pr, int *micro, plan *found, double *ideal_s, plan_report *log)
 {
     *micro = 0;
-    *whole_floor = 0;
-    *whole_least = 0;
     double best = 1e300;
     plan ideal;
     ideal_of(n, pr, &ideal);
@@ -250,8 +235,8 @@ static vdnn_status pick_micro(const net *n, device *dev, const planner_opts *f, 
     const size_t least_held = f->budget && !f->whole_first ? plan_least_held(n) : 0;
     if (least_held > f->budget) {   /* no plan of the whole batch fits */
         whole = 0;
-        *whole_least = least_held;
-        log_weighed(log, n->minibatch, WEIGHED_NONE_FITS, 0);
+        if (log) log->whole_least = least_held;
+        log_weighed(log, n->minibatch, PLAN_WEIGHED_NONE_FITS, 0);
     } else if (!f->whole_first && n->minibatch >= 2 && f->budget &&
                plan_floor_within_from(n, pr, f->budget, ideal.nlayers ? &ideal : NULL, &within) == VDNN_OK &&
                within > target) {
@@ -260,15 +245,15 @@ static vdnn_status pick_micro(const net *n, device *dev, const planner_opts *f, 
         if (have_first) log_split(log, &first);
         whole = !(first.searched && first.st == VDNN_OK && first.p.predicted_s < within);
         if (!whole) {
-            *whole_floor = within;
-            log_weighed(log, n->minibatch, WEIGHED_FLOOR, within);
+            if (log) log->whole_floor_s = within;
+            log_weighed(log, n->minibatch, PLAN_WEIGHED_FLOOR, within);
         }
     }
     if (st == VDNN_OK && whole) {
         int better = 0;
         st = try_size(n, f, *start, k, pr, ideal.predicted_s, found, &best, &better);
         if (st == VDNN_EBUDGET) st = VDNN_OK;
-        if (st == VDNN_OK) log_weighed(log, n->minibatch, best < 1e300 ? WEIGHED_PLAN : WEIGHED_NONE_FITS, best);
+        if (st == VDNN_OK) log_weighed(log, n->minibatch, best < 1e300 ? PLAN_WEIGHED_PLAN : PLAN_WEIGHED_NONE_FITS, best);
         if (best <= target) best = -1;   /* the whole batch is good enough */
     }
     for (int m = n->minibatch / 2; st == VDNN_OK && best >= 0 && m >= 1; m /= 2) {
@@ -332,6 +317,52 @@ static vdnn_status remake(net **np, int micro)
     return plan_attach(m, d);
 }
 
+/* The search's stop, in a word (plan_report.stop). */
+static const char *stop_word(const search_stats *ss)
+{
+    return ss->within_gap ? "gap" : ss->complete ? "complete" : ss->timed_out ? "time" : ss->stalled ? "stalled" : "nodes";
+}
+
+/* `vdnn profile`'s report of how its plan was found, for people. */
+static void print_report(FILE *out, const plan_report *r, const profile *pr, int batch)
+{
+    static const char *const why[] = {"", " (stopped within --search-gap of unlimited memory's speed)",
+                                      " (time limit reached: --search-seconds)",
+                                      " (stopped: the branch and bound had not improved its plan for a while)",
+                                      " (node limit reached: --node-limit)"};
+    const char *stop = r->stop ? r->stop : "complete";
+    const int w = !strcmp(stop, "gap") ? 1 : !strcmp(stop, "time") ? 2 : !strcmp(stop, "stalled") ? 3
+                : !strcmp(stop, "nodes") ? 4 : 0;
+    fprintf(out, "vdnn: planner (%s search): profile %s (%.2f s), micro-batch choice %.2f s, search %.3f s over "
+            "%ld simulations%s, verification %.2f s\n", r->stop ? "branch-and-bound" : "vDNN",
+            r->profile_cached ? "cached" : "measured", r->profile_s, r->micro_s, r->search_s, r->simulations, why[w],
+            r->verify_s);
+    if (r->profile_cached) {
+        char when[128];
+        profile_describe(pr, when, sizeof when);
+        fprintf(out, "  the cached profile was %s (--reprofile measures it again)\n", when);
+    }
+    if (r->micro) fprintf(out, "  micro-batches of %d items: faster (or the only fit) in this budget\n", r->micro);
+    if (r->nweighed > 1) {
+        fprintf(out, "  sizes weighed (items per micro-batch, each by one climb):");
+        for (int e = 0; e < r->nweighed; e++) {
+            fprintf(out, "%s %d%s ", e ? "," : "", r->weighed[e].items, r->weighed[e].items == batch ? " (the batch)" : "");
+            if (r->weighed[e].kind == PLAN_WEIGHED_PLAN) fprintf(out, "%.2f ms", 1e3 * r->weighed[e].s);
+            else if (r->weighed[e].kind == PLAN_WEIGHED_NONE_FITS) fprintf(out, "none fits");
+            else fprintf(out, "none faster than %.2f ms", 1e3 * r->weighed[e].s);
+        }
+        fputc('\n', out);
+    }
+    if (r->whole_floor_s > 0)
+        fprintf(out, "  the whole batch not searched: no plan of it is faster than %.2f ms in this budget\n",
+                1e3 * r->whole_floor_s);
+    if (r->whole_least > 0) {
+        char b[48];
+        fprintf(out, "  the whole batch not searched: every plan of it holds at least %s at once\n",
+                vdnn_fmt_bytes_exact(r->whole_least, b, sizeof b));
+    }
+}
+
 vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
 {
     search_kind k = SEARCH_BB;
@@ -340,19 +371,18 @@ vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
     net *n = *np;
     const int batch = n->minibatch;
     profile pr = {0};
-    int cached = 0, micro = 0;
-    double whole_floor = 0, floor_s = 0;
-    size_t whole_least = 0;
+    int micro = 0;
+    double floor_s = 0;
+    plan_report r = {0};
     double t0 = vdnn_now_s();
-    st = profile_get(n, n->dev, f->link_gbps, (int)f->threads, f->cache, &pr, &cached);
+    st = profile_get(n, n->dev, f->link_gbps, (int)f->threads, f->cache, &pr, &r.profile_cached);
     if (st != VDNN_OK) return vdnn_wrap(st, "profiling the net");
     double t1 = vdnn_now_s();
     plan best = {0}, alt = {0}, found = {0};
     search_stats ss = {0};
-    split_log weighed = {0};
     double start = t1;
     if (weighs_splits(n, f, k))
-        st = pick_micro(n, n->dev, f, &start, k, &pr, &micro, &found, &floor_s, &whole_floor, &whole_least, &weighed);
+        st = pick_micro(n, n->dev, f, &start, k, &pr, &micro, &found, &floor_s, &r);
     if (st == VDNN_OK && micro) {
         st = remake(np, micro);
         n = *np;
@@ -368,46 +398,22 @@ vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
     if (st == VDNN_EBUDGET && k == SEARCH_BB && !n->micro)
         vdnn_wrap(st, "not even in micro-batches of one item");
     double t2 = vdnn_now_s();
+    r.profile_s = t1 - t0;
+    r.micro_s = t_micro - t1;
+    r.search_s = ss.seconds;
+    r.verify_s = t2 - t_micro - ss.seconds;
+    r.simulations = ss.simulations;
+    r.stop = k == SEARCH_BB ? stop_word(&ss) : NULL;
+    r.micro = micro;
     if (st == VDNN_OK && out) {
-        fprintf(out, "vdnn: planner (%s search): profile %s (%.2f s), micro-batch choice %.2f s, search %.3f s over "
-                "%ld simulations%s, verification %.2f s\n", k == SEARCH_BB ? "branch-and-bound" : "vDNN",
-                cached ? "cached" : "measured", t1 - t0, t_micro - t1, ss.seconds, ss.simulations,
-                k != SEARCH_BB ? "" : ss.within_gap ? " (stopped within --search-gap of unlimited memory's speed)"
-                : ss.complete ? "" : ss.timed_out ? " (time limit reached: --search-seconds)"
-                : ss.stalled ? " (stopped: the branch and bound had not improved its plan for a while)"
-                                  : " (node limit reached: --node-limit)",
-                t2 - t_micro - ss.seconds);
-        if (cached) {
-            char when[128];
-            profile_describe(&pr, when, sizeof when);
-            fprintf(out, "  the cached profile was %s (--reprofile measures it again)\n", when);
-        }
-        if (micro) fprintf(out, "  micro-batches of %d items: faster (or the only fit) in this budget\n", micro);
-        if (weighed.count > 1) {
-            fprintf(out, "  sizes weighed (items per micro-batch, each by one climb):");
-            for (int e = 0; e < weighed.count; e++) {
-                fprintf(out, "%s %d%s ", e ? "," : "", weighed.e[e].m, weighed.e[e].m == batch ? " (the batch)" : "");
-                if (weighed.e[e].kind == WEIGHED_PLAN) fprintf(out, "%.2f ms", 1e3 * weighed.e[e].s);
-                else if (weighed.e[e].kind == WEIGHED_NONE_FITS) fprintf(out, "none fits");
-                else fprintf(out, "none faster than %.2f ms", 1e3 * weighed.e[e].s);
-            }
-            fputc('\n', out);
-        }
-        if (whole_floor > 0)
-            fprintf(out, "  the whole batch not searched: no plan of it is faster than %.2f ms in this budget\n",
-                    1e3 * whole_floor);
-        if (whole_least > 0) {
-            char b[48];
-            fprintf(out, "  the whole batch not searched: every plan of it holds at least %s at once\n",
-                    vdnn_fmt_bytes_exact(whole_least, b, sizeof b));
-        }
+        print_report(out, &r, &pr, batch);
         summary(out, &best, "chosen plan:");
         if (alt.nlayers) summary(out, &alt, "other candidate:");
     }
     if (alt.nlayers) plan_free(&alt);
     /* without verification the net may hold its parameters otherwise: nothing to apply */
     if (st == VDNN_OK && f->verify) st = plan_apply(n, &best);
-    if (st == VDNN_OK && f->json) plan_print_json(stdout, &best, n, &pr);
+    if (st == VDNN_OK && f->json) plan_print_json(stdout, &best, n, &pr, &r);
     else if (st == VDNN_OK && out) plan_print(out, &best, n, &pr);
     if (st == VDNN_OK && chosen) *chosen = best;
     else plan_free(&best);
@@ -423,10 +429,8 @@ vdnn_status plan_dyn_split(const net *n, device *dev, const profile *pr, const p
     *micro = 0;
     if (st != VDNN_OK) return st;
     plan found = {0};
-    double start = vdnn_now_s(), floor_s = 0, whole_floor = 0;
-    size_t whole_least = 0;
-    if (weighs_splits(n, f, k))
-        st = pick_micro(n, dev, f, &start, k, pr, micro, &found, &floor_s, &whole_floor, &whole_least, NULL);
+    double start = vdnn_now_s(), floor_s = 0;
+    if (weighs_splits(n, f, k)) st = pick_micro(n, dev, f, &start, k, pr, micro, &found, &floor_s, NULL);
     net *c = NULL;
     profile cp = {0};
     if (st == VDNN_OK && *micro) {

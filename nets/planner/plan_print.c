@@ -159,7 +159,27 @@ static json_t *json_layer(const plan *p, const net *n, const profile *pr, int i)
     return o;
 }
 
-void plan_print_json(FILE *f, const plan *p, const net *n, const profile *pr)
+/* "planning": how the plan was found (plan_report). */
+static json_t *json_report(const plan_report *r)
+{
+    static const char *const kinds[] = {"plan", "none fits", "none faster"};
+    json_t *sizes = json_array();
+    for (int e = 0; sizes && e < r->nweighed; e++) {
+        const int kind = r->weighed[e].kind;
+        json_array_append_new(sizes, json_pack("{s:i, s:s, s:o}", "items", r->weighed[e].items, "outcome", kinds[kind],
+                                               "ms", kind == PLAN_WEIGHED_NONE_FITS ? json_null()
+                                                                                     : json_ms(r->weighed[e].s * 1e3)));
+    }
+    return json_pack("{s:b, s:o, s:o, s:o, s:o, s:I, s:o, s:o, s:o, s:o}", "profile_cached", r->profile_cached,
+                     "profile_s", vdnn_json_real(r->profile_s, 4), "micro_batch_choice_s", vdnn_json_real(r->micro_s, 4),
+                     "search_s", vdnn_json_real(r->search_s, 4), "verification_s", vdnn_json_real(r->verify_s, 4),
+                     "simulations", (json_int_t)r->simulations, "stop", r->stop ? json_string(r->stop) : json_null(),
+                     "sizes_weighed", sizes ? sizes : json_array(),
+                     "whole_batch_floor_ms", r->whole_floor_s > 0 ? json_ms(r->whole_floor_s * 1e3) : json_null(),
+                     "whole_batch_least_bytes", r->whole_least > 0 ? json_integer((json_int_t)r->whole_least) : json_null());
+}
+
+void plan_print_json(FILE *f, const plan *p, const net *n, const profile *pr, const plan_report *r)
 {
     if (p->nlayers != n->nlayers || !p->offload || !p->algo) {
         char error[96];
@@ -170,10 +190,11 @@ void plan_print_json(FILE *f, const plan *p, const net *n, const profile *pr)
     json_t *data = json_pack("{s:I}", "bytes", (json_int_t)map_size(n, 0)), *layers = json_array();
     json_map(data, p, n, 0);
     for (int i = 0; layers && i < n->nlayers; i++) json_array_append_new(layers, json_layer(p, n, pr, i));
-    vdnn_json_doc(f, json_pack("{s:o, s:i, s:i, s:s, s:i, s:i, s:o, s:I, s:o, s:o, s:o}", "origin",
-                               vdnn_json_text(p->origin), "batch", p->batch, "micro_batch", p->micro, "prefetch",
-                               plan_prefetch_name(p->prefetch_ahead), "release_lag", p->release_lag, "in_place",
-                               p->in_place, "predicted_ms", json_ms(p->predicted_s * 1e3), "peak_bytes",
-                               (json_int_t)p->peak_bytes, "measured_ms", json_ms(p->measured_s * 1e3), "data", data,
-                               "layers", layers));
+    json_t *doc = json_pack("{s:o, s:i, s:i, s:s, s:i, s:i, s:o, s:I, s:o, s:o, s:o}", "origin",
+                            vdnn_json_text(p->origin), "batch", p->batch, "micro_batch", p->micro, "prefetch",
+                            plan_prefetch_name(p->prefetch_ahead), "release_lag", p->release_lag, "in_place", p->in_place,
+                            "predicted_ms", json_ms(p->predicted_s * 1e3), "peak_bytes", (json_int_t)p->peak_bytes,
+                            "measured_ms", json_ms(p->measured_s * 1e3), "data", data, "layers", layers);
+    if (doc && r) json_object_set_new(doc, "planning", json_report(r));
+    vdnn_json_doc(f, doc);
 }

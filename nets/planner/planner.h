@@ -160,7 +160,30 @@ vdnn_status plan_file_split(const char *path, int *batch, int *micro);
  * offloaded, algorithms, workspace and measured times (when pr is non-NULL), then the
  * copy timing and the prediction. */
 void plan_print(FILE *f, const plan *p, const net *n, const profile *pr);
-void plan_print_json(FILE *f, const plan *p, const net *n, const profile *pr);
+
+/* How `vdnn profile` found its plan (plan_dyn), for people and programs: the times
+ * spent, the search's stop, and the micro-batch sizes weighed in the order weighed, each
+ * with its plan's time (PLAN_WEIGHED_PLAN), or none of its plans fitting, or none faster
+ * than its floor, s (then not searched). */
+enum { PLAN_WEIGHED_PLAN, PLAN_WEIGHED_NONE_FITS, PLAN_WEIGHED_FLOOR };
+#define PLAN_WEIGHED_MAX 32
+typedef struct plan_report {
+    int profile_cached;
+    double profile_s, micro_s, search_s, verify_s;
+    long simulations;
+    const char *stop;         /* "complete", "gap", "time", "stalled" or "nodes"; NULL: vDNN's ladder */
+    int micro;                /* the split chosen (0: the whole batch) */
+    double whole_floor_s;     /* > 0: the whole batch not searched, no plan of it faster than this */
+    size_t whole_least;       /* > 0: the whole batch not searched, every plan of it holds this */
+    int nweighed;
+    struct {
+        int items, kind;
+        double s;
+    } weighed[PLAN_WEIGHED_MAX];
+} plan_report;
+
+/* The plan as one JSON object; with r, also "planning": r's fields. */
+void plan_print_json(FILE *f, const plan *p, const net *n, const profile *pr, const plan_report *r);
 
 /* The simulator (see the top of this file). Reusable: create once per (net, profile),
  * run many plans. */
