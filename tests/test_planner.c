@@ -552,8 +552,8 @@ static int same_as_fresh(void *ctx, const plan *p)
  * several at once (lone_moves), so that it finds what one thread finds: exactly
  * (every decision), at budgets from the least to none's peak, with no gap, with one
  * (where a climb's plan ends the search, and the climbs after it count for nothing),
- * and with one climb (also one that makes its moves every five decisions, in groups or
- * each alone). The seeds
+ * and with one climb (also one that makes its moves every five decisions in groups, and
+ * one every sixteen, each alone). The seeds
  * (each fixed policy's plans, the smallest and the threshold plans) are simulated on
  * the threads too, and the one offered is the one offering them in turn offers (the
  * earliest of the fastest): a search whose time is up at once ends with it, the same
@@ -585,7 +585,7 @@ START_TEST(climbs_on_threads_find_what_one_thread_finds)
                                                "one climb, one thread or three",
                                                "one climb, moves every 5 decisions, one thread or three",
                                                "the seeds alone, one thread or three",
-                                               "one climb, moves every 5 decisions each alone, one thread or three"};
+                                               "one climb, moves every 16 decisions each alone, one thread or three"};
             search_stats ss[2];
             same_plan_either_way(n, &pr, budget, lim, kind[g], ss);
             sims[0] += ss[0].simulations;
