@@ -317,25 +317,31 @@ static vdnn_status remake(net **np, int micro)
     return plan_attach(m, d);
 }
 
-/* The search's stop, in a word (plan_report.stop). */
+/* The search's stops: the word of plan_report.stop, and what the text report says of it. */
+static const struct {
+    const char *word, *why;
+} stops[] = {
+    {"complete", ""},
+    {"gap", " (stopped within --search-gap of unlimited memory's speed)"},
+    {"time", " (time limit reached: --search-seconds)"},
+    {"stalled", " (stopped: the branch and bound had not improved its plan for a while)"},
+    {"nodes", " (node limit reached: --node-limit)"},
+};
+
 static const char *stop_word(const search_stats *ss)
 {
-    return ss->within_gap ? "gap" : ss->complete ? "complete" : ss->timed_out ? "time" : ss->stalled ? "stalled" : "nodes";
+    return stops[ss->within_gap ? 1 : ss->complete ? 0 : ss->timed_out ? 2 : ss->stalled ? 3 : 4].word;
 }
 
 /* `vdnn profile`'s report of how its plan was found, for people. */
 static void print_report(FILE *out, const plan_report *r, const profile *pr, int batch)
 {
-    static const char *const why[] = {"", " (stopped within --search-gap of unlimited memory's speed)",
-                                      " (time limit reached: --search-seconds)",
-                                      " (stopped: the branch and bound had not improved its plan for a while)",
-                                      " (node limit reached: --node-limit)"};
-    const char *stop = r->stop ? r->stop : "complete";
-    const int w = !strcmp(stop, "gap") ? 1 : !strcmp(stop, "time") ? 2 : !strcmp(stop, "stalled") ? 3
-                : !strcmp(stop, "nodes") ? 4 : 0;
+    const char *why = "";
+    for (size_t w = 0; r->stop && w < sizeof stops / sizeof stops[0]; w++)
+        if (!strcmp(r->stop, stops[w].word)) why = stops[w].why;
     fprintf(out, "vdnn: planner (%s search): profile %s (%.2f s), micro-batch choice %.2f s, search %.3f s over "
             "%ld simulations%s, verification %.2f s\n", r->stop ? "branch-and-bound" : "vDNN",
-            r->profile_cached ? "cached" : "measured", r->profile_s, r->micro_s, r->search_s, r->simulations, why[w],
+            r->profile_cached ? "cached" : "measured", r->profile_s, r->micro_s, r->search_s, r->simulations, why,
             r->verify_s);
     if (r->profile_cached) {
         char when[128];
