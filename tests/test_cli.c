@@ -939,11 +939,21 @@ START_TEST(test_profile_plan_and_train)
     r = run_cli(args);
     assert_ok(&r, args);
     run_free(&r);
-    snprintf(args, sizeof args, "train %s --steps 2 --policy dyn --budget 1M --threads 1", cfg);
+    char log[512];
+    tn_path(log, sizeof log, "dyn.jsonl");
+    snprintf(args, sizeof args, "train %s --steps 2 --policy dyn --budget 1M --threads 1 --log %s", cfg, log);
     r = run_cli(args);
     assert_ok(&r, args);
     ck_assert_msg(strstr(r.out, "chosen plan:") && strstr(r.out, "measured"), "dyn prints its choice:\n%s", r.out);
     run_free(&r);
+    /* the log's first line says how dyn's plan was found, as profile --json does */
+    json_t *lines = tj_lines(log);
+    json_t *first = json_array_get(lines, 0);
+    ck_assert(tj_num(first, "plan_s") >= 0 && tj_num(first, "predicted_step_ms") > 0);
+    ck_assert_int_gt(tj_int(first, "planning.simulations"), 0);
+    ck_assert_int_eq(tj_int(first, "planning.sizes_weighed.0.items"), 16);
+    ck_assert(json_is_string(tj_get(first, "planning.stop")));
+    json_decref(lines);
 }
 END_TEST
 

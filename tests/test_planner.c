@@ -2062,7 +2062,7 @@ static plan dyn_plan(size_t budget, int whole_first, char **text)
     FILE *out = open_memstream(text, &len);
     ck_assert_ptr_nonnull(out);
     plan p;
-    ck_assert_msg(plan_dyn(&n, &f, out, &p) == VDNN_OK, "%s", vdnn_errmsg());
+    ck_assert_msg(plan_dyn(&n, &f, out, &p, NULL) == VDNN_OK, "%s", vdnn_errmsg());
     fclose(out);
     net_free(n);
     device_destroy(d);

@@ -64,7 +64,7 @@ int cmd_profile(int argc, char **argv)
     }
     f.json = json;
     f.fixed_split = micro > 0;
-    if (st == VDNN_OK) st = plan_dyn(&n, &f, json ? NULL : stdout, &p);
+    if (st == VDNN_OK) st = plan_dyn(&n, &f, json ? NULL : stdout, &p, NULL);
     if (st == VDNN_OK && save) {
         st = plan_save(&p, n, save);
         /* the flags train needs for the net the plan was made for */

@@ -32,6 +32,8 @@ typedef struct run_flags {
     double lr, link_gbps;
     double plan_s;            /* wall time of planning: measuring the profile, searching */
     double predicted_s;       /* the simulator's step time for the plan run; < 0: none */
+    plan_report report;       /* how dyn's plan was found, where has_report */
+    int has_report;
     char prediction_source[1400];   /* the profile it came from, for the trainer's check */
     int reprofile;            /* --reprofile */
     size_t budget;
@@ -169,7 +171,8 @@ static vdnn_status open_all(const char *cfg, run_flags *f, int need_train, net *
             pool_get_stats(device_pool(*d), &ps);
             planner_opts pf = planner_of(f);
             pf.budget = (*n)->budget_bytes ? (*n)->budget_bytes : ps.capacity_bytes;
-            st = plan_dyn(n, &pf, f->quiet ? NULL : stdout, NULL);
+            st = plan_dyn(n, &pf, f->quiet ? NULL : stdout, NULL, &f->report);
+            f->has_report = st == VDNN_OK;
         } else if (st == VDNN_OK) {
             st = cli_plan_fixed(f->device, f->threads, f->link_gbps, (*n)->budget_bytes, *n, d);
         }
@@ -506,6 +509,7 @@ static vdnn_status open_run(const char *cfg, run_flags *f, train_run_state *r)
         json_t *line = json_pack("{s:o}", "plan_s", vdnn_json_real(f->plan_s, 6));
         if (line && f->predicted_s >= 0)
             json_object_set_new(line, "predicted_step_ms", vdnn_json_real(1e3 * f->predicted_s, 6));
+        if (line && f->has_report) json_object_set_new(line, "planning", plan_report_json(&f->report));
         vdnn_json_line(r->log, line);
     }
     if (st == VDNN_OK && f->save) st = check_writable(f->save);

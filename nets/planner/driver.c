@@ -369,7 +369,7 @@ static void print_report(FILE *out, const plan_report *r, const profile *pr, int
     }
 }
 
-vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
+vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen, plan_report *report)
 {
     search_kind k = SEARCH_BB;
     vdnn_status st = plan_search_kind(f->search, &k);
@@ -423,6 +423,7 @@ vdnn_status plan_dyn(net **np, const planner_opts *f, FILE *out, plan *chosen)
     else if (st == VDNN_OK && out) plan_print(out, &best, n, &pr);
     if (st == VDNN_OK && chosen) *chosen = best;
     else plan_free(&best);
+    if (st == VDNN_OK && report) *report = r;
     profile_free(&pr);
     return st;
 }
@@ -518,5 +519,5 @@ vdnn_status plan_replica(void *opts, net **np, const int (*algos)[PASS_COUNT])
     planner_opts pf = *f;
     pf.budget = budget;
     pf.json = 0;
-    return plan_dyn(np, &pf, NULL, NULL);
+    return plan_dyn(np, &pf, NULL, NULL, NULL);
 }

@@ -159,8 +159,7 @@ static json_t *json_layer(const plan *p, const net *n, const profile *pr, int i)
     return o;
 }
 
-/* "planning": how the plan was found (plan_report). */
-static json_t *json_report(const plan_report *r)
+json_t *plan_report_json(const plan_report *r)
 {
     static const char *const kinds[] = {"plan", "none fits", "none faster"};
     json_t *sizes = json_array();
@@ -195,6 +194,6 @@ void plan_print_json(FILE *f, const plan *p, const net *n, const profile *pr, co
                             plan_prefetch_name(p->prefetch_ahead), "release_lag", p->release_lag, "in_place", p->in_place,
                             "predicted_ms", json_ms(p->predicted_s * 1e3), "peak_bytes", (json_int_t)p->peak_bytes,
                             "measured_ms", json_ms(p->measured_s * 1e3), "data", data, "layers", layers);
-    if (doc && r) json_object_set_new(doc, "planning", json_report(r));
+    if (doc && r) json_object_set_new(doc, "planning", plan_report_json(r));
     vdnn_json_doc(f, doc);
 }

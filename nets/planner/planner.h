@@ -182,8 +182,10 @@ typedef struct plan_report {
     } weighed[PLAN_WEIGHED_MAX];
 } plan_report;
 
-/* The plan as one JSON object; with r, also "planning": r's fields. */
+/* The plan as one JSON object; with r, also "planning": r's fields (plan_report_json,
+ * which train's --log writes too: a new jansson object). */
 void plan_print_json(FILE *f, const plan *p, const net *n, const profile *pr, const plan_report *r);
+struct json_t *plan_report_json(const plan_report *r);
 
 /* The simulator (see the top of this file). Reusable: create once per (net, profile),
  * run many plans. */
@@ -518,8 +520,8 @@ vdnn_status plan_budget_error(net *n, size_t budget, size_t need);
  * under o->budget (when none fits the batch, in micro-batches: *np is then replaced by
  * the net rebuilt for them), verifies it with real iterations, applies it, and prints
  * what it did to `out` (NULL: quiet). *chosen (may be NULL) receives the plan; free
- * with plan_free(). */
-vdnn_status plan_dyn(net **np, const planner_opts *o, FILE *out, plan *chosen);
+ * with plan_free(); *report (may be NULL) how it was found. */
+vdnn_status plan_dyn(net **np, const planner_opts *o, FILE *out, plan *chosen, plan_report *report);
 
 /* What plan_dyn plans, without verifying or applying it, for a net n that need not be
  * attached (pr: its profile; the micro-batches' profiles are measured on dev, or taken
