@@ -629,7 +629,8 @@ static vdnn_status parse_flags(int argc, char **argv, sweep *s)
     o->search_seconds = PLAN_SEARCH_SECONDS;
     o->search_gap = PLAN_SEARCH_GAP;
     arg_spec specs[] = {
-        {"--budgets", ARG_STRING, &o->budgets, 0, 0, "sizes such as 256M,512M,1G, or auto:K (K from the least plan up)", 0},
+        {"--budgets", ARG_STRING, &o->budgets, 0, 0,
+         "sizes such as 256M,512M,1G, or auto:K (K from the least budget a policy fits to none's)", 0},
         {"--policies", ARG_STRING, &o->policies, 0, 0, "from " SWEEP_VALID, 0},
         {"--out", ARG_STRING, &o->out, 0, 0, "the folder for sweep.csv and the plot (default sweep-out)", 0},
         {"--simulate", ARG_FLAG, &o->simulate, 0, 0, "predict each point only: no real iterations", 0},

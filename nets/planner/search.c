@@ -798,7 +798,8 @@ static vdnn_status lone_move(search *s, plan *cur, const decision *d, int *to, d
 }
 
 /* Lone changes tried at once on the search's threads, each against the plan as it
- * stands (lone_moves): thread i's copy of it, cur itself for the first. */
+ * stands (lone_moves): thread i's copy of it, cur itself for the first (left changed
+ * where its change is made: the first of them). */
 typedef struct lone_jobs {
     plan **at;
     const decision *dec;
@@ -815,64 +816,43 @@ static vdnn_status lone_job(search *v, void *ctx, int thread, int k, int *stop)
     (void)stop;
     lone_jobs *r = ctx;
     plan *c = r->at[thread];
-    const decision *d = &r->dec[r->moves[k].k];
-    const int was = get_choice(c, d);
-    const double t = c->predicted_s;
-    const size_t peak = c->peak_bytes;
     double busy = r->busy;
     r->to[k] = r->pick[r->moves[k].k];
-    vdnn_status st = lone_move(v, c, d, &r->to[k], &busy, &r->moved[k], &r->first[k]);
+    vdnn_status st = lone_move(v, c, &r->dec[r->moves[k].k], &r->to[k], &busy, &r->moved[k], &r->first[k]);
     r->busy_after[k] = busy;
     r->t_after[k] = c->predicted_s;
     r->peak_after[k] = c->peak_bytes;
-    if (k && r->moved[k]) {   /* a copy stays the plan as it stands */
-        set_choice(c, d, was);
-        c->predicted_s = t;
-        c->peak_bytes = peak;
-    }
     return st;
 }
 
-/* Dst, a copy of a plan of src's layers, made src again. */
-static void plan_sync(plan *dst, const plan *src)
-{
-    unsigned char *offload = dst->offload, *swap = dst->swap;
-    int(*algo)[PASS_COUNT] = dst->algo;
-    *dst = *src;
-    dst->offload = offload;
-    dst->swap = swap;
-    dst->algo = algo;
-    memcpy(offload, src->offload, (size_t)src->nlayers + 1);
-    memcpy(swap, src->swap, (size_t)src->nlayers);
-    memcpy(algo, src->algo, (size_t)src->nlayers * sizeof *src->algo);
-}
-
 /* The lone changes of moves[0..b) (decision k's to pick[k]) tried as lone_move would
- * try them one after another, b at once on the search's threads (copy: one copy of cur
- * per helper, synced here): each against cur as it stands, so that up to the first one
+ * try them one after another, b at once on the search's threads (each helper on a copy
+ * of cur made for them): each against cur as it stands, so that up to the first one
  * made (*at, -1: none) each does just what it would have done alone after the others
  * failed, and that one is made in cur (*first as lone_move's); those after it are not
  * (the caller tries them again against the plan it made). pick[k] takes each tried
  * change's last choice, up to that one. A climb's lone changes mostly fail (on
  * ResNet-1202 at batch 2 and 179 MiB, 1,070 of 1,078), so the threads mostly all do
  * work that stands: there they took 1.29 s instead of 1.71 on two threads, the same plan. */
-static vdnn_status lone_moves(search *s, plan *cur, plan *copy, const decision *dec, const move *moves, int b,
-                              int *pick, double *busy, int *at, int *first)
+static vdnn_status lone_moves(search *s, plan *cur, const decision *dec, const move *moves, int b, int *pick,
+                              double *busy, int *at, int *first)
 {
     enum { MOST = 64 };
-    plan *where[MOST];
+    plan *where[MOST], copy[MOST] = {{0}};
     int to[MOST], moved[MOST], firsts[MOST];
     double busy_after[MOST], t_after[MOST];
     size_t peak_after[MOST];
     if (b > MOST) b = MOST;
     where[0] = cur;
-    for (int i = 1; i < b; i++) {
-        plan_sync(&copy[i - 1], cur);
-        where[i] = &copy[i - 1];
+    vdnn_status st = VDNN_OK;
+    for (int i = 1; i < b && st == VDNN_OK; i++) {
+        st = plan_copy(&copy[i], cur);
+        where[i] = &copy[i];
     }
     lone_jobs r = {.at = where, .dec = dec, .moves = moves, .pick = pick, .busy = *busy, .to = to, .moved = moved,
                    .first = firsts, .busy_after = busy_after, .t_after = t_after, .peak_after = peak_after};
-    vdnn_status st = on_threads(s, b, lone_job, &r);
+    if (st == VDNN_OK) st = on_threads(s, b, lone_job, &r);
+    for (int i = 1; i < b; i++) plan_free(&copy[i]);
     *at = -1;
     for (int j = 0; st == VDNN_OK && j < b && *at < 0; j++) {
         pick[moves[j].k] = to[j];
@@ -1100,10 +1080,7 @@ static vdnn_status climb(search *s, const plan *start, const round_hint *hint, i
     int *pick = calloc((size_t)ndec + 1, sizeof *pick);
     double *gain = calloc((size_t)ndec + 1, sizeof *gain);
     move *moves = calloc((size_t)ndec + 1, sizeof *moves);
-    plan *copy = calloc((size_t)s->nhelper + 1, sizeof *copy);   /* the helpers' copies of cur (lone_moves) */
-    if (st == VDNN_OK && (!pick || !gain || !moves || !copy))
-        st = vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
-    for (int i = 0; st == VDNN_OK && i < s->nhelper; i++) st = plan_copy(&copy[i], &cur);
+    if (st == VDNN_OK && (!pick || !gain || !moves)) st = vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
     const int most = !in_parts(s, ndec) ? ndec : s->chunk ? s->chunk : CLIMB_PART;
     const int parts = most ? (ndec + most - 1) / most : 0, size = parts ? (ndec + parts - 1) / parts : 0;
     for (int last = 0, round = 0; st == VDNN_OK && !last && !out_of_time(s);) {
@@ -1157,7 +1134,7 @@ static vdnn_status climb(search *s, const plan *start, const round_hint *hint, i
                            !(m + b >= alone && count - (m + b) > 1 && group > 1))
                         b++;
                     if (b > 1) {
-                        st = lone_moves(s, &cur, copy, dec, moves + m, b, pick, &busy, &at, &first);
+                        st = lone_moves(s, &cur, dec, moves + m, b, pick, &busy, &at, &first);
                     } else {
                         st = lone_move(s, &cur, d, &pick[moves[m].k], &busy, &moved, &first);
                         at = moved ? 0 : -1;
@@ -1191,8 +1168,6 @@ static vdnn_status climb(search *s, const plan *start, const round_hint *hint, i
     free(pick);
     free(gain);
     free(moves);
-    for (int i = 0; copy && i < s->nhelper; i++) plan_free(&copy[i]);
-    free(copy);
     free(dec);
     if (st == VDNN_OK) *out = cur;
     else plan_free(&cur);
