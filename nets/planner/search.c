@@ -285,21 +285,30 @@ static vdnn_status offer(search *s, const plan *p)
 typedef vdnn_status (*job_fn)(search *v, void *ctx, int thread, int k, int *stop);
 
 /* A thread's share of on_threads' jobs: thread, thread + step, ... (dealt out so, each
- * simulator replays the same plans, and remembers the same, on every run). */
+ * simulator replays the same plans, and remembers the same, on every run), or where
+ * `next` is set, the next job not yet taken, whichever thread is free (jobs that take
+ * unequal times: a round's changes, where a replay may take a few milliseconds or
+ * nothing, a remembered plan or one its bounds rule out). */
 typedef struct job_thread {
     search v;
     job_fn fn;
     void *ctx;
     int thread, step, count, omp_threads;
+    int *next;                /* shared by the threads, taken atomically; or NULL */
     vdnn_status st;
     char err[1024];
     pthread_t tid;
 } job_thread;
 
+static int job_next(job_thread *t, int k)
+{
+    return t->next ? __atomic_fetch_add(t->next, 1, __ATOMIC_RELAXED) : k < 0 ? t->thread : k + t->step;
+}
+
 static vdnn_status jobs_take(job_thread *t)
 {
     vdnn_status st = VDNN_OK;
-    for (int stop = 0, k = t->thread; st == VDNN_OK && !stop && k < t->count; k += t->step)
+    for (int stop = 0, k = job_next(t, -1); st == VDNN_OK && !stop && k < t->count; k = job_next(t, k))
         st = t->fn(&t->v, t->ctx, t->thread, k, &stop);
     if (st != VDNN_OK) snprintf(t->err, sizeof t->err, "%s", vdnn_errmsg());
     return st;
@@ -317,8 +326,9 @@ static void *job_main(void *arg)
  * depend on its inputs alone, as every replay depends on the plan alone, so the work
  * measures what it measures on one thread); without helpers, on s itself. A job's
  * `thread` is below 1 + s->nhelper; the helpers' simulators are made at the first such
- * work. */
-static vdnn_status on_threads(search *s, int count, job_fn fn, void *ctx)
+ * work. Thread i takes jobs i, i + threads, ..., or with `shared`, whichever job is
+ * next once it is free (for jobs that may run on any thread's copy of their inputs). */
+static vdnn_status on_threads(search *s, int count, int shared, job_fn fn, void *ctx)
 {
     int parts = 1 + s->nhelper < count ? 1 + s->nhelper : count;
     if (parts <= 1) {
@@ -327,12 +337,13 @@ static vdnn_status on_threads(search *s, int count, job_fn fn, void *ctx)
         return st;
     }
     job_thread *t = calloc((size_t)parts, sizeof *t);
+    int next = 0;
     vdnn_status st = t ? VDNN_OK : vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
     for (int h = 0; st == VDNN_OK && h < parts - 1; h++)
         if (!s->helper[h]) st = sim_create(s->n, s->pr, &s->helper[h]);
     for (int i = 0; st == VDNN_OK && i < parts; i++) {
         t[i] = (job_thread){.v = *s, .fn = fn, .ctx = ctx, .thread = i, .step = parts, .count = count,
-                            .omp_threads = omp_get_max_threads()};
+                            .omp_threads = omp_get_max_threads(), .next = shared ? &next : NULL};
         t[i].v.sim = i ? s->helper[i - 1] : s->sim;
         t[i].v.best = (plan){.predicted_s = -1};
         t[i].v.least = t[i].v.least_used = 0;
@@ -470,7 +481,7 @@ static vdnn_status policy_plans(search *s, const int (*pair)[2], int npairs, pla
         fastest[i] = -1;
     }
     policy_jobs j = {.pair = pair, .out = out, .fits = fits, .fastest = fastest};
-    vdnn_status st = on_threads(s, npairs, policy_job, &j);
+    vdnn_status st = on_threads(s, npairs, 0, policy_job, &j);
     for (int i = 0; i < npairs; i++) {
         if (st == VDNN_OK && pair[i][0] == POLICY_NONE && pair[i][1] == ALGO_PERF && !s->floor_known && fastest[i] >= 0 &&
             (s->floor_s < 0 || fastest[i] < s->floor_s))
@@ -851,7 +862,7 @@ static vdnn_status lone_moves(search *s, plan *cur, const decision *dec, const m
     }
     lone_jobs r = {.at = where, .dec = dec, .moves = moves, .pick = pick, .busy = *busy, .to = to, .moved = moved,
                    .first = firsts, .busy_after = busy_after, .t_after = t_after, .peak_after = peak_after};
-    if (st == VDNN_OK) st = on_threads(s, b, lone_job, &r);
+    if (st == VDNN_OK) st = on_threads(s, b, 0, lone_job, &r);
     for (int i = 1; i < b; i++) plan_free(&copy[i]);
     *at = -1;
     for (int j = 0; st == VDNN_OK && j < b && *at < 0; j++) {
@@ -952,7 +963,7 @@ static vdnn_status measure_round(search *s, plan *cur, double busy, const decisi
     if (st == VDNN_OK && tight) st = live_bounds_make(s->sim, s->n, cur, s->budget, &lb);
     round_jobs r = {.cur = at, .dec = dec, .lb = lb.valid ? &lb : NULL, .busy = busy, .estimate = estimate,
                     .pick = pick, .gain = gain};
-    if (st == VDNN_OK) st = on_threads(s, count, round_job, &r);
+    if (st == VDNN_OK) st = on_threads(s, count, 1, round_job, &r);
     live_bounds_free(&lb);
     for (int i = 1; copy && i < copies; i++) plan_free(&copy[i]);
     free(copy);
@@ -1243,7 +1254,7 @@ static void seed_keep(const search *v, seed_jobs *j, int thread, int k)
 /* Jobs 0..count-1 of fn on the search's threads, then the fastest plan that fits offered. */
 static vdnn_status seed_jobs_run(search *s, seed_jobs *j, int count, job_fn fn)
 {
-    vdnn_status st = on_threads(s, count, fn, j);
+    vdnn_status st = on_threads(s, count, 0, fn, j);
     int w = -1;
     for (int t = 0; t < j->threads; t++)
         if (j->best_k[t] >= 0 && (w < 0 || j->best[t].predicted_s < j->best[w].predicted_s ||
