@@ -808,24 +808,33 @@ static vdnn_status lone_move(search *s, plan *cur, const decision *d, int *to, d
     return st;
 }
 
+/* The most lone changes lone_moves tries in one go. */
+#define LONE_MOST 64
+
 /* Lone changes tried at once on the search's threads, each against the plan as it
- * stands (lone_moves): thread i's copy of it, cur itself for the first (left changed
- * where its change is made: the first of them). */
+ * stands (lone_moves): thread i's copy of it. */
 typedef struct lone_jobs {
     plan **at;
     const decision *dec;
     const move *moves;
     const int *pick;
     double busy;
+    int made;                 /* the first change made so far (taken and set atomically), or b */
     int *to, *moved, *first;
     double *busy_after, *t_after;
     size_t *peak_after;
 } lone_jobs;
 
+/* Change k against the thread's copy of the plan, which the changes it tried before
+ * left as it was unless one was made: then a change before k was made (the threads take
+ * the changes in order), k's try counts for nothing, and the thread stops. */
 static vdnn_status lone_job(search *v, void *ctx, int thread, int k, int *stop)
 {
-    (void)stop;
     lone_jobs *r = ctx;
+    if (k > __atomic_load_n(&r->made, __ATOMIC_RELAXED)) {
+        *stop = 1;
+        return VDNN_OK;
+    }
     plan *c = r->at[thread];
     double busy = r->busy;
     r->to[k] = r->pick[r->moves[k].k];
@@ -833,37 +842,42 @@ static vdnn_status lone_job(search *v, void *ctx, int thread, int k, int *stop)
     r->busy_after[k] = busy;
     r->t_after[k] = c->predicted_s;
     r->peak_after[k] = c->peak_bytes;
+    for (int m = __atomic_load_n(&r->made, __ATOMIC_RELAXED);
+         r->moved[k] && k < m && !__atomic_compare_exchange_n(&r->made, &m, k, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);)
+        ;
     return st;
 }
 
-/* The lone changes of moves[0..b) (decision k's to pick[k]) tried as lone_move would
- * try them one after another, b at once on the search's threads (each helper on a copy
- * of cur made for them): each against cur as it stands, so that up to the first one
- * made (*at, -1: none) each does just what it would have done alone after the others
- * failed, and that one is made in cur (*first as lone_move's); those after it are not
- * (the caller tries them again against the plan it made). pick[k] takes each tried
- * change's last choice, up to that one. A climb's lone changes mostly fail (on
- * ResNet-1202 at batch 2 and 179 MiB, 1,070 of 1,078), so the threads mostly all do
- * work that stands: there they took 1.29 s instead of 1.71 on two threads, the same plan. */
+/* The lone changes of moves[0..b) (decision k's to pick[k]; b at most LONE_MOST) tried
+ * as lone_move would try them one after another, on the search's threads, each taking
+ * the next change once it is free, against a copy of cur made for it: each against cur
+ * as it stands, so that up to the first one made (*at, -1: none) each does just what it
+ * would have done alone after the others failed, and that one is made in cur (*first as
+ * lone_move's); those after it are not tried once it is made, or count for nothing (the
+ * caller tries them again against the plan it made). pick[k] takes each tried change's
+ * last choice, up to that one. A climb's lone changes mostly fail (on ResNet-1202 at
+ * batch 2 and 179 MiB, 1,070 of 1,078), so the threads mostly all do work that stands:
+ * there they took 1.29 s instead of 1.71 on two threads, one change each at a time, the
+ * same plan. */
 static vdnn_status lone_moves(search *s, plan *cur, const decision *dec, const move *moves, int b, int *pick,
                               double *busy, int *at, int *first)
 {
-    enum { MOST = 64 };
-    plan *where[MOST], copy[MOST] = {{0}};
-    int to[MOST], moved[MOST], firsts[MOST];
-    double busy_after[MOST], t_after[MOST];
-    size_t peak_after[MOST];
-    if (b > MOST) b = MOST;
-    where[0] = cur;
+    const int threads = 1 + s->nhelper < b ? 1 + s->nhelper : b;
+    plan *where[LONE_MOST], copy[LONE_MOST] = {{0}};
+    int to[LONE_MOST], moved[LONE_MOST] = {0}, firsts[LONE_MOST];
+    double busy_after[LONE_MOST], t_after[LONE_MOST];
+    size_t peak_after[LONE_MOST];
+    if (b > LONE_MOST) b = LONE_MOST;
     vdnn_status st = VDNN_OK;
-    for (int i = 1; i < b && st == VDNN_OK; i++) {
+    for (int i = 0; i < threads && st == VDNN_OK; i++) {
         st = plan_copy(&copy[i], cur);
         where[i] = &copy[i];
     }
-    lone_jobs r = {.at = where, .dec = dec, .moves = moves, .pick = pick, .busy = *busy, .to = to, .moved = moved,
-                   .first = firsts, .busy_after = busy_after, .t_after = t_after, .peak_after = peak_after};
-    if (st == VDNN_OK) st = on_threads(s, b, 0, lone_job, &r);
-    for (int i = 1; i < b; i++) plan_free(&copy[i]);
+    lone_jobs r = {.at = where, .dec = dec, .moves = moves, .pick = pick, .busy = *busy, .made = b, .to = to,
+                   .moved = moved, .first = firsts, .busy_after = busy_after, .t_after = t_after,
+                   .peak_after = peak_after};
+    if (st == VDNN_OK) st = on_threads(s, b, 1, lone_job, &r);
+    for (int i = 0; i < threads; i++) plan_free(&copy[i]);
     *at = -1;
     for (int j = 0; st == VDNN_OK && j < b && *at < 0; j++) {
         pick[moves[j].k] = to[j];
@@ -872,11 +886,9 @@ static vdnn_status lone_moves(search *s, plan *cur, const decision *dec, const m
         s->lone_later += j > 0;
         *first = firsts[j];
         *busy = busy_after[j];
-        if (j) {
-            set_choice(cur, &dec[moves[j].k], to[j]);
-            cur->predicted_s = t_after[j];
-            cur->peak_bytes = peak_after[j];
-        }
+        set_choice(cur, &dec[moves[j].k], to[j]);
+        cur->predicted_s = t_after[j];
+        cur->peak_bytes = peak_after[j];
     }
     return st;
 }
@@ -1141,7 +1153,7 @@ static vdnn_status climb(search *s, const plan *start, const round_hint *hint, i
                      * costs little (on ResNet-110, whose replays take a tenth of one, it
                      * added 5-8% to the micro-batch choice) */
                     int b = 1, at = -1, first = 0;
-                    while (parts > 1 && b < 1 + s->nhelper && m + b < count &&
+                    while (parts > 1 && s->nhelper && b < LONE_MOST && m + b < count &&
                            !(m + b >= alone && count - (m + b) > 1 && group > 1))
                         b++;
                     if (b > 1) {
