@@ -53,27 +53,6 @@ static void copy_plan(net *m, const net *n)
     }
 }
 
-vdnn_status net_replay_step(net *m, int items, double *step_s, double *busy_s)
-{
-    step_result r = {0};
-    vdnn_status st = net_train_step(m, NULL, NULL, items, 0.0, &r);
-    if (step_s) *step_s = device_sim_elapsed(m->dev);
-    if (busy_s) *busy_s = device_sim_busy(m->dev);
-    return st;
-}
-
-vdnn_status net_replay_eval(net *m)
-{
-    step_result r = {0};
-    return net_eval_batch(m, NULL, NULL, m->input.n, &r);
-}
-
-vdnn_status net_replay(net *m, int items, double *step_s, double *busy_s)
-{
-    vdnn_status st = net_replay_step(m, items, step_s, busy_s);
-    return st == VDNN_OK ? net_replay_eval(m) : st;
-}
-
 vdnn_status net_min_budget(net *n, size_t *bytes)
 {
     /* The pool decides the same way in any capacity, so one replay in a pool too large

@@ -334,6 +334,27 @@ vdnn_status sim_run(simulator *s, const plan *p, double *time_s, size_t *peak_by
     return sim_run_within(s, p, 0, time_s, peak_bytes);
 }
 
+vdnn_status net_replay_step(net *m, int items, double *step_s, double *busy_s)
+{
+    step_result r = {0};
+    vdnn_status st = net_train_step(m, NULL, NULL, items, 0.0, &r);
+    if (step_s) *step_s = device_sim_elapsed(m->dev);
+    if (busy_s) *busy_s = device_sim_busy(m->dev);
+    return st;
+}
+
+vdnn_status net_replay_eval(net *m)
+{
+    step_result r = {0};
+    return net_eval_batch(m, NULL, NULL, m->input.n, &r);
+}
+
+vdnn_status net_replay(net *m, int items, double *step_s, double *busy_s)
+{
+    vdnn_status st = net_replay_step(m, items, step_s, busy_s);
+    return st == VDNN_OK ? net_replay_eval(m) : st;
+}
+
 /* net_replay of plan p on net a, the evaluation batch's marks taken from the memo where
  * it has them: the pool as attached (what the evaluation starts from after a step that
  * returned every block) then places the same blocks. Its marks kept are those it
