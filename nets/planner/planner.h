@@ -188,7 +188,8 @@ void plan_print_json(FILE *f, const plan *p, const net *n, const profile *pr, co
 struct json_t *plan_report_json(const plan_report *r);
 
 /* The simulator (see the top of this file). Reusable: create once per (net, profile),
- * run many plans. */
+ * run many plans; the net and the profile must outlive it (it clones the net again
+ * when a plan first needs a second copy). */
 typedef struct simulator simulator;
 vdnn_status sim_create(const net *n, const profile *pr, simulator **out);
 void sim_destroy(simulator *s);

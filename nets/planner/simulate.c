@@ -134,10 +134,13 @@ typedef struct sim_net {
 /* Two: a climb's round replays plan after plan with the same swaps, and between them the
  * plans that swap one layer otherwise (each a swap decision's choice), so that the net
  * placed for the former waits while the latter take the other (placing the parameters
- * again and the first replay after it cost a few replays' worth of allocations). */
+ * again and the first replay after it cost a few replays' worth of allocations). The
+ * second is cloned when a plan first needs it: a simulator that replays one plan, or
+ * plans of one placement, does not build the net's layers from its config again. */
 #define SIM_NETS 2
 
 struct simulator {
+    const net *src;           /* the net the clones are of */
     const profile *pr;
     sim_net net[SIM_NETS];
     long runs, attaches;
@@ -149,6 +152,16 @@ struct simulator {
     size_t *param_bytes;      /* (nlayers) layer_param_bytes of each layer */
     size_t label_bytes;       /* the labels' block */
 };
+
+/* Net a: a clone of the simulator's net, its layers timed by the profile. */
+static vdnn_status sim_clone(simulator *s, sim_net *a)
+{
+    vdnn_status st = net_clone(s->src, &a->m);
+    if (st != VDNN_OK) return st;
+    a->m->sync_layers = s->src->sync_layers;
+    for (int i = 0; s->pr && i < a->m->nlayers; i++) a->m->layers[i]->cost = &s->pr->layers[i];
+    return VDNN_OK;
+}
 
 vdnn_status sim_create(const net *n, const profile *pr, simulator **out)
 {
@@ -166,12 +179,8 @@ vdnn_status sim_create(const net *n, const profile *pr, simulator **out)
     if (st == VDNN_OK && !s->param_bytes) st = vdnn_fail(VDNN_ENOMEM, "out of host memory for the simulator");
     for (int i = 0; st == VDNN_OK && i < n->nlayers; i++) s->param_bytes[i] = layer_param_bytes(n->layers[i]);
     s->label_bytes = pool_round((size_t)n->input.n * sizeof(int32_t));
-    for (int k = 0; k < SIM_NETS && st == VDNN_OK; k++) {
-        st = net_clone(n, &s->net[k].m);
-        if (st != VDNN_OK) break;
-        s->net[k].m->sync_layers = n->sync_layers;
-        for (int i = 0; pr && i < n->nlayers; i++) s->net[k].m->layers[i]->cost = &pr->layers[i];
-    }
+    s->src = n;
+    if (st == VDNN_OK) st = sim_clone(s, &s->net[0]);
     if (st != VDNN_OK) {
         sim_destroy(s);
         return st;
@@ -296,6 +305,10 @@ static vdnn_status net_for(simulator *s, const plan *p, sim_net **out)
         a = &s->net[0];
         for (int k = 1; k < SIM_NETS; k++)
             if (s->net[k].used < a->used) a = &s->net[k];
+        if (!a->m) {
+            vdnn_status st = sim_clone(s, a);
+            if (st != VDNN_OK) return st;
+        }
         s->attaches++;
         a->has_applied = 0;
         vdnn_status st = VDNN_EINVAL;
