@@ -78,56 +78,6 @@ vdnn_status net_min_budget(net *n, size_t *bytes)
     return st;
 }
 
-static vdnn_status least_budget_on(simulator *sim, net *n, size_t *bytes);
-
-vdnn_status net_budget_table(net *n, size_t table[POLICY_COUNT][ALGO_MODE_COUNT])
-{
-    int (*saved_algo)[PASS_COUNT] = malloc((size_t)n->nlayers * sizeof *saved_algo);
-    unsigned char *saved_swap = malloc((size_t)n->nlayers);
-    if (!saved_algo || !saved_swap) {
-        free(saved_algo);
-        free(saved_swap);
-        return vdnn_fail(VDNN_ENOMEM, "out of host memory");
-    }
-    for (int i = 0; i < n->nlayers; i++) memcpy(saved_algo[i], n->layers[i]->algo, sizeof saved_algo[i]);
-    for (int i = 0; i < n->nlayers; i++) saved_swap[i] = (unsigned char)n->layers[i]->swap;
-    mem_policy saved_policy = n->policy;
-    algo_mode saved_mode = n->algo;
-    int saved_far = n->prefetch_ahead, saved_lag = n->release_lag, saved_in_place = n->in_place;
-    /* one simulator for the table's 100-odd replays (each policy, algorithm mode and copy
-     * timing): its clone of the net places the parameters again where a policy swaps
-     * them otherwise, instead of a clone built and attached afresh for each (ResNet-1202's
-     * `vdnn info` took 6.5 s, three quarters of it so) */
-    simulator *sim = NULL;
-    vdnn_status st = sim_create(n, NULL, &sim);
-    for (int a = 0; a < ALGO_MODE_COUNT && st == VDNN_OK; a++) {
-        /* perf keeps the algorithms measured now if the net is in perf mode, else assumes
-         * the largest-workspace ones; mem takes the smallest */
-        if (a == ALGO_MEM || saved_mode != ALGO_PERF) net_pick_algos(n, (algo_mode)a);
-        for (int p = 0; p < POLICY_COUNT && st == VDNN_OK; p++) {
-            n->policy = (mem_policy)p;
-            for (int j = 0; n->maps && j <= n->nlayers; j++) net_set_map(&n->maps[j], net_policy_map(n, j, (mem_policy)p));
-            /* each policy with its own placement of the parameters, whatever the net's is
-             * (the replay reads only the flags: nothing on the device moves) */
-            for (int i = 0; i < n->nlayers; i++)
-                n->layers[i]->swap = net_policy_swaps(n, i, (mem_policy)p) ? SWAP_HOST : SWAP_NONE;
-            st = least_budget_on(sim, n, &table[p][a]);
-        }
-    }
-    sim_destroy(sim);
-    for (int i = 0; i < n->nlayers; i++) memcpy(n->layers[i]->algo, saved_algo[i], sizeof saved_algo[i]);
-    for (int i = 0; i < n->nlayers; i++) n->layers[i]->swap = saved_swap[i];
-    free(saved_algo);
-    free(saved_swap);
-    n->policy = saved_policy;
-    n->algo = saved_mode;
-    n->prefetch_ahead = saved_far;
-    n->release_lag = saved_lag;
-    n->in_place = saved_in_place;
-    for (int j = 0; n->maps && j <= n->nlayers; j++) net_set_map(&n->maps[j], net_policy_map(n, j, saved_policy));
-    return st;
-}
-
 /* How early copies may run, fastest first; each needs more memory than the next. */
 static const struct { int ahead, lag; } overlap_modes[] = {
     {PREFETCH_FAR, 1}, {PREFETCH_NEXT, 1}, {PREFETCH_NEXT, 0}, {PREFETCH_ON_DEMAND, 0},
@@ -188,5 +138,53 @@ vdnn_status net_least_budget(net *n, size_t *bytes)
     vdnn_status st = sim_create(n, NULL, &sim);
     if (st == VDNN_OK) st = least_budget_on(sim, n, bytes);
     sim_destroy(sim);
+    return st;
+}
+
+vdnn_status net_budget_table(net *n, size_t table[POLICY_COUNT][ALGO_MODE_COUNT])
+{
+    int (*saved_algo)[PASS_COUNT] = malloc((size_t)n->nlayers * sizeof *saved_algo);
+    unsigned char *saved_swap = malloc((size_t)n->nlayers);
+    if (!saved_algo || !saved_swap) {
+        free(saved_algo);
+        free(saved_swap);
+        return vdnn_fail(VDNN_ENOMEM, "out of host memory");
+    }
+    for (int i = 0; i < n->nlayers; i++) memcpy(saved_algo[i], n->layers[i]->algo, sizeof saved_algo[i]);
+    for (int i = 0; i < n->nlayers; i++) saved_swap[i] = (unsigned char)n->layers[i]->swap;
+    mem_policy saved_policy = n->policy;
+    algo_mode saved_mode = n->algo;
+    int saved_far = n->prefetch_ahead, saved_lag = n->release_lag, saved_in_place = n->in_place;
+    /* one simulator for the table's 100-odd replays (each policy, algorithm mode and copy
+     * timing): its clone of the net places the parameters again where a policy swaps
+     * them otherwise, instead of a clone built and attached afresh for each (ResNet-1202's
+     * `vdnn info` took 6.5 s, three quarters of it so) */
+    simulator *sim = NULL;
+    vdnn_status st = sim_create(n, NULL, &sim);
+    for (int a = 0; a < ALGO_MODE_COUNT && st == VDNN_OK; a++) {
+        /* perf keeps the algorithms measured now if the net is in perf mode, else assumes
+         * the largest-workspace ones; mem takes the smallest */
+        if (a == ALGO_MEM || saved_mode != ALGO_PERF) net_pick_algos(n, (algo_mode)a);
+        for (int p = 0; p < POLICY_COUNT && st == VDNN_OK; p++) {
+            n->policy = (mem_policy)p;
+            for (int j = 0; n->maps && j <= n->nlayers; j++) net_set_map(&n->maps[j], net_policy_map(n, j, (mem_policy)p));
+            /* each policy with its own placement of the parameters, whatever the net's is
+             * (the replay reads only the flags: nothing on the device moves) */
+            for (int i = 0; i < n->nlayers; i++)
+                n->layers[i]->swap = net_policy_swaps(n, i, (mem_policy)p) ? SWAP_HOST : SWAP_NONE;
+            st = least_budget_on(sim, n, &table[p][a]);
+        }
+    }
+    sim_destroy(sim);
+    for (int i = 0; i < n->nlayers; i++) memcpy(n->layers[i]->algo, saved_algo[i], sizeof saved_algo[i]);
+    for (int i = 0; i < n->nlayers; i++) n->layers[i]->swap = saved_swap[i];
+    free(saved_algo);
+    free(saved_swap);
+    n->policy = saved_policy;
+    n->algo = saved_mode;
+    n->prefetch_ahead = saved_far;
+    n->release_lag = saved_lag;
+    n->in_place = saved_in_place;
+    for (int j = 0; n->maps && j <= n->nlayers; j++) net_set_map(&n->maps[j], net_policy_map(n, j, saved_policy));
     return st;
 }

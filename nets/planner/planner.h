@@ -462,7 +462,8 @@ vdnn_status net_replay_eval(net *m);
 vdnn_status net_min_budget(net *n, size_t *bytes);
 
 /* Chooses how early copies run (prefetch_ahead, release_lag) for `budget` (0: no
- * limit): the fastest setting whose minimum fits; *need is that minimum. Each setting is
+ * limit): the fastest setting whose minimum fits (net_min_budget's, each setting's plan
+ * replayed on one simulator); *need is that minimum. Each setting is
  * tried with every way of running in-place layers (IN_PLACE_OVER_OUTPUT, OVER_GRAD, OFF;
  * only OFF unless may_in_place): they compute the same bits at the same speed, and
  * where the pool's placement fragments more with one, another may fit. VDNN_EBUDGET,
