@@ -82,6 +82,7 @@ typedef struct sweep {
                                * rows (plan_device); owned */
     profile pr;
     int have_profile;
+    simulator *sim;           /* of (n, pr): the range's and the fixed policies' plans */
     char dir[1024];
     FILE *csv;
 } sweep;
@@ -314,7 +315,7 @@ static void release_plan_device(sweep *s, device *d)
 static vdnn_status policy_peak(sweep *s, size_t budget, mem_policy pol, algo_mode a, size_t *peak)
 {
     plan p = {0};
-    vdnn_status st = plan_fit_policy(s->n, &s->pr, budget, pol, a, &p);
+    vdnn_status st = plan_fit_policy_on(s->sim, s->n, &s->pr, budget, pol, a, &p);
     if (st == VDNN_OK) *peak = p.peak_bytes;
     plan_free(&p);
     return st;
@@ -435,7 +436,7 @@ static vdnn_status plan_row(sweep *s, sweep_row *r, plan *p)
                          ? plan_search(s->n, &s->pr, r->budget, r->pol->kind,
                                        (search_limits){.nodes = (long)s->o.node_limit, .seconds = s->o.search_seconds, .gap = s->o.search_gap,
                                                        .patience = s->o.search_gap > 0 ? PLAN_PATIENCE : 0}, p, &ss)
-                         : plan_fit_policy(s->n, &s->pr, r->budget, r->pol->pol, r->pol->algo, p);
+                         : plan_fit_policy_on(s->sim, s->n, &s->pr, r->budget, r->pol->pol, r->pol->algo, p);
     r->plan_s = vdnn_now_s() - t0;
     if (st == VDNN_EBUDGET) return VDNN_OK;
     if (st != VDNN_OK) return vdnn_wrap(st, "planning policy %s", r->pol->name);
@@ -674,6 +675,7 @@ static vdnn_status run_sweep(sweep *s)
     if (st == VDNN_OK) st = net_load(s->o.cfg, &ov, &s->n);
     if (st == VDNN_OK) st = open_csv(s);
     if (st == VDNN_OK) st = get_profile(s);
+    if (st == VDNN_OK) st = sim_create(s->n, &s->pr, &s->sim);
     if (st == VDNN_OK && s->auto_count) st = auto_budgets(s);
     for (int b = 0; b < s->nbudgets && st == VDNN_OK; b++)
         for (int k = 0; k < s->npols && st == VDNN_OK; k++) st = run_row(s, s->budgets[b], k);
@@ -693,6 +695,7 @@ int cmd_sweep(int argc, char **argv)
     if (st == VDNN_OK) st = run_sweep(&s);
     int rc = st == VDNN_OK ? 0 : cli_error();
     if (s.csv) fclose(s.csv);
+    sim_destroy(s.sim);
     if (s.have_profile) profile_free(&s.pr);
     net_free(s.n);
     device_destroy(s.plan_dev);

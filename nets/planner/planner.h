@@ -400,6 +400,11 @@ vdnn_status plan_search_from(const net *n, const profile *pr, size_t budget, sea
 /* The fastest copy timing of a fixed policy and algorithm mode whose simulated peak
  * fits `budget` (0: no limit); VDNN_EBUDGET (no message) when none does. */
 vdnn_status plan_fit_policy(const net *n, const profile *pr, size_t budget, mem_policy pol, algo_mode a, plan *out);
+/* As plan_fit_policy, replayed on sim, a simulator of (n, pr): a caller that asks of
+ * several budgets and policies keeps one (it remembers the plans it replayed; `vdnn
+ * sweep`'s range and fixed-policy rows). */
+vdnn_status plan_fit_policy_on(simulator *sim, const net *n, const profile *pr, size_t budget, mem_policy pol,
+                               algo_mode a, plan *out);
 
 /* The planner's whole decision for an attached net: plan_search_from `seed`, then, with `verify`
  * > 0, real iterations of the plan found and of the fastest fixed policy that fits

@@ -1830,14 +1830,22 @@ vdnn_status plan_search_from(const net *n, const profile *pr, size_t budget, sea
     return VDNN_OK;
 }
 
+vdnn_status plan_fit_policy_on(simulator *sim, const net *n, const profile *pr, size_t budget, mem_policy pol,
+                               algo_mode a, plan *out)
+{
+    search s = {.n = n, .pr = pr, .budget = budget ? budget : (size_t)-1, .sim = sim};
+    int fits = 0;
+    vdnn_status st = best_policy_plan(&s, pol, a, out, &fits);
+    if (st == VDNN_OK && !fits) return VDNN_EBUDGET;
+    return st;
+}
+
 vdnn_status plan_fit_policy(const net *n, const profile *pr, size_t budget, mem_policy pol, algo_mode a, plan *out)
 {
-    search s = {.n = n, .pr = pr, .budget = budget ? budget : (size_t)-1};
-    int fits = 0;
-    vdnn_status st = sim_create(n, pr, &s.sim);
-    if (st == VDNN_OK) st = best_policy_plan(&s, pol, a, out, &fits);
-    sim_destroy(s.sim);
-    if (st == VDNN_OK && !fits) return VDNN_EBUDGET;
+    simulator *sim = NULL;
+    vdnn_status st = sim_create(n, pr, &sim);
+    if (st == VDNN_OK) st = plan_fit_policy_on(sim, n, pr, budget, pol, a, out);
+    sim_destroy(sim);
     return st;
 }
 
