@@ -37,54 +37,11 @@ vdnn_status net_plan(net *n, mem_policy p, algo_mode a)
     return VDNN_OK;
 }
 
-/* Copies n's plan (algorithms, offload flags) onto its clone m. */
-static void copy_plan(net *m, const net *n)
-{
-    m->policy = n->policy;
-    m->algo = n->algo;
-    m->sync_layers = n->sync_layers;
-    m->prefetch_ahead = n->prefetch_ahead;
-    m->release_lag = n->release_lag;
-    m->in_place = n->in_place;
-    for (int i = 0; i < n->nlayers; i++) memcpy(m->layers[i]->algo, n->layers[i]->algo, sizeof n->layers[i]->algo);
-    for (int j = 0; j <= n->nlayers; j++) {
-        if (n->maps) m->maps[j].offload = n->maps[j].offload, m->maps[j].recompute = n->maps[j].recompute;
-        else net_set_map(&m->maps[j], net_policy_map(n, j, n->policy));
-    }
-}
-
-vdnn_status net_min_budget(net *n, size_t *bytes)
-{
-    /* The pool decides the same way in any capacity, so one replay in a pool too large
-     * to fill gives the frontier's high-water mark: the least budget that works, and
-     * one that works in every larger budget. */
-    device_options o = {.kind = DEVICE_SIM, .budget_bytes = (size_t)1 << 50};
-    device *d = NULL;
-    net *m = NULL;
-    vdnn_status st = net_clone(n, &m);
-    if (st == VDNN_OK) st = device_create(&o, &d);
-    /* parameters go where the net has them, or (unattached) where attaching would put them */
-    for (int i = 0; st == VDNN_OK && i < n->nlayers; i++)
-        m->layers[i]->swap = n->layers[i]->swap || (!n->dev && net_policy_swaps(n, i, n->policy));
-    if (m) m->policy = POLICY_NONE;   /* the swaps just set, nothing more */
-    if (st == VDNN_OK) st = net_attach(m, d);
-    if (st == VDNN_OK) {
-        copy_plan(m, n);
-        st = net_replay(m, m->input.n, NULL, NULL);
-    }
-    *bytes = d ? pool_frontier_peak(device_pool(d)) : 0;
-    net_free(m);
-    device_destroy(d);
-    return st;
-}
-
-/* How early copies may run, fastest first; each needs more memory than the next. */
-static const struct { int ahead, lag; } overlap_modes[] = {
-    {PREFETCH_FAR, 1}, {PREFETCH_NEXT, 1}, {PREFETCH_NEXT, 0}, {PREFETCH_ON_DEMAND, 0},
-};
-
-/* net_min_budget of n's plan as it stands (plan_from_net, which takes the maps and the
- * swaps its policy gives where it is not attached), replayed on sim. */
+/* The least budget of n's plan as it stands (plan_from_net, which takes the maps and
+ * the swaps its policy gives where it is not attached), replayed on sim, a simulator of
+ * n. The pool decides the same way in any capacity, so one replay in a pool too large
+ * to fill gives the frontier's high-water mark: the least budget that works, and one
+ * that works in every larger budget. */
 static vdnn_status min_budget_on(simulator *sim, const net *n, size_t *bytes)
 {
     plan p = {0};
@@ -94,6 +51,20 @@ static vdnn_status min_budget_on(simulator *sim, const net *n, size_t *bytes)
     plan_free(&p);
     return st;
 }
+
+vdnn_status net_min_budget(net *n, size_t *bytes)
+{
+    simulator *sim = NULL;
+    vdnn_status st = sim_create(n, NULL, &sim);
+    if (st == VDNN_OK) st = min_budget_on(sim, n, bytes);
+    sim_destroy(sim);
+    return st;
+}
+
+/* How early copies may run, fastest first; each needs more memory than the next. */
+static const struct { int ahead, lag; } overlap_modes[] = {
+    {PREFETCH_FAR, 1}, {PREFETCH_NEXT, 1}, {PREFETCH_NEXT, 0}, {PREFETCH_ON_DEMAND, 0},
+};
 
 static vdnn_status fit_budget_on(simulator *sim, net *n, size_t budget, size_t *need)
 {

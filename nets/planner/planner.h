@@ -461,13 +461,13 @@ vdnn_status net_replay_step(net *m, int items, double *step_s, double *busy_s);
 vdnn_status net_replay_eval(net *m);
 
 /* The smallest budget (bytes, a multiple of POOL_ALIGN) in which the net, planned as it
- * is now, trains and evaluates: found by net_replay on a simulated device. The pool's
+ * is now (plan_from_net), trains and evaluates: found by the simulator's replay. The pool's
  * choices depend neither on timing nor on its capacity, so a run fits in exactly the
  * budgets >= this one, and a real device reaches the same pool state. */
 vdnn_status net_min_budget(net *n, size_t *bytes);
 
 /* Chooses how early copies run (prefetch_ahead, release_lag) for `budget` (0: no
- * limit): the fastest setting whose minimum fits (net_min_budget's, each setting's plan
+ * limit): the fastest setting whose minimum fits (net_min_budget's, the settings
  * replayed on one simulator); *need is that minimum. Each setting is
  * tried with every way of running in-place layers (IN_PLACE_OVER_OUTPUT, OVER_GRAD, OFF;
  * only OFF unless may_in_place): they compute the same bits at the same speed, and
