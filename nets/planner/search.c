@@ -814,7 +814,7 @@ static vdnn_status lone_move(search *s, plan *cur, const decision *d, int *to, d
 /* Lone changes tried at once on the search's threads, each against the plan as it
  * stands (lone_moves): thread i's copy of it. */
 typedef struct lone_jobs {
-    plan **at;
+    plan *at;
     const decision *dec;
     const move *moves;
     const int *pick;
@@ -835,7 +835,7 @@ static vdnn_status lone_job(search *v, void *ctx, int thread, int k, int *stop)
         *stop = 1;
         return VDNN_OK;
     }
-    plan *c = r->at[thread];
+    plan *c = &r->at[thread];
     double busy = r->busy;
     r->to[k] = r->pick[r->moves[k].k];
     vdnn_status st = lone_move(v, c, &r->dec[r->moves[k].k], &r->to[k], &busy, &r->moved[k], &r->first[k]);
@@ -863,17 +863,14 @@ static vdnn_status lone_moves(search *s, plan *cur, const decision *dec, const m
                               double *busy, int *at, int *first)
 {
     const int threads = 1 + s->nhelper < b ? 1 + s->nhelper : b;
-    plan *where[LONE_MOST], copy[LONE_MOST] = {{0}};
+    plan copy[LONE_MOST] = {{0}};
     int to[LONE_MOST], moved[LONE_MOST] = {0}, firsts[LONE_MOST];
     double busy_after[LONE_MOST], t_after[LONE_MOST];
     size_t peak_after[LONE_MOST];
     if (b > LONE_MOST) b = LONE_MOST;
     vdnn_status st = VDNN_OK;
-    for (int i = 0; i < threads && st == VDNN_OK; i++) {
-        st = plan_copy(&copy[i], cur);
-        where[i] = &copy[i];
-    }
-    lone_jobs r = {.at = where, .dec = dec, .moves = moves, .pick = pick, .busy = *busy, .made = b, .to = to,
+    for (int i = 0; i < threads && st == VDNN_OK; i++) st = plan_copy(&copy[i], cur);
+    lone_jobs r = {.at = copy, .dec = dec, .moves = moves, .pick = pick, .busy = *busy, .made = b, .to = to,
                    .moved = moved, .first = firsts, .busy_after = busy_after, .t_after = t_after,
                    .peak_after = peak_after};
     if (st == VDNN_OK) st = on_threads(s, b, 1, lone_job, &r);
