@@ -219,11 +219,12 @@ static vdnn_status params_fetch(net *n, int i, int backward, int accumulate)
         if (st == VDNN_OK && backward) {
             st = device_alloc_as(n->dev, bytes, l->name, p->name, ".grad (swapped)", (void **)&p->grad);
             if (st == VDNN_OK && accumulate)
-                st = device_copy(n->dev, STREAM_MEMORY, p->grad, p->host_grad, bytes, COPY_H2D);
+                st = device_copy_tagged(n->dev, STREAM_MEMORY, p->grad, p->host_grad, bytes, COPY_H2D, l->name);
         }
         if (st == VDNN_OK && backward && updates_here(n, l)) {
             st = device_alloc_as(n->dev, bytes, l->name, p->name, ".momentum (swapped)", (void **)&p->momentum);
-            if (st == VDNN_OK) st = device_copy(n->dev, STREAM_MEMORY, p->momentum, p->host_momentum, bytes, COPY_H2D);
+            if (st == VDNN_OK)
+                st = device_copy_tagged(n->dev, STREAM_MEMORY, p->momentum, p->host_momentum, bytes, COPY_H2D, l->name);
         }
     }
     if (st != VDNN_OK) return st;
@@ -261,9 +262,10 @@ static vdnn_status params_release(net *n, int i, int backward)
             param *p = &l->params[k];
             size_t bytes = shape_count(p->shape) * sizeof(float);
             st = device_copy_tagged(n->dev, STREAM_MEMORY, p->host_grad, p->grad, bytes, COPY_D2H, l->name);
-            if (st == VDNN_OK && update) st = device_copy(n->dev, STREAM_MEMORY, p->host_value, p->value, bytes, COPY_D2H);
             if (st == VDNN_OK && update)
-                st = device_copy(n->dev, STREAM_MEMORY, p->host_momentum, p->momentum, bytes, COPY_D2H);
+                st = device_copy_tagged(n->dev, STREAM_MEMORY, p->host_value, p->value, bytes, COPY_D2H, l->name);
+            if (st == VDNN_OK && update)
+                st = device_copy_tagged(n->dev, STREAM_MEMORY, p->host_momentum, p->momentum, bytes, COPY_D2H, l->name);
         }
         n->gev[i] = device_event_record(n->dev, STREAM_MEMORY);
         if (!n->gev[i] && st == VDNN_OK) st = vdnn_fail(VDNN_ENOMEM, "out of host memory for an event");

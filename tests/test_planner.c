@@ -1689,6 +1689,123 @@ START_TEST(live_bounds_hold_at_most_what_a_change_holds)
 }
 END_TEST
 
+/* sim_critical: the copies on a longest path of a plan's step. */
+typedef struct critical_check {
+    const net *n;
+    simulator *s, *changed;
+    long plans, off_path, off_path_far, on_path_gains, unknown;
+} critical_check;
+
+/* q's step time, or -1 where q is not a plan (a recompute chain through a swapped layer). */
+static double step_of(critical_check *c, const plan *q)
+{
+    double t;
+    size_t peak;
+    vdnn_status st = sim_run(c->changed, q, &t, &peak);
+    if (st == VDNN_EINVAL) return -1;
+    ck_assert_msg(st == VDNN_OK, "%s", vdnn_errmsg());
+    return t;
+}
+
+/* Change q's choice `*at` to `to`: its step against the plan's t, counted as the
+ * critical copies say (on or off the path), and asserted where off it. */
+static void path_change(critical_check *c, plan *q, unsigned char *at, unsigned char to, int on_path, double t,
+                        const char *what, int j)
+{
+    const unsigned char was = *at;
+    *at = to;
+    const double changed = step_of(c, q);
+    *at = was;
+    if (changed < 0) return;
+    const int gains = changed < t * (1 - 1e-12);
+    if (on_path) {
+        c->on_path_gains += gains;
+        return;
+    }
+    if (q->prefetch_ahead == PREFETCH_FAR) {   /* a kept map moves the next ones' fetches: no promise */
+        c->off_path_far++;
+        return;
+    }
+    c->off_path++;
+    ck_assert_msg(!gains, "plan %ld, %s %d: off the step's longest path, yet the step went from %.9g to %.9g s",
+                  c->plans, what, j, t, changed);
+}
+
+static int paths_hold(void *ctx, const plan *p)
+{
+    critical_check *c = ctx;
+    if (c->plans++ % 41) return 0;
+    const net *n = c->n;
+    plan q;
+    ck_assert(plan_copy(&q, p) == VDNN_OK);
+    critical_copies cr = {0};
+    /* each plan with each way of timing its fetches */
+    for (int way = PREFETCH_ON_DEMAND; way <= PREFETCH_FAR; way++) {
+        q.prefetch_ahead = way;
+        ck_assert_msg(sim_critical(c->s, &q, &cr) == VDNN_OK, "%s", vdnn_errmsg());
+        /* not known where micro-batches repeat (device_sim_repeat): three or more */
+        ck_assert_msg(cr.valid || (n->micro && n->minibatch / n->micro >= 3), "plan %ld: no path known", c->plans);
+        if (!cr.valid) {
+            c->unknown++;
+            continue;
+        }
+        const double t = step_of(c, &q);
+        for (int j = 0; j < n->nlayers; j++)
+            if (q.offload[j] == MAP_OFFLOAD) {
+                path_change(c, &q, &q.offload[j], MAP_KEEP, cr.maps[j], t, "map kept", j);
+                if (net_recomputable(n, j, q.swap))
+                    path_change(c, &q, &q.offload[j], MAP_RECOMPUTE, cr.maps[j], t, "map recomputed", j);
+            }
+        for (int i = 0; i < n->nlayers; i++)
+            if (q.swap[i] == SWAP_HOST) path_change(c, &q, &q.swap[i], SWAP_NONE, cr.params[i], t, "parameters kept, layer", i);
+    }
+    plan_free(&q);
+    critical_copies_free(&cr);
+    return c->plans > 41 * 40;
+}
+
+/* The copies sim_critical puts on a plan's longest path say which changes may shorten
+ * its step: for plans of the branch and bound's space (every 41st, 40 of each net, each
+ * with each way of timing its fetches), no map offloaded whose copies are off the path,
+ * kept or recomputed instead, and no layer whose parameters' copies are off it, kept on
+ * the device, makes the step any shorter, where each map is fetched where its own
+ * reader says (not PREFETCH_FAR); on a chain, a graph with a shortcut and a net whose
+ * first layers get no gradient, whole batches and micro-batches of 2 items (where four
+ * repeat, no path is known). And they say something: many changes are off the path,
+ * and changes on it do shorten steps. */
+START_TEST(changes_off_the_longest_path_shorten_no_step)
+{
+    static const char *const nets[] = {ENUM_NET, CLIMB_NET, LRN_FIRST_NET};
+    long off = 0, gains = 0;
+    for (int k = 0; k < 6; k++) {
+        net_overrides ov = net_no_overrides();
+        ov.micro_batch = k % 2 ? 2 : 0;
+        profile pr;
+        size_t least = 0;
+        plan none;
+        net *n = net_and_range(nets[k / 2], &ov, 5 + (uint64_t)k, &pr, &least, &none);
+        critical_check c = {.n = n};
+        ck_assert(sim_create(n, &pr, &c.s) == VDNN_OK);
+        ck_assert(sim_create(n, &pr, &c.changed) == VDNN_OK);
+        plan_enumerate(n, &pr, paths_hold, &c);
+        printf("critical copies (%s, micro-batches %d): %ld plans; %ld changes off the path, none faster "
+               "(%ld more with far prefetches); %ld on it faster; %ld plans whose path is not known (repeated "
+               "micro-batches)\n",
+               k / 2 == 2 ? "no gradient into the first layer" : k / 2 ? "graph" : "chain", ov.micro_batch,
+               c.plans / 41 * 3, c.off_path, c.off_path_far, c.on_path_gains, c.unknown);
+        off += c.off_path;
+        gains += c.on_path_gains;
+        sim_destroy(c.s);
+        sim_destroy(c.changed);
+        plan_free(&none);
+        profile_free(&pr);
+        net_free(n);
+    }
+    ck_assert_int_gt(off, 100);
+    ck_assert_int_gt(gains, 50);
+}
+END_TEST
+
 /* plan_floor_within: no plan of the branch and bound's space (every 4th, up to 800 of
  * each net) takes less than the floor at its own peak, the tightest budget it fits; on a
  * chain, a graph with batch norm (parameters no plan swaps) and two convolutions, whole
@@ -2324,6 +2441,7 @@ static Suite *planner_suite(void)
     tcase_add_test(t, a_remembered_evaluation_sets_the_peak_as_a_replayed_one);
     tcase_add_loop_test(t, capped_replays_answer_as_full_ones, 0, 2);
     tcase_add_test(t, live_bounds_hold_at_most_what_a_change_holds);
+    tcase_add_test(t, changes_off_the_longest_path_shorten_no_step);
     tcase_add_test(t, a_rounds_bounds_spare_replays_and_change_no_plan);
     tcase_add_test(t, a_search_handed_the_floor_finds_the_same_plan);
     tcase_add_test(t, the_error_below_the_least_budget_names_it);

@@ -237,6 +237,7 @@ typedef struct sim_model {
     double copy_latency_s;                     /* per memory-stream copy */
     int replay_repeats;                        /* 1: device_sim_mark refuses, so that work that
                                                 * repeats is replayed (to check the skip) */
+    int critical;                              /* 1: the copies' paths noted (device_sim_critical) */
 } sim_model;
 /* Sets the model (copied) and resets both clocks to 0. */
 void device_sim_set_model(device *d, const sim_model *m);
@@ -264,6 +265,14 @@ int device_sim_same(const sim_mark *a, const sim_mark *b);
  * timed waits and the compute stream's work move on by as much again (the pool, where
  * the work ends as it began, stays). */
 void device_sim_repeat(device *d, const sim_mark *from, const sim_mark *to, int times);
+/* The memory-stream copies on a longest path of the work since a model with `critical`
+ * was set (through copies, the host's issue of them and the waits for them, and the
+ * compute stream's work between): the tags they were issued with (device_copy_tagged),
+ * last first, in *tags (the device's, valid until the model is set again), and their
+ * count; -1 where not known (no such model, work repeated by device_sim_repeat, no host
+ * memory to note the copies, or another device). Every other copy ends before the elapsed time less its slack: left out, with
+ * nothing else changed, the work would end no sooner. */
+int device_sim_critical(device *d, const char *const **tags);
 
 /* The number of CUDA GPUs this process sees: 0 when there is no driver or no GPU, and
  * in a build without CUDA. */

@@ -13,7 +13,8 @@ struct dev_event {
     stream_id stream;
     uint64_t ticket;       /* CPU: completed once the stream's done count reaches it */
     void *handle;          /* CUDA: the cudaEvent_t */
-    double at_s;           /* simulated device: its stream's clock when recorded */
+    double at_s;           /* simulated device: its stream's clock when recorded, */
+    int src;               /* and the copy that clock's longest path last went through */
 };
 
 typedef struct device_impl {

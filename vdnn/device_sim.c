@@ -11,10 +11,22 @@
 
 #include "vdnn/device_impl.h"
 
+/* A memory-stream copy replayed: its tag, and the copy at the end of the longest path
+ * to its start (-1: none, the path starts at 0). */
+typedef struct sim_copy_note {
+    const char *tag;
+    int pred;
+} sim_copy_note;
+
 typedef struct sim_state {
     sim_model model;
     double t[2];              /* clock per stream: STREAM_COMPUTE, STREAM_MEMORY */
     double busy;              /* the compute stream's own work so far (its clock less its waits) */
+    int src[2];               /* per stream, the last copy on the longest path to its clock */
+    sim_copy_note *notes;     /* the memory-stream copies since the model was set */
+    int nnotes, cap_notes;
+    int unknown;              /* the paths are not known (device_sim_critical) */
+    const char **path;        /* device_sim_critical's answer */
 } sim_state;
 
 static sim_state *state(const device *d) { return d->priv; }
@@ -23,6 +35,8 @@ static double later(double a, double b) { return a > b ? a : b; }
 
 static void sim_destroy(device *d)
 {
+    sim_state *st = state(d);
+    if (st) free(st->notes), free(st->path);
     free(d->priv);
     free(d);
 }
@@ -48,8 +62,20 @@ static vdnn_status sim_copy(device *d, stream_id s, void *dst, const void *src, 
         st->busy += copy_s(&st->model, bytes, k);
         return VDNN_OK;
     }
-    double start = later(st->t[STREAM_MEMORY], st->t[STREAM_COMPUTE]);
+    const int from_memory = st->t[STREAM_MEMORY] > st->t[STREAM_COMPUTE];
+    double start = from_memory ? st->t[STREAM_MEMORY] : st->t[STREAM_COMPUTE];
     st->t[STREAM_MEMORY] = start + st->model.copy_latency_s + copy_s(&st->model, bytes, k);
+    if (st->unknown) return VDNN_OK;
+    if (st->nnotes == st->cap_notes) {
+        int cap = st->cap_notes ? 2 * st->cap_notes : 1024;
+        sim_copy_note *more = realloc(st->notes, (size_t)cap * sizeof *more);
+        if (more) st->notes = more, st->cap_notes = cap;
+        else st->unknown = 1;   /* the replay goes on; its paths are not known */
+    }
+    if (!st->unknown) {
+        st->notes[st->nnotes] = (sim_copy_note){tag, st->src[from_memory ? STREAM_MEMORY : STREAM_COMPUTE]};
+        st->src[STREAM_MEMORY] = st->nnotes++;
+    }
     return VDNN_OK;
 }
 
@@ -68,23 +94,31 @@ static vdnn_status sim_fill_normal(device *d, float *dst, size_t count, uint64_t
 static vdnn_status sim_record(device *d, stream_id s, dev_event *ev)
 {
     ev->at_s = state(d)->t[s];
+    ev->src = state(d)->src[s];
     return VDNN_OK;
 }
 
 static int sim_done(device *d, dev_event *ev) { (void)d, (void)ev; return 1; }
 
+/* Stream s's clock moved on to the event's where that is later (its path with it). */
+static void wait_for(sim_state *st, stream_id s, const dev_event *ev)
+{
+    if (ev->at_s > st->t[s]) {
+        st->t[s] = ev->at_s;
+        st->src[s] = ev->src;
+    }
+}
+
 /* The host waits: it issues the next compute work no earlier than the event. */
 static vdnn_status sim_wait(device *d, dev_event *ev)
 {
-    sim_state *st = state(d);
-    st->t[STREAM_COMPUTE] = later(st->t[STREAM_COMPUTE], ev->at_s);
+    wait_for(state(d), STREAM_COMPUTE, ev);
     return VDNN_OK;
 }
 
 static vdnn_status sim_stream_wait(device *d, stream_id s, dev_event *ev)
 {
-    sim_state *st = state(d);
-    st->t[s] = later(st->t[s], ev->at_s);
+    wait_for(state(d), s, ev);
     return VDNN_OK;
 }
 
@@ -92,17 +126,18 @@ static vdnn_status sim_stream_wait(device *d, stream_id s, dev_event *ev)
 static vdnn_status sim_stream_wait_timed(device *d, stream_id s, dev_event *ev)
 {
     sim_state *st = state(d);
-    if (ev->at_s > st->t[s]) {
-        d->waited_s += ev->at_s - st->t[s];
-        st->t[s] = ev->at_s;
-    }
+    if (ev->at_s > st->t[s]) d->waited_s += ev->at_s - st->t[s];
+    wait_for(st, s, ev);
     return VDNN_OK;
 }
 
 static vdnn_status sim_stream_sync(device *d, stream_id s)
 {
     sim_state *st = state(d);
-    st->t[STREAM_COMPUTE] = later(st->t[STREAM_COMPUTE], st->t[s]);
+    if (st->t[s] > st->t[STREAM_COMPUTE]) {
+        st->t[STREAM_COMPUTE] = st->t[s];
+        st->src[STREAM_COMPUTE] = st->src[s];
+    }
     return VDNN_OK;
 }
 
@@ -130,6 +165,9 @@ void device_sim_set_model(device *d, const sim_model *m)
     sim_state *st = state(d);
     st->model = *m;
     st->t[0] = st->t[1] = st->busy = 0;
+    st->src[0] = st->src[1] = -1;
+    st->nnotes = 0;
+    st->unknown = !m->critical;
 }
 
 void device_sim_advance(device *d, double seconds)
@@ -179,6 +217,26 @@ void device_sim_repeat(device *d, const sim_mark *from, const sim_mark *to, int 
     st->t[STREAM_MEMORY] += dt;
     st->busy += (to->busy_s - from->busy_s) * times;
     d->waited_s += (to->waited_s - from->waited_s) * times;
+    st->unknown = 1;
+}
+
+int device_sim_critical(device *d, const char *const **tags)
+{
+    if (d->kind != DEVICE_SIM || state(d)->unknown) return -1;
+    sim_state *st = state(d);
+    free(st->path);
+    st->path = malloc(((size_t)st->nnotes + 1) * sizeof *st->path);
+    if (!st->path) return -1;
+    int count = 0;
+    /* each copy's path comes from a copy noted before it: an index out of that order is
+     * of an event recorded before the model was set, and the path is not known */
+    for (int k = st->src[st->t[STREAM_MEMORY] > st->t[STREAM_COMPUTE] ? STREAM_MEMORY : STREAM_COMPUTE], last = st->nnotes;
+         k >= 0; last = k, k = st->notes[k].pred) {
+        if (k >= last) return -1;
+        st->path[count++] = st->notes[k].tag;
+    }
+    *tags = st->path;
+    return count;
 }
 
 vdnn_status device_create_sim(const device_options *opt, device **out)
@@ -193,6 +251,7 @@ vdnn_status device_create_sim(const device_options *opt, device **out)
     d->kind = DEVICE_SIM;
     d->impl = &sim_impl;
     d->priv = st;
+    st->src[0] = st->src[1] = -1;
     d->budget_bytes = opt->budget_bytes / POOL_ALIGN * POOL_ALIGN;
     d->slab = (char *)(uintptr_t)POOL_ALIGN;
     snprintf(d->desc, sizeof d->desc, "simulated (sizes only)");

@@ -228,6 +228,19 @@ double sim_busy_s(const simulator *s);
  * (net_probe, its arrays the net's size) what the first micro-batch holds. */
 vdnn_status sim_probe(simulator *s, const plan *p, net_probe *probe);
 
+/* The maps and parameters whose copies lie on a longest path of a plan's training step
+ * (device_sim_critical): a change that leaves out only copies of others, adding no
+ * work, leaves the step no shorter. */
+typedef struct critical_copies {
+    int valid;                /* 0: not known (any change may shorten the step) */
+    unsigned char *maps;      /* (nlayers + 1) map x[j] offloaded or fetched on it */
+    unsigned char *params;    /* (nlayers) layer i's parameters or their gradients copied on it */
+} critical_copies;
+/* Replays `p` (whatever it replayed before) for its critical copies, into *c (freed
+ * first: a struct of zeros, or one this filled). */
+vdnn_status sim_critical(simulator *s, const plan *p, critical_copies *c);
+void critical_copies_free(critical_copies *c);
+
 /* Lower bounds on the bytes a plan holds at once (its blocks not yet freed: no more than
  * its peak) once one of its decisions changes, from one replay of it (bounds.c). A
  * change of one map, one layer's parameters or one pass's workspace leaves the pool's

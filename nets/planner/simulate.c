@@ -2,6 +2,7 @@
  * with the profile's costs on its clocks (planner.h); and the measurement of a plan
  * with real iterations, which the simulator's predictions are checked against. */
 #include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +130,7 @@ typedef struct sim_net {
     pool_marks marks;         /* and its marks; */
     int clean;                /* the pool as attached (its last replay succeeded, or none since): reusable */
     long used;                /* the run that last used it */
+    const layer **by_address; /* m's layers in address order (critical_of), once asked for */
 } sim_net;
 
 /* Two: a climb's round replays plan after plan with the same swaps, and between them the
@@ -194,6 +196,7 @@ void sim_destroy(simulator *s)
     if (!s) return;
     for (int k = 0; k < SIM_NETS; k++) {
         net_free(s->net[k].m);
+        free(s->net[k].by_address);
         device_destroy(s->net[k].d);
         plan_free(&s->net[k].applied);
     }
@@ -368,17 +371,53 @@ vdnn_status net_replay(net *m, int items, double *step_s, double *busy_s)
     return st == VDNN_OK ? net_replay_eval(m) : st;
 }
 
+/* The copies on the longest path of m's step just replayed into c (c->valid 0 where
+ * not known): each tagged with its map's name (memory_manager.c) or its layer's
+ * (iteration.c, the parameters), known by where that name lies. */
+static int cmp_address(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t) * (const layer *const *)a, y = (uintptr_t) * (const layer *const *)b;
+    return (x > y) - (x < y);
+}
+
+static void critical_of(sim_net *a, critical_copies *c)
+{
+    const net *m = a->m;
+    const int L = m->nlayers;
+    const char *const *tags = NULL;
+    const int count = device_sim_critical(m->dev, &tags);
+    if (count > 0 && !a->by_address && (a->by_address = malloc((size_t)L * sizeof *a->by_address))) {
+        memcpy(a->by_address, m->layers, (size_t)L * sizeof *a->by_address);
+        qsort(a->by_address, (size_t)L, sizeof *a->by_address, cmp_address);
+    }
+    const uintptr_t maps = (uintptr_t)m->maps + offsetof(fmap, name);
+    c->valid = count >= 0 && (count == 0 || a->by_address);
+    for (int k = 0; k < count && c->valid; k++) {
+        const uintptr_t t = (uintptr_t)tags[k];
+        if (m->maps && t >= maps && (t - maps) % sizeof(fmap) == 0 && (t - maps) / sizeof(fmap) <= (uintptr_t)L) {
+            c->maps[(t - maps) / sizeof(fmap)] = 1;
+            continue;
+        }
+        /* a layer whose name it is (the address of that name less its place in the layer) */
+        const layer *l = (const layer *)(t - offsetof(layer, name));
+        const layer *const *at = bsearch(&l, a->by_address, (size_t)L, sizeof *a->by_address, cmp_address);
+        const int i = at ? (*at)->index : -1;
+        if (i >= 0 && i < L && m->layers[i] == *at) c->params[i] = 1;
+    }
+}
+
 /* net_replay of plan p on net a, the evaluation batch's marks taken from the memo where
  * it has them: the pool as attached (what the evaluation starts from after a step that
  * returned every block) then places the same blocks. Its marks kept are those it
  * reaches from the attached ones; the step's and its together are the larger of each,
  * as when it runs on from the step's. */
-static vdnn_status replay(simulator *s, sim_net *a, const plan *p, size_t cap, double *time_s)
+static vdnn_status replay(simulator *s, sim_net *a, const plan *p, size_t cap, double *time_s, critical_copies *c)
 {
     net *m = a->m;
     pool *pl = device_pool(a->d);
     vdnn_status st = net_replay_step(m, m->minibatch, time_s, &s->busy_s);
     if (st != VDNN_OK) return st;
+    if (c) critical_of(a, c);
     const uint64_t h = !pool_pending_bytes(pl) && pool_state_key(pl) == a->attached ? eval_key(s, m, p) : 0;
     const pool_marks *kept = h ? memo_get(&s->evals, h) : NULL;
     const pool_marks step = pool_get_marks(pl);
@@ -405,7 +444,7 @@ static vdnn_status replay(simulator *s, sim_net *a, const plan *p, size_t cap, d
 
 /* The net to replay p on (net_for), running p, its clocks at 0. A plan the net cannot
  * run leaves it as it was, still clean. */
-static vdnn_status ready(simulator *s, const plan *p, sim_net **out)
+static vdnn_status ready(simulator *s, const plan *p, int critical, sim_net **out)
 {
     sim_net *a = NULL;
     vdnn_status st = net_for(s, p, &a);
@@ -420,6 +459,7 @@ static vdnn_status ready(simulator *s, const plan *p, sim_net **out)
         model.d2h_bytes_per_s = s->pr->d2h_bytes_per_s;
         model.copy_latency_s = s->pr->copy_latency_s;
     }
+    model.critical = critical;
     device_sim_set_model(a->d, &model);
     *out = a;
     return VDNN_OK;
@@ -465,11 +505,11 @@ vdnn_status sim_run_within(simulator *s, const plan *p, size_t cap, double *time
         return VDNN_OK;
     }
     sim_net *a = NULL;
-    vdnn_status st = ready(s, p, &a);
+    vdnn_status st = ready(s, p, 0, &a);
     if (st != VDNN_OK) return st;
     pool *pl = device_pool(a->d);
     pool_set_cap(pl, cap);
-    st = replay(s, a, p, cap, time_s);
+    st = replay(s, a, p, cap, time_s, NULL);
     pool_set_cap(pl, 0);
     const int over = cap && st == VDNN_EBUDGET;
     s->runs++;
@@ -493,15 +533,43 @@ vdnn_status sim_run_within(simulator *s, const plan *p, size_t cap, double *time
 vdnn_status sim_probe(simulator *s, const plan *p, net_probe *probe)
 {
     sim_net *a = NULL;
-    vdnn_status st = ready(s, p, &a);
+    vdnn_status st = ready(s, p, 0, &a);
     if (st != VDNN_OK) return st;
     double t;
     a->m->probe = probe;
-    st = replay(s, a, p, 0, &t);
+    st = replay(s, a, p, 0, &t, NULL);
     a->m->probe = NULL;
     s->runs++;
     a->clean = st == VDNN_OK;
     if (st == VDNN_OK) s->used_peak = pool_live_peak(device_pool(a->d));
+    return st;
+}
+
+void critical_copies_free(critical_copies *c)
+{
+    free(c->maps);
+    free(c->params);
+    memset(c, 0, sizeof *c);
+}
+
+vdnn_status sim_critical(simulator *s, const plan *p, critical_copies *c)
+{
+    critical_copies_free(c);
+    const size_t L = (size_t)s->src->nlayers;
+    c->maps = calloc(L + 1, 1);
+    c->params = calloc(L, 1);
+    if (!c->maps || !c->params) {
+        critical_copies_free(c);
+        return vdnn_fail(VDNN_ENOMEM, "out of host memory for the simulator");
+    }
+    sim_net *a = NULL;
+    vdnn_status st = ready(s, p, 1, &a);
+    if (st != VDNN_OK) return st;
+    double t;
+    st = replay(s, a, p, 0, &t, c);
+    s->runs++;
+    a->clean = st == VDNN_OK;
+    if (st != VDNN_OK) c->valid = 0;
     return st;
 }
 
