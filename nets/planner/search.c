@@ -597,6 +597,30 @@ static int may_gain(const search *s, const decision *d, int was, int to, double 
     return pass_s(s->pr, d->layer, d->pass, to) < pass_s(s->pr, d->layer, d->pass, was);
 }
 
+/* Whether changing decision d of a plan from `was` to `to` leaves out only copies that
+ * are not on the longest path of its step (cr, sim_critical), adding no work or adding
+ * compute work alone: then it is not replayed. An offloaded map kept or recomputed drops
+ * its offload and its fetch; parameters swapped and updated on the host, kept on the
+ * device, drop their copies, their update the same work in the same place. The replay
+ * is a max-plus system (may_gain) in which every constraint of that path stays, so the
+ * step is no shorter -- where each map is fetched where its own reader says. With far
+ * prefetches (PREFETCH_FAR, vDNN's rule) a map kept moves the fetches of the maps after
+ * it earlier, and such a change can gain a little; the climbs leave those out too: on
+ * ResNet-1202 at batch 2, `vdnn sweep` of 10 budgets took 19-22 s instead of 26-29, its
+ * plans as fast or faster (0.15-0.19% at five budgets), and bench/planning.sh's 39
+ * points kept their plans but two (0.02% and 0.003% slower), in 11% less time on the
+ * ImageNet-size configs (bench/planner.md). The path costs a replay: a round of fewer
+ * than CRITICAL_LEAST decisions, or lone changes of a quarter of that, go without. */
+#define CRITICAL_LEAST 64
+
+static int off_path(const critical_copies *cr, const decision *d, int was, int to)
+{
+    if (!cr || !cr->valid) return 0;
+    if (d->pass == DEC_MAP) return was == MAP_OFFLOAD && to != MAP_OFFLOAD && !cr->maps[d->layer];
+    if (d->pass == DEC_SWAP) return was == SWAP_HOST && to == SWAP_NONE && !cr->params[d->layer];
+    return 0;
+}
+
 /* Whether every choice of d after `c` (in d's order) adds work to the plan that takes c:
  * a pass's algorithms go fastest first, a map is kept before it is recomputed (compute)
  * or offloaded (copies), and parameters kept on the device need no copies, which both
@@ -626,7 +650,9 @@ static size_t change_holds(const search *s, const live_bounds *lb, const plan *c
 /* Decision d's choice for cur that makes it fastest while it still fits, into *best_c
  * (its current one if none is faster than *best_t, which it lowers; the choices after
  * one that fits and gains not tried where they add work: adds_work_after); cur, whose
- * compute-stream work is busy_s, is left as it was. With lb (cur's live_bounds), a
+ * compute-stream work is busy_s, is left as it was. With cr (cur's critical copies), a
+ * choice that leaves out only copies off its longest path is not replayed (off_path).
+ * With lb (cur's live_bounds), a
  * choice they show holds more than the budget at once is not replayed: it does not fit.
  * On ResNet-1202 at batch 2 and dyn's least they found 7,800 of the 12,500 changes that
  * did not fit, and planning took 5.3 s instead of 7.4 (bench/planner.md). An offloaded
@@ -636,7 +662,7 @@ static size_t change_holds(const search *s, const live_bounds *lb, const plan *c
  * replays a climb gained nothing (a sixth of its replays), and planning took 10-15% less,
  * the same plans; at bench/planning.sh's points every plan stayed the same. */
 static vdnn_status best_choice(search *s, plan *cur, double busy_s, const decision *d, const live_bounds *lb,
-                               int *best_c, double *best_t)
+                               const critical_copies *cr, int *best_c, double *best_t)
 {
     const int was = get_choice(cur, d);
     const double t = cur->predicted_s;
@@ -646,6 +672,7 @@ static vdnn_status best_choice(search *s, plan *cur, double busy_s, const decisi
     *best_c = was;
     for (int c = 0; c < d->count && st == VDNN_OK; c++) {
         if (d->choice[c] == was || !may_gain(s, d, was, d->choice[c], busy_s, *best_t)) continue;
+        if (off_path(cr, d, was, d->choice[c])) continue;
         if (kept_fits && d->choice[c] == MAP_RECOMPUTE) continue;
         if (lb && change_holds(s, lb, cur, d, was, d->choice[c]) > s->budget) continue;
         set_choice(cur, d, d->choice[c]);
@@ -796,13 +823,14 @@ static vdnn_status try_group(search *s, plan *cur, const decision *dec, const mo
  * choice against cur measured again (into *to) and tried in turn (the change no longer
  * gains or fits: another of them may). *moved, and *first where the first try made it;
  * cur is left as it was where neither did. */
-static vdnn_status lone_move(search *s, plan *cur, const decision *d, int *to, double *busy, int *moved, int *first)
+static vdnn_status lone_move(search *s, plan *cur, const decision *d, const critical_copies *cr, int *to, double *busy,
+                             int *moved, int *first)
 {
-    vdnn_status st = try_move(s, cur, d, *to, busy, moved);
+    vdnn_status st = off_path(cr, d, get_choice(cur, d), *to) ? (*moved = 0, VDNN_OK) : try_move(s, cur, d, *to, busy, moved);
     *first = *moved;
     if (st == VDNN_OK && !*moved && d->count > 2) {
         double t = cur->predicted_s;
-        st = best_choice(s, cur, *busy, d, NULL, to, &t);
+        st = best_choice(s, cur, *busy, d, NULL, cr, to, &t);
         if (st == VDNN_OK) st = try_move(s, cur, d, *to, busy, moved);
     }
     return st;
@@ -819,6 +847,7 @@ typedef struct lone_jobs {
     const move *moves;
     const int *pick;
     double busy;
+    const critical_copies *cr;   /* the plan's, as it stands */
     int made;                 /* the first change made so far (taken and set atomically), or b */
     int *to, *moved, *first;
     double *busy_after, *t_after;
@@ -838,7 +867,7 @@ static vdnn_status lone_job(search *v, void *ctx, int thread, int k, int *stop)
     plan *c = &r->at[thread];
     double busy = r->busy;
     r->to[k] = r->pick[r->moves[k].k];
-    vdnn_status st = lone_move(v, c, &r->dec[r->moves[k].k], &r->to[k], &busy, &r->moved[k], &r->first[k]);
+    vdnn_status st = lone_move(v, c, &r->dec[r->moves[k].k], r->cr, &r->to[k], &busy, &r->moved[k], &r->first[k]);
     r->busy_after[k] = busy;
     r->t_after[k] = c->predicted_s;
     r->peak_after[k] = c->peak_bytes;
@@ -870,10 +899,13 @@ static vdnn_status lone_moves(search *s, plan *cur, const decision *dec, const m
     if (b > LONE_MOST) b = LONE_MOST;
     vdnn_status st = VDNN_OK;
     for (int i = 0; i < threads && st == VDNN_OK; i++) st = plan_copy(&copy[i], cur);
-    lone_jobs r = {.at = copy, .dec = dec, .moves = moves, .pick = pick, .busy = *busy, .made = b, .to = to,
+    critical_copies cr = {0};
+    if (st == VDNN_OK && b >= CRITICAL_LEAST / 4) st = sim_critical(s->sim, cur, &cr);
+    lone_jobs r = {.at = copy, .dec = dec, .moves = moves, .pick = pick, .busy = *busy, .cr = &cr, .made = b, .to = to,
                    .moved = moved, .first = firsts, .busy_after = busy_after, .t_after = t_after,
                    .peak_after = peak_after};
     if (st == VDNN_OK) st = on_threads(s, b, 1, lone_job, &r);
+    critical_copies_free(&cr);
     for (int i = 0; i < threads; i++) plan_free(&copy[i]);
     *at = -1;
     for (int j = 0; st == VDNN_OK && j < b && *at < 0; j++) {
@@ -917,6 +949,7 @@ typedef struct round_jobs {
     plan **cur;
     const decision *dec;
     const live_bounds *lb;    /* the plan's, or NULL */
+    const critical_copies *cr;   /* the plan's */
     double busy;
     int estimate;
     int *pick;
@@ -938,7 +971,7 @@ static vdnn_status round_job(search *v, void *ctx, int thread, int k, int *stop)
     }
     plan *cur = r->cur[thread];
     double t = cur->predicted_s;
-    vdnn_status st = best_choice(v, cur, r->busy, &r->dec[k], r->lb, &r->pick[k], &t);
+    vdnn_status st = best_choice(v, cur, r->busy, &r->dec[k], r->lb, r->cr, &r->pick[k], &t);
     r->gain[k] = cur->predicted_s - t;
     return st;
 }
@@ -970,9 +1003,12 @@ static vdnn_status measure_round(search *s, plan *cur, double busy, const decisi
     cur->predicted_s = t;
     cur->peak_bytes = peak;
     if (st == VDNN_OK && tight) st = live_bounds_make(s->sim, s->n, cur, s->budget, &lb);
-    round_jobs r = {.cur = at, .dec = dec, .lb = lb.valid ? &lb : NULL, .busy = busy, .estimate = estimate,
+    critical_copies cr = {0};
+    if (st == VDNN_OK && count >= CRITICAL_LEAST) st = sim_critical(s->sim, cur, &cr);
+    round_jobs r = {.cur = at, .dec = dec, .lb = lb.valid ? &lb : NULL, .cr = &cr, .busy = busy, .estimate = estimate,
                     .pick = pick, .gain = gain};
     if (st == VDNN_OK) st = on_threads(s, count, 1, round_job, &r);
+    critical_copies_free(&cr);
     live_bounds_free(&lb);
     for (int i = 1; copy && i < copies; i++) plan_free(&copy[i]);
     free(copy);
@@ -1156,7 +1192,7 @@ static vdnn_status climb(search *s, const plan *start, const round_hint *hint, i
                     if (b > 1) {
                         st = lone_moves(s, &cur, dec, moves + m, b, pick, &busy, &at, &first);
                     } else {
-                        st = lone_move(s, &cur, d, &pick[moves[m].k], &busy, &moved, &first);
+                        st = lone_move(s, &cur, d, NULL, &pick[moves[m].k], &busy, &moved, &first);
                         at = moved ? 0 : -1;
                     }
                     moved = at >= 0;
