@@ -1549,6 +1549,40 @@ static int capped_as_full(void *ctx, const plan *p)
     "[lrn]\nsize = 3\n[maxpool]\nsize = 4\nstride = 4\n[convolutional]\nfilters = 4\nsize = 3\npad = 1\n" \
     "[relu]\n[connected]\noutput = 4\n[softmax]\n"
 
+/* The nets whose plan spaces the bounds and path tests walk (k of SPACE_NETS): a chain, a
+ * graph with a shortcut and a net whose first layers get no gradient, each as a whole
+ * batch and in micro-batches of 2 items; with its costs and two simulators. */
+#define SPACE_NETS 6
+typedef struct space_net {
+    net *n;
+    profile pr;
+    plan none;
+    simulator *s, *changed;
+    int micro;
+    const char *what;
+} space_net;
+
+static void space_net_make(int k, space_net *x)
+{
+    static const char *const nets[] = {ENUM_NET, CLIMB_NET, LRN_FIRST_NET};
+    net_overrides ov = net_no_overrides();
+    ov.micro_batch = x->micro = k % 2 ? 2 : 0;
+    x->what = k / 2 == 2 ? "no gradient into the first layer" : k / 2 ? "graph" : "chain";
+    size_t least = 0;
+    x->n = net_and_range(nets[k / 2], &ov, 5 + (uint64_t)k, &x->pr, &least, &x->none);
+    ck_assert(sim_create(x->n, &x->pr, &x->s) == VDNN_OK);
+    ck_assert(sim_create(x->n, &x->pr, &x->changed) == VDNN_OK);
+}
+
+static void space_net_free(space_net *x)
+{
+    sim_destroy(x->s);
+    sim_destroy(x->changed);
+    plan_free(&x->none);
+    profile_free(&x->pr);
+    net_free(x->n);
+}
+
 /* live_bounds: what a plan with one change holds at once, at least (planner.h). */
 typedef struct bound_check {
     const net *n;
@@ -1656,32 +1690,20 @@ static int bounds_hold(void *ctx, const plan *p)
  * choices' bound). */
 START_TEST(live_bounds_hold_at_most_what_a_change_holds)
 {
-    static const char *const nets[] = {ENUM_NET, CLIMB_NET, LRN_FIRST_NET};
     long above = 0, recomputed = 0, unplaced = 0;
-    for (int k = 0; k < 6; k++) {
-        net_overrides ov = net_no_overrides();
-        ov.micro_batch = k % 2 ? 2 : 0;
-        profile pr;
-        size_t least = 0;
-        plan none;
-        net *n = net_and_range(nets[k / 2], &ov, 5 + (uint64_t)k, &pr, &least, &none);
-        bound_check c = {.n = n, .most = live_bounds_most_added(n)};
-        ck_assert(sim_create(n, &pr, &c.s) == VDNN_OK);
-        ck_assert(sim_create(n, &pr, &c.changed) == VDNN_OK);
-        plan_enumerate(n, &pr, bounds_hold, &c);
+    for (int k = 0; k < SPACE_NETS; k++) {
+        space_net x;
+        space_net_make(k, &x);
+        bound_check c = {.n = x.n, .s = x.s, .changed = x.changed, .most = live_bounds_most_added(x.n)};
+        plan_enumerate(x.n, &x.pr, bounds_hold, &c);
         printf("live bounds (%s, micro-batches %d): %ld changes of %ld plans replayed, %ld bounds above what the "
                "plan holds; %ld of a map recomputed; %ld workspaces not placed below the plan's peak\n",
-               k / 2 == 2 ? "no gradient into the first layer" : k / 2 ? "graph" : "chain", ov.micro_batch, c.checked,
-               c.plans / 53, c.above, c.recomputed, c.unplaced);
+               x.what, x.micro, c.checked, c.plans / 53, c.above, c.recomputed, c.unplaced);
         ck_assert_int_gt(c.checked, 400);
         above += c.above;
         recomputed += c.recomputed;
         unplaced += c.unplaced;
-        sim_destroy(c.s);
-        sim_destroy(c.changed);
-        plan_free(&none);
-        profile_free(&pr);
-        net_free(n);
+        space_net_free(&x);
     }
     ck_assert_int_gt(above, 100);
     ck_assert_int_gt(recomputed, 50);
@@ -1693,7 +1715,7 @@ END_TEST
 typedef struct critical_check {
     const net *n;
     simulator *s, *changed;
-    long plans, off_path, off_path_far, on_path_gains, unknown;
+    long plans, tried, off_path, off_path_far, on_path_gains, unknown;   /* tried: plans with a fetch timing */
 } critical_check;
 
 /* q's step time, or -1 where q is not a plan (a recompute chain through a swapped layer). */
@@ -1742,6 +1764,7 @@ static int paths_hold(void *ctx, const plan *p)
     /* each plan with each way of timing its fetches */
     for (int way = PREFETCH_ON_DEMAND; way <= PREFETCH_FAR; way++) {
         q.prefetch_ahead = way;
+        c->tried++;
         ck_assert_msg(sim_critical(c->s, &q, &cr) == VDNN_OK, "%s", vdnn_errmsg());
         /* not known where micro-batches repeat (device_sim_repeat): three or more */
         ck_assert_msg(cr.valid || (n->micro && n->minibatch / n->micro >= 3), "plan %ld: no path known", c->plans);
@@ -1775,31 +1798,19 @@ static int paths_hold(void *ctx, const plan *p)
  * and changes on it do shorten steps. */
 START_TEST(changes_off_the_longest_path_shorten_no_step)
 {
-    static const char *const nets[] = {ENUM_NET, CLIMB_NET, LRN_FIRST_NET};
     long off = 0, gains = 0;
-    for (int k = 0; k < 6; k++) {
-        net_overrides ov = net_no_overrides();
-        ov.micro_batch = k % 2 ? 2 : 0;
-        profile pr;
-        size_t least = 0;
-        plan none;
-        net *n = net_and_range(nets[k / 2], &ov, 5 + (uint64_t)k, &pr, &least, &none);
-        critical_check c = {.n = n};
-        ck_assert(sim_create(n, &pr, &c.s) == VDNN_OK);
-        ck_assert(sim_create(n, &pr, &c.changed) == VDNN_OK);
-        plan_enumerate(n, &pr, paths_hold, &c);
+    for (int k = 0; k < SPACE_NETS; k++) {
+        space_net x;
+        space_net_make(k, &x);
+        critical_check c = {.n = x.n, .s = x.s, .changed = x.changed};
+        plan_enumerate(x.n, &x.pr, paths_hold, &c);
         printf("critical copies (%s, micro-batches %d): %ld plans; %ld changes off the path, none faster "
                "(%ld more with far prefetches); %ld on it faster; %ld plans whose path is not known (repeated "
                "micro-batches)\n",
-               k / 2 == 2 ? "no gradient into the first layer" : k / 2 ? "graph" : "chain", ov.micro_batch,
-               c.plans / 41 * 3, c.off_path, c.off_path_far, c.on_path_gains, c.unknown);
+               x.what, x.micro, c.tried, c.off_path, c.off_path_far, c.on_path_gains, c.unknown);
         off += c.off_path;
         gains += c.on_path_gains;
-        sim_destroy(c.s);
-        sim_destroy(c.changed);
-        plan_free(&none);
-        profile_free(&pr);
-        net_free(n);
+        space_net_free(&x);
     }
     ck_assert_int_gt(off, 100);
     ck_assert_int_gt(gains, 50);

@@ -371,15 +371,15 @@ vdnn_status net_replay(net *m, int items, double *step_s, double *busy_s)
     return st == VDNN_OK ? net_replay_eval(m) : st;
 }
 
-/* The copies on the longest path of m's step just replayed into c (c->valid 0 where
- * not known): each tagged with its map's name (memory_manager.c) or its layer's
- * (iteration.c, the parameters), known by where that name lies. */
 static int cmp_address(const void *a, const void *b)
 {
     uintptr_t x = (uintptr_t) * (const layer *const *)a, y = (uintptr_t) * (const layer *const *)b;
     return (x > y) - (x < y);
 }
 
+/* The copies on the longest path of m's step just replayed into c (c->valid 0 where
+ * not known): each tagged with its map's name (memory_manager.c) or its layer's
+ * (iteration.c, the parameters), known by where that name lies. */
 static void critical_of(sim_net *a, critical_copies *c)
 {
     const net *m = a->m;
@@ -403,6 +403,7 @@ static void critical_of(sim_net *a, critical_copies *c)
         const layer *const *at = bsearch(&l, a->by_address, (size_t)L, sizeof *a->by_address, cmp_address);
         const int i = at ? (*at)->index : -1;
         if (i >= 0 && i < L && m->layers[i] == *at) c->params[i] = 1;
+        else c->valid = 0;   /* a copy of nothing known: every change may gain */
     }
 }
 
@@ -530,19 +531,26 @@ vdnn_status sim_run_within(simulator *s, const plan *p, size_t cap, double *time
     return st;
 }
 
-vdnn_status sim_probe(simulator *s, const plan *p, net_probe *probe)
+/* p replayed in full, whatever the simulator remembers of it: for what the probe records
+ * (may be NULL), and where c is given, for its critical copies. */
+static vdnn_status replay_anew(simulator *s, const plan *p, net_probe *probe, critical_copies *c)
 {
     sim_net *a = NULL;
-    vdnn_status st = ready(s, p, 0, &a);
+    vdnn_status st = ready(s, p, c != NULL, &a);
     if (st != VDNN_OK) return st;
     double t;
     a->m->probe = probe;
-    st = replay(s, a, p, 0, &t, NULL);
+    st = replay(s, a, p, 0, &t, c);
     a->m->probe = NULL;
     s->runs++;
     a->clean = st == VDNN_OK;
     if (st == VDNN_OK) s->used_peak = pool_live_peak(device_pool(a->d));
     return st;
+}
+
+vdnn_status sim_probe(simulator *s, const plan *p, net_probe *probe)
+{
+    return replay_anew(s, p, probe, NULL);
 }
 
 void critical_copies_free(critical_copies *c)
@@ -562,13 +570,7 @@ vdnn_status sim_critical(simulator *s, const plan *p, critical_copies *c)
         critical_copies_free(c);
         return vdnn_fail(VDNN_ENOMEM, "out of host memory for the simulator");
     }
-    sim_net *a = NULL;
-    vdnn_status st = ready(s, p, 1, &a);
-    if (st != VDNN_OK) return st;
-    double t;
-    st = replay(s, a, p, 0, &t, c);
-    s->runs++;
-    a->clean = st == VDNN_OK;
+    vdnn_status st = replay_anew(s, p, NULL, c);
     if (st != VDNN_OK) c->valid = 0;
     return st;
 }
