@@ -363,8 +363,9 @@ typedef struct search_stats {
     int timed_out;            /* it stopped at limits.seconds */
     int within_gap;           /* it stopped with a plan within limits.gap of unlimited memory */
     int stalled;              /* it stopped with no better plan for limits.patience */
-    long lone_later;          /* changes a climb tried alone made past the first of those
-                               * tried at once on the threads (search.c, lone_moves) */
+    long lone_later;          /* changes a climb tried alone made past the first of a go
+                               * of them (search.c, lone_moves: tried at once on the
+                               * threads, one after another on one) */
     double seconds;
 } search_stats;
 

@@ -1184,9 +1184,11 @@ static vdnn_status climb(search *s, const plan *start, const round_hint *hint, i
                      * if it failed, at once on the threads (lone_moves), in a climb in
                      * parts: its replays take milliseconds, where starting the threads
                      * costs little (on ResNet-110, whose replays take a tenth of one, it
-                     * added 5-8% to the micro-batch choice) */
+                     * added 5-8% to the micro-batch choice); on one thread one after
+                     * another, as a go all the same (its changes off the plan's longest
+                     * path left out as on the threads: the same plan) */
                     int b = 1, at = -1, first = 0;
-                    while (parts > 1 && s->nhelper && b < LONE_MOST && m + b < count &&
+                    while (parts > 1 && b < LONE_MOST && m + b < count &&
                            !(m + b >= alone && count - (m + b) > 1 && group > 1))
                         b++;
                     if (b > 1) {
