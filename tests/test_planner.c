@@ -706,6 +706,79 @@ START_TEST(a_climb_makes_its_moves_in_groups)
 }
 END_TEST
 
+/* A made-up profile (synthetic_profile) in which layers of one type and shapes cost the
+ * same, as a measured one has them, and a link slow enough that a step waits on its
+ * copies. */
+static void alike_profile(const net *n, uint64_t seed, profile *pr)
+{
+    synthetic_profile(n, seed, pr);
+    pr->h2d_bytes_per_s = pr->d2h_bytes_per_s = pr->duplex_bytes_per_s = 1e6;
+    for (int i = 0; i < n->nlayers; i++)
+        for (int j = 0; j < i; j++) {
+            const layer *a = n->layers[i], *b = n->layers[j];
+            if (a->ops == b->ops && !memcmp(&a->in, &b->in, sizeof a->in) && !memcmp(&a->out, &b->out, sizeof a->out)) {
+                pr->layers[i] = pr->layers[j];
+                break;
+            }
+        }
+}
+
+/* A climb in parts measures one change of each run of alike decisions (search.c,
+ * ALIKE_LEAST), the others of a run taking its gain where it gains: on a chain of 64
+ * equal blocks in parts of at most 128 decisions, three made-up cost tables whose equal
+ * layers cost the same, at budgets in the lowest fifth of the range from the least to
+ * none's peak (where the plans differ), every plan fits, none is more than a few percent
+ * slower than where every change is measured (search_limits.measure_all), each is the
+ * same on three threads as on one, and the searches take fewer replays in all. */
+START_TEST(a_climb_in_parts_measures_alike_changes_once)
+{
+    char text[8192];
+    int at = snprintf(text, sizeof text, "[net]\nbatch = 8\nchannels = 2\nheight = 12\nwidth = 12\n" TN_TRAIN TN_DATA);
+    for (int b = 0; b < 64; b++) at += snprintf(text + at, sizeof text - (size_t)at, DEEP_BLOCK);
+    snprintf(text + at, sizeof text - (size_t)at, "[connected]\noutput = 4\n[softmax]\n");
+    long sims[2] = {0, 0};
+    int faster = 0, slower = 0;
+    for (uint64_t seed = 21; seed < 24; seed++) {
+        net *n = tn_parse(text, NULL);
+        profile pr;
+        size_t least = 0;
+        plan none;
+        alike_profile(n, seed, &pr);
+        ck_assert(plan_least(n, &least) == VDNN_OK);
+        ck_assert(plan_fit_policy(n, &pr, 0, POLICY_NONE, ALGO_PERF, &none) == VDNN_OK);
+        for (int b = 0; b < 8; b++) {
+            size_t budget = least + (none.peak_bytes - least) * (size_t)b / 40;
+            plan p[3];
+            for (int g = 0; g < 3; g++) {
+                search_stats ss;
+                search_limits lim = {.one_climb = 1, .threads = g == 2 ? 3 : 1, .gap = PLAN_SEARCH_GAP,
+                                     .climb_chunk = 128, .measure_all = g == 1};
+                ck_assert_msg(plan_search(n, &pr, budget, SEARCH_BB, lim, &p[g], &ss) == VDNN_OK, "%s", vdnn_errmsg());
+                ck_assert_uint_le(p[g].peak_bytes, budget);
+                if (g < 2) sims[g] += ss.simulations;
+            }
+            ck_assert_msg(p[0].predicted_s <= 1.05 * p[1].predicted_s,
+                          "seed %d, budget %zu: alike changes measured once planned %.6f s, every change measured %.6f s",
+                          (int)seed, budget, p[0].predicted_s, p[1].predicted_s);
+            ck_assert_msg(p[2].predicted_s == p[0].predicted_s && !memcmp(p[2].offload, p[0].offload, (size_t)n->nlayers + 1) &&
+                              !memcmp(p[2].swap, p[0].swap, (size_t)n->nlayers) &&
+                              !memcmp(p[2].algo, p[0].algo, (size_t)n->nlayers * sizeof *p[0].algo),
+                          "seed %d, budget %zu: %.9f s on three threads, %.9f s on one", (int)seed, budget,
+                          p[2].predicted_s, p[0].predicted_s);
+            faster += p[0].predicted_s < p[1].predicted_s;
+            slower += p[0].predicted_s > p[1].predicted_s;
+            for (int g = 0; g < 3; g++) plan_free(&p[g]);
+        }
+        plan_free(&none);
+        profile_free(&pr);
+        net_free(n);
+    }
+    printf("alike changes measured once a run: %ld simulations, every change measured %ld; plans faster at %d points, "
+           "slower at %d\n", sims[0], sims[1], faster, slower);
+    ck_assert_int_lt(sims[0], sims[1]);
+}
+END_TEST
+
 /* The climbs from a variant's starts, which differ in their copy timing alone, share one
  * first round (search.c, round_hint): on the small graph and the deep chain, three
  * made-up cost tables each, at budgets from the least to none's peak, every plan fits,
@@ -2462,6 +2535,7 @@ static Suite *planner_suite(void)
     tcase_add_test(t, a_round_whose_moves_gain_little_is_the_last);
     tcase_add_test(t, a_climb_in_parts_makes_one_round_with_a_gap);
     tcase_add_test(t, a_climb_makes_its_moves_in_groups);
+    tcase_add_test(t, a_climb_in_parts_measures_alike_changes_once);
     tcase_add_test(t, a_settled_plan_is_not_climbed_again);
     tcase_add_test(t, a_settled_plan_climbed_in_parts_is_not_climbed_from_the_starts);
     tcase_add_test(t, a_variants_starts_share_their_first_round);

@@ -343,6 +343,9 @@ typedef struct search_limits {
     int no_bounds;            /* 1: a climb's round replays every change it measures (by
                                * default not those its plan's live_bounds show cannot fit:
                                * search.c, best_choice) */
+    int measure_all;          /* 1: a climb's round in parts measures every change (by
+                               * default one of each run of alike ones: search.c,
+                               * ALIKE_LEAST) */
     double floor_s;           /* > 0: none's step with the fastest algorithms and unlimited
                                * memory (plan_fit_policy), known: the search replays none's
                                * plans only as far as the budget, for whether they fit */
