@@ -987,12 +987,16 @@ static vdnn_status round_job(search *v, void *ctx, int thread, int k, int *stop)
  * and choice, and the same neighbourhood within ALIKE_REACH layers -- the layers' types,
  * shapes, inputs and costs, and the plan's choices there); where that change gains, the
  * others of its run take its choice and its gain unmeasured (the moves replay them as
- * any other), where it does not, each is measured. On ResNet-1202 at batch 2 and 134.9
- * MiB nearly every map kept and every layer's parameters kept on the device gained (the
- * step waits on its copies throughout): 2,870 of a climb's replays measured 2,870 gains,
- * where 235 measured ones now stand for them. `vdnn sweep` of 10 budgets took 7.1-8.2 s
- * instead of 19-22, every plan as fast or faster (bench/planner.md); a run of 32 or an
- * unlimited one planned a little worse at some budgets. */
+ * any other); where it gains nothing, the run's last is measured too, and where that
+ * gains nothing either, the ones between keep their choice unmeasured; else each is
+ * measured. On ResNet-1202 at batch 2 and 134.9 MiB nearly every map kept and every
+ * layer's parameters kept on the device gained (the step waits on its copies
+ * throughout): 2,870 of a climb's replays measured 2,870 gains, where 235 measured ones
+ * now stand for them; at its least budget (micro-batches of one) the last two parts
+ * replayed 766 changes that found two gains. `vdnn sweep` of 10 budgets took 6.4-6.8 s
+ * instead of 20.1-20.4, every plan as fast or faster, and of 20 budgets it planned what
+ * measuring each member of a run whose ends gained nothing planned (bench/planner.md); a
+ * run of 32 or an unlimited one planned a little worse at some budgets. */
 #define ALIKE_LEAST 64
 #define ALIKE_REACH 2
 #define ALIKE_RUN 16
@@ -1032,17 +1036,20 @@ static uint64_t alike_key(const search *s, const plan *p, const decision *d)
 }
 
 /* The round's jobs r (count decisions) as ALIKE_LEAST says: the first of each run of
- * alike maps and parameters, and every algorithm (estimated), then the others of the runs
- * whose first gained nothing. */
+ * alike maps and parameters, and every algorithm (estimated); then the last of each run
+ * of three or more whose first gained nothing; then the others of the runs whose ends
+ * disagree, and of the runs of two whose first gained nothing. */
 static vdnn_status measure_alike(search *s, const plan *cur, round_jobs *r, int count)
 {
     int slots = 1;
     while (slots < 2 * count) slots *= 2;
     uint64_t *key = malloc((size_t)slots * sizeof *key);
     int *at = malloc((size_t)slots * sizeof *at), *first = malloc((size_t)count * sizeof *first);
-    int *run = calloc((size_t)count, sizeof *run), *job = malloc((size_t)count * sizeof *job);
-    vdnn_status st =
-        key && at && first && run && job ? VDNN_OK : vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
+    int *run = calloc((size_t)count, sizeof *run), *last = malloc((size_t)count * sizeof *last);
+    int *job = malloc((size_t)count * sizeof *job);
+    vdnn_status st = key && at && first && run && last && job
+                         ? VDNN_OK
+                         : vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
     int jobs = 0;
     for (int j = 0; st == VDNN_OK && j < slots; j++) at[j] = -1;
     for (int k = 0; st == VDNN_OK && k < count; k++) {
@@ -1055,6 +1062,7 @@ static vdnn_status measure_alike(search *s, const plan *cur, round_jobs *r, int 
             if (at[j] >= 0 && run[at[j]] < ALIKE_RUN - 1) {
                 first[k] = at[j];
                 run[at[j]]++;
+                last[at[j]] = k;
                 continue;
             }
             key[j] = h;
@@ -1064,12 +1072,22 @@ static vdnn_status measure_alike(search *s, const plan *cur, round_jobs *r, int 
     }
     r->idx = job;
     if (st == VDNN_OK) st = on_threads(s, jobs, 1, round_job, r);
+    /* where a run's first gained nothing and others lie between it and its last: the last */
+    jobs = 0;
+    for (int k = 0; st == VDNN_OK && k < count; k++)
+        if (first[k] == k && run[k] >= 2 && r->gain[k] <= 0) job[jobs++] = last[k];
+    if (st == VDNN_OK && jobs) st = on_threads(s, jobs, 1, round_job, r);
     jobs = 0;
     for (int k = 0; st == VDNN_OK && k < count; k++) {
-        if (first[k] == k) continue;
-        if (r->gain[first[k]] > 0) {
-            r->pick[k] = r->pick[first[k]];
-            r->gain[k] = r->gain[first[k]];
+        const int f = first[k];
+        const int ends = run[f] >= 2 && r->gain[f] <= 0;   /* its last measured */
+        if (f == k || (ends && k == last[f])) continue;
+        if (r->gain[f] > 0) {
+            r->pick[k] = r->pick[f];
+            r->gain[k] = r->gain[f];
+            r->guessed[k] = 1;
+        } else if (ends && r->gain[last[f]] <= 0) {
+            r->pick[k] = get_choice(cur, &r->dec[k]);   /* as best_choice leaves one that gains nothing */
             r->guessed[k] = 1;
         } else {
             job[jobs++] = k;
@@ -1081,6 +1099,7 @@ static vdnn_status measure_alike(search *s, const plan *cur, round_jobs *r, int 
     free(at);
     free(first);
     free(run);
+    free(last);
     free(job);
     return st;
 }
