@@ -724,7 +724,9 @@ static void alike_profile(const net *n, uint64_t seed, profile *pr)
 }
 
 /* A climb in parts measures one change of each run of alike decisions (search.c,
- * ALIKE_LEAST), the others of a run taking its gain where it gains: on a chain of 64
+ * ALIKE_LEAST), the others of a run taking its gain where it gains, and does not try
+ * alone a change of a run one of which failed alone since the plan last changed (search.c,
+ * runs; search_stats.lone_spared, none where every change is measured): on a chain of 64
  * equal blocks in parts of at most 128 decisions, three made-up cost tables whose equal
  * layers cost the same, at budgets in the lowest fifth of the range from the least to
  * none's peak (where the plans differ), every plan fits, none is more than a few percent
@@ -736,7 +738,7 @@ START_TEST(a_climb_in_parts_measures_alike_changes_once)
     int at = snprintf(text, sizeof text, "[net]\nbatch = 8\nchannels = 2\nheight = 12\nwidth = 12\n" TN_TRAIN TN_DATA);
     for (int b = 0; b < 64; b++) at += snprintf(text + at, sizeof text - (size_t)at, DEEP_BLOCK);
     snprintf(text + at, sizeof text - (size_t)at, "[connected]\noutput = 4\n[softmax]\n");
-    long sims[2] = {0, 0};
+    long sims[2] = {0, 0}, spared[2] = {0, 0};
     int faster = 0, slower = 0;
     for (uint64_t seed = 21; seed < 24; seed++) {
         net *n = tn_parse(text, NULL);
@@ -755,7 +757,7 @@ START_TEST(a_climb_in_parts_measures_alike_changes_once)
                                      .climb_chunk = 128, .measure_all = g == 1};
                 ck_assert_msg(plan_search(n, &pr, budget, SEARCH_BB, lim, &p[g], &ss) == VDNN_OK, "%s", vdnn_errmsg());
                 ck_assert_uint_le(p[g].peak_bytes, budget);
-                if (g < 2) sims[g] += ss.simulations;
+                if (g < 2) sims[g] += ss.simulations, spared[g] += ss.lone_spared;
             }
             ck_assert_msg(p[0].predicted_s <= 1.05 * p[1].predicted_s,
                           "seed %d, budget %zu: alike changes measured once planned %.6f s, every change measured %.6f s",
@@ -773,9 +775,11 @@ START_TEST(a_climb_in_parts_measures_alike_changes_once)
         profile_free(&pr);
         net_free(n);
     }
-    printf("alike changes measured once a run: %ld simulations, every change measured %ld; plans faster at %d points, "
-           "slower at %d\n", sims[0], sims[1], faster, slower);
+    printf("alike changes measured once a run: %ld simulations (%ld lone changes spared), every change measured %ld; "
+           "plans faster at %d points, slower at %d\n", sims[0], spared[0], sims[1], faster, slower);
     ck_assert_int_lt(sims[0], sims[1]);
+    ck_assert_int_gt(spared[0], 0);
+    ck_assert_int_eq(spared[1], 0);
 }
 END_TEST
 

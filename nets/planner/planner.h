@@ -369,6 +369,8 @@ typedef struct search_stats {
     long lone_later;          /* changes a climb tried alone made past the first of a go
                                * of them (search.c, lone_moves: tried at once on the
                                * threads, one after another on one) */
+    long lone_spared;         /* changes a climb in parts did not try alone: one of their
+                               * run of alike ones had failed alone (search.c, runs) */
     double seconds;
 } search_stats;
 
