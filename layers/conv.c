@@ -55,6 +55,7 @@
 #include <cblas.h>
 #include <limits.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -342,27 +343,43 @@ static onednn_conv onednn_shape(const layer *l, int n)
     return o;
 }
 
+/* known_algos makes a record under it: a planner's threads ask of one net's layers at
+ * once, and the first to ask of a fresh net (a clone for a micro-batch split, planned on
+ * the threads at once) would otherwise find it half made, a count set to 0 by one thread
+ * while another adds to it (`vdnn sweep` of ResNet-1202 then failed now and then with an
+ * algorithm one thread counted and another did not). */
+static pthread_mutex_t known_lock = PTHREAD_MUTEX_INITIALIZER;
+
 /* The layer's record of its algorithms (conv_params.onednn_* and own_bytes): what oneDNN
  * offers it, and every algorithm's workspace at the max batch, made or remade for the
- * calling thread's thread count. */
+ * calling thread's thread count (made whole, then published). */
 static conv_params *known_algos(const layer *l)
 {
     conv_params *p = l->priv;
     const int threads = omp_get_max_threads();
-    if (p->onednn_threads == threads) return p;
-    const onednn_conv o = onednn_shape(l, l->in.n);
-    const conv_geom g = geom_of(l, l->in.n);
-    for (int pass = 0; pass < PASS_COUNT; pass++) {
-        for (int a = 0; a < CONV_ALGO_OWN; a++) p->own_bytes[pass][a] = workspace_floats(&g, pass, a) * sizeof(float);
-        p->onednn_count[pass] = 0;
-        for (int m = 0; m < ONEDNN_METHODS && onednn_built(); m++) {
-            size_t b = onednn_conv_workspace(&o, (onednn_pass)pass, (onednn_method)m);
-            if (b == SIZE_MAX) continue;
-            p->onednn_method[pass][p->onednn_count[pass]] = m;
-            p->onednn_bytes[pass][p->onednn_count[pass]++] = b;
+    if (__atomic_load_n(&p->onednn_threads, __ATOMIC_ACQUIRE) == threads) return p;
+    pthread_mutex_lock(&known_lock);
+    if (p->onednn_threads != threads) {
+        const onednn_conv o = onednn_shape(l, l->in.n);
+        const conv_geom g = geom_of(l, l->in.n);
+        conv_params r = *p;
+        for (int pass = 0; pass < PASS_COUNT; pass++) {
+            for (int a = 0; a < CONV_ALGO_OWN; a++) r.own_bytes[pass][a] = workspace_floats(&g, pass, a) * sizeof(float);
+            r.onednn_count[pass] = 0;
+            for (int m = 0; m < ONEDNN_METHODS && onednn_built(); m++) {
+                size_t b = onednn_conv_workspace(&o, (onednn_pass)pass, (onednn_method)m);
+                if (b == SIZE_MAX) continue;
+                r.onednn_method[pass][r.onednn_count[pass]] = m;
+                r.onednn_bytes[pass][r.onednn_count[pass]++] = b;
+            }
         }
+        memcpy(p->onednn_count, r.onednn_count, sizeof r.onednn_count);
+        memcpy(p->onednn_method, r.onednn_method, sizeof r.onednn_method);
+        memcpy(p->onednn_bytes, r.onednn_bytes, sizeof r.onednn_bytes);
+        memcpy(p->own_bytes, r.own_bytes, sizeof r.own_bytes);
+        __atomic_store_n(&p->onednn_threads, threads, __ATOMIC_RELEASE);
     }
-    p->onednn_threads = threads;
+    pthread_mutex_unlock(&known_lock);
     return p;
 }
 

@@ -706,6 +706,31 @@ START_TEST(a_climb_makes_its_moves_in_groups)
 }
 END_TEST
 
+/* A net no one has asked of yet, planned on several threads at once: plan_least replays
+ * its fixed policies and smallest plans on the threads, each thread asking the layers for
+ * their algorithms, and the first to ask makes a convolution's record of them
+ * (layers/conv.c, known_algos). The least is the one a single thread finds, on twenty
+ * fresh nets; under ThreadSanitizer (make tsan) a record made by two threads at once is
+ * a race it reports (`vdnn sweep` of ResNet-1202 failed now and then so, with an
+ * algorithm one thread had counted and another had not). */
+START_TEST(a_fresh_net_is_planned_on_threads_as_on_one)
+{
+    const int was = omp_get_max_threads();
+    size_t alone = 0;
+    for (int k = 0; k <= 20; k++) {
+        net *n = tn_parse(DEEP_NET, NULL);
+        size_t least = 0;
+        omp_set_num_threads(k ? 3 : 1);
+        vdnn_status st = plan_least(n, &least);
+        omp_set_num_threads(was);
+        ck_assert_msg(st == VDNN_OK, "fresh net %d: %s", k, vdnn_errmsg());
+        if (!k) alone = least;
+        ck_assert_uint_eq(least, alone);
+        net_free(n);
+    }
+}
+END_TEST
+
 /* A made-up profile (synthetic_profile) in which layers of one type and shapes cost the
  * same, as a measured one has them, and a link slow enough that a step waits on its
  * copies. */
@@ -728,7 +753,7 @@ static void alike_profile(const net *n, uint64_t seed, profile *pr)
  * alone a change of a run one of which failed alone since the plan last changed (search.c,
  * runs; search_stats.lone_spared, none where every change is measured): on a chain of 64
  * equal blocks in parts of at most 128 decisions, three made-up cost tables whose equal
- * layers cost the same, at budgets in the lowest fifth of the range from the least to
+ * layers cost the same (one under a sanitizer), at budgets in the lowest fifth of the range from the least to
  * none's peak (where the plans differ), every plan fits, none is more than a few percent
  * slower than where every change is measured (search_limits.measure_all), each is the
  * same on three threads as on one, and the searches take fewer replays in all. */
@@ -740,7 +765,8 @@ START_TEST(a_climb_in_parts_measures_alike_changes_once)
     snprintf(text + at, sizeof text - (size_t)at, "[connected]\noutput = 4\n[softmax]\n");
     long sims[2] = {0, 0}, spared[2] = {0, 0};
     int faster = 0, slower = 0;
-    for (uint64_t seed = 21; seed < 24; seed++) {
+    const uint64_t tables = UNDER_SANITIZER ? 1 : 3;   /* 20 s under ThreadSanitizer with three */
+    for (uint64_t seed = 21; seed < 21 + tables; seed++) {
         net *n = tn_parse(text, NULL);
         profile pr;
         size_t least = 0;
@@ -760,9 +786,10 @@ START_TEST(a_climb_in_parts_measures_alike_changes_once)
                 if (g < 2) sims[g] += ss.simulations, spared[g] += ss.lone_spared;
             }
             ck_assert_msg(p[0].predicted_s <= 1.05 * p[1].predicted_s,
-                          "seed %d, budget %zu: alike changes measured once planned %.6f s, every change measured %.6f s",
+                          "seed %d, budget %zu: alike changes measured once planned %.6f s, every change %.6f s",
                           (int)seed, budget, p[0].predicted_s, p[1].predicted_s);
-            ck_assert_msg(p[2].predicted_s == p[0].predicted_s && !memcmp(p[2].offload, p[0].offload, (size_t)n->nlayers + 1) &&
+            ck_assert_msg(p[2].predicted_s == p[0].predicted_s &&
+                              !memcmp(p[2].offload, p[0].offload, (size_t)n->nlayers + 1) &&
                               !memcmp(p[2].swap, p[0].swap, (size_t)n->nlayers) &&
                               !memcmp(p[2].algo, p[0].algo, (size_t)n->nlayers * sizeof *p[0].algo),
                           "seed %d, budget %zu: %.9f s on three threads, %.9f s on one", (int)seed, budget,
@@ -776,7 +803,8 @@ START_TEST(a_climb_in_parts_measures_alike_changes_once)
         net_free(n);
     }
     printf("alike changes measured once a run: %ld simulations (%ld lone changes spared), every change measured %ld; "
-           "plans faster at %d points, slower at %d\n", sims[0], spared[0], sims[1], faster, slower);
+           "plans faster at %d points, slower at %d (%d cost table%s%s)\n", sims[0], spared[0], sims[1], faster, slower,
+           (int)tables, tables > 1 ? "s" : "", UNDER_SANITIZER ? ", one under a sanitizer" : "");
     ck_assert_int_lt(sims[0], sims[1]);
     ck_assert_int_gt(spared[0], 0);
     ck_assert_int_eq(spared[1], 0);
@@ -2540,6 +2568,7 @@ static Suite *planner_suite(void)
     tcase_add_test(t, a_climb_in_parts_makes_one_round_with_a_gap);
     tcase_add_test(t, a_climb_makes_its_moves_in_groups);
     tcase_add_test(t, a_climb_in_parts_measures_alike_changes_once);
+    tcase_add_test(t, a_fresh_net_is_planned_on_threads_as_on_one);
     tcase_add_test(t, a_settled_plan_is_not_climbed_again);
     tcase_add_test(t, a_settled_plan_climbed_in_parts_is_not_climbed_from_the_starts);
     tcase_add_test(t, a_variants_starts_share_their_first_round);

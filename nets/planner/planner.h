@@ -442,7 +442,8 @@ vdnn_status plan_verify(net *n, const profile *pr, size_t budget, int verify, pl
 
 /* The least budget the planner can plan the net in at its batch (no further split):
  * the least peak of its smallest plans (every map it may move offloaded or recomputed,
- * parameters swapped, smallest workspaces). `vdnn info` shows it as dyn's minimum. */
+ * parameters swapped, smallest workspaces). `vdnn info` shows it as dyn's minimum.
+ * Replayed on OpenMP's thread count (the run's --threads), a simulator each. */
 vdnn_status plan_least(const net *n, size_t *bytes);
 
 /* Every plan of the branch and bound's space, enumerated (tests: small nets only):

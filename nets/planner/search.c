@@ -1033,7 +1033,7 @@ static vdnn_status round_job(search *v, void *ctx, int thread, int k, int *stop)
  * layer's parameters kept on the device gained (the step waits on its copies
  * throughout): 2,870 of a climb's replays measured 2,870 gains, where 235 measured ones
  * now stand for them; at its least budget (micro-batches of one) the last two parts
- * replayed 766 changes that found two gains. `vdnn sweep` of 10 budgets took 6.4-6.8 s
+ * replayed 766 changes that found two gains. `vdnn sweep` of 10 budgets took 6.2-6.7 s
  * instead of 20.1-20.4, every plan as fast or faster, and of 20 budgets it planned what
  * measuring each member of a run whose ends gained nothing planned (bench/planner.md); a
  * run of 32 or an unlimited one planned a little worse at some budgets. */
@@ -1240,7 +1240,8 @@ static vdnn_status round_hint_measure(search *s, const plan *start, round_hint *
     for (int k = 0; st == VDNN_OK && k < slots; k++) h->index[k] = -1;
     for (int k = 0; st == VDNN_OK && k < h->ndec; k++) h->index[decision_slot(s->n, &h->dec[k])] = k;
     if (st == VDNN_OK) st = simulate(s, &h->base);
-    if (st == VDNN_OK) st = measure_round(s, &h->base, sim_busy_s(s->sim), h->dec, h->ndec, 0, h->pick, h->gain, NULL, NULL);
+    if (st == VDNN_OK)
+        st = measure_round(s, &h->base, sim_busy_s(s->sim), h->dec, h->ndec, 0, h->pick, h->gain, NULL, NULL);
     if (st != VDNN_OK) round_hint_free(h);
     return st;
 }
@@ -1312,7 +1313,8 @@ static vdnn_status climb(search *s, const plan *start, const round_hint *hint, i
     double *gain = calloc((size_t)ndec + 1, sizeof *gain);
     move *moves = calloc((size_t)ndec + 1, sizeof *moves);
     unsigned char *guessed = calloc((size_t)ndec + 1, sizeof *guessed);
-    runs ru = {.run = malloc(((size_t)ndec + 1) * sizeof *ru.run), .failed = malloc(((size_t)ndec + 1) * sizeof *ru.failed)};
+    runs ru = {.run = malloc(((size_t)ndec + 1) * sizeof *ru.run),
+               .failed = malloc(((size_t)ndec + 1) * sizeof *ru.failed)};
     if (st == VDNN_OK && (!pick || !gain || !moves || !guessed || !ru.run || !ru.failed))
         st = vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
     const int most = !in_parts(s, ndec) ? ndec : s->chunk ? s->chunk : CLIMB_PART;
@@ -1971,6 +1973,25 @@ static vdnn_status search_bb(search *s)
     return tree(s);
 }
 
+/* The search's helpers (on_threads), for `threads` threads in all; their simulators are
+ * made at their first work. None where that many cannot be had. */
+static void helpers_make(search *s, int threads)
+{
+    if (threads > 1 && (s->helper = calloc((size_t)threads - 1, sizeof *s->helper))) s->nhelper = threads - 1;
+}
+
+/* Their simulators gone, their replays counted in s->runs_elsewhere. */
+static void helpers_free(search *s)
+{
+    for (int h = 0; h < s->nhelper; h++) {
+        if (s->helper[h]) s->runs_elsewhere += sim_runs(s->helper[h]);
+        sim_destroy(s->helper[h]);
+    }
+    free(s->helper);
+    s->helper = NULL;
+    s->nhelper = 0;
+}
+
 vdnn_status plan_search(const net *n, const profile *pr, size_t budget, search_kind k, search_limits lim, plan *out,
                         search_stats *stats)
 {
@@ -2002,9 +2023,7 @@ vdnn_status plan_search_from(const net *n, const profile *pr, size_t budget, sea
     }
     s.deadline = lim.seconds > 0 ? t0 + lim.seconds : 0;
     s.best.predicted_s = -1;
-    int threads = lim.threads > 0 ? lim.threads : omp_get_max_threads();
-    if (k == SEARCH_BB && threads > 1 && (s.helper = calloc((size_t)threads - 1, sizeof *s.helper)))
-        s.nhelper = threads - 1;
+    if (k == SEARCH_BB) helpers_make(&s, lim.threads > 0 ? lim.threads : omp_get_max_threads());
     vdnn_status st = sim_create(n, pr, &s.sim);
     if (st == VDNN_OK && seed && k == SEARCH_BB) {
         plan p = {0};
@@ -2015,11 +2034,7 @@ vdnn_status plan_search_from(const net *n, const profile *pr, size_t budget, sea
         plan_free(&p);
     }
     if (st == VDNN_OK) st = k == SEARCH_VDNN ? search_vdnn(&s) : search_bb(&s);
-    for (int h = 0; h < s.nhelper; h++) {
-        if (s.helper[h]) s.runs_elsewhere += sim_runs(s.helper[h]);
-        sim_destroy(s.helper[h]);
-    }
-    free(s.helper);
+    helpers_free(&s);
     if (stats) {
         stats->simulations = (s.sim ? sim_runs(s.sim) : 0) + s.runs_elsewhere;
         stats->nodes = s.nodes;
@@ -2242,15 +2257,17 @@ vdnn_status plan_least(const net *n, size_t *bytes)
     zero.layers = calloc((size_t)n->nlayers, sizeof *zero.layers);
     search s = {.n = n, .pr = &zero, .budget = (size_t)-1};
     s.best.predicted_s = -1;
+    helpers_make(&s, omp_get_max_threads());   /* the run's --threads, as the searches' */
     vdnn_status st = zero.layers ? sim_create(n, &zero, &s.sim) : vdnn_fail(VDNN_ENOMEM, "out of host memory");
-    for (int pol = 0; pol < POLICY_COUNT && st == VDNN_OK; pol++) {
-        plan p = {0};
-        int fits = 0;
-        st = best_policy_plan(&s, (mem_policy)pol, ALGO_MEM, &p, &fits);
-        if (fits) plan_free(&p);
-    }
+    int pair[POLICY_COUNT][2], fits[POLICY_COUNT];
+    plan p[POLICY_COUNT];
+    for (int pol = 0; pol < POLICY_COUNT; pol++) pair[pol][0] = pol, pair[pol][1] = ALGO_MEM;
+    if (st == VDNN_OK) st = policy_plans(&s, (const int(*)[2])pair, POLICY_COUNT, p, fits);
+    for (int pol = 0; st == VDNN_OK && pol < POLICY_COUNT; pol++)
+        if (fits[pol]) plan_free(&p[pol]);
     if (st == VDNN_OK) st = smallest_plans(&s);
     *bytes = s.least;
+    helpers_free(&s);
     plan_free(&s.best);
     sim_destroy(s.sim);
     free(zero.layers);
