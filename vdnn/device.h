@@ -270,8 +270,8 @@ void device_sim_repeat(device *d, const sim_mark *from, const sim_mark *to, int 
  * compute stream's work between): the tags they were issued with (device_copy_tagged),
  * last first, in *tags (the device's, valid until the model is set again), and their
  * count; -1 where not known (no such model, work repeated by device_sim_repeat, no host
- * memory to note the copies, or another device). Every other copy ends before the elapsed time less its slack: left out, with
- * nothing else changed, the work would end no sooner. */
+ * memory to note the copies, or another device). A copy not on it, left out with nothing
+ * else changed, would not make the work end sooner. */
 int device_sim_critical(device *d, const char *const **tags);
 
 /* The number of CUDA GPUs this process sees: 0 when there is no driver or no GPU, and
