@@ -1341,6 +1341,56 @@ START_TEST(a_seed_within_the_gap_ends_the_search)
 }
 END_TEST
 
+/* Where a fixed policy's plan fits and is within the gap of none's speed with the
+ * fastest algorithms (none's own plan not fitting), the search ends with the fixed
+ * policies' plans: none's (one per copy timing) and theirs, not the smallest plans,
+ * the threshold plans or a climb after them. Here copies cost nothing and every
+ * algorithm of a pass takes as long, so that offloading every map with the smallest
+ * workspaces (`all`) is as fast as none. */
+START_TEST(a_fixed_policy_within_the_gap_ends_the_seeds)
+{
+    profile pr;
+    size_t least = 0;
+    plan none;
+    net *n = net_and_range(CLIMB_NET, NULL, 11, &pr, &least, &none);
+    pr.h2d_bytes_per_s = pr.d2h_bytes_per_s = pr.duplex_bytes_per_s = 1e15;
+    pr.copy_latency_s = 0;
+    for (int i = 0; i < n->nlayers; i++)
+        for (int a = 1; a < PLAN_MAX_ALGOS; a++) {
+            layer_cost *c = &pr.layers[i];
+            c->fwd_s[a] = c->fwd_s[0];
+            c->bwd_data_s[a] = c->bwd_data_s[0];
+            c->bwd_filter_s[a] = c->bwd_filter_s[0];
+        }
+    plan_free(&none);
+    ck_assert(plan_fit_policy(n, &pr, 0, POLICY_NONE, ALGO_PERF, &none) == VDNN_OK);
+    const double gap = 0.05;
+    int ended = 0;
+    for (int b = 0; b < 16; b++) {
+        size_t budget = least + (none.peak_bytes - least) * (size_t)b / 16;
+        plan f, p;
+        if (plan_fit_policy(n, &pr, budget, POLICY_ALL, ALGO_MEM, &f) != VDNN_OK) continue;
+        const double fixed = f.predicted_s;
+        plan_free(&f);
+        if (fixed > none.predicted_s * (1 + gap)) continue;
+        search_stats a;
+        ck_assert_msg(plan_search(n, &pr, budget, SEARCH_BB, (search_limits){.gap = gap}, &p, &a) == VDNN_OK, "%s",
+                      vdnn_errmsg());
+        ck_assert_msg(a.within_gap && p.predicted_s <= fixed, "budget %zu: %.6f s, all's %.6f", budget, p.predicted_s,
+                      fixed);
+        /* each fixed policy and algorithm mode, a replay per copy timing (12) at most */
+        ck_assert_msg(a.simulations <= POLICY_COUNT * ALGO_MODE_COUNT * 12, "budget %zu: %ld simulations", budget,
+                      a.simulations);
+        ended++;
+        plan_free(&p);
+    }
+    ck_assert_int_gt(ended, 0);
+    plan_free(&none);
+    profile_free(&pr);
+    net_free(n);
+}
+END_TEST
+
 /* The branch and bound's patience is counted in nodes: search_limits.patience over the
  * square of the net's layers (not the clock), so that a search stops at the same node,
  * with the same plan, on any machine and at any load. Budgets from the least to none's
@@ -2574,6 +2624,7 @@ static Suite *planner_suite(void)
     tcase_add_test(t, a_variants_starts_share_their_first_round);
     tcase_add_loop_test(t, a_climb_ends_where_no_single_change_helps, 0, 8);
     tcase_add_test(t, a_seed_within_the_gap_ends_the_search);
+    tcase_add_test(t, a_fixed_policy_within_the_gap_ends_the_seeds);
     tcase_add_test(t, the_trees_patience_is_counted_in_nodes);
     tcase_add_loop_test(t, climbs_on_threads_find_what_one_thread_finds, 0, 3);
     tcase_add_test(t, lone_changes_on_threads_make_what_one_thread_makes);
