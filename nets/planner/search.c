@@ -707,13 +707,17 @@ static vdnn_status best_choice(search *s, plan *cur, double busy_s, const decisi
 #define CLIMB_LAST_ROUND 0.1
 
 /* A climb's full round of more than CLIMB_ROUND_MAX decisions measures them in equal
- * parts of at most CLIMB_PART, each against the plan as it stands, and makes a part's
+ * parts of at most as many, each against the plan as it stands, and makes a part's
  * changes that gained before it goes on: on a net of thousands of decisions
  * (ResNet-1202: 7,218, a replay of 2-4 ms) a round against one plan outlasts the
  * search's time, and a climb that the deadline cuts short before its moves gains
  * nothing. Every other shipped config has fewer (VGG-116 578, ResNet-110 667, VGG-416
- * about 2,100) and climbs in whole rounds, as before; on ResNet-1202 parts of 1,024
- * reached better plans in the time than parts of 2,406 (bench/planner.md). With a
+ * about 2,100) and climbs in whole rounds, as before. On ResNet-1202, with a run of
+ * alike changes measured once (measure_alike), three parts of 2,407 reach faster plans
+ * than eight of 903 in about the same time: at batch 2, 0.2-0.4% faster at five of the
+ * ten budgets of `vdnn sweep --budgets auto:10`, the same at the others; at batch 4, 2.1%
+ * at one of five (bench/planner.md; before measure_alike, parts of 1,024 reached better
+ * plans within the search's time than parts of 2,406). With a
  * search gap, a climb in parts makes one full round: its parts measure against the plan
  * as the earlier parts' moves left it, and a second round, 2,200-3,700 replays of 1-2
  * ms, gained nothing of 1545.35 ms, 0.0006 ms of 192.29 ms, and nothing of 315.97 ms
@@ -726,7 +730,6 @@ static vdnn_status best_choice(search *s, plan *cur, double busy_s, const decisi
  * algorithms, nearly all faster and fitting: planning took 2.7 s instead of 4.8, the
  * same plan). */
 #define CLIMB_ROUND_MAX 2500
-#define CLIMB_PART 1024
 
 /* Whether a climb over ndec decisions measures its full rounds in parts. */
 static int in_parts(const search *s, int ndec)
@@ -1317,7 +1320,7 @@ static vdnn_status climb(search *s, const plan *start, const round_hint *hint, i
                .failed = malloc(((size_t)ndec + 1) * sizeof *ru.failed)};
     if (st == VDNN_OK && (!pick || !gain || !moves || !guessed || !ru.run || !ru.failed))
         st = vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
-    const int most = !in_parts(s, ndec) ? ndec : s->chunk ? s->chunk : CLIMB_PART;
+    const int most = !in_parts(s, ndec) ? ndec : s->chunk ? s->chunk : CLIMB_ROUND_MAX;
     const int parts = most ? (ndec + most - 1) / most : 0, size = parts ? (ndec + parts - 1) / parts : 0;
     for (int last = 0, round = 0; st == VDNN_OK && !last && !out_of_time(s);) {
         double sum = 0;
