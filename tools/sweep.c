@@ -321,12 +321,16 @@ static vdnn_status policy_peak(sweep *s, size_t budget, mem_policy pol, algo_mod
     return st;
 }
 
-/* The least budget a fixed policy's plan needs. With no limit the fastest copy timing
- * is returned, which may hold maps longer than a slower one; asking again below each
- * peak found walks down to the least of them. */
-static vdnn_status least_of(sweep *s, mem_policy pol, algo_mode a, size_t *least)
+/* The least budget a fixed policy's plan needs, where it is below `below` ((size_t)-1:
+ * no bound; else *least is left at `below`). With no limit the fastest copy timing is
+ * returned, which may hold maps longer than a slower one; asking again below each peak
+ * found walks down to the least of them. Below a least already known, one question
+ * says whether the policy goes lower at all (on ResNet-1202 at batch 2, under dyn's, no
+ * fixed policy does: 10 questions instead of 10 walks of 3-6, 0.3 s of the sweep's). */
+static vdnn_status least_of(sweep *s, mem_policy pol, algo_mode a, size_t below, size_t *least)
 {
-    vdnn_status st = policy_peak(s, 0, pol, a, least);
+    *least = below;
+    vdnn_status st = policy_peak(s, below == (size_t)-1 ? 0 : below - 1, pol, a, least);
     while (st == VDNN_OK && *least > 1) {
         size_t lower = 0;
         st = policy_peak(s, *least - 1, pol, a, &lower);
@@ -381,7 +385,7 @@ static vdnn_status least_budget(sweep *s, size_t *least)
             for (int k = 0; k < s->npols; k++) wanted |= covers(s->pols[k], (mem_policy)pol, (algo_mode)a);
             if (!wanted) continue;
             size_t b = 0;
-            st = least_of(s, (mem_policy)pol, (algo_mode)a, &b);
+            st = least_of(s, (mem_policy)pol, (algo_mode)a, *least, &b);
             if (st == VDNN_OK && b < *least) *least = b;
         }
     return st;
