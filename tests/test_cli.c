@@ -1231,6 +1231,57 @@ START_TEST(test_profile_age_and_prediction)
 }
 END_TEST
 
+/* Planning runs nothing of the net: `vdnn profile` (without --verify) and `vdnn sweep
+ * --simulate` make their device of what they place on it (the parameters, placed for
+ * planning), not of what training the net unplanned needs. A net of 400 alike
+ * convolutions of 2x16x256x256 maps needs 3.2 GiB unplanned (an arena of 3.6 GiB by
+ * default on the CPU) and about a tenth of a GiB to measure its profile in (one
+ * convolution's maps and workspace); under an address-space limit of what the libraries
+ * map plus 1.5 GiB, training it unplanned cannot even make its device, and it is
+ * planned all the same. */
+START_TEST(test_planning_needs_no_room_for_the_unplanned_net)
+{
+    if (UNDER_SANITIZER) {
+        printf("SKIPPED: test_planning_needs_no_room_for_the_unplanned_net under a sanitizer (its shadow memory "
+               "reserves terabytes of address space)\n");
+        return;
+    }
+    size_t cap = 1 << 16, len = 0;
+    char *text = malloc(cap);
+    ck_assert_ptr_nonnull(text);
+    len += (size_t)snprintf(text + len, cap - len,
+                            "[net]\nbatch = 2\nchannels = 3\nheight = 256\nwidth = 256\n"
+                            "[train]\nepochs = 1\nlearning_rate = 0.01\n"
+                            "[data]\nset = synthetic\ntrain_size = 8\ntest_size = 4\nclasses = 4\n");
+    for (int i = 0; i < 400; i++)
+        len += (size_t)snprintf(text + len, cap - len, "[convolutional]\nfilters = 16\nsize = 3\npad = 1\n");
+    len += (size_t)snprintf(text + len, cap - len, "[avgpool]\nglobal = 1\n[connected]\noutput = 4\n[softmax]\n");
+    ck_assert(len < cap);
+    char cfg[512], cache[512], out[512], limit[64], args[2048];
+    write_cfg(cfg, sizeof cfg, "deep.cfg", text);
+    free(text);
+    tn_path(cache, sizeof cache, "cache");
+    tn_path(out, sizeof out, "sweep");
+    snprintf(limit, sizeof limit, "ulimit -v %llu;", (tn_mapped_bytes() + (3ull << 29)) >> 10);
+    snprintf(args, sizeof args, "train %s --steps 1 --threads 1 --no-save", cfg);
+    cli_run r = tn_vdnn(tn_dir, limit, args);
+    assert_fails(&r, args, "arena", "could not be reserved");
+    run_free(&r);
+    snprintf(args, sizeof args, "profile %s --budget 200M --threads 1 --profile-cache %s", cfg, cache);
+    r = tn_vdnn(tn_dir, limit, args);
+    assert_ok(&r, args);
+    ck_assert_msg(strstr(r.out, "profile measured") && strstr(r.out, "predicted:"), "%s", r.out);
+    run_free(&r);
+    snprintf(args, sizeof args, "sweep %s --budgets 200M --policies dyn,all --simulate --threads 1 --profile-cache %s "
+                                "--out %s",
+             cfg, cache, out);
+    r = tn_vdnn(tn_dir, limit, args);
+    assert_ok(&r, args);
+    ck_assert_msg(strstr(r.out, "wrote") && strstr(r.out, "(2 rows)"), "%s", r.out);
+    run_free(&r);
+}
+END_TEST
+
 START_TEST(test_plan_errors)
 {
     char cfg[512], other[512], plan_file[512], args[2048];
@@ -1383,6 +1434,7 @@ static Suite *cli_suite(void)
     tcase_add_test(dev, test_default_budget_fits_measured_algorithms);
     tcase_add_test(dev, test_profile_progress);
     tcase_add_test(dev, test_plan_errors);
+    tcase_add_test(dev, test_planning_needs_no_room_for_the_unplanned_net);
     tcase_add_test(dev, test_swap_recompute_micro);
     suite_add_tcase(s, dev);
     return s;

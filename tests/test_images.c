@@ -1435,19 +1435,6 @@ static int run_limited(const char *cfg, rlim_t limit_bytes, const char *log)
     return WIFEXITED(w) ? WEXITSTATUS(w) : 128 + WTERMSIG(w);
 }
 
-/* The address space this test process has mapped (kB in /proc/self/status): its
- * libraries are vdnn's (OpenBLAS, libjpeg, and with CUDA built in cuBLAS and cuDNN,
- * which alone map over a gigabyte), so the limit below follows the build. */
-static rlim_t mapped_now(void)
-{
-    char *text = tn_read("/proc/self/status", NULL);
-    const char *v = text ? strstr(text, "VmSize:") : NULL;
-    long long kb = v ? strtoll(v + 7, NULL, 10) : 0;
-    free(text);
-    ck_assert_msg(kb > 0, "no VmSize in /proc/self/status");
-    return (rlim_t)kb << 10;
-}
-
 /* Room for what a small net's run adds to its libraries: OpenBLAS's buffers, the
  * threads' stacks, the loader's batches and decode buffers, the pool (measured: a run
  * on the CPU build needs about 416 MiB in all, 384 MiB is too little). */
@@ -1481,7 +1468,7 @@ START_TEST(test_bounded_memory)
         ck_assert_int_eq(link(tpath("big.jpg"), tpath(rel)), 0);
     }
     double decoded = (double)FILES * S * S * 3;
-    rlim_t limit = mapped_now() + RUN_ROOM;
+    rlim_t limit = (rlim_t)tn_mapped_bytes() + RUN_ROOM;
     ck_assert_msg(decoded > 2.0 * (double)limit, "decoded %.0f bytes is not far above the limit of %llu", decoded,
                   (unsigned long long)limit);
     const char *cfg = write_cfg("net.cfg", tpath("set"), "");

@@ -241,6 +241,16 @@ tn_run tn_vdnn(const char *dir, const char *env, const char *args)
     return r;
 }
 
+unsigned long long tn_mapped_bytes(void)
+{
+    char *text = tn_read("/proc/self/status", NULL);
+    const char *v = text ? strstr(text, "VmSize:") : NULL;
+    long long kb = v ? strtoll(v + 7, NULL, 10) : 0;
+    free(text);
+    ck_assert_msg(kb > 0, "no VmSize in /proc/self/status");
+    return (unsigned long long)kb << 10;
+}
+
 void tn_run_free(tn_run *r)
 {
     free(r->out);

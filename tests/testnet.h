@@ -98,6 +98,11 @@ void tn_run_ok(const tn_run *r, const char *args);
 
 /* The whole file, NUL-terminated (len excludes the NUL), or NULL if it cannot be read. */
 char *tn_read(const char *path, size_t *len);
+/* The address space this test process has mapped (VmSize in /proc/self/status): its
+ * libraries are vdnn's (OpenBLAS, libjpeg, and with CUDA built in cuBLAS and cuDNN,
+ * which alone map over a gigabyte), so a limit on a run's address space built on it
+ * follows the build. */
+unsigned long long tn_mapped_bytes(void);
 void tn_write(const char *path, const void *data, size_t len);
 void tn_write_text(const char *path, const char *text);
 int tn_exists(const char *path);

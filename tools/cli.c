@@ -65,8 +65,10 @@ static vdnn_status parse_one_device(const char *what, const char *name, device_o
                      "trains on it alone); %s takes auto, cpu, cuda or cuda:N", what, name, name, what);
 }
 
-vdnn_status cli_device(const char *name, size_t budget, long long threads, double link_gbps, const net *n,
-                       device **out)
+/* A device of `budget` bytes; with none (0), a GPU's own memory, else on the CPU `hold`
+ * bytes where a planning device is asked for (planning), or the net's training size. */
+static vdnn_status make_device(const char *name, size_t budget, int planning, size_t hold, long long threads,
+                               double link_gbps, const net *n, device **out)
 {
     device_options o = {0};
     const char *env = getenv("VDNN_DEVICE");
@@ -78,12 +80,25 @@ vdnn_status cli_device(const char *name, size_t budget, long long threads, doubl
     vdnn_status st = parse_one_device(name == env ? "VDNN_DEVICE" : "--device", name, &o);
     if (st != VDNN_OK) return st;
     o.budget_bytes = budget ? budget : device_default_budget(&o);
-    if (!o.budget_bytes) o.budget_bytes = cli_default_budget(n);   /* no GPU: device_create says so */
+    if (!o.budget_bytes)   /* the CPU's (with no GPU, a GPU's: device_create says so) */
+        o.budget_bytes = planning ? pool_round(hold) + POOL_ALIGN : cli_default_budget(n);
     o.threads = (int)threads;
     o.link_gbps = link_gbps;
     o.tf32 = !strcmp(cli_math, "tf32");
     o.nondeterministic = cli_nondeterministic;
     return device_create(&o, out);
+}
+
+vdnn_status cli_device(const char *name, size_t budget, long long threads, double link_gbps, const net *n,
+                       device **out)
+{
+    return make_device(name, budget, 0, 0, threads, link_gbps, n, out);
+}
+
+vdnn_status cli_plan_device(const char *name, size_t hold, long long threads, double link_gbps, const net *n,
+                            device **out)
+{
+    return make_device(name, 0, 1, hold, threads, link_gbps, n, out);
 }
 
 vdnn_status cli_plan_fixed(const char *name, long long threads, double link_gbps, size_t budget, net *n,

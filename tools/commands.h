@@ -59,6 +59,15 @@ extern const char *cli_in_place;
 vdnn_status cli_overrides(net_overrides *ov);
 vdnn_status cli_device(const char *name, size_t budget, long long threads, double link_gbps, const net *n,
                        device **out);
+/* The device of cli_device with no budget, for planning only (`vdnn profile` without
+ * --verify, `vdnn sweep`'s profile and micro-batch splits): nothing of the net runs on
+ * it, so on the CPU, whose profiles are measured in an arena of their own, its arena is
+ * `hold` bytes (what the caller places on it: a net attached for planning holds its
+ * parameters), not the net's training size (ResNet-1202 at its batch of 128: 43.4 GiB,
+ * more than a 24 GiB machine could reserve); a GPU's is its own memory, where its
+ * profiles are measured. */
+vdnn_status cli_plan_device(const char *name, size_t hold, long long threads, double link_gbps, const net *n,
+                            device **out);
 /* Plans the net attached to *d (by cli_device with the same name, threads and link) by
  * its fixed policy within `budget` (plan_fixed). With none given (0) on the CPU, whose
  * default budget is sized before a profile says which algorithms are fastest, for the

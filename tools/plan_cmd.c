@@ -55,9 +55,13 @@ int cmd_profile(int argc, char **argv)
     if (st == VDNN_OK) st = net_load(cfg, &ov, &n);
     /* without verification no iteration runs: the parameters are placed, not drawn */
     if (st == VDNN_OK) n->plan_only = !f.verify;
-    /* verifying runs real iterations in the budget; predicting only needs the profile,
-     * measured on a device of the net's own size */
-    if (st == VDNN_OK) st = cli_device(dev_name, f.verify ? f.budget : 0, f.threads, f.link_gbps, n, &d);
+    /* verifying runs real iterations in the budget; predicting only needs the profile
+     * (measured on the GPU, or on the CPU in an arena of its own) and the parameters
+     * placed, and the labels */
+    if (st == VDNN_OK && f.verify) st = cli_device(dev_name, f.budget, f.threads, f.link_gbps, n, &d);
+    else if (st == VDNN_OK)
+        st = cli_plan_device(dev_name, net_param_bytes(n) + pool_round((size_t)n->input.n * sizeof(int32_t)),
+                             f.threads, f.link_gbps, n, &d);
     if (st == VDNN_OK) {
         st = net_attach(n, d);
         if (st == VDNN_EBUDGET) st = vdnn_wrap(st, "the parameters alone do not fit --budget");

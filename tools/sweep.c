@@ -264,15 +264,15 @@ static const char *describe(const device *d, char *buf, size_t len)
     return buf;
 }
 
-/* The profile is measured on a device of the kind and settings asked for, sized for the
- * net (the profile ignores the budget); that device goes before any row's is made, but
+/* The profile is measured on a device of the kind and settings asked for, which holds
+ * nothing of the net (cli_plan_device); that device goes before any row's is made, but
  * with --simulate, where no row makes one, it stays to plan dyn's rows on. */
 static vdnn_status get_profile(sweep *s)
 {
     device *d = NULL;
     int cached = 0;
     char desc[200];
-    vdnn_status st = cli_device(s->o.device, 0, s->o.threads, s->o.link_gbps, s->n, &d);
+    vdnn_status st = cli_plan_device(s->o.device, 0, s->o.threads, s->o.link_gbps, s->n, &d);
     /* the device's own algorithms (cuDNN's on a GPU) are the ones measured and planned */
     for (int i = 0; st == VDNN_OK && i < s->n->nlayers; i++) st = layer_bind(s->n->layers[i], d);
     if (st == VDNN_OK) st = profile_get(s->n, d, s->o.link_gbps, (int)s->o.threads, s->o.cache, &s->pr, &cached);
@@ -291,14 +291,14 @@ static vdnn_status get_profile(sweep *s)
 
 /* The device dyn's micro-batch choice profiles its splits on (and binds their
  * algorithms with): the sweep's own with --simulate, else one made now, of the kind
- * and settings asked for and sized for the net, for release_plan_device to destroy
+ * and settings asked for and holding nothing, for release_plan_device to destroy
  * before any row's device is made. A device that cannot be made is an error, not a row
  * that does not fit. */
 static vdnn_status plan_device(sweep *s, device **d)
 {
     *d = s->plan_dev;
     if (*d) return VDNN_OK;
-    vdnn_status st = cli_device(s->o.device, 0, s->o.threads, s->o.link_gbps, s->n, d);
+    vdnn_status st = cli_plan_device(s->o.device, 0, s->o.threads, s->o.link_gbps, s->n, d);
     if (st != VDNN_OK) {
         vdnn_wrap(st, "a device to plan dyn's micro-batches on");
         return st == VDNN_EBUDGET ? VDNN_EDEVICE : st;
