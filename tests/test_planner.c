@@ -811,6 +811,53 @@ START_TEST(a_climb_in_parts_measures_alike_changes_once)
 }
 END_TEST
 
+/* The round a variant's starts share estimates its algorithm changes on a net of
+ * HINT_ESTIMATE_LEAST decisions or more (search.c): on a chain of 128 equal blocks
+ * (about 770 decisions), made-up cost tables (two; one under a sanitizer), at budgets in
+ * the lower half of the range from the least to none's peak, every plan fits, none is
+ * more than a few percent slower than where every change is measured
+ * (search_limits.measure_all), and the searches take fewer replays in all. */
+START_TEST(a_large_shared_round_estimates_its_algorithms)
+{
+    char text[16384];
+    int at = snprintf(text, sizeof text, "[net]\nbatch = 8\nchannels = 2\nheight = 12\nwidth = 12\n" TN_TRAIN TN_DATA);
+    for (int b = 0; b < 128; b++) at += snprintf(text + at, sizeof text - (size_t)at, DEEP_BLOCK);
+    snprintf(text + at, sizeof text - (size_t)at, "[connected]\noutput = 4\n[softmax]\n");
+    long sims[2] = {0, 0};
+    const uint64_t tables = UNDER_SANITIZER ? 1 : 2;
+    for (uint64_t seed = 31; seed < 31 + tables; seed++) {
+        net *n = tn_parse(text, NULL);
+        profile pr;
+        size_t least = 0;
+        plan none;
+        synthetic_profile(n, seed, &pr);
+        ck_assert(plan_least(n, &least) == VDNN_OK);
+        ck_assert(plan_fit_policy(n, &pr, 0, POLICY_NONE, ALGO_PERF, &none) == VDNN_OK);
+        for (int b = 1; b < 5; b++) {
+            size_t budget = least + (none.peak_bytes - least) * (size_t)b / 8;
+            plan p[2];
+            for (int g = 0; g < 2; g++) {
+                search_stats ss;
+                search_limits lim = {.nodes = 1, .threads = 1, .gap = PLAN_SEARCH_GAP, .measure_all = g == 1};
+                ck_assert_msg(plan_search(n, &pr, budget, SEARCH_BB, lim, &p[g], &ss) == VDNN_OK, "%s", vdnn_errmsg());
+                ck_assert_uint_le(p[g].peak_bytes, budget);
+                sims[g] += ss.simulations;
+            }
+            ck_assert_msg(p[0].predicted_s <= 1.05 * p[1].predicted_s,
+                          "seed %d, budget %zu: algorithms estimated planned %.6f s, measured %.6f s", (int)seed,
+                          budget, p[0].predicted_s, p[1].predicted_s);
+            plan_free(&p[0]);
+            plan_free(&p[1]);
+        }
+        plan_free(&none);
+        profile_free(&pr);
+        net_free(n);
+    }
+    printf("a large shared round, its algorithms estimated: %ld simulations, measured %ld\n", sims[0], sims[1]);
+    ck_assert_int_lt(sims[0], sims[1]);
+}
+END_TEST
+
 /* The climbs from a variant's starts, which differ in their copy timing alone, share one
  * first round (search.c, round_hint): on the small graph and the deep chain, three
  * made-up cost tables each, at budgets from the least to none's peak, every plan fits,
@@ -2625,6 +2672,7 @@ static Suite *planner_suite(void)
     tcase_add_loop_test(t, a_climb_ends_where_no_single_change_helps, 0, 8);
     tcase_add_test(t, a_seed_within_the_gap_ends_the_search);
     tcase_add_test(t, a_fixed_policy_within_the_gap_ends_the_seeds);
+    tcase_add_test(t, a_large_shared_round_estimates_its_algorithms);
     tcase_add_test(t, the_trees_patience_is_counted_in_nodes);
     tcase_add_loop_test(t, climbs_on_threads_find_what_one_thread_finds, 0, 3);
     tcase_add_test(t, lone_changes_on_threads_make_what_one_thread_makes);

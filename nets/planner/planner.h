@@ -343,9 +343,11 @@ typedef struct search_limits {
     int no_bounds;            /* 1: a climb's round replays every change it measures (by
                                * default not those its plan's live_bounds show cannot fit:
                                * search.c, best_choice) */
-    int measure_all;          /* 1: a climb's round in parts measures every change (by
-                               * default one of each run of alike ones: search.c,
-                               * ALIKE_LEAST) */
+    int measure_all;          /* 1: a climb's round in parts measures every map and
+                               * parameter change (by default one of each run of alike
+                               * ones: search.c, ALIKE_LEAST), and the round a variant's
+                               * starts share every algorithm change (by default
+                               * estimated on large nets: HINT_ESTIMATE_LEAST) */
     double floor_s;           /* > 0: none's step with the fastest algorithms and unlimited
                                * memory (plan_fit_policy), known: the search replays none's
                                * plans only as far as the budget, for whether they fit */

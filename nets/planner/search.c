@@ -1152,9 +1152,10 @@ static vdnn_status measure_alike(search *s, const plan *cur, round_jobs *r, int 
  * choice and gain into pick and gain, on the search's threads where it has helpers (each
  * with a copy of cur; best_choice leaves the caller's as it was), with cur's bounds
  * (one replay more, which spares those of changes they show cannot fit). With `estimate`
- * (a round in parts), guessed[k] set where decision k's is estimated, not measured, and
- * run[k] the run of alike changes it was taken with (runs; -1: none). guessed and run
- * may be NULL without. */
+ * (a round in parts, or the round a variant's starts share), guessed[k] set where
+ * decision k's is estimated, not measured; where `run` is given too (a round in parts),
+ * alike changes are measured once a run (measure_alike) and run[k] is the run decision
+ * k was taken with (runs; -1: none). guessed and run may be NULL without `estimate`. */
 static vdnn_status measure_round(search *s, plan *cur, double busy, const decision *dec, int count, int estimate,
                                  int *pick, double *gain, unsigned char *guessed, int *run)
 {
@@ -1184,7 +1185,7 @@ static vdnn_status measure_round(search *s, plan *cur, double busy, const decisi
     if (st == VDNN_OK && count >= CRITICAL_LEAST) st = sim_critical(s->sim, cur, &cr);
     round_jobs r = {.cur = at, .dec = dec, .lb = lb.valid ? &lb : NULL, .cr = &cr, .busy = busy, .estimate = estimate,
                     .pick = pick, .gain = gain, .guessed = guessed, .run = run};
-    const int alike = estimate && count >= ALIKE_LEAST && !s->measure_all;
+    const int alike = estimate && run && count >= ALIKE_LEAST && !s->measure_all;
     if (st == VDNN_OK) st = alike ? measure_alike(s, cur, &r, count) : on_threads(s, count, 1, round_job, &r);
     critical_copies_free(&cr);
     live_bounds_free(&lb);
@@ -1223,6 +1224,16 @@ static void round_hint_free(round_hint *h)
     memset(h, 0, sizeof *h);
 }
 
+/* A round a variant's starts share of HINT_ESTIMATE_LEAST decisions or more estimates
+ * its algorithm changes, as a round in parts does (estimate_choice); the climbs replay
+ * them as they make them. On VGG-416 at batch 2 (2,078 decisions) such rounds' 1,900
+ * replays, most of them of algorithms, were half of a search's time (0.78 of 1.4 s at
+ * 1.83 GiB; its sweep of 10 budgets took 7.2-7.5 s, now 4.8-4.9), and the plans stay
+ * the same at the 36 points of bench/planning.sh. A smaller round costs tens of
+ * milliseconds measured, and its plan does not depend on the bounds (an estimate takes
+ * the fastest algorithm they allow: a_rounds_bounds_spare_replays_and_change_no_plan). */
+#define HINT_ESTIMATE_LEAST 512
+
 /* Hint h: the full round of a climb from `start`. */
 static vdnn_status round_hint_measure(search *s, const plan *start, round_hint *h)
 {
@@ -1243,8 +1254,13 @@ static vdnn_status round_hint_measure(search *s, const plan *start, round_hint *
     for (int k = 0; st == VDNN_OK && k < slots; k++) h->index[k] = -1;
     for (int k = 0; st == VDNN_OK && k < h->ndec; k++) h->index[decision_slot(s->n, &h->dec[k])] = k;
     if (st == VDNN_OK) st = simulate(s, &h->base);
+    const int estimate = h->ndec >= HINT_ESTIMATE_LEAST && !s->measure_all;
+    unsigned char *guessed = st == VDNN_OK ? calloc((size_t)h->ndec + 1, 1) : NULL;
+    if (st == VDNN_OK && !guessed) st = vdnn_fail(VDNN_ENOMEM, "out of host memory for the search");
     if (st == VDNN_OK)
-        st = measure_round(s, &h->base, sim_busy_s(s->sim), h->dec, h->ndec, 0, h->pick, h->gain, NULL, NULL);
+        st = measure_round(s, &h->base, sim_busy_s(s->sim), h->dec, h->ndec, estimate, h->pick, h->gain, guessed,
+                           NULL);
+    free(guessed);
     if (st != VDNN_OK) round_hint_free(h);
     return st;
 }
