@@ -1230,8 +1230,9 @@ static void round_hint_free(round_hint *h)
  * replays, most of them of algorithms, were half of a search's time (0.78 of 1.4 s at
  * 1.83 GiB; its sweep of 10 budgets took 7.2-7.5 s, now 4.8-4.9), and the plans stay
  * the same at the 36 points of bench/planning.sh. A smaller round costs tens of
- * milliseconds measured, and its plan does not depend on the bounds (an estimate takes
- * the fastest algorithm they allow: a_rounds_bounds_spare_replays_and_change_no_plan). */
+ * milliseconds measured, and measured, its plan does not depend on the bounds (an
+ * estimate does: it takes the fastest algorithm they allow;
+ * a_rounds_bounds_spare_replays_and_change_no_plan). */
 #define HINT_ESTIMATE_LEAST 512
 
 /* Hint h: the full round of a climb from `start`. */
