@@ -663,6 +663,14 @@ END_TEST
     "[net]\nbatch = 8\nchannels = 2\nheight = 12\nwidth = 12\n" TN_TRAIN TN_DATA DEEP_BLOCK DEEP_BLOCK \
     DEEP_BLOCK DEEP_BLOCK DEEP_BLOCK DEEP_BLOCK DEEP_BLOCK DEEP_BLOCK "[connected]\noutput = 4\n[softmax]\n"
 
+/* DEEP_NET's text with `blocks` blocks, into text (len bytes, enough for them). */
+static void deep_chain(char *text, size_t len, int blocks)
+{
+    int at = snprintf(text, len, "[net]\nbatch = 8\nchannels = 2\nheight = 12\nwidth = 12\n" TN_TRAIN TN_DATA);
+    for (int b = 0; b < blocks; b++) at += snprintf(text + at, len - (size_t)at, DEEP_BLOCK);
+    ck_assert((size_t)snprintf(text + at, len - (size_t)at, "[connected]\noutput = 4\n[softmax]\n") < len - (size_t)at);
+}
+
 /* A climb makes its moves in groups where the plan with a whole group still fits and
  * is faster (search.c, CLIMB_GROUP_FIRST), else one at a time: on a deep chain with
  * three made-up cost tables and budgets from the least to none's peak, fewer replays in
@@ -760,9 +768,7 @@ static void alike_profile(const net *n, uint64_t seed, profile *pr)
 START_TEST(a_climb_in_parts_measures_alike_changes_once)
 {
     char text[8192];
-    int at = snprintf(text, sizeof text, "[net]\nbatch = 8\nchannels = 2\nheight = 12\nwidth = 12\n" TN_TRAIN TN_DATA);
-    for (int b = 0; b < 64; b++) at += snprintf(text + at, sizeof text - (size_t)at, DEEP_BLOCK);
-    snprintf(text + at, sizeof text - (size_t)at, "[connected]\noutput = 4\n[softmax]\n");
+    deep_chain(text, sizeof text, 64);
     long sims[2] = {0, 0}, spared[2] = {0, 0};
     int faster = 0, slower = 0;
     const uint64_t tables = UNDER_SANITIZER ? 1 : 3;   /* 20 s under ThreadSanitizer with three */
@@ -826,19 +832,14 @@ START_TEST(a_large_shared_round_estimates_its_algorithms)
         return;
     }
     char text[16384];
-    int at = snprintf(text, sizeof text, "[net]\nbatch = 8\nchannels = 2\nheight = 12\nwidth = 12\n" TN_TRAIN TN_DATA);
-    for (int b = 0; b < 128; b++) at += snprintf(text + at, sizeof text - (size_t)at, DEEP_BLOCK);
-    snprintf(text + at, sizeof text - (size_t)at, "[connected]\noutput = 4\n[softmax]\n");
+    deep_chain(text, sizeof text, 128);
     long sims[2] = {0, 0};
     const uint64_t tables = UNDER_SANITIZER ? 1 : 2;
     for (uint64_t seed = 31; seed < 31 + tables; seed++) {
-        net *n = tn_parse(text, NULL);
         profile pr;
         size_t least = 0;
         plan none;
-        synthetic_profile(n, seed, &pr);
-        ck_assert(plan_least(n, &least) == VDNN_OK);
-        ck_assert(plan_fit_policy(n, &pr, 0, POLICY_NONE, ALGO_PERF, &none) == VDNN_OK);
+        net *n = net_and_range(text, NULL, seed, &pr, &least, &none);
         for (int b = 1; b < 5; b += UNDER_SANITIZER ? 2 : 1) {
             size_t budget = least + (none.peak_bytes - least) * (size_t)b / 8;
             plan p[2];
